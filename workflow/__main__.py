@@ -1,0 +1,5 @@
+"""Entry: ``python -m workflow`` runs the CLI."""
+
+from .cli import main
+
+main()

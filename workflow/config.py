@@ -1,0 +1,271 @@
+"""Config: load workflow.toml once at the edge and hand a frozen Config down; no globals.
+
+Precedence for the mail root: ``--mail-root`` > ``WORKFLOW_MAIL_ROOT`` > ``[workflow] mail_root``
+> ``~/.maildir/workflow``. Every error names the file, the key and the expected value.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError
+
+CONFIG_NAME = "workflow.toml"
+DEFAULT_STATES = ("proposed", "todo", "doing", "blocked", "done")
+DEFAULT_EVENTS = (
+    "review-request",
+    "approval",
+    "rejection",
+    "clarification-request",
+    "blocker-report",
+    "status-update",
+    "question",
+    "answer",
+)
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+DOMAIN_RE = re.compile(r"^(?=.{1,253}$)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$")
+KNOWN_SECTIONS = ("workflow", "smtp", "panels", "agentd", "backends", "bridges", "guardrails", "artifacts")
+
+
+@dataclass(frozen=True)
+class SmtpConfig:
+    host: str = "127.0.0.1"
+    port: int = 8025
+    timeout: float = 10.0
+    max_message_size: int = 10 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class PanelMember:
+    name: str
+    backend: str = "scripted"
+    model: str = ""
+
+
+@dataclass(frozen=True)
+class PanelConfig:
+    """A panel of several members; its name is ``{artifact_kind}-{writer|reviewer}-panel``."""
+
+    name: str
+    kind: str  # "review" | "writing"
+    artifact_kind: str
+    members: tuple[PanelMember, ...]
+    primary: str | None = None
+    consensus: str = "majority"
+
+    def mailbox(self, member: str) -> str:
+        return f"{self.name}.{member}"
+
+    @property
+    def mailboxes(self) -> tuple[str, ...]:
+        return tuple(self.mailbox(m.name) for m in self.members)
+
+    @property
+    def internal_address(self) -> str:
+        return f"{self.name}-internal"
+
+
+@dataclass(frozen=True)
+class Config:
+    project_dir: Path
+    mail_root: Path
+    path: Path | None = None
+    domain: str = "workflow.local"
+    roles_dir: Path = Path("roles")
+    templates_dir: Path = Path("email-templates")
+    states: tuple[str, ...] = DEFAULT_STATES
+    event_types: tuple[str, ...] = DEFAULT_EVENTS
+    artifact_roots: tuple[str, ...] = ("specs",)
+    default_sender: str = "user"
+    smtp: SmtpConfig = SmtpConfig()
+    panels: tuple[PanelConfig, ...] = ()
+    raw: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def index_path(self) -> Path:
+        return self.mail_root / ".workflow" / "index.sqlite"
+
+    def panel(self, name: str) -> PanelConfig | None:
+        for p in self.panels:
+            if p.name == name:
+                return p
+        return None
+
+
+def default_mail_root(env: Mapping[str, str]) -> Path:
+    if env.get("WORKFLOW_MAIL_ROOT"):
+        return Path(env["WORKFLOW_MAIL_ROOT"]).expanduser()
+    return Path("~/.maildir/workflow").expanduser()
+
+
+def find_config(start: Path) -> Path | None:
+    """The nearest workflow.toml at or above ``start``."""
+    for d in (start, *start.parents):
+        candidate = d / CONFIG_NAME
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+class _Reader:
+    """Typed access to one TOML table, with errors naming file, section and key."""
+
+    def __init__(self, file: str, section: str, table: Mapping[str, Any], known: tuple[str, ...]) -> None:
+        self.file, self.section, self.table = file, section, table
+        for key in table:
+            if key not in known:
+                self.fail(key, f"a known key ({', '.join(known)})", table[key], unknown=True)
+
+    def fail(self, key: str, expected: str, got: object, unknown: bool = False) -> None:
+        where = f"{self.file}: [{self.section}] {key}"
+        if unknown:
+            raise ConfigError(f"{where}: unknown key; expected {expected}")
+        raise ConfigError(f"{where}: expected {expected}, got {got!r}")
+
+    def str(self, key: str, default: str, pattern: re.Pattern[str] | None = None) -> str:
+        value = self.table.get(key, default)
+        if not isinstance(value, str) or (pattern is not None and not pattern.match(value)):
+            self.fail(key, "a string" + (f" matching {pattern.pattern}" if pattern else ""), value)
+        return str(value)
+
+    def int(self, key: str, default: int, lo: int, hi: int) -> int:
+        value = self.table.get(key, default)
+        if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
+            self.fail(key, f"an integer from {lo} to {hi}", value)
+        return int(value)
+
+    def float(self, key: str, default: float, lo: float, hi: float) -> float:
+        value = self.table.get(key, default)
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not lo <= value <= hi:
+            self.fail(key, f"a number from {lo} to {hi}", value)
+        return float(value)
+
+    def names(self, key: str, default: tuple[str, ...]) -> tuple[str, ...]:
+        value = self.table.get(key, list(default))
+        if (
+            not isinstance(value, list)
+            or not value
+            or not all(isinstance(v, str) and NAME_RE.match(v) for v in value)
+            or len(set(value)) != len(value)
+        ):
+            self.fail(key, "a non-empty list of distinct lower-case names", value)
+        return tuple(value)
+
+
+def _panel(file: str, name: str, table: object) -> PanelConfig:
+    section = f"panels.{name}"
+    if not isinstance(table, dict):
+        raise ConfigError(f"{file}: [{section}]: expected a table, got {table!r}")
+    r = _Reader(file, section, table, ("kind", "members", "primary", "consensus", "deadline", "rounds"))
+    m = re.match(r"^([a-z0-9][a-z0-9_-]*?)-(writer|reviewer)-panel$", name)
+    if not m:
+        raise ConfigError(
+            f"{file}: [panels.{name}]: expected a panel name like 'spec-reviewer-panel' or 'spec-writer-panel'"
+        )
+    kind = r.str("kind", "review" if m.group(2) == "reviewer" else "writing")
+    if kind not in ("review", "writing"):
+        r.fail("kind", "'review' or 'writing'", kind)
+    raw_members = table.get("members")
+    if not isinstance(raw_members, list) or not raw_members:
+        r.fail("members", "a non-empty list of names or {name, backend, model} tables", raw_members)
+    members: list[PanelMember] = []
+    for item in raw_members or []:
+        if isinstance(item, str):
+            item = {"name": item}
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not NAME_RE.match(item["name"]):
+            r.fail("members", "names matching [a-z0-9][a-z0-9_-]* or {name, backend, model} tables", item)
+            continue
+        extra = set(item) - {"name", "backend", "model"}
+        if extra:
+            r.fail("members", "member keys name, backend, model", sorted(extra))
+        members.append(PanelMember(item["name"], str(item.get("backend", "scripted")), str(item.get("model", ""))))
+    names = [mm.name for mm in members]
+    if len(set(names)) != len(names):
+        r.fail("members", "distinct member names", names)
+    primary = table.get("primary")
+    if primary is not None and primary not in names:
+        r.fail("primary", f"one of the members ({', '.join(names)})", primary)
+    consensus = r.str("consensus", "majority")
+    if consensus not in ("unanimous", "majority", "any-reject"):
+        r.fail("consensus", "'unanimous', 'majority' or 'any-reject'", consensus)
+    return PanelConfig(name, kind, m.group(1), tuple(members), primary, consensus)
+
+
+def load_config(
+    path: Path | None = None,
+    *,
+    cwd: Path | None = None,
+    mail_root: Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Config:
+    """Load ``path`` (or the nearest workflow.toml above ``cwd``; defaults when there is none)."""
+    env = os.environ if env is None else env
+    cwd = (cwd or Path.cwd()).resolve()
+    if path is None and env.get("WORKFLOW_CONFIG"):
+        path = Path(env["WORKFLOW_CONFIG"])
+    if path is not None:
+        path = path.expanduser().resolve()
+        if not path.is_file():
+            raise ConfigError(f"{path}: config file not found (expected a workflow.toml)")
+    else:
+        path = find_config(cwd)
+    data: dict[str, Any] = {}
+    if path is not None:
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"{path}: invalid TOML: {e}") from None
+        except (OSError, UnicodeDecodeError) as e:
+            raise ConfigError(f"{path}: cannot read: {e}") from None
+    file = str(path) if path else "(defaults)"
+    for section in data:
+        if section not in KNOWN_SECTIONS:
+            raise ConfigError(f"{file}: [{section}]: unknown section; expected one of {', '.join(KNOWN_SECTIONS)}")
+        if not isinstance(data[section], dict):
+            raise ConfigError(f"{file}: {section}: expected a table, got {data[section]!r}")
+    project_dir = path.parent if path else cwd
+    wf = _Reader(
+        file,
+        "workflow",
+        data.get("workflow", {}),
+        ("domain", "mail_root", "roles_dir", "templates_dir", "states", "event_types", "artifact_roots", "default_sender"),
+    )
+    smtp = _Reader(file, "smtp", data.get("smtp", {}), ("host", "port", "timeout", "max_message_size", "allow_remote"))
+    if mail_root is not None:
+        root = mail_root.expanduser()
+    elif env.get("WORKFLOW_MAIL_ROOT"):
+        root = Path(env["WORKFLOW_MAIL_ROOT"]).expanduser()
+    elif "mail_root" in wf.table:
+        root = Path(wf.str("mail_root", "")).expanduser()
+        if not root.is_absolute():
+            root = project_dir / root
+    else:
+        root = default_mail_root(env)
+    panels_table = data.get("panels", {})
+    panels = tuple(_panel(file, name, t) for name, t in panels_table.items())
+    return Config(
+        path=path,
+        project_dir=project_dir,
+        mail_root=root.resolve() if root.is_absolute() else (cwd / root).resolve(),
+        domain=wf.str("domain", "workflow.local", DOMAIN_RE),
+        roles_dir=project_dir / wf.str("roles_dir", "roles"),
+        templates_dir=project_dir / wf.str("templates_dir", "email-templates"),
+        states=wf.names("states", DEFAULT_STATES),
+        event_types=wf.names("event_types", DEFAULT_EVENTS),
+        artifact_roots=wf.names("artifact_roots", ("specs",)),
+        default_sender=wf.str("default_sender", "user", NAME_RE),
+        smtp=SmtpConfig(
+            host=smtp.str("host", "127.0.0.1"),
+            port=smtp.int("port", 8025, 0, 65535),
+            timeout=smtp.float("timeout", 10.0, 0.1, 600.0),
+            max_message_size=smtp.int("max_message_size", 10 * 1024 * 1024, 1024, 1 << 30),
+        ),
+        panels=panels,
+        raw=data,
+    )

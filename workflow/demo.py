@@ -1,0 +1,106 @@
+"""Demo: seed 002's Examples 1 and 2 in a scratch project — real Maildirs, no API key, no network."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from .app import App
+from .config import load_config
+from .errors import WorkflowError
+from .inbox import group, render_inbox, render_thread, select, thread_rows
+from .notify import NotifyRequest, compose
+from .transport import make_transport
+
+DEMO_TOML = """\
+# A scratch workflow-mail project made by `workflow demo`.
+[workflow]
+domain = "workflow.local"
+mail_root = "mail"
+
+[panels.spec-writer-panel]
+members = ["claude", "gpt-5", "gemini"]
+primary = "claude"
+
+[panels.spec-reviewer-panel]
+members = ["claude", "gpt-5", "gemini"]
+consensus = "majority"
+"""
+
+SPEC = """\
+# User authentication
+
+Users sign in with email and password or OAuth 2.0; sessions are bearer tokens.
+
+## Error handling
+- Wrong password: 401 with a generic message; lock after 5 failures in 10 minutes.
+"""
+
+
+def scaffold(base: Path) -> Path:
+    base.mkdir(parents=True, exist_ok=True)
+    (base / "workflow.toml").write_text(DEMO_TOML, encoding="utf-8")
+    for state in ("proposed", "todo", "doing", "blocked", "done"):
+        (base / "specs" / state).mkdir(parents=True, exist_ok=True)
+    (base / "specs" / "proposed" / "user-auth.md").write_text(SPEC, encoding="utf-8")
+    return base
+
+
+def run_demo(directory: Path | None, echo: Callable[[str], None]) -> App:
+    base = scaffold(directory or Path(tempfile.mkdtemp(prefix="workflow-demo-")))
+    app = App(load_config(base / "workflow.toml", env={}))
+    transport = make_transport(app.config, app.deliverer, "direct")
+    echo(f"Scratch project: {base}\nMail root:       {app.config.mail_root}\n")
+
+    def notify(sender: str, event: str, artifact: str, to: str, reply: str | None = None, **vars: str) -> str:
+        shown = " ".join(f'{k}="{v}"' for k, v in vars.items())
+        irt = f' --in-reply-to "{reply}"' if reply else ""
+        echo(f"$ WORKFLOW_ROLE={sender} workflow-notify{irt} {event} {artifact} {to} {shown}".rstrip())
+        req = NotifyRequest(event, (artifact,), tuple(to.split(",")), sender, reply, dict(vars))
+        with app.index() as index:
+            c = compose(req, app.config, app.roster, index)
+        transport.send(c.raw, c.sender_address, c.recipients)
+        echo(f"  → {c.message_id}\n")
+        return c.message_id
+
+    def show_inbox(role: str) -> None:
+        echo(f"$ workflow inbox {role}")
+        boxes = app.roster.mailboxes_of(role)
+        with app.index() as index:
+            index.refresh(boxes)
+            echo(render_inbox(role, group(select(index, boxes)), True))
+
+    echo("== Example 1: spec-writer asks for a review ==\n")
+    request = notify("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer",
+                     CONTEXT="Focus on error handling patterns")
+    show_inbox("spec-reviewer")
+
+    echo("== Example 2: the reviewer asks for a clarification mid-review; the writer answers ==\n")
+    clarify = notify("spec-reviewer", "clarification-request", "specs/proposed/user-auth.md", "spec-writer", request,
+                     QUESTION="Should OAuth tokens expire or use refresh pattern?", BLOCKING="no")
+    notify("spec-writer", "answer", "specs/proposed/user-auth.md", "spec-reviewer", clarify,
+           CONTEXT="Use refresh token pattern per OAuth 2.0 spec. Will update spec to clarify.")
+
+    echo("== Example 1 (cont.): the reviewer approves; the spec moves proposed/ → todo/ ==\n")
+    (base / "specs" / "proposed" / "user-auth.md").rename(base / "specs" / "todo" / "user-auth.md")
+    echo("$ mv specs/proposed/user-auth.md specs/todo/user-auth.md   (git-backed moves: `workflow move`)\n")
+    notify("spec-reviewer", "approval", "specs/todo/user-auth.md", "spec-writer", None,
+           NEXT_STATE="todo", NEXT_ROLES="skeleton-writer,test-writer")
+
+    for role in ("spec-writer", "spec-reviewer", "skeleton-writer", "test-writer"):
+        show_inbox(role)
+
+    echo(f"$ workflow thread '{request}' --as spec-writer")
+    boxes, sent = app.roster.view("spec-writer")
+    with app.index() as index:
+        echo(render_thread(thread_rows(index, boxes, request, sent), app.maildirs, boxes))
+
+    echo("== Visibility: a writer may not post into the reviewer panel's internal space ==\n")
+    try:
+        notify("spec-writer", "question", "specs/*/user-auth.md", "spec-reviewer-panel-internal",
+               QUESTION="What do you think so far?")
+    except WorkflowError as e:
+        echo(f"  refused: {e}\n")
+    echo(f"Done. Look around: ls {app.config.mail_root}/*/new  ·  WORKFLOW_CONFIG={base / 'workflow.toml'} workflow roster")
+    return app

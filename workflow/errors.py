@@ -1,0 +1,80 @@
+"""Errors: the one family of real failures; refusals name the problem so a model can act on it.
+
+WorkflowError
+├── ConfigError        a config file or key is missing or has the wrong value
+├── MessageError       a message or header value is malformed (CR/LF, unknown event, bad path…)
+├── TemplateError      a template is missing or fails to render (names the variable)
+├── RosterError        an address or role is unknown, or a role file is invalid
+├── VisibilityError    a panel visibility boundary would be crossed (names the rule)
+├── DeliveryError      a Maildir write failed; nothing was left in any new/
+├── IndexError_        the index is unreadable (corrupt file); `workflow reindex` rebuilds it
+└── TransportError     the SMTP server refused or failed a message
+
+Outcomes (a message refused by a rule) are errors only at the boundary that must report them;
+the CLI turns each into one line and a non-zero exit code.
+"""
+
+from __future__ import annotations
+
+
+class WorkflowError(Exception):
+    """Base of every failure this package reports to a user."""
+
+    exit_code = 1
+
+
+class ConfigError(WorkflowError):
+    """A config file or key is missing or invalid."""
+
+    exit_code = 3
+
+
+class MessageError(WorkflowError):
+    """A message or a header value is malformed."""
+
+    exit_code = 4
+
+
+class TemplateError(WorkflowError):
+    """A template is missing or does not render."""
+
+    exit_code = 4
+
+
+class RosterError(WorkflowError):
+    """An unknown role/address, or an invalid role definition."""
+
+    exit_code = 5
+
+
+class VisibilityError(WorkflowError):
+    """Delivery would cross a panel visibility boundary."""
+
+    exit_code = 6
+
+    def __init__(self, rule: str, detail: str) -> None:
+        super().__init__(f"{rule}: {detail}")
+        self.rule = rule
+        self.detail = detail
+
+
+class DeliveryError(WorkflowError):
+    """A durable Maildir write failed; no copy was left in any new/."""
+
+    exit_code = 7
+
+
+class IndexError_(WorkflowError):
+    """The SQLite index cannot be used; `workflow reindex` rebuilds it from the Maildirs."""
+
+    exit_code = 8
+
+
+class TransportError(WorkflowError):
+    """The SMTP server refused or failed to take a message."""
+
+    exit_code = 9
+
+    def __init__(self, message: str, code: int | None = None) -> None:
+        super().__init__(message)
+        self.code = code

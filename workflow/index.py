@@ -1,0 +1,377 @@
+"""Index: a SQLite (WAL) cache of every stored copy, for filters, threads and full-text search.
+
+The Maildirs are the truth. ``refresh`` notices changes made behind our back (a mail client
+marking a message read, a file removed) by comparing each mailbox's new/ and cur/ mtimes with
+the ones recorded at its last scan, and rescans only those. ``rebuild`` recreates everything from
+the Maildirs alone; a deleted index is rebuilt on first open. The FTS5 table is contentless:
+rows for copies that disappear stay until the next rebuild but never match, because every search
+joins back to ``msg`` (whose ids are never reused).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from pathlib import Path
+
+from .errors import IndexError_
+from .maildir import Entry, Maildirs
+from .message import Parsed, body_text, parse
+
+SCHEMA_VERSION = 1
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS msg(
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  mailbox TEXT NOT NULL, key TEXT NOT NULL, subdir TEXT NOT NULL, flags TEXT NOT NULL,
+  seen INTEGER NOT NULL, message_id TEXT, in_reply_to TEXT, refs TEXT NOT NULL,
+  sender TEXT NOT NULL, recipients TEXT NOT NULL, subject TEXT NOT NULL, date INTEGER NOT NULL,
+  event TEXT, state TEXT, artifacts TEXT NOT NULL, space TEXT, size INTEGER NOT NULL,
+  UNIQUE(mailbox, key));
+CREATE INDEX IF NOT EXISTS msg_box ON msg(mailbox, seen, date);
+CREATE INDEX IF NOT EXISTS msg_mid ON msg(message_id);
+CREATE TABLE IF NOT EXISTS dirstate(mailbox TEXT PRIMARY KEY, new_mtime INTEGER NOT NULL, cur_mtime INTEGER NOT NULL);
+CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(subject, body, content='', tokenize='unicode61 remove_diacritics 2');
+"""
+COLUMNS = (
+    "mailbox, key, subdir, flags, seen, message_id, in_reply_to, refs, sender, recipients, "
+    "subject, date, event, state, artifacts, space, size"
+)
+INTERNAL_LOCAL_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*-(writer|reviewer)-panel-internal$")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One stored copy as the index knows it."""
+
+    id: int
+    mailbox: str
+    key: str
+    subdir: str
+    flags: str
+    seen: bool
+    message_id: str | None
+    in_reply_to: str | None
+    refs: tuple[str, ...]
+    sender: str
+    recipients: tuple[str, ...]
+    subject: str
+    date: int
+    event: str | None
+    state: str | None
+    artifacts: tuple[str, ...]
+    space: str | None
+    size: int
+
+    @property
+    def ancestry(self) -> list[str]:
+        out = list(self.refs)
+        if self.in_reply_to and self.in_reply_to not in out:
+            out.append(self.in_reply_to)
+        return out
+
+
+def _row(t: tuple[object, ...]) -> Row:
+    (i, mb, key, sub, flags, seen, mid, irt, refs, sender, rcpt, subj, date, ev, st, arts, space, size) = t
+    return Row(
+        int(i),  # type: ignore[call-overload]
+        str(mb), str(key), str(sub), str(flags), bool(seen),
+        mid if isinstance(mid, str) else None,
+        irt if isinstance(irt, str) else None,
+        tuple(str(refs).split()),
+        str(sender),
+        tuple(a for a in str(rcpt).split(",") if a),
+        str(subj),
+        int(date),  # type: ignore[call-overload]
+        ev if isinstance(ev, str) else None,
+        st if isinstance(st, str) else None,
+        tuple(a for a in str(arts).split(",") if a),
+        space if isinstance(space, str) else None,
+        int(size),  # type: ignore[call-overload]
+    )
+
+
+def internal_space(recipients: Iterable[str], domain: str) -> str | None:
+    """The panel-internal space a message belongs to, from the addresses it names."""
+    for addr in recipients:
+        local, _, dom = addr.rpartition("@")
+        if dom == domain and INTERNAL_LOCAL_RE.match(local):
+            return local
+    return None
+
+
+def _date(value: str | None) -> int:
+    if not value:
+        return 0
+    try:
+        return int(parsedate_to_datetime(value).timestamp())
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return 0
+
+
+def describe(entry: Entry, raw: bytes, parsed: Parsed, domain: str) -> tuple[tuple[object, ...], tuple[str, str]]:
+    """The msg row and the FTS (subject, body) for one stored copy."""
+    rcpt = parsed.recipients
+    row = (
+        entry.mailbox, entry.key, entry.subdir, entry.flags, int("S" in entry.flags),
+        parsed.message_id, parsed.in_reply_to, " ".join(parsed.references), parsed.sender,
+        ",".join(rcpt), parsed.subject, _date(parsed.get("Date")), parsed.event, parsed.state,
+        ",".join(parsed.artifacts), internal_space(rcpt, domain), len(raw),
+    )
+    return row, (parsed.subject, body_text(raw, parsed))
+
+
+def _fts_query(text: str) -> str:
+    words = re.findall(r"\w+", text, re.UNICODE)
+    if not words:
+        raise IndexError_(f"search text {text!r} has no words to look for")
+    return " ".join('"' + w.replace('"', '""') + '"' for w in words)
+
+
+class Index:
+    """An open index; use as a context manager, keep it short-lived."""
+
+    def __init__(self, path: Path, maildirs: Maildirs, domain: str) -> None:
+        self.path = path
+        self.maildirs = maildirs
+        self.domain = domain
+        fresh = not path.exists()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.db = sqlite3.connect(path, timeout=30.0, isolation_level=None)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            version = self.db.execute("PRAGMA user_version").fetchone()[0]
+            if version not in (0, SCHEMA_VERSION):
+                raise IndexError_(f"index {path} has schema {version}, expected {SCHEMA_VERSION}; run `workflow reindex`")
+            if version == 0:
+                self.db.executescript(SCHEMA)
+                self.db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        except sqlite3.DatabaseError as e:
+            raise IndexError_(f"index {path} is unreadable ({e}); run `workflow reindex` to rebuild it from the Maildirs") from None
+        except OSError as e:
+            raise IndexError_(f"cannot open index {path}: {e.strerror}") from None
+        if fresh:
+            self.rebuild()
+
+    def __enter__(self) -> Index:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.db.close()
+
+    def _exec(self, sql: str, args: Sequence[object] = ()) -> sqlite3.Cursor:
+        try:
+            return self.db.execute(sql, args)
+        except sqlite3.DatabaseError as e:
+            raise IndexError_(f"index {self.path} is unreadable ({e}); run `workflow reindex` to rebuild it") from None
+
+    # ---------------------------------------------------------------- writing
+
+    def add(self, entries: Sequence[Entry], raw: bytes, parsed: Parsed) -> None:
+        """Record copies just delivered (one parse shared by all copies)."""
+        if not entries:
+            return
+        row, fts = describe(entries[0], raw, parsed, self.domain)
+        rows = [(e.mailbox, e.key, e.subdir, e.flags, int("S" in e.flags)) + row[5:] for e in entries]
+        self._insert(rows, [fts] * len(rows))
+
+    def _insert(self, rows: Sequence[tuple[object, ...]], fts: Sequence[tuple[str, str]]) -> None:
+        try:
+            self.db.execute("BEGIN IMMEDIATE")
+            for row, (subj, body) in zip(rows, fts):
+                cur = self.db.execute(
+                    f"INSERT OR REPLACE INTO msg({COLUMNS}) VALUES ({','.join('?' * 17)})", row
+                )
+                self.db.execute("INSERT INTO fts(rowid, subject, body) VALUES (?,?,?)", (cur.lastrowid, subj, body))
+            self.db.execute("COMMIT")
+        except sqlite3.DatabaseError as e:
+            if self.db.in_transaction:
+                self.db.execute("ROLLBACK")
+            raise IndexError_(f"index {self.path} could not be updated ({e}); run `workflow reindex`") from None
+
+    def set_flags(self, entry: Entry) -> None:
+        self._exec(
+            "UPDATE msg SET subdir=?, flags=?, seen=? WHERE mailbox=? AND key=?",
+            (entry.subdir, entry.flags, int("S" in entry.flags), entry.mailbox, entry.key),
+        )
+
+    def _mtimes(self, mailbox: str) -> tuple[int, int]:
+        box = self.maildirs.path(mailbox)
+        out = []
+        for sub in ("new", "cur"):
+            try:
+                out.append(os.stat(box / sub).st_mtime_ns)
+            except FileNotFoundError:
+                out.append(0)
+        return out[0], out[1]
+
+    def refresh(self, mailboxes: Iterable[str] | None = None) -> int:
+        """Rescan mailboxes whose directories changed since their last scan; returns how many."""
+        boxes = self.maildirs.mailboxes() if mailboxes is None else list(mailboxes)
+        known = dict(
+            ((mb, (n, c)) for mb, n, c in self._exec("SELECT mailbox, new_mtime, cur_mtime FROM dirstate"))
+        )
+        changed = 0
+        for mb in boxes:
+            now = self._mtimes(mb)
+            if known.get(mb) != now:
+                self._rescan(mb, now)
+                changed += 1
+        return changed
+
+    def _rescan(self, mailbox: str, mtimes: tuple[int, int]) -> None:
+        have = {
+            key: (i, sub, flags)
+            for i, key, sub, flags in self._exec("SELECT id, key, subdir, flags FROM msg WHERE mailbox=?", (mailbox,))
+        }
+        add_rows: list[tuple[object, ...]] = []
+        add_fts: list[tuple[str, str]] = []
+        updates: list[tuple[object, ...]] = []
+        seen_keys: set[str] = set()
+        for e in self.maildirs.scan(mailbox):
+            seen_keys.add(e.key)
+            old = have.get(e.key)
+            if old is None:
+                got = _read(e)
+                if got is not None:
+                    row, fts = describe(e, got[0], got[1], self.domain)
+                    add_rows.append(row)
+                    add_fts.append(fts)
+            elif (old[1], old[2]) != (e.subdir, e.flags):
+                updates.append((e.subdir, e.flags, int("S" in e.flags), old[0]))
+        gone = [(v[0],) for k, v in have.items() if k not in seen_keys]
+        try:
+            self.db.execute("BEGIN IMMEDIATE")
+            self.db.executemany("UPDATE msg SET subdir=?, flags=?, seen=? WHERE id=?", updates)
+            self.db.executemany("DELETE FROM msg WHERE id=?", gone)
+            self.db.execute(
+                "INSERT OR REPLACE INTO dirstate(mailbox, new_mtime, cur_mtime) VALUES (?,?,?)", (mailbox, *mtimes)
+            )
+            self.db.execute("COMMIT")
+        except sqlite3.DatabaseError as e:
+            if self.db.in_transaction:
+                self.db.execute("ROLLBACK")
+            raise IndexError_(f"index {self.path} could not be updated ({e}); run `workflow reindex`") from None
+        if add_rows:
+            self._insert(add_rows, add_fts)
+
+    def rebuild(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """Forget everything and index every mailbox from the Maildirs; returns copies indexed."""
+        self._exec("BEGIN IMMEDIATE")
+        try:
+            self.db.execute("DELETE FROM msg")
+            self.db.execute("DELETE FROM dirstate")
+            self.db.execute("INSERT INTO fts(fts) VALUES('delete-all')")
+            self.db.execute("DELETE FROM sqlite_sequence WHERE name='msg'")
+            total = 0
+            boxes = self.maildirs.mailboxes()
+            for n, mb in enumerate(boxes, 1):
+                mtimes = self._mtimes(mb)
+                batch: list[tuple[tuple[object, ...], tuple[str, str]]] = []
+                for e in self.maildirs.scan(mb):
+                    got = _read(e)
+                    if got is not None:
+                        batch.append(describe(e, got[0], got[1], self.domain))
+                self.db.executemany(f"INSERT INTO msg({COLUMNS}) VALUES ({','.join('?' * 17)})", [b[0] for b in batch])
+                first = self.db.execute("SELECT coalesce(max(id),0) FROM msg").fetchone()[0] - len(batch) + 1
+                self.db.executemany(
+                    "INSERT INTO fts(rowid, subject, body) VALUES (?,?,?)",
+                    [(first + i, s, b) for i, (_, (s, b)) in enumerate(batch)],
+                )
+                self.db.execute("INSERT INTO dirstate VALUES (?,?,?)", (mb, *mtimes))
+                total += len(batch)
+                if progress:
+                    progress(n, len(boxes))
+            self.db.execute("COMMIT")
+        except BaseException:
+            if self.db.in_transaction:
+                self.db.execute("ROLLBACK")
+            raise
+        return total
+
+    # ---------------------------------------------------------------- reading
+
+    def query(
+        self,
+        mailboxes: Sequence[str] | None = None,
+        *,
+        unread: bool = False,
+        event: str | None = None,
+        state: str | None = None,
+        artifact_like: str | None = None,
+        message_ids: Sequence[str] | None = None,
+        senders: Sequence[str] = (),
+    ) -> list[Row]:
+        """Rows in ``mailboxes`` (plus, with ``senders``, what those addresses sent)."""
+        where: list[str] = []
+        args: list[object] = []
+        if mailboxes is not None:
+            clause = f"mailbox IN ({','.join('?' * len(mailboxes))})"
+            args.extend(mailboxes)
+            if senders:
+                clause = f"({clause} OR sender IN ({','.join('?' * len(senders))}))"
+                args.extend(senders)
+            where.append(clause)
+        if unread:
+            where.append("seen=0")
+        if event:
+            where.append("event=?")
+            args.append(event)
+        if state:
+            where.append("state=?")
+            args.append(state)
+        if artifact_like:
+            where.append("artifacts LIKE ? ESCAPE '\\'")
+            args.append("%" + re.sub(r"([%_\\])", r"\\\1", artifact_like) + "%")
+        if message_ids is not None:
+            where.append(f"message_id IN ({','.join('?' * len(message_ids))})")
+            args.extend(message_ids)
+        sql = f"SELECT id, {COLUMNS} FROM msg" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY date, id"
+        return [_row(t) for t in self._exec(sql, args)]
+
+    def spaces(self, message_ids: Sequence[str]) -> dict[str, str]:
+        """Which of these Message-IDs were delivered into a panel-internal space, and which."""
+        if not message_ids:
+            return {}
+        sql = f"SELECT message_id, space FROM msg WHERE space IS NOT NULL AND message_id IN ({','.join('?' * len(message_ids))})"
+        return {mid: sp for mid, sp in self._exec(sql, list(message_ids))}
+
+    def search(
+        self, text: str, mailboxes: Sequence[str] | None = None, limit: int = 50, senders: Sequence[str] = ()
+    ) -> list[Row]:
+        args: list[object] = [_fts_query(text)]
+        sql = f"SELECT m.id, {', '.join('m.' + c.strip() for c in COLUMNS.split(','))} FROM fts JOIN msg m ON m.id = fts.rowid WHERE fts MATCH ?"
+        if mailboxes is not None:
+            sql += f" AND (m.mailbox IN ({','.join('?' * len(mailboxes))})"
+            args.extend(mailboxes)
+            sql += f" OR m.sender IN ({','.join('?' * len(senders))}))" if senders else ")"
+            args.extend(senders)
+        sql += " ORDER BY m.date DESC LIMIT ?"
+        args.append(limit)
+        return [_row(t) for t in self._exec(sql, args)]
+
+    def thread_links(self) -> Iterator[tuple[str, str | None, str]]:
+        """(Message-ID, In-Reply-To, References) for every distinct message, for threading."""
+        yield from self._exec(
+            "SELECT message_id, in_reply_to, refs FROM msg WHERE message_id IS NOT NULL GROUP BY message_id"
+        )
+
+    def count(self) -> int:
+        return int(self._exec("SELECT count(*) FROM msg").fetchone()[0])
+
+
+def _read(e: Entry) -> tuple[bytes, Parsed] | None:
+    try:
+        with open(e.path, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        return None  # moved or removed while we scanned; the next refresh sees where it went
+    return raw, parse(raw)

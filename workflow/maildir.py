@@ -1,0 +1,240 @@
+"""Maildir: durable delivery (tmp → fsync → link into new/ → fsync new/), reading, flags.
+
+Bytes are stored exactly as received; nothing is re-serialised. A multi-mailbox delivery is
+all-or-nothing: either every copy is in its new/ and every directory is fsynced, or no copy is
+left in any new/. Reading never changes a flag; only ``set_flags`` does.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import secrets
+import socket
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import DeliveryError
+
+SUBDIRS = ("tmp", "new", "cur")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One stored copy: its mailbox, its unique key, where it is (new|cur) and its flags."""
+
+    mailbox: str
+    key: str
+    subdir: str
+    flags: str
+    path: Path
+
+    @property
+    def seen(self) -> bool:
+        return "S" in self.flags
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _hostname() -> str:
+    return socket.gethostname().replace("/", "\\057").replace(":", "\\072") or "localhost"
+
+
+def split_name(name: str) -> tuple[str, str]:
+    """A file name in cur/ or new/ as (key, flags)."""
+    key, sep, info = name.partition(":")
+    if sep and info.startswith("2,"):
+        return key, info[2:]
+    return key, ""
+
+
+class Maildirs:
+    """The mail root: one Maildir per mailbox, created on first delivery."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._host = _hostname()
+
+    def path(self, mailbox: str) -> Path:
+        if not mailbox or "/" in mailbox or mailbox.startswith(".") or "\0" in mailbox:
+            raise DeliveryError(f"invalid mailbox name {mailbox!r}")
+        return self.root / mailbox
+
+    def mailboxes(self) -> list[str]:
+        if not self.root.is_dir():
+            return []
+        return sorted(
+            d.name for d in os.scandir(self.root) if d.is_dir() and not d.name.startswith(".") and (Path(d.path) / "new").is_dir()
+        )
+
+    def ensure(self, mailbox: str) -> Path:
+        """Create mailbox/{tmp,new,cur} (and parents), fsyncing each directory that was created."""
+        box = self.path(mailbox)
+        if all((box / s).is_dir() for s in SUBDIRS):
+            return box
+        created: list[Path] = []
+        missing: list[Path] = []
+        p = box
+        while not p.exists():
+            missing.append(p)
+            p = p.parent
+        for d in reversed(missing):
+            self._mkdir(d)
+            created.append(d)
+        for s in SUBDIRS:
+            d = box / s
+            if not d.is_dir():
+                self._mkdir(d)
+                created.append(d)
+        for d in {c.parent for c in created}:
+            _fsync_dir(d)
+        return box
+
+    @staticmethod
+    def _mkdir(d: Path) -> None:
+        try:
+            os.mkdir(d, 0o700)
+        except FileExistsError:
+            pass
+        except OSError as e:
+            raise DeliveryError(f"cannot create mail directory {d}: {e.strerror}") from None
+
+    def _new_name(self) -> str:
+        now = time.time()
+        sec = int(now)
+        usec = int((now - sec) * 1_000_000)
+        return f"{sec}.M{usec}P{os.getpid()}R{secrets.token_hex(8)}.{self._host}"
+
+    def _write_tmp(self, box: Path, data: bytes) -> tuple[Path, str]:
+        for _ in range(8):
+            name = self._new_name()
+            tmp = box / "tmp" / name
+            try:
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            except FileExistsError:
+                continue
+            try:
+                view = memoryview(data)
+                while view:
+                    n = os.write(fd, view)
+                    if n <= 0:
+                        raise OSError(errno.EIO, "short write")
+                    view = view[n:]
+                os.fsync(fd)
+            except BaseException:
+                os.close(fd)
+                _unlink_quiet(tmp)
+                raise
+            os.close(fd)
+            return tmp, name
+        raise DeliveryError(f"could not find a unique file name in {box / 'tmp'}")
+
+    def deliver(self, mailboxes: Sequence[str], data: bytes) -> list[Entry]:
+        """Store one copy in each mailbox durably; all or nothing. Returns the stored entries."""
+        tmps: list[tuple[str, Path, str]] = []
+        linked: list[Path] = []
+        try:
+            for mb in mailboxes:
+                box = self.ensure(mb)
+                tmp, name = self._write_tmp(box, data)
+                tmps.append((mb, tmp, name))
+            entries: list[Entry] = []
+            for mb, tmp, name in tmps:
+                target = self._link_new(tmp, name)
+                linked.append(target)
+                entries.append(Entry(mb, target.name, "new", "", target))
+            for d in {t.parent for t in linked}:
+                _fsync_dir(d)
+        except BaseException as e:
+            for target in linked:
+                _unlink_quiet(target)
+            for d in {t.parent for t in linked}:
+                try:
+                    _fsync_dir(d)
+                except OSError:
+                    pass
+            for _, tmp, _ in tmps:
+                _unlink_quiet(tmp)
+            if isinstance(e, DeliveryError):
+                raise
+            if isinstance(e, OSError):
+                where = e.filename or self.root
+                raise DeliveryError(f"cannot store message in {where}: {e.strerror or e}") from None
+            raise
+        for _, tmp, _ in tmps:
+            _unlink_quiet(tmp)
+        return entries
+
+    @staticmethod
+    def _link_new(tmp: Path, name: str) -> Path:
+        target = tmp.parent.parent / "new" / name
+        for attempt in range(8):
+            try:
+                os.link(tmp, target)
+                return target
+            except FileExistsError:
+                target = target.with_name(f"{name}.{secrets.token_hex(4)}")
+            except OSError as e:
+                if e.errno in (errno.EPERM, errno.EXDEV, errno.ENOTSUP, errno.EMLINK) and not target.exists():
+                    os.rename(tmp, target)
+                    return target
+                raise
+        raise DeliveryError(f"could not find a unique file name in {target.parent}")
+
+    def scan(self, mailbox: str) -> Iterator[Entry]:
+        """Every stored copy in a mailbox (new/ and cur/), without reading or marking anything."""
+        box = self.path(mailbox)
+        for sub in ("new", "cur"):
+            d = box / sub
+            try:
+                it = os.scandir(d)
+            except FileNotFoundError:
+                continue
+            with it:
+                for de in it:
+                    if de.name.startswith("."):
+                        continue
+                    key, flags = split_name(de.name)
+                    yield Entry(mailbox, key, sub, flags, Path(de.path))
+
+    def find(self, mailbox: str, key: str) -> Entry | None:
+        box = self.path(mailbox)
+        p = box / "new" / key
+        if p.exists():
+            return Entry(mailbox, key, "new", "", p)
+        try:
+            with os.scandir(box / "cur") as it:
+                for de in it:
+                    k, flags = split_name(de.name)
+                    if k == key:
+                        return Entry(mailbox, key, "cur", flags, Path(de.path))
+        except FileNotFoundError:
+            pass
+        return None
+
+    def set_flags(self, entry: Entry, flags: str) -> Entry:
+        """Move a copy into cur/ with exactly ``flags`` (sorted, as Maildir requires)."""
+        flags = "".join(sorted(set(flags)))
+        target = self.path(entry.mailbox) / "cur" / f"{entry.key}:2,{flags}"
+        if target == entry.path:
+            return entry
+        os.rename(entry.path, target)
+        _fsync_dir(target.parent)
+        if entry.subdir == "new":
+            _fsync_dir(entry.path.parent)
+        return Entry(entry.mailbox, entry.key, "cur", flags, target)
+
+
+def _unlink_quiet(p: Path) -> None:
+    try:
+        os.unlink(p)
+    except OSError:
+        pass

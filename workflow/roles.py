@@ -1,0 +1,104 @@
+"""Roles: load ``roles/<name>.md`` (TOML front matter between +++ lines, prompt as the body).
+
+Built-in roles ship with the package; a project's own ``roles/`` overrides them file by file.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .config import NAME_RE, Config
+from .errors import RosterError
+from .resources import builtin_dir
+
+MODES = ("async", "sync", "human")
+KEYS = ("mode", "triggers", "artifacts", "backend", "model", "panel", "description", "max_turns")
+
+
+@dataclass(frozen=True)
+class Role:
+    name: str
+    mode: str
+    description: str
+    prompt: str
+    path: Path
+    triggers: tuple[str, ...] = ()
+    artifacts: tuple[str, ...] = ()
+    backend: str = "scripted"
+    model: str = ""
+    panel: str | None = None
+
+    @property
+    def takes_mail(self) -> bool:
+        return self.mode != "sync"
+
+
+def _list(path: Path, key: str, value: object) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise RosterError(f"{path}: front matter key {key}: expected a list of strings, got {value!r}")
+    return tuple(value)
+
+
+def parse_role(path: Path, text: str, event_types: Iterable[str]) -> Role:
+    """Parse one role file; every error names the file and the key."""
+    name = path.stem
+    if not NAME_RE.match(name):
+        raise RosterError(f"{path}: role name {name!r} must match {NAME_RE.pattern}")
+    lines = text.replace("\r\n", "\n").split("\n")
+    if not lines or lines[0].strip() != "+++":
+        raise RosterError(f"{path}: expected TOML front matter starting with a '+++' line")
+    try:
+        end = next(i for i in range(1, len(lines)) if lines[i].strip() == "+++")
+    except StopIteration:
+        raise RosterError(f"{path}: front matter has no closing '+++' line") from None
+    try:
+        meta = tomllib.loads("\n".join(lines[1:end]))
+    except tomllib.TOMLDecodeError as e:
+        raise RosterError(f"{path}: invalid TOML front matter: {e}") from None
+    for key in meta:
+        if key not in KEYS:
+            raise RosterError(f"{path}: unknown front matter key {key!r}; expected one of {', '.join(KEYS)}")
+    mode = meta.get("mode", "async")
+    if mode not in MODES:
+        raise RosterError(f"{path}: front matter key mode: expected one of {', '.join(MODES)}, got {mode!r}")
+    triggers = _list(path, "triggers", meta.get("triggers", []))
+    known = tuple(event_types)
+    for t in triggers:
+        if t not in known:
+            raise RosterError(f"{path}: front matter key triggers: unknown event type {t!r}; expected one of {', '.join(known)}")
+    for key in ("backend", "model", "panel", "description"):
+        if key in meta and not isinstance(meta[key], str):
+            raise RosterError(f"{path}: front matter key {key}: expected a string, got {meta[key]!r}")
+    return Role(
+        name=name,
+        mode=mode,
+        description=str(meta.get("description", "")),
+        prompt="\n".join(lines[end + 1 :]).strip() + "\n",
+        path=path,
+        triggers=triggers,
+        artifacts=_list(path, "artifacts", meta.get("artifacts", [])),
+        backend=str(meta.get("backend", "scripted")),
+        model=str(meta.get("model", "")),
+        panel=meta.get("panel"),
+    )
+
+
+def load_roles(config: Config) -> dict[str, Role]:
+    """Built-in roles overlaid by the project's roles dir, by file name."""
+    files: dict[str, Path] = {}
+    for d in (builtin_dir("roles"), config.roles_dir):
+        if d.is_dir():
+            for p in sorted(d.glob("*.md")):
+                if p.name.lower() != "readme.md":
+                    files[p.stem] = p
+    roles: dict[str, Role] = {}
+    for name, p in sorted(files.items()):
+        try:
+            text = p.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise RosterError(f"{p}: cannot read role file: {e}") from None
+        roles[name] = parse_role(p, text, config.event_types)
+    return roles
