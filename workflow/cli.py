@@ -20,7 +20,7 @@ from .errors import WorkflowError
 class _Fail(click.ClickException):
     def __init__(self, e: WorkflowError) -> None:
         super().__init__(str(e))
-        self.exit_code = e.exit_code
+        self.exit_code = e.exit_code  # type: ignore[misc]
 
 
 class _Errors:
@@ -142,7 +142,7 @@ def _notify_params(f: Any) -> Any:
 @cli.command("notify", cls=Command, help=NOTIFY_HELP)
 @_notify_params
 @click.pass_context
-def notify_cmd(ctx: click.Context, **kw: Any) -> None:
+def notify_cmd(ctx: click.Context, /, **kw: Any) -> None:
     _notify(_app(ctx), **kw)
 
 

@@ -128,19 +128,19 @@ class _Reader:
             raise ConfigError(f"{where}: unknown key; expected {expected}")
         raise ConfigError(f"{where}: expected {expected}, got {got!r}")
 
-    def str(self, key: str, default: str, pattern: re.Pattern[str] | None = None) -> str:
+    def get_str(self, key: str, default: str, pattern: re.Pattern[str] | None = None) -> str:
         value = self.table.get(key, default)
         if not isinstance(value, str) or (pattern is not None and not pattern.match(value)):
             self.fail(key, "a string" + (f" matching {pattern.pattern}" if pattern else ""), value)
         return str(value)
 
-    def int(self, key: str, default: int, lo: int, hi: int) -> int:
+    def get_int(self, key: str, default: int, lo: int, hi: int) -> int:
         value = self.table.get(key, default)
         if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
             self.fail(key, f"an integer from {lo} to {hi}", value)
         return int(value)
 
-    def float(self, key: str, default: float, lo: float, hi: float) -> float:
+    def get_float(self, key: str, default: float, lo: float, hi: float) -> float:
         value = self.table.get(key, default)
         if not isinstance(value, (int, float)) or isinstance(value, bool) or not lo <= value <= hi:
             self.fail(key, f"a number from {lo} to {hi}", value)
@@ -168,7 +168,7 @@ def _panel(file: str, name: str, table: object) -> PanelConfig:
         raise ConfigError(
             f"{file}: [panels.{name}]: expected a panel name like 'spec-reviewer-panel' or 'spec-writer-panel'"
         )
-    kind = r.str("kind", "review" if m.group(2) == "reviewer" else "writing")
+    kind = r.get_str("kind", "review" if m.group(2) == "reviewer" else "writing")
     if kind not in ("review", "writing"):
         r.fail("kind", "'review' or 'writing'", kind)
     raw_members = table.get("members")
@@ -191,7 +191,7 @@ def _panel(file: str, name: str, table: object) -> PanelConfig:
     primary = table.get("primary")
     if primary is not None and primary not in names:
         r.fail("primary", f"one of the members ({', '.join(names)})", primary)
-    consensus = r.str("consensus", "majority")
+    consensus = r.get_str("consensus", "majority")
     if consensus not in ("unanimous", "majority", "any-reject"):
         r.fail("consensus", "'unanimous', 'majority' or 'any-reject'", consensus)
     return PanelConfig(name, kind, m.group(1), tuple(members), primary, consensus)
@@ -242,7 +242,7 @@ def load_config(
     elif env.get("WORKFLOW_MAIL_ROOT"):
         root = Path(env["WORKFLOW_MAIL_ROOT"]).expanduser()
     elif "mail_root" in wf.table:
-        root = Path(wf.str("mail_root", "")).expanduser()
+        root = Path(wf.get_str("mail_root", "")).expanduser()
         if not root.is_absolute():
             root = project_dir / root
     else:
@@ -253,18 +253,18 @@ def load_config(
         path=path,
         project_dir=project_dir,
         mail_root=root.resolve() if root.is_absolute() else (cwd / root).resolve(),
-        domain=wf.str("domain", "workflow.local", DOMAIN_RE),
-        roles_dir=project_dir / wf.str("roles_dir", "roles"),
-        templates_dir=project_dir / wf.str("templates_dir", "email-templates"),
+        domain=wf.get_str("domain", "workflow.local", DOMAIN_RE),
+        roles_dir=project_dir / wf.get_str("roles_dir", "roles"),
+        templates_dir=project_dir / wf.get_str("templates_dir", "email-templates"),
         states=wf.names("states", DEFAULT_STATES),
         event_types=wf.names("event_types", DEFAULT_EVENTS),
         artifact_roots=wf.names("artifact_roots", ("specs",)),
-        default_sender=wf.str("default_sender", "user", NAME_RE),
+        default_sender=wf.get_str("default_sender", "user", NAME_RE),
         smtp=SmtpConfig(
-            host=smtp.str("host", "127.0.0.1"),
-            port=smtp.int("port", 8025, 0, 65535),
-            timeout=smtp.float("timeout", 10.0, 0.1, 600.0),
-            max_message_size=smtp.int("max_message_size", 10 * 1024 * 1024, 1024, 1 << 30),
+            host=smtp.get_str("host", "127.0.0.1"),
+            port=smtp.get_int("port", 8025, 0, 65535),
+            timeout=smtp.get_float("timeout", 10.0, 0.1, 600.0),
+            max_message_size=smtp.get_int("max_message_size", 10 * 1024 * 1024, 1024, 1 << 30),
         ),
         panels=panels,
         raw=data,

@@ -354,7 +354,7 @@ def body_text(raw: bytes, parsed: Parsed | None = None) -> str:
     for part in msg.walk():
         if part.get_content_type() == "text/plain":
             try:
-                return str(part.get_content()).replace("\r\n", "\n")  # type: ignore[attr-defined]
+                return str(part.get_content()).replace("\r\n", "\n")
             except (LookupError, ValueError):
                 continue
     return ""
