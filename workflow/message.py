@@ -95,21 +95,79 @@ def encode_header(name: str, value: str) -> str:
         folded = _fold_plain(name, value)
         if folded is not None:
             return folded
-    from email.header import Header
+    return f"{name}: " + "\r\n ".join(_encoded_words(value))
 
-    encoded = Header(value, "utf-8", header_name=name).encode(linesep="\r\n", maxlinelen=76)
-    return f"{name}: {encoded}"
+
+def _encoded_words(value: str) -> list[str]:
+    """RFC 2047 'B' encoded-words of at most 45 UTF-8 bytes each, never splitting a character.
+
+    Written here because email.header.Header.encode drops or rewrites some whitespace
+    (a lone form feed encodes to nothing), which would break the round trip.
+    """
+    import base64
+
+    words: list[bytes] = []
+    chunk = b""
+    for ch in value:
+        b = ch.encode("utf-8")
+        if len(chunk) + len(b) > 45:
+            words.append(chunk)
+            chunk = b""
+        chunk += b
+    if chunk or not words:
+        words.append(chunk)
+    return ["=?utf-8?b?" + base64.b64encode(w).decode("ascii") + "?=" for w in words]
+
+
+ENCODED_WORD_RE = re.compile(r"=\?([^?\s]+)\?([bBqQ])\?([^?\s]*)\?=")
+
+
+def _decode_word(charset: str, enc: str, text: str) -> bytes | None:
+    import base64
+    import binascii
+
+    try:
+        if enc in "bB":
+            return base64.b64decode(text + "=" * (-len(text) % 4))
+        out = re.sub(r"=([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1), 16)), text.replace("_", " "))
+        return out.encode("latin-1")
+    except (binascii.Error, ValueError, UnicodeEncodeError):
+        return None
 
 
 def _decode_value(value: str) -> str:
+    """Decode RFC 2047 encoded-words; whitespace between adjacent encoded-words is dropped."""
     if "=?" not in value:
         return value
-    from email.header import decode_header, make_header
+    out: list[str] = []
+    pending: list[tuple[str, bytes]] = []  # adjacent encoded-words, decoded together per charset
+    pos = 0
 
-    try:
-        return str(make_header(decode_header(value)))
-    except (ValueError, LookupError, UnicodeError):
-        return value
+    def flush() -> None:
+        for cs, data in pending:
+            try:
+                out.append(data.decode(cs.split("*")[0], "replace"))
+            except LookupError:
+                out.append(data.decode("utf-8", "replace"))
+        pending.clear()
+
+    for m in ENCODED_WORD_RE.finditer(value):
+        between = value[pos : m.start()]
+        data = _decode_word(m.group(1), m.group(2), m.group(3))
+        if data is None:
+            continue
+        if between.strip(" \t") or not pending:
+            flush()
+            out.append(between)
+        cs = m.group(1).lower()
+        if pending and pending[-1][0] == cs:
+            pending[-1] = (cs, pending[-1][1] + data)
+        else:
+            pending.append((cs, data))
+        pos = m.end()
+    flush()
+    out.append(value[pos:])
+    return "".join(out)
 
 
 def canonical_body(text: str) -> str:
