@@ -108,10 +108,10 @@ def group(rows: Sequence[Row]) -> list[InboxThread]:
     for mid, r in zip(own, rows):
         groups.setdefault(find(mid), []).append(r)
     threads = [
-        InboxThread(msgs[0].refs[0] if msgs[0].refs else (msgs[0].message_id or ""), tuple(sorted(msgs, key=lambda m: (m.date, m.id))))
+        InboxThread(msgs[0].refs[0] if msgs[0].refs else (msgs[0].message_id or ""), tuple(sorted(msgs, key=lambda m: (m.date, m.key, m.mailbox))))
         for msgs in groups.values()
     ]
-    threads.sort(key=lambda t: (t.priority, t.messages[0].date))
+    threads.sort(key=lambda t: (t.priority, t.messages[0].date, t.messages[0].key))
     return threads
 
 
@@ -152,7 +152,7 @@ def thread_rows(index: Index, mailboxes: Sequence[str], message_id: str, senders
                         frontier.add(x)
     threads = Threads((r.message_id or "", r.in_reply_to, r.refs) for r in found.values())
     order = threads.members(message_id)
-    return sorted((found[m] for m in order if m in found), key=lambda r: (r.date, r.id))
+    return sorted((found[m] for m in order if m in found), key=lambda r: (r.date, r.key, r.mailbox))
 
 
 def _when(ts: int) -> str:

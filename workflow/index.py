@@ -334,7 +334,7 @@ class Index:
         if message_ids is not None:
             where.append(f"message_id IN ({','.join('?' * len(message_ids))})")
             args.extend(message_ids)
-        sql = f"SELECT id, {COLUMNS} FROM msg" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY date, id"
+        sql = f"SELECT id, {COLUMNS} FROM msg" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY date, key, mailbox"
         return [_row(t) for t in self._exec(sql, args)]
 
     def spaces(self, message_ids: Sequence[str]) -> dict[str, str]:
@@ -354,7 +354,7 @@ class Index:
             args.extend(mailboxes)
             sql += f" OR m.sender IN ({','.join('?' * len(senders))}))" if senders else ")"
             args.extend(senders)
-        sql += " ORDER BY m.date DESC LIMIT ?"
+        sql += " ORDER BY m.date DESC, m.key DESC, m.mailbox LIMIT ?"
         args.append(limit)
         return [_row(t) for t in self._exec(sql, args)]
 

@@ -21,6 +21,7 @@ MAX_LINE = 998
 FOLD_AT = 78
 MSGID_RE = re.compile(r"<[^<>\s]+>")
 MSGID_FULL_RE = re.compile(r"^<[^<>\s@]+@[^<>\s@]+>$")
+MSGID_REF_RE = re.compile(r"^<[^<>\s]+>$")  # what we accept as a reference to someone else's id
 ADDR_RE = re.compile(r"[^\s<>,\"]+@[^\s<>,\"]+")
 FORBIDDEN_IN_VALUE = ("\r", "\n", "\0")
 RE_PREFIX = re.compile(r"^\s*((re|fwd?|aw|sv)\s*(\[\d+\])?\s*:\s*)+", re.IGNORECASE)
@@ -226,7 +227,7 @@ def build(d: Draft) -> bytes:
     if not MSGID_FULL_RE.match(d.message_id):
         raise MessageError(f"Message-ID {d.message_id!r} is not of the form <left@right>")
     for mid in ([d.in_reply_to] if d.in_reply_to else []) + list(d.references):
-        if not MSGID_FULL_RE.match(mid):
+        if not MSGID_REF_RE.match(mid):
             raise MessageError(f"message id {mid!r} is not of the form <left@right>")
     arts = [validate_artifact(a) for a in d.artifacts]
     headers: list[tuple[str, str]] = [

@@ -16,7 +16,7 @@ from pathlib import Path, PurePosixPath
 from .config import Config
 from .errors import MessageError
 from .index import Index
-from .message import MSGID_FULL_RE, Draft, build, make_message_id, reply_subject, validate_artifact
+from .message import MSGID_REF_RE, Draft, build, make_message_id, reply_subject, validate_artifact
 from .roster import Roster
 from .templates import render
 
@@ -56,7 +56,7 @@ def normalize_msgid(value: str) -> str:
     v = value.strip()
     if not v.startswith("<"):
         v = f"<{v}>"
-    if not MSGID_FULL_RE.match(v):
+    if not MSGID_REF_RE.match(v):
         raise MessageError(f"--in-reply-to {value!r} is not a Message-ID like <20251114103000.abc.spec-writer@workflow.local>")
     return v
 

@@ -1,0 +1,196 @@
+"""The CLI as users run it: seed 002's workflow-notify lines, inbox, thread, errors, help, demo."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, Project
+from workflow.message import parse
+
+# Every workflow-notify.sh line in seed 002, as written there.
+SEED_EXAMPLES = [
+    'review-request specs/proposed/user-auth.md spec-reviewer CONTEXT="Focus on error handling patterns"',
+    'approval specs/todo/user-auth.md spec-writer NEXT_STATE="todo" NEXT_ROLES="skeleton-writer,test-writer"',
+    '--in-reply-to "<20251114103000.spec-writer@workflow.local>" clarification-request specs/proposed/user-auth.md '
+    'spec-writer QUESTION="Should OAuth tokens expire or use refresh pattern?" BLOCKING="no"',
+    '--in-reply-to "<20251114110000.spec-reviewer@workflow.local>" answer specs/proposed/user-auth.md spec-reviewer '
+    'CONTEXT="Use refresh token pattern per OAuth 2.0 spec. Will update spec to clarify."',
+    'blocker-report specs/blocked/user-auth.md coordinator BLOCKING_DETAILS="External API library incompatible with '
+    'specified interface" CONTEXT="Tried adapters, but async/sync mismatch prevents clean integration"',
+    '--in-reply-to "<blocker-msg-id>" answer specs/blocked/user-auth.md implementer CONTEXT="Spec needs revision. Use '
+    'async interfaces throughout. Will update spec." NEXT_ACTIONS="Wait for spec revision, then retry implementation"',
+    "review-request specs/proposed/test.md spec-reviewer",
+]
+
+
+@pytest.mark.parametrize("via", ["workflow-notify", "scripts/workflow-notify.sh"])
+def test_every_seed_example_works_as_written(project: Project, via: str) -> None:
+    tool = "workflow-notify" if via == "workflow-notify" else str(ROOT / via)
+    for line in SEED_EXAMPLES:
+        r = project.run(*shlex.split(line), tool=tool)
+        assert r.returncode == 0, (line, r.stderr)
+        mid = r.stdout.strip()
+        assert re.match(r"^<\d{14}\.[0-9a-f]{12}\.user@workflow\.local>$", mid), r.stdout
+    files = project.new_files()
+    by_box: dict[str, list[bytes]] = {}
+    for f in files:
+        by_box.setdefault(f.parent.parent.name, []).append(f.read_bytes())
+    assert sorted(by_box) == ["coordinator", "implementer", "skeleton-writer", "spec-reviewer", "spec-writer", "test-writer"]
+    approval = next(parse(b) for b in by_box["test-writer"])
+    assert approval.event == "approval" and approval.state == "todo"
+    assert approval.next_roles == ["skeleton-writer", "test-writer"]
+    assert approval.recipients == ["spec-writer@workflow.local", "skeleton-writer@workflow.local", "test-writer@workflow.local"]
+    clar = next(p for p in map(parse, by_box["spec-writer"]) if p.event == "clarification-request")
+    assert clar.in_reply_to == "<20251114103000.spec-writer@workflow.local>"
+    assert clar.references == ["<20251114103000.spec-writer@workflow.local>"]
+    assert clar.subject.startswith("Re: ")
+
+
+def test_from_and_env_set_the_sender_and_replies_thread(project: Project) -> None:
+    r1 = project.run("review-request", "specs/proposed/user-auth.md", "spec-reviewer", tool="workflow-notify", env={"WORKFLOW_ROLE": "spec-writer"})
+    root = r1.stdout.strip()
+    assert root.endswith(".spec-writer@workflow.local>")
+    r2 = project.run("--from", "spec-reviewer", "--in-reply-to", root, "clarification-request", "specs/*/user-auth.md", "spec-writer",
+                     "QUESTION=Which?", tool="workflow-notify")
+    r3 = project.run("--from", "spec-writer", "--in-reply-to", r2.stdout.strip(), "answer", "specs/*/user-auth.md", "spec-reviewer",
+                     "CONTEXT=That one.", tool="workflow-notify")
+    assert r3.returncode == 0, r3.stderr
+    [ans] = [parse(f.read_bytes()) for f in project.new_files("spec-reviewer") if b"answer" in f.read_bytes().split(b"X-Event-Type: ")[1][:8]]
+    assert ans.references == [root, r2.stdout.strip()]
+    assert ans.in_reply_to == r2.stdout.strip()
+    assert ans.subject == "Re: [REVIEW REQUEST] user-auth ready for review"
+
+
+def test_stdout_prints_without_sending(project: Project) -> None:
+    r = project.run("--stdout", "review-request", "specs/proposed/test.md", "spec-reviewer", tool="workflow-notify")
+    assert r.returncode == 0
+    assert "X-Event-Type: review-request" in r.stdout and "X-Workflow-State: proposed" in r.stdout
+    assert project.new_files() == []
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["party", "specs/proposed/a.md", "spec-reviewer"], "unknown event type 'party'"),
+        (["question", "specs/proposed/a.md", "spec-reveiwer", "QUESTION=q"], "did you mean spec-reviewer@workflow.local"),
+        (["--from", "ghost", "question", "specs/proposed/a.md", "spec-reviewer", "QUESTION=q"], "unknown sender role 'ghost'"),
+        (["approval", "specs/proposed/a.md", "spec-writer", "NEXT_STATE=limbo"], "NEXT_STATE 'limbo' is not a state"),
+        (["question", "../../etc/passwd", "spec-reviewer", "QUESTION=q"], "contains '..'"),
+        (["question", "/etc/passwd", "spec-reviewer", "QUESTION=q"], "absolute"),
+        (["question", "specs/proposed/a.md", "spec-reviewer"], "needs QUESTION"),
+        (["question", "specs/proposed/a.md", "spec-reviewer", "QUESTION=a\r\nBcc: evil@x"], "carriage return"),
+        (["question", "specs/proposed/a.md", "spec-reviewer", "QUESTION=a\nb"], "line feed"),
+        (["question", "specs/proposed/a.md", "spec-reviewer", "lower=x"], "upper case"),
+        (["--in-reply-to", "not an id", "answer", "specs/proposed/a.md", "spec-reviewer", "CONTEXT=x"], "is not a Message-ID"),
+        (["question", "specs/proposed/a.md", "someone@gmail.com", "QUESTION=q"], "relaying denied"),
+        (["question", "specs/proposed/a.md", "spec-writing-helper", "QUESTION=q"], "sync helper role"),
+    ],
+)
+def test_bad_input_one_line_error_nothing_stored(project: Project, args: list[str], needle: str) -> None:
+    r = project.run(*args, tool="workflow-notify")
+    assert r.returncode != 0
+    assert needle in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert project.new_files() == []
+
+
+def test_broken_project_template_and_unwritable_mail_root(project: Project, tmp_path: Path) -> None:
+    (project.dir / "email-templates").mkdir()
+    (project.dir / "email-templates" / "question.txt").write_text("Subject: {{ oops(\n\nbody\n")
+    r = project.run("question", "specs/proposed/a.md", "spec-reviewer", "QUESTION=q", tool="workflow-notify")
+    assert r.returncode != 0 and "question.txt" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    r = project.run("--mail-root", str(blocker / "mail"), "review-request", "specs/proposed/a.md", "spec-reviewer", tool="workflow-notify")
+    assert r.returncode != 0 and str(blocker) in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert project.new_files() == []
+
+
+def test_inbox_priorities_grouping_filters_and_reading_marks_nothing(project: Project) -> None:
+    p = project
+    p.send("coordinator", "status-update", "specs/doing/billing.md", "spec-reviewer", STATUS="halfway")
+    p.send("spec-writer", "approval", "specs/todo/search.md", "spec-reviewer")
+    rr = p.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer")
+    p.send("implementer", "blocker-report", "specs/blocked/billing.md", "spec-reviewer", BLOCKING_DETAILS="x")
+    cl = p.send("spec-reviewer", "clarification-request", "specs/proposed/user-auth.md", "spec-writer", rr, QUESTION="q")
+    p.send("spec-writer", "answer", "specs/proposed/user-auth.md", "spec-reviewer", cl, CONTEXT="a")
+    before = sorted(str(f) for f in p.new_files())
+    r = p.run("inbox", "spec-reviewer", "--json")
+    assert r.returncode == 0, r.stderr
+    threads = json.loads(r.stdout)["threads"]
+    assert [[m["event"] for m in t["messages"]] for t in threads] == [
+        ["blocker-report"], ["review-request", "answer"], ["approval"], ["status-update"],
+    ]
+    r = p.run("inbox", "spec-reviewer", "--artifact", "specs/*/user-auth.md", "--json")
+    assert [m["event"] for t in json.loads(r.stdout)["threads"] for m in t["messages"]] == ["review-request", "answer"]
+    r = p.run("inbox", "spec-reviewer", "--event", "blocker-report", "--state", "blocked")
+    assert "1 unread message in 1 thread" in r.stdout and "blocker-report" in r.stdout
+    r = p.run("inbox", "spec-reviewer")
+    assert r.stdout.index("blocker-report") < r.stdout.index("review-request") < r.stdout.index("approval") < r.stdout.index("status-update")
+    assert sorted(str(f) for f in p.new_files()) == before  # nothing was marked read
+
+
+def test_thread_transcript_respects_visibility(project: Project) -> None:
+    p = project
+    rr = p.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer", CONTEXT="ctx-one")
+    cl = p.send("spec-reviewer", "clarification-request", "specs/proposed/user-auth.md", "spec-writer", rr, QUESTION="question-two")
+    p.send("spec-writer", "answer", "specs/proposed/user-auth.md", "spec-reviewer", cl, CONTEXT="answer-three")
+    inner = p.send("spec-reviewer-panel.claude", "question", "specs/*/user-auth.md", "spec-reviewer-panel-internal", QUESTION="panel-secret")
+    r = p.run("thread", rr, "--as", "spec-writer")
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert out.startswith("# Thread: [REVIEW REQUEST] user-auth ready for review")
+    assert out.index("ctx-one") < out.index("question-two") < out.index("answer-three")
+    assert "## NEW clarification-request from spec-reviewer" in out
+    r = p.run("thread", inner, "--as", "spec-writer")
+    assert r.returncode != 0 and "not in spec-writer's mailbox" in r.stderr
+    r = p.run("thread", inner, "--as", "spec-reviewer-panel.gemini")
+    assert r.returncode == 0 and "panel-secret" in r.stdout
+    r = p.run("search", "panel-secret", "--as", "spec-writer")
+    assert r.returncode == 0 and "panel" not in r.stdout
+
+
+def test_roster_and_route(project: Project) -> None:
+    r = project.run("roster")
+    assert r.returncode == 0
+    for needle in ("spec-reviewer-panel-internal@workflow.local", "spec-discussion@workflow.local", "spec-writing-helper", "sync"):
+        assert needle in r.stdout
+    data = json.loads(project.run("roster", "--json").stdout)
+    assert any(a["kind"] == "internal" for a in data["addresses"])
+    r = project.run("route", "spec-reviewer-panel-internal", "--from", "spec-writer")
+    assert r.returncode != 0 and "internal-members-only" in r.stderr and "internal" in r.stdout
+    r = project.run("route", "spec-reviewer-panel-internal", "--from", "spec-reviewer-panel.claude")
+    assert r.returncode == 0 and "allowed" in r.stdout
+    r = project.run("route", "nobody@gmail.com")
+    assert r.returncode != 0 and "relaying denied" in r.stderr
+
+
+def test_every_command_has_help_with_an_example_and_is_in_the_readme(project: Project) -> None:
+    from workflow.cli import cli
+
+    readme = (ROOT / "README.md").read_text()
+    names = sorted(cli.commands)
+    assert {"inbox", "thread", "search", "reindex", "roster", "route", "demo", "notify"} <= set(names)
+    for name in names:
+        r = project.run(name, "--help")
+        assert r.returncode == 0 and "Example:" in r.stdout, name
+        assert f"workflow {name}" in readme, name
+    r = project.run("--help", tool="workflow-notify")
+    assert r.returncode == 0 and "Example:" in r.stdout
+    assert "workflow-notify review-request" in readme
+
+
+def test_demo_runs_end_to_end(tmp_path: Path, project: Project) -> None:
+    r = project.run("demo", "--dir", str(tmp_path / "demo"))
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert "spec-reviewer: 1 unread message in 1 thread" in out
+    assert "# Thread: [REVIEW REQUEST] user-auth ready for review" in out
+    assert "refused: internal-members-only" in out
+    assert (tmp_path / "demo" / "specs" / "todo" / "user-auth.md").exists()
+    assert len(list((tmp_path / "demo" / "mail" / "test-writer" / "new").iterdir())) == 1

@@ -1,0 +1,105 @@
+"""Index: a cache of the Maildirs — rebuilt identically, self-healing, never the truth."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from conftest import Project
+from workflow.errors import IndexError_
+from workflow.inbox import group, select, thread_rows
+from workflow.maildir import Maildirs
+from workflow.message import parse
+
+
+def scenario(p: Project) -> dict[str, str]:
+    ids = {}
+    ids["rr"] = p.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer", CONTEXT="Focus on errors")
+    ids["cl"] = p.send("spec-reviewer", "clarification-request", "specs/proposed/user-auth.md", "spec-writer", ids["rr"], QUESTION="Refresh tokens?")
+    ids["an"] = p.send("spec-writer", "answer", "specs/proposed/user-auth.md", "spec-reviewer", ids["cl"], CONTEXT="Use refresh tokens")
+    ids["bl"] = p.send("implementer", "blocker-report", "specs/doing/billing.md", "spec-reviewer", BLOCKING_DETAILS="API mismatch")
+    ids["in"] = p.send("spec-reviewer-panel.claude", "question", "specs/*/user-auth.md", "spec-reviewer-panel-internal", QUESTION="secret quokka")
+    return ids
+
+
+def snapshot(p: Project, ids: dict[str, str]) -> object:
+    def strip(rows: list) -> list:  # type: ignore[type-arg]
+        return [(r.mailbox, r.key, r.subdir, r.flags, r.message_id, r.in_reply_to, r.refs, r.sender, r.recipients,
+                 r.subject, r.date, r.event, r.state, r.artifacts, r.space) for r in rows]
+
+    with p.app.index() as ix:
+        ix.refresh()
+        return (
+            strip(ix.query()),
+            strip(select(ix, ["spec-reviewer"], artifact="specs/*/user-auth.md")),
+            [[m.message_id for m in t.messages] for t in group(select(ix, ["spec-reviewer"]))],
+            strip(ix.search("refresh tokens")),
+            strip(thread_rows(ix, ["spec-writer"], ids["rr"], ["spec-writer@workflow.local"])),
+        )
+
+
+def test_reindex_gives_identical_results_and_deleting_loses_nothing(project: Project) -> None:
+    ids = scenario(project)
+    md = Maildirs(project.mail)
+    [e] = [x for x in md.scan("spec-reviewer") if parse(x.path.read_bytes()).message_id == ids["rr"]]
+    md.set_flags(e, "S")
+    before = snapshot(project, ids)
+    with project.app.index() as ix:
+        assert ix.rebuild() == ix.count()
+    assert snapshot(project, ids) == before
+    project.app.config.index_path.unlink()
+    assert snapshot(project, ids) == before
+
+
+def test_refresh_sees_changes_made_by_other_mail_clients(project: Project) -> None:
+    ids = scenario(project)
+    with project.app.index() as ix:
+        assert {r.message_id for r in select(ix, ["spec-reviewer"])} == {ids["rr"], ids["an"], ids["bl"]}
+    box = project.mail / "spec-reviewer"
+    # A client reads the blocker (new/ → cur/ with S) and deletes the answer.
+    for f in (box / "new").iterdir():
+        mid = parse(f.read_bytes()).message_id
+        if mid == ids["bl"]:
+            os.rename(f, box / "cur" / (f.name + ":2,S"))
+        elif mid == ids["an"]:
+            f.unlink()
+    import mailbox
+
+    mailbox.Maildir(box, create=False).add(b"From: user@workflow.local\nSubject: hand-made\nMessage-ID: <hand@x>\n\nhi\n")
+    with project.app.index() as ix:
+        assert ix.refresh(["spec-reviewer"]) == 1
+        assert {r.message_id for r in select(ix, ["spec-reviewer"])} == {ids["rr"], "<hand@x>"}
+        assert ix.refresh(["spec-reviewer"]) == 0  # nothing changed since
+
+
+def test_search_shows_only_what_the_role_may_see(project: Project) -> None:
+    scenario(project)
+    ros = project.app.roster
+    with project.app.index() as ix:
+        assert len(ix.search("quokka")) == 3
+        boxes, sent = ros.view("spec-writer")
+        assert ix.search("quokka", boxes, senders=sent) == []
+        boxes, sent = ros.view("spec-reviewer-panel.gpt-5")
+        assert [r.mailbox for r in ix.search("quokka", boxes, senders=sent)] == ["spec-reviewer-panel.gpt-5"]
+        assert ix.search("refresh", *ros.view("spec-writer")[:1]) != []
+    with pytest.raises(IndexError_, match="no words"):
+        with project.app.index() as ix:
+            ix.search("!!!")
+
+
+def test_corrupt_index_is_a_clear_error_and_reindex_repairs_it(project: Project) -> None:
+    scenario(project)
+    path = project.app.config.index_path
+    for suffix in ("-wal", "-shm"):
+        Path(str(path) + suffix).unlink(missing_ok=True)
+    path.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(IndexError_, match="unreadable.*workflow reindex"):
+        project.app.index()
+    r = project.run("inbox", "spec-reviewer")
+    assert r.returncode != 0 and "workflow reindex" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    r = project.run("reindex")
+    assert r.returncode == 0, r.stderr
+    assert "indexed 7 messages" in r.stdout
+    assert project.run("inbox", "spec-reviewer").returncode == 0
