@@ -5,12 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .config import Config, load_config
-from .delivery import Deliverer
 from .index import Index
 from .maildir import Maildirs
 from .roster import Roster
+
+if TYPE_CHECKING:
+    from .delivery import Deliverer
 
 
 @dataclass
@@ -31,6 +34,8 @@ class App:
 
     @cached_property
     def deliverer(self) -> Deliverer:
+        from .delivery import Deliverer
+
         return Deliverer(self.config, self.roster, self.maildirs)
 
     def index(self) -> Index:

@@ -5,7 +5,6 @@ Heavy imports (jinja2, the email package) happen inside commands so `workflow in
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -197,7 +196,7 @@ def inbox(ctx: click.Context, role: str, event: str | None, artifact: str | None
         rows = select(index, boxes, unread=not show_all, event=event, state=state, artifact=artifact)
     threads = group(rows)
     if as_json:
-        click.echo(json.dumps({"role": role, "threads": [
+        click.echo(__import__('json').dumps({"role": role, "threads": [
             {"root": t.root, "priority": t.priority, "messages": [_row_json(m) for m in t.messages]} for t in threads
         ]}, indent=2))
     else:
@@ -218,7 +217,7 @@ def thread(ctx: click.Context, message_id: str, as_role: str, as_json: bool) -> 
     """
     from .errors import RosterError
     from .inbox import render_thread, thread_rows
-    from .notify import normalize_msgid
+    from .message import normalize_msgid
 
     app = _app(ctx)
     mid = normalize_msgid(message_id)
@@ -229,7 +228,7 @@ def thread(ctx: click.Context, message_id: str, as_role: str, as_json: bool) -> 
     if not rows:
         raise _Fail(RosterError(f"message {mid} is not in {as_role}'s mailbox"))
     if as_json:
-        click.echo(json.dumps([_row_json(r) for r in rows], indent=2))
+        click.echo(__import__('json').dumps([_row_json(r) for r in rows], indent=2))
     else:
         click.echo(render_thread(rows, app.maildirs, boxes), nl=False)
 
@@ -253,7 +252,7 @@ def search(ctx: click.Context, text: str, as_role: str | None, limit: int, as_js
         index.refresh()
         rows = index.search(text, boxes, limit, sent)
     if as_json:
-        click.echo(json.dumps([_row_json(r) for r in rows], indent=2))
+        click.echo(__import__('json').dumps([_row_json(r) for r in rows], indent=2))
         return
     for r in rows:
         click.echo(f"{r.mailbox:<28} {r.event or 'mail':<21} {r.subject}\n{'':<28} {r.message_id}")
@@ -284,7 +283,7 @@ def reindex(ctx: click.Context) -> None:
     def progress(n: int, total: int) -> None:
         click.echo(f"\rindexed {n}/{total} mailboxes", nl=False, err=True)
 
-    with Index(path, app.maildirs, app.config.domain) as index:
+    with Index(path, app.maildirs, app.config.domain, rebuild_if_new=False) as index:
         index.rebuild(progress if sys.stderr.isatty() else None)
         count = index.count()
     dt = time.perf_counter() - t0
@@ -308,7 +307,7 @@ def roster(ctx: click.Context, as_json: bool) -> None:
     ros = app.roster
     routes = [ros.route(name) for name in ros.known_locals()]
     if as_json:
-        click.echo(json.dumps({
+        click.echo(__import__('json').dumps({
             "domain": ros.domain,
             "roles": [{"name": r.name, "mode": r.mode, "triggers": list(r.triggers), "description": r.description}
                       for r in ros.roles.values()],

@@ -116,40 +116,39 @@ def group(rows: Sequence[Row]) -> list[InboxThread]:
 
 
 def thread_rows(index: Index, mailboxes: Sequence[str], message_id: str, senders: Sequence[str] = ()) -> list[Row]:
-    """The thread holding ``message_id`` as far as these mailboxes (and these senders' own mail) show it."""
+    """The thread holding ``message_id`` as far as these mailboxes (and these senders' own mail) show it.
+
+    Every row records its thread root as it knows it (first Reference, else parent). Grow a set
+    of ids — the start's ancestry, then each found row's id and root — and fetch rows whose root
+    or Message-ID is in it, through the index, until nothing new appears; then order with JWZ.
+    """
+    from .index import COLUMNS, _row
+
     start = index.query(mailboxes, message_ids=[message_id], senders=senders)
     if not start:
         return []
-    ids = {message_id, *start[0].ancestry}
+    visible = f"mailbox IN ({','.join('?' * len(mailboxes))})"
+    if senders:
+        visible = f"({visible} OR sender IN ({','.join('?' * len(senders))}))"
     found: dict[str, Row] = {}
-    frontier = set(ids)
-    box_sql = ",".join("?" * len(mailboxes))
-    sender_sql = f" OR sender IN ({','.join('?' * len(senders))})" if senders else ""
-    cols = "id, mailbox, key, subdir, flags, seen, message_id, in_reply_to, refs, sender, recipients, subject, date, event, state, artifacts, space, size"
-    from .index import _row
-
+    ids: set[str] = set()
+    frontier = {message_id, *start[0].ancestry, *(r.root for r in start if r.root)}
     while frontier:
-        q = list(frontier)
+        ids |= frontier
+        q = sorted(frontier)
         marks = ",".join("?" * len(q))
-        instr = " OR ".join("instr(refs, ?) > 0" for _ in q)
-        sql = (
-            f"SELECT {cols} FROM msg WHERE (mailbox IN ({box_sql}){sender_sql}) AND "
-            f"(message_id IN ({marks}) OR in_reply_to IN ({marks}) OR {instr})"
-        )
-        rows = [_row(t) for t in index.db.execute(sql, [*mailboxes, *senders, *q, *q, *q])]
+        sql = f"SELECT id, {COLUMNS} FROM msg WHERE (root IN ({marks}) OR message_id IN ({marks})) AND {visible}"
         frontier = set()
-        for r in rows:
-            if r.message_id and (r.message_id not in found or (
-                r.mailbox in mailboxes and found[r.message_id].mailbox not in mailboxes
-            )):
-                known = r.message_id in found
-                found[r.message_id] = r
-                if known:
-                    continue
-                for x in [r.message_id, *r.ancestry]:
-                    if x not in ids:
-                        ids.add(x)
-                        frontier.add(x)
+        for t in index.db.execute(sql, [*q, *q, *mailboxes, *senders]):
+            r = _row(t)
+            if not r.message_id:
+                continue
+            prev = found.get(r.message_id)
+            if prev is None or (r.mailbox in mailboxes and prev.mailbox not in mailboxes):
+                found[r.message_id] = r  # prefer the viewer's own copy (its flags are the viewer's)
+            for x in (r.message_id, r.root, *r.ancestry):
+                if x and x not in ids:
+                    frontier.add(x)
     threads = Threads((r.message_id or "", r.in_reply_to, r.refs) for r in found.values())
     order = threads.members(message_id)
     return sorted((found[m] for m in order if m in found), key=lambda r: (r.date, r.key, r.mailbox))

@@ -15,7 +15,6 @@ import re
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from email.utils import parsedate_to_datetime
 from pathlib import Path
 
 from .errors import IndexError_
@@ -30,17 +29,19 @@ CREATE TABLE IF NOT EXISTS msg(
   mailbox TEXT NOT NULL, key TEXT NOT NULL, subdir TEXT NOT NULL, flags TEXT NOT NULL,
   seen INTEGER NOT NULL, message_id TEXT, in_reply_to TEXT, refs TEXT NOT NULL,
   sender TEXT NOT NULL, recipients TEXT NOT NULL, subject TEXT NOT NULL, date INTEGER NOT NULL,
-  event TEXT, state TEXT, artifacts TEXT NOT NULL, space TEXT, size INTEGER NOT NULL,
+  event TEXT, state TEXT, artifacts TEXT NOT NULL, space TEXT, size INTEGER NOT NULL, root TEXT,
   UNIQUE(mailbox, key));
 CREATE INDEX IF NOT EXISTS msg_box ON msg(mailbox, seen, date);
 CREATE INDEX IF NOT EXISTS msg_mid ON msg(message_id);
+CREATE INDEX IF NOT EXISTS msg_root ON msg(root);
 CREATE TABLE IF NOT EXISTS dirstate(mailbox TEXT PRIMARY KEY, new_mtime INTEGER NOT NULL, cur_mtime INTEGER NOT NULL);
-CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(subject, body, content='', tokenize='unicode61 remove_diacritics 2');
+CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(subject, body, content='', tokenize='unicode61 remove_diacritics 2', detail=none);
 """
 COLUMNS = (
     "mailbox, key, subdir, flags, seen, message_id, in_reply_to, refs, sender, recipients, "
-    "subject, date, event, state, artifacts, space, size"
+    "subject, date, event, state, artifacts, space, size, root"
 )
+N_COLUMNS = 18
 INTERNAL_LOCAL_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*-(writer|reviewer)-panel-internal$")
 
 
@@ -66,6 +67,7 @@ class Row:
     artifacts: tuple[str, ...]
     space: str | None
     size: int
+    root: str | None
 
     @property
     def ancestry(self) -> list[str]:
@@ -76,7 +78,7 @@ class Row:
 
 
 def _row(t: tuple[object, ...]) -> Row:
-    (i, mb, key, sub, flags, seen, mid, irt, refs, sender, rcpt, subj, date, ev, st, arts, space, size) = t
+    (i, mb, key, sub, flags, seen, mid, irt, refs, sender, rcpt, subj, date, ev, st, arts, space, size, root) = t
     return Row(
         int(i),  # type: ignore[call-overload]
         str(mb), str(key), str(sub), str(flags), bool(seen),
@@ -92,6 +94,7 @@ def _row(t: tuple[object, ...]) -> Row:
         tuple(a for a in str(arts).split(",") if a),
         space if isinstance(space, str) else None,
         int(size),  # type: ignore[call-overload]
+        root if isinstance(root, str) else None,
     )
 
 
@@ -107,8 +110,11 @@ def internal_space(recipients: Iterable[str], domain: str) -> str | None:
 def _date(value: str | None) -> int:
     if not value:
         return 0
+    from email.utils import mktime_tz, parsedate_tz
+
     try:
-        return int(parsedate_to_datetime(value).timestamp())
+        t = parsedate_tz(value)
+        return int(mktime_tz(t)) if t else 0
     except (TypeError, ValueError, IndexError, OverflowError):
         return 0
 
@@ -116,11 +122,14 @@ def _date(value: str | None) -> int:
 def describe(entry: Entry, raw: bytes, parsed: Parsed, domain: str) -> tuple[tuple[object, ...], tuple[str, str]]:
     """The msg row and the FTS (subject, body) for one stored copy."""
     rcpt = parsed.recipients
+    refs = parsed.references
+    # The thread's root as far as this message knows it: the first Reference, else the parent.
+    root = refs[0] if refs else (parsed.in_reply_to or parsed.message_id)
     row = (
         entry.mailbox, entry.key, entry.subdir, entry.flags, int("S" in entry.flags),
-        parsed.message_id, parsed.in_reply_to, " ".join(parsed.references), parsed.sender,
+        parsed.message_id, parsed.in_reply_to, " ".join(refs), parsed.sender,
         ",".join(rcpt), parsed.subject, _date(parsed.get("Date")), parsed.event, parsed.state,
-        ",".join(parsed.artifacts), internal_space(rcpt, domain), len(raw),
+        ",".join(parsed.artifacts), internal_space(rcpt, domain), len(raw), root,
     )
     return row, (parsed.subject, body_text(raw, parsed))
 
@@ -135,7 +144,7 @@ def _fts_query(text: str) -> str:
 class Index:
     """An open index; use as a context manager, keep it short-lived."""
 
-    def __init__(self, path: Path, maildirs: Maildirs, domain: str) -> None:
+    def __init__(self, path: Path, maildirs: Maildirs, domain: str, *, rebuild_if_new: bool = True) -> None:
         self.path = path
         self.maildirs = maildirs
         self.domain = domain
@@ -143,19 +152,19 @@ class Index:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             self.db = sqlite3.connect(path, timeout=30.0, isolation_level=None)
-            self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")
             version = self.db.execute("PRAGMA user_version").fetchone()[0]
             if version not in (0, SCHEMA_VERSION):
                 raise IndexError_(f"index {path} has schema {version}, expected {SCHEMA_VERSION}; run `workflow reindex`")
             if version == 0:
+                self.db.execute("PRAGMA journal_mode=WAL")  # persistent in the file once set
                 self.db.executescript(SCHEMA)
                 self.db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         except sqlite3.DatabaseError as e:
             raise IndexError_(f"index {path} is unreadable ({e}); run `workflow reindex` to rebuild it from the Maildirs") from None
         except OSError as e:
             raise IndexError_(f"cannot open index {path}: {e.strerror}") from None
-        if fresh:
+        if fresh and rebuild_if_new:
             self.rebuild()
 
     def __enter__(self) -> Index:
@@ -188,7 +197,7 @@ class Index:
             self.db.execute("BEGIN IMMEDIATE")
             for row, (subj, body) in zip(rows, fts):
                 cur = self.db.execute(
-                    f"INSERT OR REPLACE INTO msg({COLUMNS}) VALUES ({','.join('?' * 17)})", row
+                    f"INSERT OR REPLACE INTO msg({COLUMNS}) VALUES ({','.join('?' * N_COLUMNS)})", row
                 )
                 self.db.execute("INSERT INTO fts(rowid, subject, body) VALUES (?,?,?)", (cur.lastrowid, subj, body))
             self.db.execute("COMMIT")
@@ -280,7 +289,7 @@ class Index:
                     got = _read(e)
                     if got is not None:
                         batch.append(describe(e, got[0], got[1], self.domain))
-                self.db.executemany(f"INSERT INTO msg({COLUMNS}) VALUES ({','.join('?' * 17)})", [b[0] for b in batch])
+                self.db.executemany(f"INSERT INTO msg({COLUMNS}) VALUES ({','.join('?' * N_COLUMNS)})", [b[0] for b in batch])
                 first = self.db.execute("SELECT coalesce(max(id),0) FROM msg").fetchone()[0] - len(batch) + 1
                 self.db.executemany(
                     "INSERT INTO fts(rowid, subject, body) VALUES (?,?,?)",
@@ -370,8 +379,17 @@ class Index:
 
 def _read(e: Entry) -> tuple[bytes, Parsed] | None:
     try:
-        with open(e.path, "rb") as f:
-            raw = f.read()
+        fd = os.open(e.file, os.O_RDONLY | os.O_CLOEXEC)
     except FileNotFoundError:
         return None  # moved or removed while we scanned; the next refresh sees where it went
+    try:
+        chunks = []
+        while True:
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    raw = b"".join(chunks)
     return raw, parse(raw)

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import errno
 import os
-import secrets
-import socket
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -29,7 +27,11 @@ class Entry:
     key: str
     subdir: str
     flags: str
-    path: Path
+    file: str  # the full path as a string (cheap to make while scanning thousands)
+
+    @property
+    def path(self) -> Path:
+        return Path(self.file)
 
     @property
     def seen(self) -> bool:
@@ -45,6 +47,8 @@ def _fsync_dir(path: Path) -> None:
 
 
 def _hostname() -> str:
+    import socket
+
     return socket.gethostname().replace("/", "\\057").replace(":", "\\072") or "localhost"
 
 
@@ -111,7 +115,7 @@ class Maildirs:
         now = time.time()
         sec = int(now)
         usec = int((now - sec) * 1_000_000)
-        return f"{sec}.M{usec}P{os.getpid()}R{secrets.token_hex(8)}.{self._host}"
+        return f"{sec}.M{usec}P{os.getpid()}R{os.urandom(8).hex()}.{self._host}"
 
     def _write_tmp(self, box: Path, data: bytes) -> tuple[Path, str]:
         for _ in range(8):
@@ -150,7 +154,7 @@ class Maildirs:
             for mb, tmp, name in tmps:
                 target = self._link_new(tmp, name)
                 linked.append(target)
-                entries.append(Entry(mb, target.name, "new", "", target))
+                entries.append(Entry(mb, target.name, "new", "", str(target)))
             for d in {t.parent for t in linked}:
                 _fsync_dir(d)
         except BaseException as e:
@@ -181,7 +185,7 @@ class Maildirs:
                 os.link(tmp, target)
                 return target
             except FileExistsError:
-                target = target.with_name(f"{name}.{secrets.token_hex(4)}")
+                target = target.with_name(f"{name}.{os.urandom(4).hex()}")
             except OSError as e:
                 if e.errno in (errno.EPERM, errno.EXDEV, errno.ENOTSUP, errno.EMLINK) and not target.exists():
                     os.rename(tmp, target)
@@ -203,19 +207,19 @@ class Maildirs:
                     if de.name.startswith("."):
                         continue
                     key, flags = split_name(de.name)
-                    yield Entry(mailbox, key, sub, flags, Path(de.path))
+                    yield Entry(mailbox, key, sub, flags, de.path)
 
     def find(self, mailbox: str, key: str) -> Entry | None:
         box = self.path(mailbox)
         p = box / "new" / key
         if p.exists():
-            return Entry(mailbox, key, "new", "", p)
+            return Entry(mailbox, key, "new", "", str(p))
         try:
             with os.scandir(box / "cur") as it:
                 for de in it:
                     k, flags = split_name(de.name)
                     if k == key:
-                        return Entry(mailbox, key, "cur", flags, Path(de.path))
+                        return Entry(mailbox, key, "cur", flags, de.path)
         except FileNotFoundError:
             pass
         return None
@@ -224,13 +228,13 @@ class Maildirs:
         """Move a copy into cur/ with exactly ``flags`` (sorted, as Maildir requires)."""
         flags = "".join(sorted(set(flags)))
         target = self.path(entry.mailbox) / "cur" / f"{entry.key}:2,{flags}"
-        if target == entry.path:
+        if str(target) == entry.file:
             return entry
-        os.rename(entry.path, target)
+        os.rename(entry.file, target)
         _fsync_dir(target.parent)
         if entry.subdir == "new":
             _fsync_dir(entry.path.parent)
-        return Entry(entry.mailbox, entry.key, "cur", flags, target)
+        return Entry(entry.mailbox, entry.key, "cur", flags, str(target))
 
 
 def _unlink_quiet(p: Path) -> None:

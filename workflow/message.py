@@ -9,11 +9,9 @@ CR, LF or NUL in the decoded text, so no value can ever smuggle in an extra head
 from __future__ import annotations
 
 import re
-import secrets
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from email.utils import format_datetime
 
 from .errors import MessageError
 
@@ -51,8 +49,19 @@ def validate_artifact(path: str) -> str:
 
 def make_message_id(role: str, domain: str, now: datetime | None = None) -> str:
     """``<YYYYMMDDHHMMSS.<unique>.<role>@domain>`` (ARCHITECTURE.md)."""
+    import secrets
+
     now = now or datetime.now(timezone.utc)
     return f"<{now.strftime('%Y%m%d%H%M%S')}.{secrets.token_hex(6)}.{role}@{domain}>"
+
+
+def normalize_msgid(value: str) -> str:
+    v = value.strip()
+    if not v.startswith("<"):
+        v = f"<{v}>"
+    if not MSGID_REF_RE.match(v):
+        raise MessageError(f"{value!r} is not a Message-ID like <20251114103000.abc.spec-writer@workflow.local>")
+    return v
 
 
 def reply_subject(subject: str) -> str:
@@ -229,6 +238,8 @@ def build(d: Draft) -> bytes:
     for mid in ([d.in_reply_to] if d.in_reply_to else []) + list(d.references):
         if not MSGID_REF_RE.match(mid):
             raise MessageError(f"message id {mid!r} is not of the form <left@right>")
+    from email.utils import format_datetime
+
     arts = [validate_artifact(a) for a in d.artifacts]
     headers: list[tuple[str, str]] = [
         ("Date", format_datetime(d.date or datetime.now(timezone.utc))),
@@ -271,24 +282,26 @@ def build(d: Draft) -> bytes:
 # ---------------------------------------------------------------- parsing
 
 
-@dataclass(frozen=True)
 class Parsed:
     """A message's headers (unfolded and decoded) and where its body starts in the raw bytes."""
 
-    headers: tuple[tuple[str, str], ...]
-    body_offset: int
-    raw_header_lines: tuple[bytes, ...] = ()
+    __slots__ = ("headers", "body_offset", "max_line", "_by_name")
+
+    def __init__(self, headers: tuple[tuple[str, str], ...], body_offset: int, max_line: int = 0) -> None:
+        self.headers = headers
+        self.body_offset = body_offset
+        self.max_line = max_line  # longest header line in octets, CRLF excluded
+        by_name: dict[str, list[str]] = {}
+        for n, v in headers:
+            by_name.setdefault(n.lower(), []).append(v)
+        self._by_name = by_name
 
     def get(self, name: str) -> str | None:
-        lname = name.lower()
-        for n, v in self.headers:
-            if n.lower() == lname:
-                return v
-        return None
+        values = self._by_name.get(name.lower())
+        return values[0] if values else None
 
     def get_all(self, name: str) -> list[str]:
-        lname = name.lower()
-        return [v for n, v in self.headers if n.lower() == lname]
+        return list(self._by_name.get(name.lower(), ()))
 
     @property
     def message_id(self) -> str | None:
@@ -351,7 +364,8 @@ def split_head(raw: bytes) -> tuple[bytes, int]:
     a = raw.find(b"\n\r\n")
     b = raw.find(b"\n\n")
     if a != -1 and (b == -1 or a < b):
-        return raw[:a], a + 3
+        head = raw[:a]
+        return (head[:-1] if head.endswith(b"\r") else head), a + 3
     if b != -1:
         return raw[:b], b + 2
     return raw, len(raw)
@@ -360,24 +374,20 @@ def split_head(raw: bytes) -> tuple[bytes, int]:
 def parse(raw: bytes) -> Parsed:
     """Parse the header block quickly (no email.parser), unfolding and decoding each value."""
     head, offset = split_head(raw)
-    lines = head.split(b"\n")
-    headers: list[tuple[str, str]] = []
-    raw_lines: list[bytes] = []
-    for line in lines:
-        if line.endswith(b"\r"):
-            line = line[:-1]
-        raw_lines.append(line)
-        if line[:1] in (b" ", b"\t") and headers:
-            name, value = headers[-1]
-            headers[-1] = (name, value + line.decode("utf-8", "replace"))
+    blines = head.replace(b"\r\n", b"\n").split(b"\n")
+    max_line = max(map(len, blines)) if blines else 0
+    headers: list[list[str]] = []
+    for line in head.decode("utf-8", "replace").replace("\r\n", "\n").split("\n"):
+        if line[:1] in (" ", "\t"):
+            if headers:
+                headers[-1][1] += line
             continue
-        colon = line.find(b":")
+        colon = line.find(":")
         if colon <= 0:
             continue  # not a header line (e.g. an mbox "From " line): ignored, never fatal
-        name = line[:colon].decode("ascii", "replace").strip()
-        headers.append((name, line[colon + 1 :].decode("utf-8", "replace")))
+        headers.append([line[:colon].strip(), line[colon + 1 :]])
     decoded = tuple((n, _decode_value(v.strip(" \t"))) for n, v in headers)
-    return Parsed(decoded, offset, tuple(raw_lines))
+    return Parsed(decoded, offset, max_line)
 
 
 def body_text(raw: bytes, parsed: Parsed | None = None) -> str:
@@ -431,10 +441,8 @@ def validate(
         if not HEADER_NAME_RE.match(name):
             raise MessageError(f"header name {name!r} is not a valid RFC 5322 field name")
         check_value(name, value)
-    if check_lines:
-        for line in parsed.raw_header_lines:
-            if len(line) > MAX_LINE:
-                raise MessageError(f"a header line is {len(line)} octets; RFC 5322 allows at most {MAX_LINE}")
+    if check_lines and parsed.max_line > MAX_LINE:
+        raise MessageError(f"a header line is {parsed.max_line} octets; RFC 5322 allows at most {MAX_LINE}")
     for single in ("Message-ID", "In-Reply-To", "X-Event-Type", "X-Workflow-State", "X-Artifacts", "Subject", "From"):
         if len(parsed.get_all(single)) > 1:
             raise MessageError(f"header {single}: appears more than once")

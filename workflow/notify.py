@@ -16,7 +16,7 @@ from pathlib import Path, PurePosixPath
 from .config import Config
 from .errors import MessageError
 from .index import Index
-from .message import MSGID_REF_RE, Draft, build, make_message_id, reply_subject, validate_artifact
+from .message import Draft, build, make_message_id, normalize_msgid, reply_subject, validate_artifact
 from .roster import Roster
 from .templates import render
 
@@ -50,15 +50,6 @@ def artifact_state(path: str, config: Config) -> str | None:
         if len(states) == 1:
             return states.pop()
     return None
-
-
-def normalize_msgid(value: str) -> str:
-    v = value.strip()
-    if not v.startswith("<"):
-        v = f"<{v}>"
-    if not MSGID_REF_RE.match(v):
-        raise MessageError(f"--in-reply-to {value!r} is not a Message-ID like <20251114103000.abc.spec-writer@workflow.local>")
-    return v
 
 
 def split_list(value: str) -> list[str]:
