@@ -6,8 +6,8 @@ import os
 from pathlib import Path
 
 import pytest
-
 from conftest import Project
+
 from workflow.errors import IndexError_
 from workflow.inbox import group, select, thread_rows
 from workflow.maildir import Maildirs

@@ -13,7 +13,15 @@ from hypothesis import strategies as st
 from workflow.config import DEFAULT_EVENTS, DEFAULT_STATES
 from workflow.errors import MessageError
 from workflow.message import (
-    Draft, body_text, build, canonical_body, make_message_id, parse, reply_subject, thread_ids, validate,
+    Draft,
+    body_text,
+    build,
+    canonical_body,
+    make_message_id,
+    parse,
+    reply_subject,
+    thread_ids,
+    validate,
     validate_artifact,
 )
 

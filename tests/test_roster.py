@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from conftest import Project
+
 from workflow.config import DEFAULT_EVENTS
 from workflow.errors import RosterError
 from workflow.roles import parse_role

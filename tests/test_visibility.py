@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import Project
+
 from workflow.errors import VisibilityError
 from workflow.message import Draft, build, make_message_id
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,9 +15,11 @@ if TYPE_CHECKING:
     from .delivery import Deliverer
 
 
-@dataclass
 class App:
-    config: Config
+    """Config plus what is built from it on first use."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
 
     @classmethod
     def load(cls, config_path: Path | None = None, mail_root: Path | None = None, cwd: Path | None = None) -> App:

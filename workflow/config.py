@@ -10,9 +10,9 @@ import os
 import re
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 from .errors import ConfigError
 
@@ -33,23 +33,20 @@ DOMAIN_RE = re.compile(r"^(?=.{1,253}$)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z
 KNOWN_SECTIONS = ("workflow", "smtp", "panels", "agentd", "backends", "bridges", "guardrails", "artifacts")
 
 
-@dataclass(frozen=True)
-class SmtpConfig:
+class SmtpConfig(NamedTuple):
     host: str = "127.0.0.1"
     port: int = 8025
     timeout: float = 10.0
     max_message_size: int = 10 * 1024 * 1024
 
 
-@dataclass(frozen=True)
-class PanelMember:
+class PanelMember(NamedTuple):
     name: str
     backend: str = "scripted"
     model: str = ""
 
 
-@dataclass(frozen=True)
-class PanelConfig:
+class PanelConfig(NamedTuple):
     """A panel of several members; its name is ``{artifact_kind}-{writer|reviewer}-panel``."""
 
     name: str
@@ -71,8 +68,7 @@ class PanelConfig:
         return f"{self.name}-internal"
 
 
-@dataclass(frozen=True)
-class Config:
+class Config(NamedTuple):
     project_dir: Path
     mail_root: Path
     path: Path | None = None
@@ -85,7 +81,7 @@ class Config:
     default_sender: str = "user"
     smtp: SmtpConfig = SmtpConfig()
     panels: tuple[PanelConfig, ...] = ()
-    raw: Mapping[str, Any] = field(default_factory=dict)
+    raw: Mapping[str, Any] = MappingProxyType({})
 
     @property
     def index_path(self) -> Path:

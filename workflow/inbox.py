@@ -11,7 +11,7 @@ import fnmatch
 import re
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .index import Index, Row
 from .maildir import Maildirs
@@ -49,8 +49,7 @@ def _literal(pattern: str) -> str:
     return max(GLOB_CHARS.split(pattern), key=len)
 
 
-@dataclass(frozen=True)
-class InboxThread:
+class InboxThread(NamedTuple):
     root: str
     messages: tuple[Row, ...]
 

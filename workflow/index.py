@@ -14,8 +14,8 @@ import os
 import re
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from .errors import IndexError_
 from .maildir import Entry, Maildirs
@@ -45,8 +45,7 @@ N_COLUMNS = 18
 INTERNAL_LOCAL_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*-(writer|reviewer)-panel-internal$")
 
 
-@dataclass(frozen=True)
-class Row:
+class Row(NamedTuple):
     """One stored copy as the index knows it."""
 
     id: int

@@ -11,16 +11,15 @@ import errno
 import os
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from .errors import DeliveryError
 
 SUBDIRS = ("tmp", "new", "cur")
 
 
-@dataclass(frozen=True)
-class Entry:
+class Entry(NamedTuple):
     """One stored copy: its mailbox, its unique key, where it is (new|cur) and its flags."""
 
     mailbox: str

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from typing import NamedTuple
 
 from .errors import MessageError
 
@@ -200,8 +200,7 @@ def encode_body(text: str) -> tuple[str, bytes]:
     return "quoted-printable", qp
 
 
-@dataclass(frozen=True)
-class Draft:
+class Draft(NamedTuple):
     """Everything a workflow message carries, before it becomes bytes."""
 
     sender: str
@@ -217,7 +216,7 @@ class Draft:
     in_reply_to: str | None = None
     references: Sequence[str] = ()
     date: datetime | None = None
-    extra: Sequence[tuple[str, str]] = field(default_factory=tuple)
+    extra: Sequence[tuple[str, str]] = ()
 
 
 RESERVED_HEADERS = frozenset(

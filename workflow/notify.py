@@ -16,7 +16,14 @@ from pathlib import Path, PurePosixPath
 from .config import Config
 from .errors import MessageError
 from .index import Index
-from .message import Draft, build, make_message_id, normalize_msgid, reply_subject, validate_artifact
+from .message import (
+    Draft,
+    build,
+    make_message_id,
+    normalize_msgid,
+    reply_subject,
+    validate_artifact,
+)
 from .roster import Roster
 from .templates import render
 

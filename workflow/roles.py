@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from .config import NAME_RE, Config
 from .errors import RosterError
@@ -18,8 +18,7 @@ MODES = ("async", "sync", "human")
 KEYS = ("mode", "triggers", "artifacts", "backend", "model", "panel", "description", "max_turns")
 
 
-@dataclass(frozen=True)
-class Role:
+class Role(NamedTuple):
     name: str
     mode: str
     description: str

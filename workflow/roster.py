@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .config import Config, PanelConfig
 from .errors import RosterError
@@ -25,8 +25,7 @@ INTERNAL_RE = re.compile(r"^([a-z0-9][a-z0-9_-]*?)-(writer|reviewer)-panel-inter
 DISCUSSION_RE = re.compile(r"^([a-z0-9][a-z0-9_-]*?)-discussion$")
 
 
-@dataclass(frozen=True)
-class Route:
+class Route(NamedTuple):
     """What one address means: its kind, the mailboxes it reaches, and who may send to it."""
 
     address: str

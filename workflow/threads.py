@@ -10,17 +10,18 @@ first copy wins).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 
 
-@dataclass(eq=False)
 class Container:
     """A node: a message we have, or a placeholder for one only referenced."""
 
-    id: str
-    present: bool = False
-    parent: Container | None = None
-    children: list[Container] = field(default_factory=list)
+    __slots__ = ("id", "present", "parent", "children")
+
+    def __init__(self, id: str, present: bool = False) -> None:
+        self.id = id
+        self.present = present
+        self.parent: Container | None = None
+        self.children: list[Container] = []
 
 
 def _is_ancestor(node: Container, candidate: Container) -> bool:
