@@ -114,7 +114,7 @@ def test_broken_project_template_and_unwritable_mail_root(project: Project, tmp_
 def test_inbox_priorities_grouping_filters_and_reading_marks_nothing(project: Project) -> None:
     p = project
     p.send("coordinator", "status-update", "specs/doing/billing.md", "spec-reviewer", STATUS="halfway")
-    p.send("spec-writer", "approval", "specs/todo/search.md", "spec-reviewer")
+    p.send("user", "approval", "specs/todo/search.md", "spec-reviewer")
     rr = p.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer")
     p.send("implementer", "blocker-report", "specs/blocked/billing.md", "spec-reviewer", BLOCKING_DETAILS="x")
     cl = p.send("spec-reviewer", "clarification-request", "specs/proposed/user-auth.md", "spec-writer", rr, QUESTION="q")

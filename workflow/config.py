@@ -36,8 +36,10 @@ KNOWN_SECTIONS = ("workflow", "smtp", "panels", "agentd", "backends", "bridges",
 class SmtpConfig(NamedTuple):
     host: str = "127.0.0.1"
     port: int = 8025
-    timeout: float = 10.0
+    timeout: float = 60.0  # client: per connection; server: idle per command, and a whole DATA phase
     max_message_size: int = 10 * 1024 * 1024
+    max_connections: int = 64
+    auth_users_file: str = ""
 
 
 class PanelMember(NamedTuple):
@@ -68,6 +70,13 @@ class PanelConfig(NamedTuple):
         return f"{self.name}-internal"
 
 
+GUARDRAILS = {
+    "reviewer_decisions": True,  # approvals/rejections only from reviewers, reviewer panels or humans
+    "reply_visible": True,  # In-Reply-To must name a message the sender could see (unknown ids pass)
+    "artifacts_exist": False,  # X-Artifacts must match a file in the project (off: mail may precede files)
+}
+
+
 class Config(NamedTuple):
     project_dir: Path
     mail_root: Path
@@ -81,6 +90,7 @@ class Config(NamedTuple):
     default_sender: str = "user"
     smtp: SmtpConfig = SmtpConfig()
     panels: tuple[PanelConfig, ...] = ()
+    guardrails: Mapping[str, bool] = MappingProxyType(GUARDRAILS)
     raw: Mapping[str, Any] = MappingProxyType({})
 
     @property
@@ -232,7 +242,10 @@ def load_config(
         data.get("workflow", {}),
         ("domain", "mail_root", "roles_dir", "templates_dir", "states", "event_types", "artifact_roots", "default_sender"),
     )
-    smtp = _Reader(file, "smtp", data.get("smtp", {}), ("host", "port", "timeout", "max_message_size", "allow_remote"))
+    smtp = _Reader(
+        file, "smtp", data.get("smtp", {}),
+        ("host", "port", "timeout", "max_message_size", "max_connections", "auth_users_file"),
+    )
     if mail_root is not None:
         root = mail_root.expanduser()
     elif env.get("WORKFLOW_MAIL_ROOT"):
@@ -243,6 +256,13 @@ def load_config(
             root = project_dir / root
     else:
         root = default_mail_root(env)
+    gr_table = data.get("guardrails", {})
+    _Reader(file, "guardrails", gr_table, tuple(GUARDRAILS))
+    guardrails = dict(GUARDRAILS)
+    for key, value in gr_table.items():
+        if not isinstance(value, bool):
+            raise ConfigError(f"{file}: [guardrails] {key}: expected true or false, got {value!r}")
+        guardrails[key] = value
     panels_table = data.get("panels", {})
     panels = tuple(_panel(file, name, t) for name, t in panels_table.items())
     return Config(
@@ -259,9 +279,12 @@ def load_config(
         smtp=SmtpConfig(
             host=smtp.get_str("host", "127.0.0.1"),
             port=smtp.get_int("port", 8025, 0, 65535),
-            timeout=smtp.get_float("timeout", 10.0, 0.1, 600.0),
+            timeout=smtp.get_float("timeout", 60.0, 0.1, 3600.0),
             max_message_size=smtp.get_int("max_message_size", 10 * 1024 * 1024, 1024, 1 << 30),
+            max_connections=smtp.get_int("max_connections", 64, 1, 100_000),
+            auth_users_file=smtp.get_str("auth_users_file", ""),
         ),
         panels=panels,
+        guardrails=MappingProxyType(guardrails),
         raw=data,
     )

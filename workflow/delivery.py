@@ -1,32 +1,64 @@
-"""Delivery: validate, check visibility, write durably, index — the one path every sender uses.
+"""Delivery: validate, guard, check visibility, write durably, index — the one path for all mail.
 
-``workflow-notify`` (direct), the SMTP server and the bridges all call ``Deliverer.deliver``;
-nothing reaches a Maildir another way. Nothing is written unless every check passes, and a
-failed write leaves no copy in any new/.
+``workflow-notify`` (direct), the SMTP server and the bridges all go through ``Deliverer``:
+``prepare`` (every check, no writes), ``store`` (durable, all-or-nothing, blocking — the server
+runs it in a worker thread) and ``record`` (the index). ``deliver`` runs the three in order.
+Nothing is written unless every check passes, and a failed write leaves no copy in any new/.
+A message already stored with the same Message-ID and the same bytes (a client retrying after a
+lost ``250``) is not stored again in the mailboxes that hold it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import NamedTuple
 
+from . import guardrails
 from .config import Config
 from .errors import IndexError_, MessageError, RosterError
 from .index import Index
 from .maildir import Entry, Maildirs
-from .message import Parsed, parse, thread_ids, validate
+from .message import make_message_id, parse, split_head, thread_ids, validate
 from .roster import Roster, Route
-from .visibility import check
+from .visibility import check as check_visibility
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class Delivered:
+class Plan(NamedTuple):
+    """A checked message: the bytes to store, where, and what we learnt on the way."""
+
+    raw: bytes
+    message_id: str
+    sender: str
+    mailboxes: tuple[str, ...]
+    already: tuple[str, ...]  # mailboxes holding this exact message already (a retry)
+
+
+class Delivered(NamedTuple):
     message_id: str
     mailboxes: tuple[str, ...]
     entries: tuple[Entry, ...]
+    already: tuple[str, ...] = ()
+
+
+def complete_headers(raw: bytes, sender_hint: str, domain: str) -> bytes:
+    """Prepend a Message-ID and a Date when the message lacks them (nothing else is changed)."""
+    head, _ = split_head(raw)
+    lower = b"\n" + head.lower()
+    eol = b"\r\n" if b"\r\n" in head or not head else b"\n"
+    extra = b""
+    if b"\nmessage-id:" not in lower:
+        local = sender_hint.split("@")[0] or "smtp"
+        extra += b"Message-ID: " + make_message_id(local, domain).encode("ascii") + eol
+    if b"\ndate:" not in lower:
+        from email.utils import format_datetime
+
+        extra += b"Date: " + format_datetime(datetime.now(timezone.utc)).encode("ascii") + eol
+    return extra + raw
 
 
 class Deliverer:
@@ -49,33 +81,65 @@ class Deliverer:
             out.append(r)
         return out
 
-    def check(self, raw: bytes, recipients: Sequence[str], index: Index) -> tuple[Parsed, str, list[Route]]:
-        """Every check delivery makes, without writing; returns (parsed, sender, routes)."""
+    def prepare(self, raw: bytes, recipients: Sequence[str], index: Index, sender_hint: str = "") -> Plan:
+        """Every check delivery makes, without writing anything."""
+        raw = complete_headers(raw, sender_hint, self.config.domain)
         parsed = parse(raw)
         validate(parsed, event_types=self.config.event_types, states=self.config.states)
-        if parsed.message_id is None:
-            raise MessageError("header Message-ID: missing")
         if not parsed.get("From"):
             raise MessageError("header From: missing")
         sender = self.roster.sender(parsed.sender)
         if not recipients:
             raise MessageError("no recipients")
         routes = self.routes(recipients)
-        ancestry = thread_ids(parsed)
-        check(self.roster, sender, routes, parsed.recipients, index.spaces(ancestry))
-        return parsed, sender, routes
+        check_visibility(self.roster, sender, routes, parsed.recipients, index.spaces(thread_ids(parsed)))
+        guardrails.check(self.config, self.roster, parsed, sender, index)
+        mid = parsed.message_id or ""
+        boxes = tuple(dict.fromkeys(mb for r in routes for mb in r.mailboxes))
+        already = self._already(index, mid, raw, boxes)
+        return Plan(raw, mid, sender, tuple(b for b in boxes if b not in already), already)
 
-    def deliver(self, raw: bytes, recipients: Sequence[str]) -> Delivered:
-        """Store one copy per distinct mailbox, durably, then index it."""
+    def _already(self, index: Index, mid: str, raw: bytes, boxes: tuple[str, ...]) -> tuple[str, ...]:
+        rows = [r for r in index.query(message_ids=[mid]) if r.mailbox in boxes]
+        if not rows:
+            return ()
+        digest = hashlib.sha256(raw).digest()
+        same: list[str] = []
+        for r in rows:
+            entry = self.maildirs.find(r.mailbox, r.key)
+            if entry is None:
+                continue  # removed since it was indexed: deliver again
+            with open(entry.file, "rb") as f:
+                if hashlib.sha256(f.read()).digest() != digest:
+                    raise MessageError(
+                        f"Message-ID {mid} was already delivered to {r.mailbox} with different content; "
+                        "a new message needs a new Message-ID"
+                    )
+            same.append(r.mailbox)
+        return tuple(dict.fromkeys(same))
+
+    def store(self, plan: Plan) -> list[Entry]:
+        """Write every copy durably (blocking); all or nothing."""
+        if not plan.mailboxes:
+            return []
+        return self.maildirs.deliver(plan.mailboxes, plan.raw)
+
+    def record(self, index: Index, plan: Plan, entries: Sequence[Entry]) -> None:
+        """Index the stored copies; a failure here loses nothing (refresh finds them)."""
+        if not entries:
+            return
+        try:
+            index.add(entries, plan.raw, parse(plan.raw))
+        except IndexError_ as e:
+            log.warning("%s stored but not indexed: %s", plan.message_id, e)
+
+    def deliver(self, raw: bytes, recipients: Sequence[str], sender_hint: str = "") -> Delivered:
+        """prepare → store → record, for callers that may block."""
         with self.open_index() as index:
-            parsed, sender, routes = self.check(raw, recipients, index)
-            boxes = tuple(dict.fromkeys(mb for r in routes for mb in r.mailboxes))
-            entries = self.maildirs.deliver(boxes, raw)
-            mid = parsed.message_id or ""
-            try:
-                index.add(entries, raw, parsed)
-            except IndexError_ as e:
-                # The copies are durable; the next refresh indexes them from the Maildirs.
-                log.warning("%s stored but not indexed: %s", mid, e)
-        log.info("%s delivered from %s to %s", mid, sender, ", ".join(boxes))
-        return Delivered(mid, boxes, tuple(entries))
+            plan = self.prepare(raw, recipients, index, sender_hint)
+            entries = self.store(plan)
+            self.record(index, plan, entries)
+        if plan.already:
+            log.info("%s already in %s: not stored again", plan.message_id, ", ".join(plan.already))
+        log.info("%s delivered from %s to %s", plan.message_id, plan.sender, ", ".join(plan.mailboxes) or "-")
+        return Delivered(plan.message_id, plan.mailboxes, tuple(entries), plan.already)

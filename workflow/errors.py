@@ -6,6 +6,7 @@ WorkflowError
 ├── TemplateError      a template is missing or fails to render (names the variable)
 ├── RosterError        an address or role is unknown, or a role file is invalid
 ├── VisibilityError    a panel visibility boundary would be crossed (names the rule)
+├── GuardrailError     a workflow guardrail refused the message (names the rule)
 ├── DeliveryError      a Maildir write failed; nothing was left in any new/
 ├── IndexError_        the index is unreadable (corrupt file); `workflow reindex` rebuilds it
 └── TransportError     the SMTP server refused or failed a message
@@ -49,6 +50,17 @@ class RosterError(WorkflowError):
 
 class VisibilityError(WorkflowError):
     """Delivery would cross a panel visibility boundary."""
+
+    exit_code = 6
+
+    def __init__(self, rule: str, detail: str) -> None:
+        super().__init__(f"{rule}: {detail}")
+        self.rule = rule
+        self.detail = detail
+
+
+class GuardrailError(WorkflowError):
+    """A guardrail (workflow rule checked at delivery) refused the message."""
 
     exit_code = 6
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import os
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -59,12 +60,66 @@ def split_name(name: str) -> tuple[str, str]:
     return key, ""
 
 
+class DirSyncer:
+    """Group commit for directory fsyncs: concurrent deliveries share one fsync per directory.
+
+    A caller's links are already in place when it asks; it waits for a sync *started after* its
+    request (the next generation), so the fsync that releases it covers its links. Nothing is
+    acknowledged early: each caller returns only after a directory fsync that began after its
+    own link. One leader at a time runs the batch; the rest wait on the condition.
+    """
+
+    def __init__(self) -> None:
+        self._cv = threading.Condition()
+        self._pending: set[str] = set()
+        self._next = 1  # the generation that will sync what is pending now
+        self._done = 0  # the last generation finished
+        self._running = False
+        self._errors: dict[int, OSError] = {}
+        self.syncs = 0  # directory fsyncs issued (for tests and benchmarks)
+
+    def sync(self, dirs: set[str]) -> None:
+        with self._cv:
+            self._pending |= dirs
+            mine = self._next
+            while self._done < mine:
+                if not self._running:
+                    batch, self._pending = self._pending, set()
+                    gen = self._next
+                    self._next += 1
+                    self._running = True
+                    break
+                self._cv.wait()
+            else:
+                err = self._errors.get(mine)
+                if err is not None:
+                    raise err
+                return
+        error: OSError | None = None
+        for d in sorted(batch):
+            try:
+                _fsync_dir(Path(d))
+                self.syncs += 1
+            except OSError as e:
+                error = error or e
+        with self._cv:
+            self._running = False
+            self._done = gen
+            if error is not None:
+                self._errors[gen] = error
+            self._errors.pop(gen - 64, None)
+            self._cv.notify_all()
+        if error is not None:
+            raise error
+
+
 class Maildirs:
     """The mail root: one Maildir per mailbox, created on first delivery."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, syncer: DirSyncer | None = None) -> None:
         self.root = root
         self._host = _hostname()
+        self.syncer = syncer
 
     def path(self, mailbox: str) -> Path:
         if not mailbox or "/" in mailbox or mailbox.startswith(".") or "\0" in mailbox:
@@ -154,8 +209,12 @@ class Maildirs:
                 target = self._link_new(tmp, name)
                 linked.append(target)
                 entries.append(Entry(mb, target.name, "new", "", str(target)))
-            for d in {t.parent for t in linked}:
-                _fsync_dir(d)
+            dirs = {str(t.parent) for t in linked}
+            if self.syncer is not None:
+                self.syncer.sync(dirs)
+            else:
+                for dname in dirs:
+                    _fsync_dir(Path(dname))
         except BaseException as e:
             for target in linked:
                 _unlink_quiet(target)

@@ -1,0 +1,74 @@
+"""Guardrails: workflow rules checked at delivery, each named, documented and switchable.
+
+Configured under ``[guardrails]`` in workflow.toml (true/false). Every refusal names its rule
+and says what would be accepted, so a model that sent the message can correct itself:
+
+  reviewer-decisions  approvals and rejections come only from a reviewer role (``*-reviewer``),
+                      a review panel or one of its members, or a human role   (default on)
+  reply-visible       In-Reply-To must name a message the sender received or sent; a parent
+                      nobody here has seen is allowed (threads tolerate missing parents)  (on)
+  artifacts-exist     X-Artifacts must match at least one file in the project  (default off:
+                      mail may be sent before the artifact is committed)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .config import Config
+from .errors import GuardrailError
+from .index import Index
+from .message import Parsed
+from .roster import Roster
+
+DECISIONS = ("approval", "rejection")
+
+
+def check(config: Config, roster: Roster, parsed: Parsed, sender: str, index: Index) -> None:
+    """Raise GuardrailError for the first enabled rule the message breaks."""
+    rules = config.guardrails
+    if rules.get("reviewer_decisions") and parsed.event in DECISIONS:
+        _reviewer_decisions(roster, parsed.event or "", sender)
+    if rules.get("reply_visible") and parsed.in_reply_to:
+        _reply_visible(roster, parsed.in_reply_to, sender, index)
+    if rules.get("artifacts_exist") and parsed.artifacts:
+        _artifacts_exist(config.project_dir, parsed.artifacts)
+
+
+def _reviewer_decisions(roster: Roster, event: str, sender: str) -> None:
+    role = roster.roles.get(sender)
+    panel = roster.panels.get(sender) or roster.members.get(sender)
+    if (role is not None and (role.name.endswith("-reviewer") or role.mode == "human")) or (
+        panel is not None and panel.kind == "review"
+    ):
+        return
+    raise GuardrailError(
+        "reviewer-decisions",
+        f"an {event} may come only from a reviewer role (*-reviewer), a review panel or a human; "
+        f"{sender} is none of these — send a status-update or question instead",
+    )
+
+
+def _reply_visible(roster: Roster, parent: str, sender: str, index: Index) -> None:
+    rows = index.query(message_ids=[parent])
+    if not rows:
+        return
+    boxes, addresses = roster.view(sender)
+    if any(r.mailbox in boxes or r.sender in addresses for r in rows):
+        return
+    raise GuardrailError(
+        "reply-visible",
+        f"In-Reply-To {parent} names a message {sender} never received or sent; "
+        "reply only to messages in your own mailbox, or start a new thread",
+    )
+
+
+def _artifacts_exist(project: Path, artifacts: list[str]) -> None:
+    for pattern in artifacts:
+        if next(iter(project.glob(pattern)), None) is not None:
+            return
+    raise GuardrailError(
+        "artifacts-exist",
+        f"X-Artifacts {', '.join(artifacts)} match no file in {project}; "
+        "commit the artifact first or fix the path (globs like specs/*/name.md are fine)",
+    )
