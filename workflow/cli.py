@@ -360,6 +360,45 @@ def route(ctx: click.Context, address: str, sender: str | None) -> None:
             raise _Fail(VisibilityError("internal-members-only", why.split(": ", 1)[-1]))
 
 
+# ------------------------------------------------------------------ server
+
+
+@cli.command(cls=Command)
+@click.option("--host", default=None, help="Address to listen on (default [smtp] host, 127.0.0.1).")
+@click.option("--port", type=int, default=None, help="Port (default [smtp] port, 8025; 0 picks a free one).")
+@click.option("--allow-remote", is_flag=True, help="Allow a non-loopback address (needs [smtp] auth_users_file).")
+@click.option("--hash-password", "hash_pw", is_flag=True, help="Read a password on stdin, print a users-file secret, exit.")
+@click.option("-v", "--verbose", is_flag=True, help="Log at DEBUG.")
+@click.pass_context
+def smtpd(ctx: click.Context, host: str | None, port: int | None, allow_remote: bool, hash_pw: bool, verbose: bool) -> None:
+    """Run the SMTP server: validate and persist workflow mail into the Maildirs.
+
+    Listens on 127.0.0.1:8025 by default; SIGTERM or Ctrl-C stops it after the transactions in
+    flight are stored and answered. One log line per message. Refusals name their rule.
+
+    Example:
+
+        workflow smtpd --port 8025
+    """
+    import logging
+
+    from .smtpd import check_bind, hash_password, serve
+
+    if hash_pw:
+        click.echo(hash_password(sys.stdin.readline().rstrip("\n")))
+        return
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    app = _app(ctx)
+    host = host or app.config.smtp.host
+    check_bind(host, allow_remote, app.config)
+
+    def ready(bound: int) -> None:
+        click.echo(f"workflow smtpd listening on {host}:{bound}, mail root {app.config.mail_root}", err=True)
+
+    stats = serve(app.config, app.deliverer, host, port, ready)
+    click.echo(f"stopped: {stats.delivered} delivered, {stats.refused} refused, {stats.failed} failed", err=True)
+
+
 # ------------------------------------------------------------------ demo
 
 

@@ -11,7 +11,8 @@ from .config import load_config
 from .errors import WorkflowError
 from .inbox import group, render_inbox, render_thread, select, thread_rows
 from .notify import NotifyRequest, compose
-from .transport import make_transport
+from .smtpd import BackgroundServer
+from .transport import SmtpTransport
 
 DEMO_TOML = """\
 # A scratch workflow-mail project made by `workflow demo`.
@@ -50,8 +51,14 @@ def scaffold(base: Path) -> Path:
 def run_demo(directory: Path | None, echo: Callable[[str], None]) -> App:
     base = scaffold(directory or Path(tempfile.mkdtemp(prefix="workflow-demo-")))
     app = App(load_config(base / "workflow.toml", env={}))
-    transport = make_transport(app.config, app.deliverer, "direct")
-    echo(f"Scratch project: {base}\nMail root:       {app.config.mail_root}\n")
+    with BackgroundServer(app.config, app.deliverer) as port:
+        echo(f"Scratch project: {base}\nMail root:       {app.config.mail_root}")
+        echo(f"SMTP server:     127.0.0.1:{port} (workflow smtpd, started for the demo)\n")
+        _scenario(app, base, SmtpTransport("127.0.0.1", port, 30.0), echo)
+    return app
+
+
+def _scenario(app: App, base: Path, transport: SmtpTransport, echo: Callable[[str], None]) -> None:
 
     def notify(sender: str, event: str, artifact: str, to: str, reply: str | None = None, **vars: str) -> str:
         shown = " ".join(f'{k}="{v}"' for k, v in vars.items())
@@ -103,4 +110,3 @@ def run_demo(directory: Path | None, echo: Callable[[str], None]) -> App:
     except WorkflowError as e:
         echo(f"  refused: {e}\n")
     echo(f"Done. Look around: ls {app.config.mail_root}/*/new  ·  WORKFLOW_CONFIG={base / 'workflow.toml'} workflow roster")
-    return app

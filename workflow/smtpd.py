@@ -1,0 +1,344 @@
+"""SMTP server: accept workflow mail on loopback, validate and persist it — nothing else.
+
+Runs aiosmtpd with a handler that hands every message to ``Deliverer`` (the same checks as direct
+delivery) and answers ``250`` only after every copy and its directory are fsynced. Policies:
+
+* RCPT: the roster decides — unknown local address ``550 5.1.1`` naming the nearest ones; a
+  non-member to a panel-internal address ``550 5.7.1``; other domains ``550 5.7.1 relaying denied``.
+* MAIL FROM must be a workflow identity, and the message's From: must be that same identity.
+* DATA: invalid workflow headers ``550 5.6.0``; visibility or guardrail refusals ``550 5.7.1``;
+  over ``max_message_size`` ``552 5.3.4``; bare CR or LF ``550 5.6.0`` (one message per DATA — no
+  SMTP smuggling through ``\\n.\\r\\n``). Any failure inside the handler (ENOSPC, EACCES, a bug) is
+  ``451 4.3.0`` with no exception text, so clients retry instead of bouncing; nothing is left in
+  any new/.
+* Long lines: body lines longer than 998 octets are accepted and stored as received, as Postfix
+  does (aiosmtpd's default refuses the whole message with ``500``); header lines longer than 998
+  octets are refused with ``550 5.6.0`` because header parsers break on them. The only hard cap
+  is the message size.
+* A connection cap (``421 4.7.0``), an idle timeout per command that also bounds a whole DATA phase.
+* A retried message (same Message-ID and bytes) after a lost ``250`` is recognised, not stored twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import signal
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from aiosmtpd.smtp import SMTP, Envelope, Session
+
+from .config import Config
+from .delivery import Deliverer
+from .errors import GuardrailError, MessageError, RosterError, VisibilityError, WorkflowError
+from .index import Index
+from .maildir import DirSyncer, Maildirs
+from .roster import Roster
+
+log = logging.getLogger(__name__)
+BARE_EOL = re.compile(rb"(?<!\r)\n|\r(?!\n)")
+LOOPBACK = ("127.", "::1", "localhost")
+
+
+def sanitize(text: object, limit: int = 200) -> str:
+    """Peer-supplied text made safe for one log line."""
+    s = text.decode("utf-8", "replace") if isinstance(text, bytes) else str(text)
+    s = "".join(ch if ch.isprintable() else "?" for ch in s)
+    return s[:limit] + ("…" if len(s) > limit else "")
+
+
+def _one_line(e: Exception) -> str:
+    return str(e).replace("\r", " ").replace("\n", " ")
+
+
+def is_loopback(host: str) -> bool:
+    return host.startswith(LOOPBACK)
+
+
+class Stats:
+    """Counters the server and its tests read: connections open, DATA in flight, outcomes."""
+
+    def __init__(self) -> None:
+        self.connections = 0
+        self.in_flight = 0
+        self.delivered = 0
+        self.refused = 0
+        self.failed = 0
+
+
+class Handler:
+    """aiosmtpd hooks: roster at MAIL/RCPT, Deliverer at DATA."""
+
+    def __init__(self, deliverer: Deliverer, index: Index, executor: ThreadPoolExecutor, stats: Stats) -> None:
+        self.deliverer = deliverer
+        self.roster: Roster = deliverer.roster
+        self.index = index
+        self.executor = executor
+        self.stats = stats
+
+    async def handle_MAIL(self, server: SMTP, session: Session, envelope: Envelope, address: str, options: list[str]) -> str:
+        try:
+            self.roster.sender(address)
+        except RosterError as e:
+            return f"550 5.7.1 {_one_line(e)}"
+        envelope.mail_from = address
+        envelope.mail_options.extend(options)
+        return "250 2.1.0 OK"
+
+    async def handle_RCPT(self, server: SMTP, session: Session, envelope: Envelope, address: str, options: list[str]) -> str:
+        try:
+            route = self.roster.route(address)
+        except RosterError as e:
+            return f"550 5.1.1 {_one_line(e)}"
+        if route.kind == "external":
+            return f"550 5.7.1 relaying denied: {route.address} is outside {self.roster.domain} and no outbound bridge is configured"
+        sender = self.roster.sender(envelope.mail_from or "")
+        ok, why = self.roster.may_send(sender, route)
+        if not ok:
+            return f"550 5.7.1 {why}"
+        envelope.rcpt_tos.append(address)
+        envelope.rcpt_options.extend(options)
+        return "250 2.1.5 OK"
+
+    async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:
+        raw = envelope.original_content or b""
+        peer = sanitize(session.peer)
+        mid = "-"
+        self.stats.in_flight += 1
+        try:
+            if BARE_EOL.search(raw):
+                raise MessageError("message contains a bare CR or LF; SMTP lines must end in CRLF")
+            plan = self.deliverer.prepare(raw, envelope.rcpt_tos, self.index, envelope.mail_from or "")
+            mid = plan.message_id
+            from_header = self.roster.sender(envelope.mail_from or "")
+            if plan.sender != from_header:
+                raise GuardrailError(
+                    "sender-matches-envelope", f"From: is {plan.sender} but MAIL FROM is {from_header}; they must agree"
+                )
+            loop = asyncio.get_running_loop()
+            entries = await loop.run_in_executor(self.executor, self.deliverer.store, plan)
+            self.deliverer.record(self.index, plan, entries)
+        except MessageError as e:
+            return self._refuse(mid, peer, envelope, f"550 5.6.0 {_one_line(e)}")
+        except (VisibilityError, GuardrailError) as e:
+            return self._refuse(mid, peer, envelope, f"550 5.7.1 {_one_line(e)}")
+        except RosterError as e:
+            return self._refuse(mid, peer, envelope, f"550 5.1.1 {_one_line(e)}")
+        except Exception:  # noqa: BLE001 - any failure is temporary: the sender must retry, not bounce
+            self.stats.failed += 1
+            log.exception("%s from %s (peer %s): delivery failed; answered 451", mid, sanitize(envelope.mail_from), peer)
+            return "451 4.3.0 temporary failure storing the message; nothing was delivered, try again later"
+        finally:
+            self.stats.in_flight -= 1
+        self.stats.delivered += 1
+        where = ", ".join(plan.mailboxes) or "-"
+        note = f" (already in {', '.join(plan.already)})" if plan.already else ""
+        log.info("%s from %s to %s: delivered to %s%s", mid, sanitize(envelope.mail_from),
+                 sanitize(",".join(envelope.rcpt_tos)), where, note)
+        return f"250 2.0.0 {mid} delivered" + (" (duplicate of a stored copy)" if not plan.mailboxes else "")
+
+    def _refuse(self, mid: str, peer: str, envelope: Envelope, reply: str) -> str:
+        self.stats.refused += 1
+        log.info("%s from %s to %s (peer %s): refused: %s", mid, sanitize(envelope.mail_from),
+                 sanitize(",".join(envelope.rcpt_tos)), peer, sanitize(reply, 400))
+        return reply[:990]
+
+    async def handle_exception(self, error: Exception) -> str:
+        log.error("SMTP session error: %s", sanitize(repr(error)))
+        return "451 4.3.0 temporary server error; try again later"
+
+
+class Server:
+    """The listening server: start, serve, stop cleanly."""
+
+    def __init__(self, config: Config, deliverer: Deliverer, *, host: str | None = None, port: int | None = None) -> None:
+        self.config = config
+        self.host = host or config.smtp.host
+        self.port = config.smtp.port if port is None else port
+        self.syncer = DirSyncer()
+        self.deliverer = Deliverer(config, deliverer.roster, Maildirs(config.mail_root, self.syncer))
+        self.stats = Stats()
+        self.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="maildir")
+        self.index: Index | None = None
+        self.server: asyncio.base_events.Server | None = None
+        self.protocols: set[SMTP] = set()
+
+    def _protocol(self, handler: Handler) -> Callable[[], SMTP]:
+        cfg = self.config.smtp
+        stats = self.stats
+        protocols = self.protocols
+
+        class Protocol(SMTP):
+            # No per-line cap below the message size: see the module docstring's long-line policy.
+            line_length_limit = cfg.max_message_size + 2
+
+            def connection_made(self, transport: Any) -> None:
+                if stats.connections >= cfg.max_connections:
+                    transport.write(b"421 4.7.0 too many connections; try again later\r\n")
+                    transport.close()
+                    self._over_cap = True
+                    return
+                self._over_cap = False
+                stats.connections += 1
+                protocols.add(self)
+                super().connection_made(transport)
+
+            def connection_lost(self, error: Exception | None) -> None:
+                if getattr(self, "_over_cap", True):
+                    return
+                stats.connections -= 1
+                protocols.discard(self)
+                super().connection_lost(error)
+
+        loop = asyncio.get_running_loop()
+        auth: dict[str, Any] = {}
+        if cfg.auth_users_file and not is_loopback(self.host):
+            # AUTH over plain text is acceptable only because TLS is expected in front (stunnel, a VPN).
+            auth = dict(authenticator=make_authenticator(load_users(cfg.auth_users_file)),
+                        auth_required=True, auth_require_tls=False)
+        return lambda: Protocol(
+            handler,
+            **auth,
+            data_size_limit=cfg.max_message_size,
+            enable_SMTPUTF8=True,
+            decode_data=False,
+            hostname=self.config.domain,
+            ident="workflow-mail smtpd",
+            timeout=cfg.timeout,
+            loop=loop,
+        )
+
+    async def start(self) -> int:
+        """Listen; returns the bound port."""
+        self.index = self.deliverer.open_index()
+        self.index.refresh()  # copies stored before a crash but never indexed
+        handler = Handler(self.deliverer, self.index, self.executor, self.stats)
+        loop = asyncio.get_running_loop()
+        self.server = await loop.create_server(self._protocol(handler), self.host, self.port)
+        sock = self.server.sockets[0]
+        self.port = int(sock.getsockname()[1])
+        log.info("listening on %s:%d (mail root %s)", self.host, self.port, self.config.mail_root)
+        return self.port
+
+    async def stop(self, grace: float = 10.0) -> None:
+        """Stop listening, let transactions in DATA finish (each is stored, then acknowledged), close."""
+        if self.server is not None:
+            self.server.close()
+        deadline = asyncio.get_running_loop().time() + grace
+        while self.stats.in_flight and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.01)
+        for p in list(self.protocols):
+            if p.transport is not None:
+                p.transport.close()
+        self.executor.shutdown(wait=True)
+        if self.index is not None:
+            self.index.close()
+        log.info("stopped: %d delivered, %d refused, %d failed", self.stats.delivered, self.stats.refused, self.stats.failed)
+
+
+def hash_password(password: str, salt: bytes | None = None) -> str:
+    """A users-file entry's secret: ``scrypt$<salt hex>$<hash hex>``."""
+    import hashlib
+    import os
+
+    salt = salt or os.urandom(16)
+    digest = hashlib.scrypt(password.encode("utf-8"), salt=salt, n=2**14, r=8, p=1)
+    return f"scrypt${salt.hex()}${digest.hex()}"
+
+
+def load_users(path: str) -> dict[str, str]:
+    """``login:scrypt$salt$hash`` lines (``workflow smtpd --hash-password`` makes them)."""
+    users: dict[str, str] = {}
+    try:
+        lines = open(path, encoding="utf-8").read().splitlines()
+    except OSError as e:
+        raise WorkflowError(f"{path}: cannot read the AUTH users file: {e.strerror}") from None
+    for n, line in enumerate(lines, 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        login, sep, secret = line.partition(":")
+        if not sep or not secret.startswith("scrypt$") or secret.count("$") != 2:
+            raise WorkflowError(f"{path}:{n}: expected login:scrypt$salt$hash")
+        users[login] = secret
+    if not users:
+        raise WorkflowError(f"{path}: no users")
+    return users
+
+
+def make_authenticator(users: dict[str, str]) -> Callable[..., Any]:
+    from aiosmtpd.smtp import AuthResult, LoginPassword
+
+    def authenticate(server: SMTP, session: Session, envelope: Envelope, mechanism: str, data: Any) -> AuthResult:
+        if not isinstance(data, LoginPassword):
+            return AuthResult(success=False, handled=False)
+        login = data.login.decode("utf-8", "replace")
+        secret = users.get(login)
+        if secret is None:
+            return AuthResult(success=False, handled=False)
+        import hmac
+
+        salt = bytes.fromhex(secret.split("$")[1])
+        ok = hmac.compare_digest(hash_password(data.password.decode("utf-8", "replace"), salt), secret)
+        return AuthResult(success=ok, handled=False)
+
+    return authenticate
+
+
+def check_bind(host: str, allow_remote: bool, config: Config) -> None:
+    """Loopback only, unless --allow-remote and AUTH is configured."""
+    if is_loopback(host):
+        return
+    if not allow_remote:
+        raise WorkflowError(f"refusing to listen on {host}: not a loopback address (use --allow-remote with AUTH configured)")
+    if not config.smtp.auth_users_file:
+        raise WorkflowError(
+            f"refusing to listen on {host}: --allow-remote needs AUTH; set [smtp] auth_users_file in {config.path or 'workflow.toml'}"
+        )
+    load_users(config.smtp.auth_users_file)
+
+
+class BackgroundServer:
+    """A server on its own event loop thread (the demo and tests use it): ``with … as port:``."""
+
+    def __init__(self, config: Config, deliverer: Deliverer, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.config, self.deliverer, self.host, self.port = config, deliverer, host, port
+        self.loop = asyncio.new_event_loop()
+        self.server: Server | None = None
+        import threading
+
+        self.thread = threading.Thread(target=self.loop.run_forever, name="smtpd", daemon=True)
+
+    def __enter__(self) -> int:
+        self.thread.start()
+        self.server = Server(self.config, self.deliverer, host=self.host, port=self.port)
+        self.port = asyncio.run_coroutine_threadsafe(self.server.start(), self.loop).result(timeout=30)
+        return self.port
+
+    def __exit__(self, *exc: object) -> None:
+        assert self.server is not None
+        asyncio.run_coroutine_threadsafe(self.server.stop(), self.loop).result(timeout=60)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=10)
+        self.loop.close()
+
+
+def serve(config: Config, deliverer: Deliverer, host: str | None, port: int | None, ready: Callable[[int], None]) -> Stats:
+    """Run until SIGTERM or SIGINT, then stop cleanly."""
+
+    async def main() -> Stats:
+        server = Server(config, deliverer, host=host, port=port)
+        await server.start()
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        ready(server.port)
+        await stop.wait()
+        log.info("signal received: stopping")
+        await server.stop()
+        return server.stats
+
+    return asyncio.run(main())
