@@ -1,0 +1,71 @@
+"""Helpers for SMTP tests: start the real server (in-process or as a subprocess), talk to it."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from workflow.message import Draft, build, make_message_id
+
+
+def message(sender: str = "spec-writer", to: tuple[str, ...] = ("spec-reviewer",), event: str = "question",
+            body: str = "Hello\n", mid: str | None = None, **kw: object) -> bytes:
+    return build(Draft(
+        sender=f"{sender}@workflow.local", to=[f"{t}@workflow.local" for t in to], subject=f"[{event}] user-auth",
+        body=body, message_id=mid or make_message_id(sender.split(".")[-1], "workflow.local"), event=event,
+        artifacts=["specs/*/user-auth.md"], **kw,  # type: ignore[arg-type]
+    ))
+
+
+def children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+@contextmanager
+def server_process(project_dir: Path, *extra: str, env: dict[str, str] | None = None,
+                   wrap: list[str] | None = None, preexec: object = None) -> Iterator[tuple[subprocess.Popen[str], int]]:
+    """``workflow smtpd --port 0`` as a real subprocess; yields (process, port)."""
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("WORKFLOW_")}
+    full_env.update(env or {})
+    cmd = [*(wrap or []), sys.executable, "-m", "workflow", "smtpd", "--port", "0", *extra]
+    proc = subprocess.Popen(cmd, cwd=project_dir, env=full_env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                            text=True, preexec_fn=preexec)  # type: ignore[arg-type]
+    port = 0
+    deadline = time.monotonic() + 30
+    assert proc.stderr is not None
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        m = re.search(r"listening on [\d.]+:(\d+)", line)
+        if m:
+            port = int(m.group(1))
+            break
+    if not port:
+        proc.kill()
+        raise AssertionError("server did not start: " + (proc.stderr.read() if proc.stderr else ""))
+    try:
+        yield proc, port
+    finally:
+        for child in children(proc.pid):  # e.g. the server under strace: stop it, not only strace
+            try:
+                os.kill(child, 15)
+            except ProcessLookupError:
+                pass
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        proc.stderr.close()

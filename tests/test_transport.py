@@ -1,0 +1,62 @@
+"""One suite, both paths: workflow-notify over SMTP and by direct delivery give the same result."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from conftest import Project
+from workflow.message import parse
+from workflow.smtpd import BackgroundServer
+
+CASES = [
+    (["review-request", "specs/proposed/user-auth.md", "spec-reviewer", "CONTEXT=look"], None),
+    (["--from", "spec-reviewer", "approval", "specs/todo/user-auth.md", "spec-writer", "NEXT_STATE=todo",
+      "NEXT_ROLES=skeleton-writer,test-writer"], None),
+    (["--from", "spec-reviewer-panel.claude", "question", "specs/*/user-auth.md", "spec-reviewer-panel-internal", "QUESTION=q"], None),
+    (["--from", "spec-writer", "question", "specs/*/user-auth.md", "spec-reviewer-panel-internal", "QUESTION=q"], "internal-members-only"),
+    (["--from", "spec-writer", "approval", "specs/todo/user-auth.md", "spec-reviewer"], "reviewer-decisions"),
+    (["question", "specs/*/user-auth.md", "nobody@example.com", "QUESTION=q"], "relaying denied"),
+    (["question", "specs/*/user-auth.md", "spec-reveiwer", "QUESTION=q"], "did you mean spec-reviewer@workflow.local"),
+]
+
+
+def run_case(p: Project, via: str, args: list[str]) -> tuple[int, str, list[tuple[str, tuple[tuple[str, str], ...]]]]:
+    if via == "smtp":
+        with BackgroundServer(p.app.config, p.app.deliverer, port=p.app.config.smtp.port):
+            r = p.run("--via", via, *args, tool="workflow-notify")
+    else:
+        r = p.run("--via", via, *args, tool="workflow-notify")
+    return r.returncode, r.stderr, outcome(p)
+
+
+def outcome(p: Project) -> list[tuple[str, tuple[tuple[str, str], ...]]]:
+    out = []
+    for f in p.new_files():
+        headers = tuple((n, v) for n, v in parse(f.read_bytes()).headers if n not in ("Message-ID", "Date"))
+        out.append((f.parent.parent.name, headers))
+    return sorted(out)
+
+
+@pytest.mark.parametrize(("args", "refusal"), CASES)
+def test_same_result_both_ways(project_factory: Callable[..., Project], args: list[str], refusal: str | None) -> None:
+    results = {via: run_case(project_factory(), via, args) for via in ("smtp", "direct")}
+    for via, (code, err, stored) in results.items():
+        if refusal:
+            assert code != 0 and refusal in err, (via, err)
+            assert stored == []
+        else:
+            assert code == 0 and f"({via}:" in err, (via, err)
+            assert stored
+    assert results["smtp"][2] == results["direct"][2]
+
+
+def test_auto_prefers_the_server_and_falls_back(project: Project) -> None:
+    r = project.run("review-request", "specs/proposed/user-auth.md", "spec-reviewer", tool="workflow-notify")
+    assert r.returncode == 0 and "(direct:" in r.stderr
+    with BackgroundServer(project.app.config, project.app.deliverer, port=project.app.config.smtp.port):
+        r = project.run("review-request", "specs/proposed/user-auth.md", "spec-reviewer", tool="workflow-notify")
+    assert r.returncode == 0 and "(smtp:" in r.stderr
+    r = project.run("--via", "smtp", "review-request", "specs/proposed/user-auth.md", "spec-reviewer", tool="workflow-notify")
+    assert r.returncode != 0 and "cannot reach SMTP server" in r.stderr
