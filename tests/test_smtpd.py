@@ -249,3 +249,16 @@ def test_notmuch_finds_what_the_server_wrote(project: Project, smtp: int, tmp_pa
     subprocess.run(["notmuch", "new", "--quiet"], env=env, check=True, capture_output=True)
     out = subprocess.run(["notmuch", "search", "--output=files", "id:served.1@workflow.local"], env=env, capture_output=True, text=True)
     assert "/spec-reviewer/new/" in out.stdout
+
+
+def test_smtputf8_and_8bitmime_stored_byte_exact(project: Project, smtp: int) -> None:
+    raw = ("Date: Thu, 26 Nov 2026 03:00:00 +0000\r\nFrom: spec-writer@workflow.local\r\nTo: spec-reviewer@workflow.local\r\nSubject: Grüße — 認証\r\n"
+           "Message-ID: <utf8.1@workflow.local>\r\nX-Event-Type: question\r\nContent-Type: text/plain; charset=utf-8\r\n"
+           "Content-Transfer-Encoding: 8bit\r\n\r\nÜnïcödé body\r\n").encode("utf-8")
+    with smtplib.SMTP("127.0.0.1", smtp) as s:
+        s.ehlo()
+        assert s.has_extn("smtputf8") and s.has_extn("8bitmime")
+        s.sendmail("spec-writer@workflow.local", ["spec-reviewer@workflow.local"], raw, mail_options=["SMTPUTF8", "BODY=8BITMIME"])
+    [f] = project.new_files("spec-reviewer")
+    assert f.read_bytes() == raw
+    assert parse(raw).subject == "Grüße — 認証"
