@@ -191,6 +191,6 @@ def test_demo_runs_end_to_end(tmp_path: Path, project: Project) -> None:
     out = r.stdout
     assert "spec-reviewer: 1 unread message in 1 thread" in out
     assert "# Thread: [REVIEW REQUEST] user-auth ready for review" in out
-    assert "refused: internal-members-only" in out
+    assert "refused: SMTP server refused a recipient: 550 5.7.1 rule internal-members-only" in out
     assert (tmp_path / "demo" / "specs" / "todo" / "user-auth.md").exists()
     assert len(list((tmp_path / "demo" / "mail" / "test-writer" / "new").iterdir())) == 1

@@ -121,25 +121,17 @@ def thread_rows(index: Index, mailboxes: Sequence[str], message_id: str, senders
     of ids — the start's ancestry, then each found row's id and root — and fetch rows whose root
     or Message-ID is in it, through the index, until nothing new appears; then order with JWZ.
     """
-    from .index import COLUMNS, _row
-
     start = index.query(mailboxes, message_ids=[message_id], senders=senders)
     if not start:
         return []
-    visible = f"mailbox IN ({','.join('?' * len(mailboxes))})"
-    if senders:
-        visible = f"({visible} OR sender IN ({','.join('?' * len(senders))}))"
     found: dict[str, Row] = {}
     ids: set[str] = set()
     frontier = {message_id, *start[0].ancestry, *(r.root for r in start if r.root)}
     while frontier:
         ids |= frontier
-        q = sorted(frontier)
-        marks = ",".join("?" * len(q))
-        sql = f"SELECT id, {COLUMNS} FROM msg WHERE (root IN ({marks}) OR message_id IN ({marks})) AND {visible}"
+        rows = index.thread_part(sorted(frontier), mailboxes, senders)
         frontier = set()
-        for t in index.db.execute(sql, [*q, *q, *mailboxes, *senders]):
-            r = _row(t)
+        for r in rows:
             if not r.message_id:
                 continue
             prev = found.get(r.message_id)
