@@ -21,7 +21,7 @@ from .config import Config
 from .errors import IndexError_, MessageError, RosterError
 from .index import Index
 from .maildir import Entry, Maildirs
-from .message import make_message_id, parse, split_head, thread_ids, validate
+from .message import Parsed, make_message_id, parse, split_head, thread_ids, validate
 from .roster import Roster, Route
 from .visibility import check as check_visibility
 
@@ -36,6 +36,7 @@ class Plan(NamedTuple):
     sender: str
     mailboxes: tuple[str, ...]
     already: tuple[str, ...]  # mailboxes holding this exact message already (a retry)
+    parsed: Parsed
 
 
 class Delivered(NamedTuple):
@@ -97,7 +98,7 @@ class Deliverer:
         mid = parsed.message_id or ""
         boxes = tuple(dict.fromkeys(mb for r in routes for mb in r.mailboxes))
         already = self._already(index, mid, raw, boxes)
-        return Plan(raw, mid, sender, tuple(b for b in boxes if b not in already), already)
+        return Plan(raw, mid, sender, tuple(b for b in boxes if b not in already), already, parsed)
 
     def _already(self, index: Index, mid: str, raw: bytes, boxes: tuple[str, ...]) -> tuple[str, ...]:
         rows = [r for r in index.query(message_ids=[mid]) if r.mailbox in boxes]
@@ -126,12 +127,17 @@ class Deliverer:
 
     def record(self, index: Index, plan: Plan, entries: Sequence[Entry]) -> None:
         """Index the stored copies; a failure here loses nothing (refresh finds them)."""
-        if not entries:
+        self.record_many(index, [(plan, entries)])
+
+    def record_many(self, index: Index, done: Sequence[tuple[Plan, Sequence[Entry]]]) -> None:
+        """Index several deliveries in one transaction."""
+        items = [(entries, plan.raw, plan.parsed) for plan, entries in done if entries]
+        if not items:
             return
         try:
-            index.add(entries, plan.raw, parse(plan.raw))
+            index.add_many(items)
         except IndexError_ as e:
-            log.warning("%s stored but not indexed: %s", plan.message_id, e)
+            log.warning("%s stored but not indexed: %s", ", ".join(p.message_id for p, _ in done), e)
 
     def deliver(self, raw: bytes, recipients: Sequence[str], sender_hint: str = "") -> Delivered:
         """prepare → store → record, for callers that may block."""

@@ -250,11 +250,21 @@ class Index:
 
     def add(self, entries: Sequence[Entry], raw: bytes, parsed: Parsed) -> None:
         """Record copies just delivered (one parse shared by all copies)."""
-        if not entries:
-            return
-        row, fts = describe(entries[0], raw, parsed, self.domain)
-        rows = [(e.mailbox, e.key, e.subdir, e.flags, int("S" in e.flags)) + row[5:] for e in entries]
-        self._insert(rows, [fts] * len(rows))
+        self.add_many([(entries, raw, parsed)])
+
+    def add_many(self, items: Sequence[tuple[Sequence[Entry], bytes, Parsed]]) -> None:
+        """Record several deliveries in one transaction (the server batches concurrent ones)."""
+        rows: list[tuple[object, ...]] = []
+        fts: list[tuple[str, str]] = []
+        for entries, raw, parsed in items:
+            if not entries:
+                continue
+            row, text = describe(entries[0], raw, parsed, self.domain)
+            for e in entries:
+                rows.append((e.mailbox, e.key, e.subdir, e.flags, int("S" in e.flags)) + row[5:])
+                fts.append(text)
+        if rows:
+            self._insert(rows, fts)
 
     def _insert(self, rows: Sequence[tuple[object, ...]], fts: Sequence[tuple[str, str]]) -> None:
         try:

@@ -120,6 +120,7 @@ class Maildirs:
         self.root = root
         self._host = _hostname()
         self.syncer = syncer
+        self._ready: set[str] = set()  # mailboxes whose tmp/new/cur were seen; skips three stats
 
     def path(self, mailbox: str) -> Path:
         if not mailbox or "/" in mailbox or mailbox.startswith(".") or "\0" in mailbox:
@@ -136,7 +137,10 @@ class Maildirs:
     def ensure(self, mailbox: str) -> Path:
         """Create mailbox/{tmp,new,cur} (and parents), fsyncing each directory that was created."""
         box = self.path(mailbox)
+        if mailbox in self._ready:
+            return box
         if all((box / s).is_dir() for s in SUBDIRS):
+            self._ready.add(mailbox)
             return box
         created: list[Path] = []
         missing: list[Path] = []
@@ -154,6 +158,7 @@ class Maildirs:
                 created.append(d)
         for d in {c.parent for c in created}:
             _fsync_dir(d)
+        self._ready.add(mailbox)
         return box
 
     @staticmethod
@@ -216,6 +221,7 @@ class Maildirs:
                 for dname in dirs:
                     _fsync_dir(Path(dname))
         except BaseException as e:
+            self._ready.difference_update(mailboxes)  # look again next time (it may have been removed)
             for target in linked:
                 _unlink_quiet(target)
             for d in {t.parent for t in linked}:

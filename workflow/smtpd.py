@@ -32,10 +32,10 @@ from typing import Any
 from aiosmtpd.smtp import SMTP, Envelope, Session
 
 from .config import Config
-from .delivery import Deliverer
+from .delivery import Deliverer, Plan
 from .errors import GuardrailError, MessageError, RosterError, VisibilityError, WorkflowError
 from .index import Index
-from .maildir import DirSyncer, Maildirs
+from .maildir import DirSyncer, Entry, Maildirs
 from .roster import Roster
 
 log = logging.getLogger(__name__)
@@ -43,10 +43,13 @@ BARE_EOL = re.compile(rb"(?<!\r)\n|\r(?!\n)")
 LOOPBACK = ("127.", "::1", "localhost")
 
 
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
 def sanitize(text: object, limit: int = 200) -> str:
-    """Peer-supplied text made safe for one log line."""
+    """Peer-supplied text made safe for one log line (no CR, LF or other control characters)."""
     s = text.decode("utf-8", "replace") if isinstance(text, bytes) else str(text)
-    s = "".join(ch if ch.isprintable() else "?" for ch in s)
+    s = CONTROL.sub("?", s[: limit + 1])
     return s[:limit] + ("…" if len(s) > limit else "")
 
 
@@ -69,15 +72,47 @@ class Stats:
         self.failed = 0
 
 
+class IndexBatcher:
+    """Index writes for the server, batched: deliveries whose copies became durable in the same
+    turn of the event loop are recorded in one SQLite transaction. Each caller resumes once its
+    rows are committed (before its ``250``), so a client retrying after a lost ``250`` always
+    finds its first copy in the index."""
+
+    def __init__(self, deliverer: Deliverer, index: Index) -> None:
+        self.deliverer = deliverer
+        self.index = index
+        self.pending: list[tuple[Plan, list[Entry], asyncio.Future[None]]] = []
+        self.batches = 0
+
+    def record(self, plan: Plan, entries: list[Entry]) -> asyncio.Future[None]:
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+        if not self.pending:
+            loop.call_soon(self._flush)
+        self.pending.append((plan, entries, fut))
+        return fut
+
+    def _flush(self) -> None:
+        batch, self.pending = self.pending, []
+        try:
+            self.deliverer.record_many(self.index, [(p, e) for p, e, _ in batch])
+        finally:
+            self.batches += 1
+            for _, _, fut in batch:
+                if not fut.done():
+                    fut.set_result(None)
+
+
 class Handler:
     """aiosmtpd hooks: roster at MAIL/RCPT, Deliverer at DATA."""
 
-    def __init__(self, deliverer: Deliverer, index: Index, executor: ThreadPoolExecutor, stats: Stats) -> None:
+    def __init__(self, deliverer: Deliverer, index: Index, executor: ThreadPoolExecutor, stats: Stats, writer: IndexBatcher) -> None:
         self.deliverer = deliverer
         self.roster: Roster = deliverer.roster
         self.index = index
         self.executor = executor
         self.stats = stats
+        self.writer = writer
 
     async def handle_MAIL(self, server: SMTP, session: Session, envelope: Envelope, address: str, options: list[str]) -> str:
         try:
@@ -120,7 +155,7 @@ class Handler:
                 )
             loop = asyncio.get_running_loop()
             entries = await loop.run_in_executor(self.executor, self.deliverer.store, plan)
-            self.deliverer.record(self.index, plan, entries)
+            await self.writer.record(plan, entries)
         except MessageError as e:
             return self._refuse(mid, peer, envelope, f"550 5.6.0 {_one_line(e)}")
         except (VisibilityError, GuardrailError) as e:
@@ -163,6 +198,7 @@ class Server:
         self.stats = Stats()
         self.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="maildir")
         self.index: Index | None = None
+        self.writer: IndexBatcher | None = None
         self.server: asyncio.base_events.Server | None = None
         self.protocols: set[SMTP] = set()
 
@@ -213,9 +249,10 @@ class Server:
 
     async def start(self) -> int:
         """Listen; returns the bound port."""
-        self.index = self.deliverer.open_index()
+        self.index = self.deliverer.open_index()  # reads in the event loop; the writer has its own
         self.index.refresh()  # copies stored before a crash but never indexed
-        handler = Handler(self.deliverer, self.index, self.executor, self.stats)
+        self.writer = IndexBatcher(self.deliverer, self.index)
+        handler = Handler(self.deliverer, self.index, self.executor, self.stats, self.writer)
         loop = asyncio.get_running_loop()
         self.server = await loop.create_server(self._protocol(handler), self.host, self.port)
         sock = self.server.sockets[0]
@@ -327,6 +364,9 @@ class BackgroundServer:
 
 def serve(config: Config, deliverer: Deliverer, host: str | None, port: int | None, ready: Callable[[int], None]) -> Stats:
     """Run until SIGTERM or SIGINT, then stop cleanly."""
+
+    # aiosmtpd logs every command at INFO; our one line per message is the log that matters.
+    logging.getLogger("mail.log").setLevel(logging.WARNING)
 
     async def main() -> Stats:
         server = Server(config, deliverer, host=host, port=port)
