@@ -83,8 +83,8 @@ def test_scanning_marks_nothing_and_set_flags_moves_to_cur(tmp_path: Path) -> No
 
 
 @pytest.mark.skipif(shutil.which("strace") is None, reason="strace not installed (scripts/system-packages installs it)")
-def test_fsync_order_file_then_link_then_directory(tmp_path: Path) -> None:
-    """The syscalls of one delivery: write tmp, fsync it, link into new/, fsync new/."""
+def test_fsync_order_file_then_rename_then_directory(tmp_path: Path) -> None:
+    """The syscalls of one delivery: write tmp, fsync it, rename into new/, fsync new/."""
     script = (
         "import sys; from pathlib import Path; from workflow.maildir import Maildirs;"
         f"m = Maildirs(Path({str(tmp_path)!r})); m.ensure('box'); print('BEGIN', flush=True);"
@@ -102,7 +102,7 @@ def test_fsync_order_file_then_link_then_directory(tmp_path: Path) -> None:
     i_open = next(i for i, c in enumerate(calls) if "/box/tmp/" in c and "O_EXCL" in c)
     fd = calls[i_open].rsplit("=", 1)[1].strip()
     i_fsync_file = next(i for i, c in enumerate(calls) if c.startswith(f"fsync({fd})") and i > i_open)
-    i_link = next(i for i, c in enumerate(calls) if c.startswith("link(") and "/box/new/" in c)
+    i_link = next(i for i, c in enumerate(calls) if c.startswith(("link(", "rename(")) and "/box/new/" in c)
     i_open_dir = next(i for i, c in enumerate(calls) if "/box/new" in c and "O_DIRECTORY" in c and i > i_link)
     dfd = calls[i_open_dir].rsplit("=", 1)[1].strip()
     i_fsync_dir = next(i for i, c in enumerate(calls) if c.startswith(f"fsync({dfd})") and i > i_open_dir)

@@ -28,10 +28,10 @@ def send(port: int, raw: bytes, to: str = "spec-reviewer@workflow.local") -> Non
 
 
 @pytest.mark.skipif(shutil.which("strace") is None, reason="strace not installed (scripts/system-packages installs it)")
-def test_every_250_follows_fsync_link_and_directory_fsync(project: Project, tmp_path: Path) -> None:
+def test_every_250_follows_fsync_rename_and_directory_fsync(project: Project, tmp_path: Path) -> None:
     trace = tmp_path / "trace"
     wrap = ["strace", "-f", "-qq", "-s", "300", "-o", str(trace), "-e",
-            "trace=openat,fsync,link,rename,sendto,write"]
+            "trace=openat,close,fsync,link,rename,sendto,write"]
     sent = []
     with server_process(project.dir, wrap=wrap) as (proc, port):
         for i in range(3):
@@ -41,6 +41,17 @@ def test_every_250_follows_fsync_link_and_directory_fsync(project: Project, tmp_
     lines = [re.sub(r"^\d+\s+", "", ln) for ln in trace.read_text().splitlines()]
     acks = [i for i, ln in enumerate(lines) if "250 2.0.0 <" in ln and ("sendto(" in ln or "write(" in ln)]
     assert len(acks) == 3
+
+    def dir_fd_at(i: int) -> set[str]:
+        """fds that refer to spec-reviewer/new at line i (opened before, not closed since)."""
+        fds: set[str] = set()
+        for ln in lines[:i]:
+            if "/spec-reviewer/new\"" in ln and "O_DIRECTORY" in ln and ln.startswith("openat("):
+                fds.add(ln.rsplit("=", 1)[1].strip())
+            elif ln.startswith("close("):
+                fds.discard(ln[6:].split(")")[0])
+        return fds
+
     prev = 0
     for n, ack in enumerate(acks):
         assert sent[n] in lines[ack]
@@ -50,13 +61,11 @@ def test_every_250_follows_fsync_link_and_directory_fsync(project: Project, tmp_
         i_open, open_line = tmp_open[-1]
         fd = open_line.rsplit("=", 1)[1].strip()
         i_fsync = next(i for i, ln in enumerate(window) if i > i_open and ln.startswith(f"fsync({fd})"))
-        i_link = next(i for i, ln in enumerate(window) if i > i_fsync and ln.startswith("link(") and "/spec-reviewer/new/" in ln)
-        dir_opens = [(i, ln) for i, ln in enumerate(window) if i > i_link and ln.endswith(tuple("0123456789"))
-                     and "/spec-reviewer/new\"" in ln and "O_DIRECTORY" in ln]
-        assert dir_opens, "new/ was not opened for fsync after the link"
-        i_dir, dir_line = dir_opens[0]
-        dfd = dir_line.rsplit("=", 1)[1].strip()
-        assert any(ln.startswith(f"fsync({dfd})") for ln in window[i_dir:]), "new/ not fsynced before the 250"
+        i_move = next(i for i, ln in enumerate(window) if i > i_fsync and ln.startswith(("rename(", "link("))
+                      and "/spec-reviewer/new/" in ln)
+        i_dirsync = next(i for i, ln in enumerate(window) if i > i_move and ln.startswith("fsync(")
+                         and ln[6:].split(")")[0] in dir_fd_at(prev + i))
+        assert i_open < i_fsync < i_move < i_dirsync
         prev = ack
 
 

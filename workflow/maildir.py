@@ -76,7 +76,37 @@ class DirSyncer:
         self._done = 0  # the last generation finished
         self._running = False
         self._errors: dict[int, OSError] = {}
+        # Open directory fds, reused (a stat instead of open+close per sync), each with the
+        # (device, inode) it was opened on so a directory replaced meanwhile is reopened.
+        self._fds: dict[str, tuple[int, int, int]] = {}
         self.syncs = 0  # directory fsyncs issued (for tests and benchmarks)
+
+    def _fsync(self, d: str) -> None:
+        cached = self._fds.get(d)
+        if cached is not None:
+            fd, dev, ino = cached
+            st = os.stat(d)
+            if (st.st_dev, st.st_ino) == (dev, ino):
+                os.fsync(fd)
+                return
+            self._fds.pop(d, None)
+            os.close(fd)
+        fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+            st = os.fstat(fd)
+        except BaseException:
+            os.close(fd)
+            raise
+        if len(self._fds) >= 256:
+            os.close(self._fds.pop(next(iter(self._fds)))[0])
+        self._fds[d] = (fd, st.st_dev, st.st_ino)
+
+    def close(self) -> None:
+        with self._cv:
+            for fd, _, _ in self._fds.values():
+                os.close(fd)
+            self._fds.clear()
 
     def sync(self, dirs: set[str]) -> None:
         with self._cv:
@@ -98,7 +128,7 @@ class DirSyncer:
         error: OSError | None = None
         for d in sorted(batch):
             try:
-                _fsync_dir(Path(d))
+                self._fsync(d)
                 self.syncs += 1
             except OSError as e:
                 error = error or e
@@ -176,10 +206,11 @@ class Maildirs:
         usec = int((now - sec) * 1_000_000)
         return f"{sec}.M{usec}P{os.getpid()}R{os.urandom(8).hex()}.{self._host}"
 
-    def _write_tmp(self, box: Path, data: bytes) -> tuple[Path, str]:
+    def _write_tmp(self, box: str, data: bytes) -> tuple[str, str]:
+        """Create tmp/<unique> exclusively, write every byte (checking each write), fsync it."""
         for _ in range(8):
             name = self._new_name()
-            tmp = box / "tmp" / name
+            tmp = f"{box}/tmp/{name}"
             try:
                 fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
             except FileExistsError:
@@ -198,23 +229,28 @@ class Maildirs:
                 raise
             os.close(fd)
             return tmp, name
-        raise DeliveryError(f"could not find a unique file name in {box / 'tmp'}")
+        raise DeliveryError(f"could not find a unique file name in {box}/tmp")
 
     def deliver(self, mailboxes: Sequence[str], data: bytes) -> list[Entry]:
-        """Store one copy in each mailbox durably; all or nothing. Returns the stored entries."""
-        tmps: list[tuple[str, Path, str]] = []
-        linked: list[Path] = []
+        """Store one copy in each mailbox durably; all or nothing. Returns the stored entries.
+
+        tmp/ (O_EXCL, fsync) → rename into new/ → fsync new/. The name is unique in tmp/ by
+        O_EXCL and carries 64 random bits, and rename is checked against an existing target
+        first, so no message is ever replaced.
+        """
+        tmps: list[tuple[str, str, str]] = []
+        moved: list[str] = []
         try:
             for mb in mailboxes:
-                box = self.ensure(mb)
+                box = str(self.ensure(mb))
                 tmp, name = self._write_tmp(box, data)
                 tmps.append((mb, tmp, name))
             entries: list[Entry] = []
             for mb, tmp, name in tmps:
-                target = self._link_new(tmp, name)
-                linked.append(target)
-                entries.append(Entry(mb, target.name, "new", "", str(target)))
-            dirs = {str(t.parent) for t in linked}
+                target = self._move_new(tmp, name)
+                moved.append(target)
+                entries.append(Entry(mb, os.path.basename(target), "new", "", target))
+            dirs = {os.path.dirname(t) for t in moved}
             if self.syncer is not None:
                 self.syncer.sync(dirs)
             else:
@@ -222,11 +258,11 @@ class Maildirs:
                     _fsync_dir(Path(dname))
         except BaseException as e:
             self._ready.difference_update(mailboxes)  # look again next time (it may have been removed)
-            for target in linked:
+            for target in moved:
                 _unlink_quiet(target)
-            for d in {t.parent for t in linked}:
+            for d in {os.path.dirname(t) for t in moved}:
                 try:
-                    _fsync_dir(d)
+                    _fsync_dir(Path(d))
                 except OSError:
                     pass
             for _, tmp, _ in tmps:
@@ -237,25 +273,18 @@ class Maildirs:
                 where = e.filename or self.root
                 raise DeliveryError(f"cannot store message in {where}: {e.strerror or e}") from None
             raise
-        for _, tmp, _ in tmps:
-            _unlink_quiet(tmp)
         return entries
 
     @staticmethod
-    def _link_new(tmp: Path, name: str) -> Path:
-        target = tmp.parent.parent / "new" / name
-        for attempt in range(8):
-            try:
-                os.link(tmp, target)
+    def _move_new(tmp: str, name: str) -> str:
+        new = os.path.dirname(os.path.dirname(tmp)) + "/new/"
+        target = new + name
+        for _ in range(8):
+            if not os.path.lexists(target):
+                os.rename(tmp, target)
                 return target
-            except FileExistsError:
-                target = target.with_name(f"{name}.{os.urandom(4).hex()}")
-            except OSError as e:
-                if e.errno in (errno.EPERM, errno.EXDEV, errno.ENOTSUP, errno.EMLINK) and not target.exists():
-                    os.rename(tmp, target)
-                    return target
-                raise
-        raise DeliveryError(f"could not find a unique file name in {target.parent}")
+            target = f"{new}{name}.{os.urandom(4).hex()}"
+        raise DeliveryError(f"could not find a unique file name in {new}")
 
     def scan(self, mailbox: str) -> Iterator[Entry]:
         """Every stored copy in a mailbox (new/ and cur/), without reading or marking anything."""
@@ -301,7 +330,7 @@ class Maildirs:
         return Entry(entry.mailbox, entry.key, "cur", flags, str(target))
 
 
-def _unlink_quiet(p: Path) -> None:
+def _unlink_quiet(p: Path | str) -> None:
     try:
         os.unlink(p)
     except OSError:

@@ -271,6 +271,7 @@ class Server:
             if p.transport is not None:
                 p.transport.close()
         self.executor.shutdown(wait=True)
+        self.syncer.close()
         if self.index is not None:
             self.index.close()
         log.info("stopped: %d delivered, %d refused, %d failed", self.stats.delivered, self.stats.refused, self.stats.failed)
