@@ -1,8 +1,10 @@
 """Delivery: validate, guard, check visibility, write durably, index — the one path for all mail.
 
 ``workflow-notify`` (direct), the SMTP server and the bridges all go through ``Deliverer``:
-``prepare`` (every check, no writes), ``store`` (durable, all-or-nothing, blocking — the server
-runs it in a worker thread) and ``record`` (the index). ``deliver`` runs the three in order.
+``prepare`` (every check, no writes), ``store`` (durable, all-or-nothing) and ``record`` (the
+index); ``deliver`` runs the three in order. The server runs the same ``prepare`` and hands the
+plan to ``commit.Committer``, which stores with the same Maildir steps and records with the same
+``record_many``, batching concurrent transactions.
 Nothing is written unless every check passes, and a failed write leaves no copy in any new/.
 A message already stored with the same Message-ID and the same bytes (a client retrying after a
 lost ``250``) is not stored again in the mailboxes that hold it.

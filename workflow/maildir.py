@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import errno
 import os
-import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -60,34 +59,23 @@ def split_name(name: str) -> tuple[str, str]:
     return key, ""
 
 
-class DirSyncer:
-    """Group commit for directory fsyncs: concurrent deliveries share one fsync per directory.
-
-    A caller's links are already in place when it asks; it waits for a sync *started after* its
-    request (the next generation), so the fsync that releases it covers its links. Nothing is
-    acknowledged early: each caller returns only after a directory fsync that began after its
-    own link. One leader at a time runs the batch; the rest wait on the condition.
-    """
+class DirFsync:
+    """fsync directories through fds kept open (one stat instead of open+close per sync). Each
+    fd remembers the (device, inode) it was opened on, so a directory replaced meanwhile is
+    reopened rather than a stale one synced. Used by one thread at a time."""
 
     def __init__(self) -> None:
-        self._cv = threading.Condition()
-        self._pending: set[str] = set()
-        self._next = 1  # the generation that will sync what is pending now
-        self._done = 0  # the last generation finished
-        self._running = False
-        self._errors: dict[int, OSError] = {}
-        # Open directory fds, reused (a stat instead of open+close per sync), each with the
-        # (device, inode) it was opened on so a directory replaced meanwhile is reopened.
         self._fds: dict[str, tuple[int, int, int]] = {}
-        self.syncs = 0  # directory fsyncs issued (for tests and benchmarks)
+        self.syncs = 0
 
-    def _fsync(self, d: str) -> None:
+    def fsync(self, d: str) -> None:
         cached = self._fds.get(d)
         if cached is not None:
             fd, dev, ino = cached
             st = os.stat(d)
             if (st.st_dev, st.st_ino) == (dev, ino):
                 os.fsync(fd)
+                self.syncs += 1
                 return
             self._fds.pop(d, None)
             os.close(fd)
@@ -98,58 +86,23 @@ class DirSyncer:
         except BaseException:
             os.close(fd)
             raise
+        self.syncs += 1
         if len(self._fds) >= 256:
             os.close(self._fds.pop(next(iter(self._fds)))[0])
         self._fds[d] = (fd, st.st_dev, st.st_ino)
 
     def close(self) -> None:
-        with self._cv:
-            for fd, _, _ in self._fds.values():
-                os.close(fd)
-            self._fds.clear()
-
-    def sync(self, dirs: set[str]) -> None:
-        with self._cv:
-            self._pending |= dirs
-            mine = self._next
-            while self._done < mine:
-                if not self._running:
-                    batch, self._pending = self._pending, set()
-                    gen = self._next
-                    self._next += 1
-                    self._running = True
-                    break
-                self._cv.wait()
-            else:
-                err = self._errors.get(mine)
-                if err is not None:
-                    raise err
-                return
-        error: OSError | None = None
-        for d in sorted(batch):
-            try:
-                self._fsync(d)
-                self.syncs += 1
-            except OSError as e:
-                error = error or e
-        with self._cv:
-            self._running = False
-            self._done = gen
-            if error is not None:
-                self._errors[gen] = error
-            self._errors.pop(gen - 64, None)
-            self._cv.notify_all()
-        if error is not None:
-            raise error
+        for fd, _, _ in self._fds.values():
+            os.close(fd)
+        self._fds.clear()
 
 
 class Maildirs:
     """The mail root: one Maildir per mailbox, created on first delivery."""
 
-    def __init__(self, root: Path, syncer: DirSyncer | None = None) -> None:
+    def __init__(self, root: Path) -> None:
         self.root = root
         self._host = _hostname()
-        self.syncer = syncer
         self._ready: set[str] = set()  # mailboxes whose tmp/new/cur were seen; skips three stats
 
     def path(self, mailbox: str) -> Path:
@@ -206,7 +159,7 @@ class Maildirs:
         usec = int((now - sec) * 1_000_000)
         return f"{sec}.M{usec}P{os.getpid()}R{os.urandom(8).hex()}.{self._host}"
 
-    def _write_tmp(self, box: str, data: bytes) -> tuple[str, str]:
+    def write_tmp(self, box: str, data: bytes) -> tuple[str, str]:
         """Create tmp/<unique> exclusively, write every byte (checking each write), fsync it."""
         for _ in range(8):
             name = self._new_name()
@@ -243,40 +196,43 @@ class Maildirs:
         try:
             for mb in mailboxes:
                 box = str(self.ensure(mb))
-                tmp, name = self._write_tmp(box, data)
+                tmp, name = self.write_tmp(box, data)
                 tmps.append((mb, tmp, name))
             entries: list[Entry] = []
             for mb, tmp, name in tmps:
-                target = self._move_new(tmp, name)
+                target = self.move_new(tmp, name)
                 moved.append(target)
                 entries.append(Entry(mb, os.path.basename(target), "new", "", target))
-            dirs = {os.path.dirname(t) for t in moved}
-            if self.syncer is not None:
-                self.syncer.sync(dirs)
-            else:
-                for dname in dirs:
-                    _fsync_dir(Path(dname))
+            for dname in {os.path.dirname(t) for t in moved}:
+                _fsync_dir(Path(dname))
         except BaseException as e:
-            self._ready.difference_update(mailboxes)  # look again next time (it may have been removed)
-            for target in moved:
-                _unlink_quiet(target)
-            for d in {os.path.dirname(t) for t in moved}:
-                try:
-                    _fsync_dir(Path(d))
-                except OSError:
-                    pass
-            for _, tmp, _ in tmps:
-                _unlink_quiet(tmp)
-            if isinstance(e, DeliveryError):
-                raise
-            if isinstance(e, OSError):
-                where = e.filename or self.root
-                raise DeliveryError(f"cannot store message in {where}: {e.strerror or e}") from None
-            raise
+            self.undo(mailboxes, moved, [tmp for _, tmp, _ in tmps])
+            raise self.failure(e) from None
         return entries
 
+    def undo(self, mailboxes: Sequence[str], moved: Sequence[str], tmps: Sequence[str]) -> None:
+        """Take back a failed delivery: no copy stays in any new/, no file in tmp/."""
+        self._ready.difference_update(mailboxes)  # look again next time (it may have been removed)
+        for target in moved:
+            _unlink_quiet(target)
+        for d in {os.path.dirname(t) for t in moved}:
+            try:
+                _fsync_dir(Path(d))
+            except OSError:
+                pass
+        for tmp in tmps:
+            _unlink_quiet(tmp)
+
+    def failure(self, e: BaseException) -> BaseException:
+        """The error a failed write is reported as (OSError → DeliveryError naming the path)."""
+        if isinstance(e, OSError):
+            where = e.filename or self.root
+            return DeliveryError(f"cannot store message in {where}: {e.strerror or e}")
+        return e
+
     @staticmethod
-    def _move_new(tmp: str, name: str) -> str:
+    def move_new(tmp: str, name: str) -> str:
+        """Rename tmp/<name> into new/ (never over an existing file); returns the new path."""
         new = os.path.dirname(os.path.dirname(tmp)) + "/new/"
         target = new + name
         for _ in range(8):

@@ -26,16 +26,16 @@ import logging
 import re
 import signal
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from aiosmtpd.smtp import SMTP, Envelope, Session
 
 from .config import Config
-from .delivery import Deliverer, Plan
+from .commit import Committer
+from .delivery import Deliverer
 from .errors import GuardrailError, MessageError, RosterError, VisibilityError, WorkflowError
 from .index import Index
-from .maildir import DirSyncer, Entry, Maildirs
+from .maildir import Maildirs
 from .roster import Roster
 
 log = logging.getLogger(__name__)
@@ -72,47 +72,15 @@ class Stats:
         self.failed = 0
 
 
-class IndexBatcher:
-    """Index writes for the server, batched: deliveries whose copies became durable in the same
-    turn of the event loop are recorded in one SQLite transaction. Each caller resumes once its
-    rows are committed (before its ``250``), so a client retrying after a lost ``250`` always
-    finds its first copy in the index."""
-
-    def __init__(self, deliverer: Deliverer, index: Index) -> None:
-        self.deliverer = deliverer
-        self.index = index
-        self.pending: list[tuple[Plan, list[Entry], asyncio.Future[None]]] = []
-        self.batches = 0
-
-    def record(self, plan: Plan, entries: list[Entry]) -> asyncio.Future[None]:
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[None] = loop.create_future()
-        if not self.pending:
-            loop.call_soon(self._flush)
-        self.pending.append((plan, entries, fut))
-        return fut
-
-    def _flush(self) -> None:
-        batch, self.pending = self.pending, []
-        try:
-            self.deliverer.record_many(self.index, [(p, e) for p, e, _ in batch])
-        finally:
-            self.batches += 1
-            for _, _, fut in batch:
-                if not fut.done():
-                    fut.set_result(None)
-
-
 class Handler:
     """aiosmtpd hooks: roster at MAIL/RCPT, Deliverer at DATA."""
 
-    def __init__(self, deliverer: Deliverer, index: Index, executor: ThreadPoolExecutor, stats: Stats, writer: IndexBatcher) -> None:
+    def __init__(self, deliverer: Deliverer, index: Index, committer: Committer, stats: Stats) -> None:
         self.deliverer = deliverer
         self.roster: Roster = deliverer.roster
         self.index = index
-        self.executor = executor
+        self.committer = committer
         self.stats = stats
-        self.writer = writer
 
     async def handle_MAIL(self, server: SMTP, session: Session, envelope: Envelope, address: str, options: list[str]) -> str:
         try:
@@ -153,9 +121,8 @@ class Handler:
                 raise GuardrailError(
                     "sender-matches-envelope", f"From: is {plan.sender} but MAIL FROM is {from_header}; they must agree"
                 )
-            loop = asyncio.get_running_loop()
-            entries = await loop.run_in_executor(self.executor, self.deliverer.store, plan)
-            await self.writer.record(plan, entries)
+            if plan.mailboxes:
+                await self.committer.submit(plan)
         except MessageError as e:
             return self._refuse(mid, peer, envelope, f"550 5.6.0 {_one_line(e)}")
         except (VisibilityError, GuardrailError) as e:
@@ -193,12 +160,10 @@ class Server:
         self.config = config
         self.host = host or config.smtp.host
         self.port = config.smtp.port if port is None else port
-        self.syncer = DirSyncer()
-        self.deliverer = Deliverer(config, deliverer.roster, Maildirs(config.mail_root, self.syncer))
+        self.deliverer = Deliverer(config, deliverer.roster, Maildirs(config.mail_root))
         self.stats = Stats()
-        self.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="maildir")
         self.index: Index | None = None
-        self.writer: IndexBatcher | None = None
+        self.committer = Committer(self.deliverer)
         self.server: asyncio.base_events.Server | None = None
         self.protocols: set[SMTP] = set()
 
@@ -249,10 +214,10 @@ class Server:
 
     async def start(self) -> int:
         """Listen; returns the bound port."""
-        self.index = self.deliverer.open_index()  # reads in the event loop; the writer has its own
+        self.index = self.deliverer.open_index()  # reads in the event loop; the committer has its own
         self.index.refresh()  # copies stored before a crash but never indexed
-        self.writer = IndexBatcher(self.deliverer, self.index)
-        handler = Handler(self.deliverer, self.index, self.executor, self.stats, self.writer)
+        self.committer.start()
+        handler = Handler(self.deliverer, self.index, self.committer, self.stats)
         loop = asyncio.get_running_loop()
         self.server = await loop.create_server(self._protocol(handler), self.host, self.port)
         sock = self.server.sockets[0]
@@ -270,8 +235,7 @@ class Server:
         for p in list(self.protocols):
             if p.transport is not None:
                 p.transport.close()
-        self.executor.shutdown(wait=True)
-        self.syncer.close()
+        self.committer.stop()
         if self.index is not None:
             self.index.close()
         log.info("stopped: %d delivered, %d refused, %d failed", self.stats.delivered, self.stats.refused, self.stats.failed)

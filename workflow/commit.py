@@ -1,0 +1,142 @@
+"""Commit: group commit for the SMTP server — concurrent deliveries made durable and indexed together.
+
+One thread takes every plan queued since its last round and, for the whole batch: writes each
+copy to tmp/ and fsyncs it, renames it into new/, fsyncs each touched new/ directory *once*,
+records all of it in the index in one transaction, then wakes the waiting transactions, which
+only then answer ``250``. Under load a batch holds several messages, so the directory fsync and
+the index commit are shared; nothing is acknowledged before its own file and directory are
+synced. A plan that fails (disk full, a directory in the way) is undone alone — no copy left in
+any new/ — and its transaction answers ``451``; the rest of the batch is unaffected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import queue
+import threading
+from collections.abc import Sequence
+
+from .delivery import Deliverer, Plan
+from .maildir import DirFsync, Entry
+
+log = logging.getLogger(__name__)
+
+Result = list[Entry] | BaseException
+Job = tuple[Plan, asyncio.Future[list[Entry]], asyncio.AbstractEventLoop]
+
+
+class Committer:
+    """Owns the writing side of delivery for the server: Maildir writes and the index."""
+
+    def __init__(self, deliverer: Deliverer) -> None:
+        self.deliverer = deliverer
+        self.maildirs = deliverer.maildirs
+        self.queue: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self._run, name="committer", daemon=True)
+        self.dirs = DirFsync()
+        self.batches = 0
+        self.messages = 0
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        """Finish what is queued, then stop."""
+        self.queue.put(None)
+        self.thread.join(timeout=60)
+
+    def submit(self, plan: Plan) -> asyncio.Future[list[Entry]]:
+        """Queue a checked plan; the future resolves (or fails) once it is durable and indexed."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[list[Entry]] = loop.create_future()
+        self.queue.put((plan, fut, loop))
+        return fut
+
+    def _run(self) -> None:
+        index = self.deliverer.open_index()
+        try:
+            while True:
+                job = self.queue.get()
+                if job is None:
+                    return
+                batch = [job]
+                stop = False
+                while True:
+                    try:
+                        nxt = self.queue.get_nowait()
+                    except queue.Empty:
+                        break
+                    if nxt is None:
+                        stop = True
+                        break
+                    batch.append(nxt)
+                results = self._commit([p for p, _, _ in batch])
+                ok = [(p, r) for (p, _, _), r in zip(batch, results) if not isinstance(r, BaseException)]
+                self.deliverer.record_many(index, ok)  # logs and carries on if the index fails
+                self.batches += 1
+                self.messages += len(batch)
+                _wake(batch, results)
+                if stop:
+                    return
+        finally:
+            index.close()
+            self.dirs.close()
+
+    def _commit(self, plans: Sequence[Plan]) -> list[Result]:
+        md = self.maildirs
+        results: list[Result] = [[] for _ in plans]
+        staged: dict[int, list[tuple[str, str, str]]] = {}
+        for i, plan in enumerate(plans):
+            files: list[tuple[str, str, str]] = []
+            try:
+                for mb in plan.mailboxes:
+                    tmp, name = md.write_tmp(str(md.ensure(mb)), plan.raw)
+                    files.append((mb, tmp, name))
+                staged[i] = files
+            except BaseException as e:  # noqa: BLE001 - one plan's failure must not sink the batch
+                md.undo(plan.mailboxes, [], [t for _, t, _ in files])
+                results[i] = md.failure(e)
+        moved: dict[int, list[tuple[str, str]]] = {}
+        for i, files in staged.items():
+            done: list[tuple[str, str]] = []
+            try:
+                for mb, tmp, name in files:
+                    done.append((mb, md.move_new(tmp, name)))
+                moved[i] = done
+            except BaseException as e:  # noqa: BLE001
+                md.undo(plans[i].mailboxes, [t for _, t in done], [t for _, t, _ in files])
+                results[i] = md.failure(e)
+        failed: dict[str, BaseException] = {}
+        for d in sorted({os.path.dirname(t) for targets in moved.values() for _, t in targets}):
+            try:
+                self.dirs.fsync(d)
+            except OSError as e:
+                failed[d] = e
+        for i, targets in moved.items():
+            bad = [failed[os.path.dirname(t)] for _, t in targets if os.path.dirname(t) in failed]
+            if bad:
+                md.undo(plans[i].mailboxes, [t for _, t in targets], [])
+                results[i] = md.failure(bad[0])
+            else:
+                results[i] = [Entry(mb, os.path.basename(t), "new", "", t) for mb, t in targets]
+        return results
+
+
+def _wake(batch: Sequence[Job], results: Sequence[Result]) -> None:
+    by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[list[Entry]], Result]]] = {}
+    for (_, fut, loop), result in zip(batch, results):
+        by_loop.setdefault(loop, []).append((fut, result))
+    for loop, items in by_loop.items():
+        loop.call_soon_threadsafe(_settle, items)
+
+
+def _settle(items: Sequence[tuple[asyncio.Future[list[Entry]], Result]]) -> None:
+    for fut, result in items:
+        if fut.done():
+            continue
+        if isinstance(result, BaseException):
+            fut.set_exception(result)
+        else:
+            fut.set_result(result)
