@@ -262,3 +262,16 @@ def test_smtputf8_and_8bitmime_stored_byte_exact(project: Project, smtp: int) ->
     [f] = project.new_files("spec-reviewer")
     assert f.read_bytes() == raw
     assert parse(raw).subject == "Grüße — 認証"
+
+
+def test_dot_stuffing_empty_lines_and_pipelined_commands(project: Project, smtp: int) -> None:
+    raw = message(body=".leading dot\n..two dots\n.\nend.\n")
+    send(smtp, raw)  # smtplib dot-stuffs; the server must undo exactly that
+    [f] = project.new_files("spec-reviewer")
+    assert f.read_bytes() == raw
+    second = message(body="pipelined\n")
+    stuffed = second.replace(b"\r\n.", b"\r\n..")
+    out = _dialog(smtp, b"EHLO p\r\nMAIL FROM:<spec-writer@workflow.local>\r\nRCPT TO:<spec-reviewer@workflow.local>\r\n"
+                        b"DATA\r\n" + stuffed + b".\r\nQUIT\r\n")
+    assert b"250 2.0.0 " in out and out.rstrip().endswith(b"221 Bye")
+    assert any(p.read_bytes() == second for p in project.new_files("spec-reviewer"))

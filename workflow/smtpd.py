@@ -153,6 +153,67 @@ class Handler:
         return "451 4.3.0 temporary server error; try again later"
 
 
+async def read_data(proto: SMTP, arg: str, limit: int) -> None:
+    """DATA for our server: the same protocol as aiosmtpd's, read by terminator, not by line.
+
+    aiosmtpd reads the data one line at a time in Python; this reads up to each ``.\r\n`` and
+    checks whether it ends a line that is only a dot — the one terminator RFC 5321 allows, so a
+    bare ``\n.\r\n`` ends nothing (the handler then refuses the bare LF). Dot-stuffing is
+    undone exactly as aiosmtpd does (the first dot of every line that starts with one). Beyond
+    ``limit`` the rest is drained to the terminator and ``552`` sent, as RFC 5321 4.2.5 implies.
+    """
+    if await proto.check_helo_needed():
+        return
+    if await proto.check_auth_needed("DATA"):
+        return
+    assert proto.envelope is not None
+    if not proto.envelope.rcpt_tos:
+        await proto.push("503 Error: need RCPT command")
+        return
+    if arg:
+        await proto.push("501 Syntax: DATA")
+        return
+    await proto.push("354 End data with <CR><LF>.<CR><LF>")
+    reader = proto._reader
+    chunks: list[bytes] = []
+    size = 0
+    too_big = False
+    prev_tail = b"\r\n"  # the data starts at the beginning of a line
+    while True:
+        try:
+            chunk = await reader.readuntil(b".\r\n")
+        except asyncio.LimitOverrunError as e:
+            chunk = await reader.read(e.consumed)  # no terminator in the buffer yet: keep draining
+            too_big = True
+        except asyncio.IncompleteReadError:
+            proto._writer.close()  # the client went away in the middle of the data
+            return
+        size += len(chunk)
+        if not too_big:
+            if size > limit + 3:
+                too_big = True
+                chunks.clear()
+            else:
+                chunks.append(chunk)
+        if chunk.endswith(b".\r\n"):
+            before = (prev_tail + chunk[:-3])[-2:]
+            if before == b"\r\n":
+                break
+        prev_tail = (prev_tail + chunk)[-2:]
+    if too_big:
+        await proto.push("552 5.3.4 message larger than the size limit")
+        proto._set_post_data_state()  # type: ignore[no-untyped-call]
+        return
+    data = b"".join(chunks)[:-3]  # without the final ".\r\n"; the CRLF before it ends the last line
+    if b"\r\n." in data or data.startswith(b"."):
+        data = (b"\r\n" + data).replace(b"\r\n.", b"\r\n")[2:]
+    proto.envelope.content = data
+    proto.envelope.original_content = data
+    status = await proto._call_handler_hook("DATA")
+    proto._set_post_data_state()  # type: ignore[no-untyped-call]
+    await proto.push(status)
+
+
 class Server:
     """The listening server: start, serve, stop cleanly."""
 
@@ -193,6 +254,9 @@ class Server:
                 stats.connections -= 1
                 protocols.discard(self)
                 super().connection_lost(error)
+
+            async def smtp_DATA(self, arg: str) -> None:
+                await read_data(self, arg, cfg.max_message_size)
 
         loop = asyncio.get_running_loop()
         auth: dict[str, Any] = {}
