@@ -40,6 +40,8 @@ from .roster import Roster
 
 log = logging.getLogger(__name__)
 BARE_EOL = re.compile(rb"(?<!\r)\n|\r(?!\n)")
+# <dot-atom@domain> with an optional tail of ESMTP parameters: the common case of MAIL and RCPT.
+SIMPLE_PATH = re.compile(r"^\s*<([A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*)>(.*)$")
 LOOPBACK = ("127.", "::1", "localhost")
 
 
@@ -257,6 +259,14 @@ class Server:
 
             async def smtp_DATA(self, arg: str) -> None:
                 await read_data(self, arg, cfg.max_message_size)
+
+            def _getaddr(self, arg: str) -> tuple[str | None, str | None]:
+                # The plain <local@domain> form every workflow client sends, without the email
+                # package's general header parser; anything else takes aiosmtpd's own path.
+                m = SIMPLE_PATH.match(arg)
+                if m:
+                    return m.group(1), m.group(2)
+                return super()._getaddr(arg)
 
         loop = asyncio.get_running_loop()
         auth: dict[str, Any] = {}
