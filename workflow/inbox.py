@@ -141,8 +141,9 @@ def thread_rows(index: Index, mailboxes: Sequence[str], message_id: str, senders
                 if x and x not in ids:
                     frontier.add(x)
     threads = Threads((r.message_id or "", r.in_reply_to, r.refs) for r in found.values())
-    order = threads.members(message_id)
-    return sorted((found[m] for m in order if m in found), key=lambda r: (r.date, r.key, r.mailbox))
+    order = threads.members(message_id)  # depth first: a parent always before its replies
+    rank = {m: i for i, m in enumerate(order)}
+    return sorted((found[m] for m in order if m in found), key=lambda r: (r.date, rank[r.message_id or ""]))
 
 
 def _when(ts: int) -> str:

@@ -157,7 +157,7 @@ class Maildirs:
         now = time.time()
         sec = int(now)
         usec = int((now - sec) * 1_000_000)
-        return f"{sec}.M{usec}P{os.getpid()}R{os.urandom(8).hex()}.{self._host}"
+        return f"{sec}.M{usec:06d}P{os.getpid()}R{os.urandom(8).hex()}.{self._host}"
 
     def write_tmp(self, box: str, data: bytes) -> tuple[str, str]:
         """Create tmp/<unique> exclusively, write every byte (checking each write), fsync it."""
