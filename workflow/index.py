@@ -490,8 +490,7 @@ class Index:
     def thread_links(self) -> Iterator[tuple[str, str | None, str]]:
         """(Message-ID, In-Reply-To, References) of every stored copy, as interned numbers in text
         form — threading needs only identity, so the strings are never looked up."""
-        for mid, irt, refs in self._exec("SELECT mid, irt, refs FROM msg WHERE mid IS NOT NULL"):
-            yield str(mid), (str(irt) if irt is not None else None), refs
+        yield from self._exec("SELECT CAST(mid AS TEXT), CAST(irt AS TEXT), refs FROM msg WHERE mid IS NOT NULL")
 
     def count(self) -> int:
         return int(self._exec("SELECT count(*) FROM msg").fetchone()[0])

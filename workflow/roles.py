@@ -6,7 +6,7 @@ Built-in roles ship with the package; a project's own ``roles/`` overrides them 
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
@@ -85,7 +85,40 @@ def parse_role(path: Path, text: str, event_types: Iterable[str]) -> Role:
     )
 
 
-def load_roles(config: Config) -> dict[str, Role]:
+class Roles(Mapping[str, Role]):
+    """Every role by name; a role file is read and parsed only when that role is asked for.
+
+    Which roles exist is known from the file names alone, so looking up one role (as
+    ``workflow inbox ROLE`` does) parses one file, not all of them; iterating parses them all.
+    """
+
+    def __init__(self, files: dict[str, Path], event_types: tuple[str, ...]) -> None:
+        self._files = files
+        self._events = event_types
+        self._parsed: dict[str, Role] = {}
+
+    def __getitem__(self, name: str) -> Role:
+        role = self._parsed.get(name)
+        if role is None:
+            path = self._files[name]
+            try:
+                text = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as e:
+                raise RosterError(f"{path}: cannot read role file: {e}") from None
+            role = self._parsed[name] = parse_role(path, text, self._events)
+        return role
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._files
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted(self._files))
+
+    def __len__(self) -> int:
+        return len(self._files)
+
+
+def load_roles(config: Config) -> Roles:
     """Built-in roles overlaid by the project's roles dir, by file name."""
     files: dict[str, Path] = {}
     for d in (builtin_dir("roles"), config.roles_dir):
@@ -93,11 +126,4 @@ def load_roles(config: Config) -> dict[str, Role]:
             for p in sorted(d.glob("*.md")):
                 if p.name.lower() != "readme.md":
                     files[p.stem] = p
-    roles: dict[str, Role] = {}
-    for name, p in sorted(files.items()):
-        try:
-            text = p.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as e:
-            raise RosterError(f"{p}: cannot read role file: {e}") from None
-        roles[name] = parse_role(p, text, config.event_types)
-    return roles
+    return Roles(files, tuple(config.event_types))

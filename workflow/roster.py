@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Mapping
 from typing import NamedTuple
 
 from .config import Config, PanelConfig
@@ -39,7 +40,7 @@ class Route(NamedTuple):
 class Roster:
     """Roles and panels resolved into addresses; built once at the entry point."""
 
-    def __init__(self, domain: str, roles: dict[str, Role], panels: tuple[PanelConfig, ...]) -> None:
+    def __init__(self, domain: str, roles: Mapping[str, Role], panels: tuple[PanelConfig, ...]) -> None:
         self.domain = domain
         self.roles = roles
         self.panels = {p.name: p for p in panels}

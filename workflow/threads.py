@@ -9,6 +9,7 @@ first copy wins).
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterable, Sequence
 
 
@@ -47,6 +48,17 @@ class Threads:
     """Every thread of a set of messages; build once, query many times."""
 
     def __init__(self, links: Iterable[tuple[str, str | None, str | Sequence[str]]]) -> None:
+        # Building 100k linked containers makes the cyclic GC scan them over and over; nothing
+        # here is garbage until the whole table is, so pause it while building.
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            self._build(links)
+        finally:
+            if enabled:
+                gc.enable()
+
+    def _build(self, links: Iterable[tuple[str, str | None, str | Sequence[str]]]) -> None:
         table: dict[str, Container] = {}
         get = table.get
         for mid, irt, refs in links:
