@@ -21,7 +21,8 @@ MSGID_RE = re.compile(r"<[^<>\s]+>")
 MSGID_FULL_RE = re.compile(r"^<[^<>\s@]+@[^<>\s@]+>$")
 MSGID_REF_RE = re.compile(r"^<[^<>\s]+>$")  # what we accept as a reference to someone else's id
 ADDR_RE = re.compile(r"[^\s<>,\"]+@[^\s<>,\"]+")
-FORBIDDEN_IN_VALUE = ("\r", "\n", "\0")
+FORBIDDEN_RE = re.compile(r"[\r\n\0]")
+SINGLE_HEADERS = ("Message-ID", "In-Reply-To", "X-Event-Type", "X-Workflow-State", "X-Artifacts", "Subject", "From")
 RE_PREFIX = re.compile(r"^\s*((re|fwd?|aw|sv)\s*(\[\d+\])?\s*:\s*)+", re.IGNORECASE)
 PLAIN_HEADER_CHARS = re.compile(r"^[\x20-\x7e\t]*$")
 
@@ -303,6 +304,11 @@ class Parsed:
         return list(self._by_name.get(name.lower(), ()))
 
     @property
+    def counts(self) -> dict[str, int]:
+        """How often each header (lower-case name) appears."""
+        return {n: len(v) for n, v in self._by_name.items()}
+
+    @property
     def message_id(self) -> str | None:
         v = self.get("Message-ID")
         m = MSGID_RE.search(v) if v else None
@@ -373,8 +379,10 @@ def split_head(raw: bytes) -> tuple[bytes, int]:
 def parse(raw: bytes) -> Parsed:
     """Parse the header block quickly (no email.parser), unfolding and decoding each value."""
     head, offset = split_head(raw)
-    blines = head.replace(b"\r\n", b"\n").split(b"\n")
-    max_line = max(map(len, blines)) if blines else 0
+    if len(head) <= MAX_LINE:
+        max_line = len(head)  # no line can be longer than the whole block
+    else:
+        max_line = max(map(len, head.replace(b"\r\n", b"\n").split(b"\n")))
     headers: list[list[str]] = []
     for line in head.decode("utf-8", "replace").replace("\r\n", "\n").split("\n"):
         if line[:1] in (" ", "\t"):
@@ -431,30 +439,32 @@ def body_text(raw: bytes, parsed: Parsed | None = None) -> str:
 def validate(
     parsed: Parsed,
     *,
-    event_types: Iterable[str],
-    states: Iterable[str],
+    event_types: Sequence[str],
+    states: Sequence[str],
     check_lines: bool = True,
 ) -> None:
     """Refuse what the workflow formats forbid; names the header and the reason."""
     for name, value in parsed.headers:
         if not HEADER_NAME_RE.match(name):
             raise MessageError(f"header name {name!r} is not a valid RFC 5322 field name")
-        check_value(name, value)
+        if FORBIDDEN_RE.search(value):
+            check_value(name, value)  # raises, naming the character
     if check_lines and parsed.max_line > MAX_LINE:
         raise MessageError(f"a header line is {parsed.max_line} octets; RFC 5322 allows at most {MAX_LINE}")
-    for single in ("Message-ID", "In-Reply-To", "X-Event-Type", "X-Workflow-State", "X-Artifacts", "Subject", "From"):
-        if len(parsed.get_all(single)) > 1:
+    counts = parsed.counts
+    for single in SINGLE_HEADERS:
+        if counts.get(single.lower(), 0) > 1:
             raise MessageError(f"header {single}: appears more than once")
     mid = parsed.get("Message-ID")
     if mid is not None and not MSGID_FULL_RE.match(mid.strip()):
         raise MessageError(f"header Message-ID: {mid!r} is not of the form <left@right>")
     event = parsed.event
-    if event is not None and event not in set(event_types):
+    if event is not None and event not in event_types:
         raise MessageError(
             f"header X-Event-Type: unknown event type {event!r}; expected one of {', '.join(event_types)}"
         )
     state = parsed.state
-    if state is not None and state not in set(states):
+    if state is not None and state not in states:
         raise MessageError(f"header X-Workflow-State: unknown state {state!r}; expected one of {', '.join(states)}")
     for art in parsed.artifacts:
         try:
