@@ -9,7 +9,7 @@ CR, LF or NUL in the decoded text, so no value can ever smuggle in an extra head
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import NamedTuple
 
