@@ -156,7 +156,7 @@ def notify_main_cmd(config_path: Path | None, mail_root: Path | None, **kw: Any)
 
 
 def notify_main() -> None:
-    notify_main_cmd(prog_name="workflow-notify")
+    _exit_fast(lambda: notify_main_cmd.main(prog_name="workflow-notify"))
 
 
 # ------------------------------------------------------------------ reading
@@ -419,8 +419,30 @@ def demo(directory: Path | None) -> None:
     run_demo(directory, click.echo)
 
 
+def _exit_fast(run: Any) -> None:
+    """Run a click entry point, then leave without interpreter teardown (~20 ms of a short
+    command's life): output is flushed and every file and database was closed by its owner."""
+    try:
+        run()
+        code: object = 0
+    except SystemExit as e:
+        code = e.code
+    import logging
+
+    logging.shutdown()
+    if code is not None and not isinstance(code, int):
+        print(code, file=sys.stderr)
+        code = 1
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code or 0)
+
+
 def main() -> None:
-    cli(prog_name="workflow")
+    _exit_fast(lambda: cli.main(prog_name="workflow"))
 
 
 if __name__ == "__main__":

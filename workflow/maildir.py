@@ -102,7 +102,7 @@ class Maildirs:
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self._host = _hostname()
+        self._host = ""  # looked up on the first write: readers never need it
         self._ready: set[str] = set()  # mailboxes whose tmp/new/cur were seen; skips three stats
 
     def path(self, mailbox: str) -> Path:
@@ -154,6 +154,8 @@ class Maildirs:
             raise DeliveryError(f"cannot create mail directory {d}: {e.strerror}") from None
 
     def _new_name(self) -> str:
+        if not self._host:
+            self._host = _hostname()
         now = time.time()
         sec = int(now)
         usec = int((now - sec) * 1_000_000)
