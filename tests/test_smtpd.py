@@ -7,12 +7,14 @@ import smtplib
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
 from conftest import Project
 from smtp_helpers import message
+from workflow.app import App
+from workflow.config import load_config
 from workflow.message import parse
 from workflow.smtpd import BackgroundServer
 
@@ -78,14 +80,16 @@ def test_missing_message_id_and_date_are_added(project: Project, smtp: int) -> N
     assert p.message_id and p.message_id.endswith(".spec-writer@workflow.local>") and p.get("Date")
 
 
-def test_size_limit_is_552(project_factory: object) -> None:
-    p = project_factory("")  # type: ignore[operator]
-    toml = (p.dir / "workflow.toml").read_text().replace("[smtp]\n", "[smtp]\nmax_message_size = 4096\n")
+def with_smtp(p: Project, settings: str) -> App:
+    """The project's App after adding lines to its [smtp] table."""
+    toml = (p.dir / "workflow.toml").read_text().replace("[smtp]\n", "[smtp]\n" + settings)
     (p.dir / "workflow.toml").write_text(toml)
-    from workflow.app import App
-    from workflow.config import load_config
+    return App(load_config(p.dir / "workflow.toml", env={}))
 
-    app = App(load_config(p.dir / "workflow.toml", env={}))
+
+def test_size_limit_is_552(project_factory: Callable[..., Project]) -> None:
+    p = project_factory("")
+    app = with_smtp(p, "max_message_size = 4096\n")
     with BackgroundServer(app.config, app.deliverer) as port:
         with pytest.raises(smtplib.SMTPException) as e:
             send(port, message(body="y" * 8000))
@@ -159,14 +163,8 @@ def test_smuggling_one_message_per_data(project: Project, smtp: int) -> None:
     assert project.new_files() == []
 
 
-def test_connection_cap_and_idle_timeout(project_factory: object) -> None:
-    p = project_factory("")  # type: ignore[operator]
-    toml = (p.dir / "workflow.toml").read_text().replace("[smtp]\n", "[smtp]\nmax_connections = 2\ntimeout = 1.0\n")
-    (p.dir / "workflow.toml").write_text(toml)
-    from workflow.app import App
-    from workflow.config import load_config
-
-    app = App(load_config(p.dir / "workflow.toml", env={}))
+def test_connection_cap_and_idle_timeout(project_factory: Callable[..., Project]) -> None:
+    app = with_smtp(project_factory(""), "max_connections = 2\ntimeout = 1.0\n")
     with BackgroundServer(app.config, app.deliverer) as port:
         a = socket.create_connection(("127.0.0.1", port))
         b = socket.create_connection(("127.0.0.1", port))

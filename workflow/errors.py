@@ -5,8 +5,9 @@ WorkflowError
 ├── MessageError       a message or header value is malformed (CR/LF, unknown event, bad path…)
 ├── TemplateError      a template is missing or fails to render (names the variable)
 ├── RosterError        an address or role is unknown, or a role file is invalid
-├── VisibilityError    a panel visibility boundary would be crossed (names the rule)
-├── GuardrailError     a workflow guardrail refused the message (names the rule)
+├── RuleError          a named rule refused the message (its text starts with the rule)
+│   ├── VisibilityError    a panel visibility boundary would be crossed
+│   └── GuardrailError     a workflow guardrail refused it
 ├── DeliveryError      a Maildir write failed; nothing was left in any new/
 ├── IndexError_        the index is unreadable (corrupt file); `workflow reindex` rebuilds it
 └── TransportError     the SMTP server refused or failed a message
@@ -48,26 +49,23 @@ class RosterError(WorkflowError):
     exit_code = 5
 
 
-class VisibilityError(WorkflowError):
+class RuleError(WorkflowError):
+    """A named rule refused a message; the text starts with the rule's name."""
+
+    exit_code = 6
+
+    def __init__(self, rule: str, detail: str) -> None:
+        super().__init__(f"{rule}: {detail}")
+        self.rule = rule
+        self.detail = detail
+
+
+class VisibilityError(RuleError):
     """Delivery would cross a panel visibility boundary."""
 
-    exit_code = 6
 
-    def __init__(self, rule: str, detail: str) -> None:
-        super().__init__(f"{rule}: {detail}")
-        self.rule = rule
-        self.detail = detail
-
-
-class GuardrailError(WorkflowError):
+class GuardrailError(RuleError):
     """A guardrail (workflow rule checked at delivery) refused the message."""
-
-    exit_code = 6
-
-    def __init__(self, rule: str, detail: str) -> None:
-        super().__init__(f"{rule}: {detail}")
-        self.rule = rule
-        self.detail = detail
 
 
 class DeliveryError(WorkflowError):
