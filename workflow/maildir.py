@@ -1,4 +1,4 @@
-"""Maildir: durable delivery (tmp → fsync → link into new/ → fsync new/), reading, flags.
+"""Maildir: durable delivery (tmp → fsync → rename into new/ → fsync new/), reading, flags.
 
 Bytes are stored exactly as received; nothing is re-serialised. A multi-mailbox delivery is
 all-or-nothing: either every copy is in its new/ and every directory is fsynced, or no copy is
