@@ -1,7 +1,8 @@
 """Commit: group commit for the SMTP server — concurrent deliveries made durable and indexed together.
 
 One thread takes every plan queued since its last round and, for the whole batch: writes each
-copy to tmp/ and fsyncs it, renames it into new/, fsyncs each touched new/ directory *once*,
+copy to tmp/, fsyncs each file (the first fsync commits the journal for all of them), renames
+each into new/, fsyncs each touched new/ directory *once*,
 records all of it in the index in one transaction, then wakes the waiting transactions, which
 only then answer ``250``. Under load a batch holds several messages, so the directory fsync and
 the index commit are shared; nothing is acknowledged before its own file and directory are
@@ -87,26 +88,47 @@ class Committer:
     def _commit(self, plans: Sequence[Plan]) -> list[Result]:
         md = self.maildirs
         results: list[Result] = [[] for _ in plans]
-        staged: dict[int, list[tuple[str, str, str]]] = {}
+        # 1. write every copy of every plan to tmp/ (not yet synced)
+        written: dict[int, list[tuple[str, str, str, int]]] = {}
         for i, plan in enumerate(plans):
-            files: list[tuple[str, str, str]] = []
+            files: list[tuple[str, str, str, int]] = []
             try:
                 for mb in plan.mailboxes:
-                    tmp, name = md.write_tmp(str(md.ensure(mb)), plan.raw)
-                    files.append((mb, tmp, name))
-                staged[i] = files
+                    tmp, name, fd = md.stage(str(md.ensure(mb)), plan.raw)
+                    files.append((mb, tmp, name, fd))
+                written[i] = files
             except BaseException as e:  # noqa: BLE001 - one plan's failure must not sink the batch
-                md.undo(plan.mailboxes, [], [t for _, t, _ in files])
+                for _, _, _, fd in files:
+                    os.close(fd)
+                md.undo(plan.mailboxes, [], [t for _, t, _, _ in files])
                 results[i] = md.failure(e)
+        # 2. fsync each file (the first commits the journal for the whole batch), then close it
+        staged: dict[int, list[tuple[str, str, str]]] = {}
+        for i, files in written.items():
+            error: BaseException | None = None
+            for _, _, _, fd in files:
+                try:
+                    if error is None:
+                        os.fsync(fd)
+                except OSError as e:
+                    error = e
+                finally:
+                    os.close(fd)
+            if error is not None:
+                md.undo(plans[i].mailboxes, [], [t for _, t, _, _ in files])
+                results[i] = md.failure(error)
+            else:
+                staged[i] = [(mb, tmp, name) for mb, tmp, name, _ in files]
+        # 3. rename into new/, 4. fsync each touched new/ once, 5. settle each plan
         moved: dict[int, list[tuple[str, str]]] = {}
-        for i, files in staged.items():
+        for i, synced in staged.items():
             done: list[tuple[str, str]] = []
             try:
-                for mb, tmp, name in files:
+                for mb, tmp, name in synced:
                     done.append((mb, md.move_new(tmp, name)))
                 moved[i] = done
             except BaseException as e:  # noqa: BLE001
-                md.undo(plans[i].mailboxes, [t for _, t in done], [t for _, t, _ in files])
+                md.undo(plans[i].mailboxes, [t for _, t in done], [t for _, t, _ in synced])
                 results[i] = md.failure(e)
         failed: dict[str, BaseException] = {}
         for d in sorted({os.path.dirname(t) for targets in moved.values() for _, t in targets}):
