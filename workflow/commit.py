@@ -1,13 +1,12 @@
-"""Commit: group commit for the SMTP server — concurrent deliveries made durable and indexed together.
+"""Commit: group commit for the SMTP server — concurrent deliveries made durable together.
 
 One thread takes every plan queued since its last round and, for the whole batch: writes each
 copy to tmp/, fsyncs each file (the first fsync commits the journal for all of them), renames
-each into new/, fsyncs each touched new/ directory *once*,
-records all of it in the index in one transaction, then wakes the waiting transactions, which
-only then answer ``250``. Under load a batch holds several messages, so the directory fsync and
-the index commit are shared; nothing is acknowledged before its own file and directory are
-synced. A plan that fails (disk full, a directory in the way) is undone alone — no copy left in
-any new/ — and its transaction answers ``451``; the rest of the batch is unaffected.
+each into new/, fsyncs each touched new/ directory *once*, then wakes the waiting transactions,
+which only then answer ``250``. Nothing is acknowledged before its own file and directory are
+synced. Index rows follow in larger batches (the index is a cache the Maildirs can rebuild). A
+plan that fails (disk full, a directory in the way) is undone alone — no copy left in any new/ —
+and its transaction answers ``451``; the rest of the batch is unaffected.
 """
 
 from __future__ import annotations
@@ -20,11 +19,14 @@ import threading
 from collections.abc import Sequence
 
 from .delivery import Deliverer, Plan
+from .index import Index
 from .maildir import DirFsync, Entry
 
 log = logging.getLogger(__name__)
 
 Result = list[Entry] | BaseException
+INDEX_BATCH = 256
+INDEX_DELAY = 0.05
 Job = tuple[Plan, asyncio.Future[list[Entry]], asyncio.AbstractEventLoop]
 
 
@@ -39,6 +41,12 @@ class Committer:
         self.dirs = DirFsync()
         self.batches = 0
         self.messages = 0
+        # Stored and acknowledged, not yet indexed: the index is a cache, written in larger
+        # batches than the durable writes (every INDEX_BATCH copies, or after INDEX_DELAY quiet).
+        # Delivery's retry check reads this map too, so nothing is stored twice meanwhile; a
+        # crash loses only index rows, which the next start's refresh recreates from the Maildirs.
+        self._backlog: list[tuple[Plan, list[Entry]]] = []
+        self.unindexed: dict[str, list[Entry]] = {}
 
     def start(self) -> None:
         self.thread.start()
@@ -59,7 +67,11 @@ class Committer:
         index = self.deliverer.open_index()
         try:
             while True:
-                job = self.queue.get()
+                try:
+                    job = self.queue.get(timeout=INDEX_DELAY if self._backlog else None)
+                except queue.Empty:
+                    self._index(index)  # quiet for a moment: catch the index up
+                    continue
                 if job is None:
                     return
                 batch = [job]
@@ -74,16 +86,30 @@ class Committer:
                         break
                     batch.append(nxt)
                 results = self._commit([p for p, _, _ in batch])
-                ok = [(p, r) for (p, _, _), r in zip(batch, results) if not isinstance(r, BaseException)]
-                self.deliverer.record_many(index, ok)  # logs and carries on if the index fails
+                for (plan, _, _), result in zip(batch, results):
+                    if not isinstance(result, BaseException) and result:
+                        self._backlog.append((plan, result))
+                        self.unindexed.setdefault(plan.message_id, []).extend(result)
                 self.batches += 1
                 self.messages += len(batch)
                 _wake(batch, results)
+                if len(self._backlog) >= INDEX_BATCH:
+                    self._index(index)
                 if stop:
                     return
         finally:
+            self._index(index)
             index.close()
             self.dirs.close()
+
+    def _index(self, index: Index) -> None:
+        """Record the durable-but-unindexed copies in one transaction."""
+        if not self._backlog:
+            return
+        backlog, self._backlog = self._backlog, []
+        self.deliverer.record_many(index, backlog)  # logs and carries on if the index fails
+        for plan, _ in backlog:
+            self.unindexed.pop(plan.message_id, None)
 
     def _commit(self, plans: Sequence[Plan]) -> list[Result]:
         md = self.maildirs

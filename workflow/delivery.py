@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from typing import NamedTuple
 
@@ -84,8 +84,18 @@ class Deliverer:
             out.append(r)
         return out
 
-    def prepare(self, raw: bytes, recipients: Sequence[str], index: Index, sender_hint: str = "") -> Plan:
-        """Every check delivery makes, without writing anything."""
+    def prepare(
+        self,
+        raw: bytes,
+        recipients: Sequence[str],
+        index: Index,
+        sender_hint: str = "",
+        unindexed: Mapping[str, Sequence[Entry]] | None = None,
+    ) -> Plan:
+        """Every check delivery makes, without writing anything.
+
+        ``unindexed`` maps Message-IDs to copies stored but not yet in the index (the server
+        indexes in batches after acknowledging), so a quick retry is still recognised."""
         raw = complete_headers(raw, sender_hint, self.config.domain)
         parsed = parse(raw)
         validate(parsed, event_types=self.config.event_types, states=self.config.states)
@@ -99,26 +109,29 @@ class Deliverer:
         guardrails.check(self.config, self.roster, parsed, sender, index)
         mid = parsed.message_id or ""
         boxes = tuple(dict.fromkeys(mb for r in routes for mb in r.mailboxes))
-        already = self._already(index, mid, raw, boxes)
+        already = self._already(index, mid, raw, boxes, (unindexed or {}).get(mid, ()))
         return Plan(raw, mid, sender, tuple(b for b in boxes if b not in already), already, parsed)
 
-    def _already(self, index: Index, mid: str, raw: bytes, boxes: tuple[str, ...]) -> tuple[str, ...]:
-        rows = [r for r in index.query(message_ids=[mid]) if r.mailbox in boxes]
+    def _already(
+        self, index: Index, mid: str, raw: bytes, boxes: tuple[str, ...], pending: Sequence[Entry] = ()
+    ) -> tuple[str, ...]:
+        rows = [(r.mailbox, r.key) for r in index.query(message_ids=[mid]) if r.mailbox in boxes]
+        rows += [(e.mailbox, e.key) for e in pending if e.mailbox in boxes]
         if not rows:
             return ()
         digest = hashlib.sha256(raw).digest()
         same: list[str] = []
-        for r in rows:
-            entry = self.maildirs.find(r.mailbox, r.key)
+        for mailbox, key in rows:
+            entry = self.maildirs.find(mailbox, key)
             if entry is None:
-                continue  # removed since it was indexed: deliver again
+                continue  # removed since it was stored: deliver again
             with open(entry.file, "rb") as f:
                 if hashlib.sha256(f.read()).digest() != digest:
                     raise MessageError(
-                        f"Message-ID {mid} was already delivered to {r.mailbox} with different content; "
+                        f"Message-ID {mid} was already delivered to {mailbox} with different content; "
                         "a new message needs a new Message-ID"
                     )
-            same.append(r.mailbox)
+            same.append(mailbox)
         return tuple(dict.fromkeys(same))
 
     def store(self, plan: Plan) -> list[Entry]:

@@ -116,7 +116,7 @@ class Handler:
         try:
             if BARE_EOL.search(raw):
                 raise MessageError("message contains a bare CR or LF; SMTP lines must end in CRLF")
-            plan = self.deliverer.prepare(raw, envelope.rcpt_tos, self.index, envelope.mail_from or "")
+            plan = self.deliverer.prepare(raw, envelope.rcpt_tos, self.index, envelope.mail_from or "", self.committer.unindexed)
             mid = plan.message_id
             from_header = self.roster.sender(envelope.mail_from or "")
             if plan.sender != from_header:
