@@ -47,6 +47,7 @@ class Committer:
         # crash loses only index rows, which the next start's refresh recreates from the Maildirs.
         self._backlog: list[tuple[Plan, list[Entry]]] = []
         self.unindexed: dict[str, list[Entry]] = {}
+        self.known: set[str] = set()  # Message-IDs stored (loaded from the index at start)
 
     def start(self) -> None:
         self.thread.start()
@@ -90,6 +91,7 @@ class Committer:
                     if not isinstance(result, BaseException) and result:
                         self._backlog.append((plan, result))
                         self.unindexed.setdefault(plan.message_id, []).extend(result)
+                        self.known.add(plan.message_id)
                 self.batches += 1
                 self.messages += len(batch)
                 _wake(batch, results)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import NamedTuple
 
@@ -91,11 +91,14 @@ class Deliverer:
         index: Index,
         sender_hint: str = "",
         unindexed: Mapping[str, Sequence[Entry]] | None = None,
+        known: Container[str] | None = None,
     ) -> Plan:
         """Every check delivery makes, without writing anything.
 
         ``unindexed`` maps Message-IDs to copies stored but not yet in the index (the server
-        indexes in batches after acknowledging), so a quick retry is still recognised."""
+        indexes in batches after acknowledging), so a quick retry is still recognised. With
+        ``known`` (every Message-ID the caller has stored or found indexed), an id outside it
+        skips the index lookup: it cannot be a retry."""
         raw = complete_headers(raw, sender_hint, self.config.domain)
         parsed = parse(raw)
         validate(parsed, event_types=self.config.event_types, states=self.config.states)
@@ -109,7 +112,10 @@ class Deliverer:
         guardrails.check(self.config, self.roster, parsed, sender, index)
         mid = parsed.message_id or ""
         boxes = tuple(dict.fromkeys(mb for r in routes for mb in r.mailboxes))
-        already = self._already(index, mid, raw, boxes, (unindexed or {}).get(mid, ()))
+        if known is not None and mid not in known:
+            already: tuple[str, ...] = ()
+        else:
+            already = self._already(index, mid, raw, boxes, (unindexed or {}).get(mid, ()))
         return Plan(raw, mid, sender, tuple(b for b in boxes if b not in already), already, parsed)
 
     def _already(

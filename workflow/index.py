@@ -492,6 +492,10 @@ class Index:
         form — threading needs only identity, so the strings are never looked up."""
         yield from self._exec("SELECT CAST(mid AS TEXT), CAST(irt AS TEXT), refs FROM msg WHERE mid IS NOT NULL")
 
+    def message_ids(self) -> set[str]:
+        """Every Message-ID with a stored copy."""
+        return {v for (v,) in self._exec("SELECT v FROM str WHERE n IN (SELECT mid FROM msg)")}
+
     def count(self) -> int:
         return int(self._exec("SELECT count(*) FROM msg").fetchone()[0])
 

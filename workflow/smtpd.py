@@ -39,7 +39,6 @@ from .maildir import Maildirs
 from .roster import Roster
 
 log = logging.getLogger(__name__)
-BARE_EOL = re.compile(rb"(?<!\r)\n|\r(?!\n)")
 # <dot-atom@domain> with an optional tail of ESMTP parameters: the common case of MAIL and RCPT.
 SIMPLE_PATH = re.compile(r"^\s*<([A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*)>(.*)$")
 LOOPBACK = ("127.", "::1", "localhost")
@@ -114,9 +113,12 @@ class Handler:
         mid = "-"
         self.stats.in_flight += 1
         try:
-            if BARE_EOL.search(raw):
+            crlf = raw.count(b"\r\n")
+            if raw.count(b"\n") != crlf or raw.count(b"\r") != crlf:  # a bare LF or CR somewhere
                 raise MessageError("message contains a bare CR or LF; SMTP lines must end in CRLF")
-            plan = self.deliverer.prepare(raw, envelope.rcpt_tos, self.index, envelope.mail_from or "", self.committer.unindexed)
+            plan = self.deliverer.prepare(
+                raw, envelope.rcpt_tos, self.index, envelope.mail_from or "", self.committer.unindexed, self.committer.known
+            )
             mid = plan.message_id
             from_header = self.roster.sender(envelope.mail_from or "")
             if plan.sender != from_header:
@@ -290,6 +292,7 @@ class Server:
         """Listen; returns the bound port."""
         self.index = self.deliverer.open_index()  # reads in the event loop; the committer has its own
         self.index.refresh()  # copies stored before a crash but never indexed
+        self.committer.known = self.index.message_ids()  # what a retry could be a retry of
         self.committer.start()
         handler = Handler(self.deliverer, self.index, self.committer, self.stats)
         loop = asyncio.get_running_loop()
