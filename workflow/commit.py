@@ -39,8 +39,6 @@ class Committer:
         self.queue: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
         self.thread = threading.Thread(target=self._run, name="committer", daemon=True)
         self.dirs = DirFsync()
-        self.batches = 0
-        self.messages = 0
         # Stored and acknowledged, not yet indexed: the index is a cache, written in larger
         # batches than the durable writes (every INDEX_BATCH copies, or after INDEX_DELAY quiet).
         # Delivery's retry check reads this map too, so nothing is stored twice meanwhile; a
@@ -92,8 +90,6 @@ class Committer:
                         self._backlog.append((plan, result))
                         self.unindexed.setdefault(plan.message_id, []).extend(result)
                         self.known.add(plan.message_id)
-                self.batches += 1
-                self.messages += len(batch)
                 _wake(batch, results)
                 if len(self._backlog) >= INDEX_BATCH:
                     self._index(index)

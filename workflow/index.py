@@ -248,10 +248,6 @@ class Index:
 
     # ---------------------------------------------------------------- writing
 
-    def add(self, entries: Sequence[Entry], raw: bytes, parsed: Parsed) -> None:
-        """Record copies just delivered (one parse shared by all copies)."""
-        self.add_many([(entries, raw, parsed)])
-
     def add_many(self, items: Sequence[tuple[Sequence[Entry], bytes, Parsed]]) -> None:
         """Record several deliveries in one transaction (the server batches concurrent ones)."""
         rows: list[tuple[object, ...]] = []
@@ -282,14 +278,6 @@ class Index:
             self._ids.clear()  # ids interned in the rolled-back transaction no longer exist
             self._names.clear()
             raise IndexError_(f"index {self.path} could not be updated ({e}); run `workflow reindex`") from None
-
-    def set_flags(self, entry: Entry) -> None:
-        box = self._lookup([entry.mailbox])
-        if box:
-            self._exec(
-                "UPDATE msg SET subdir=?, flags=?, seen=? WHERE box=? AND key=?",
-                (entry.subdir, entry.flags, int("S" in entry.flags), box[0], entry.key),
-            )
 
     def _mtimes(self, mailbox: str) -> tuple[int, int]:
         box = self.maildirs.path(mailbox)
