@@ -12,13 +12,13 @@ from workflow.errors import GuardrailError
 
 def test_reviewer_decisions(project: Project) -> None:
     with pytest.raises(GuardrailError, match="reviewer-decisions: an approval may come only from a reviewer role"):
-        project.send("spec-writer", "approval", "specs/todo/user-auth.md", "spec-reviewer")
+        project.send("spec-writer", "approval", "specs/todo/login.md", "spec-reviewer")
     with pytest.raises(GuardrailError, match="reviewer-decisions"):
-        project.send("implementer", "rejection", "specs/todo/user-auth.md", "spec-writer", REASON="no")
-    assert project.send("spec-reviewer", "approval", "specs/todo/user-auth.md", "spec-writer")
-    assert project.send("spec-reviewer-panel", "rejection", "specs/todo/user-auth.md", "spec-writer", REASON="r")
-    assert project.send("spec-reviewer-panel.claude", "approval", "specs/todo/user-auth.md", "spec-writer")
-    assert project.send("user", "approval", "specs/todo/user-auth.md", "spec-writer")  # humans may decide
+        project.send("implementer", "rejection", "specs/todo/login.md", "spec-writer", REASON="no")
+    assert project.send("spec-reviewer", "approval", "specs/todo/login.md", "spec-writer")
+    assert project.send("spec-reviewer-panel", "rejection", "specs/todo/login.md", "spec-writer", REASON="r")
+    assert project.send("spec-reviewer-panel.claude", "approval", "specs/todo/login.md", "spec-writer")
+    assert project.send("user", "approval", "specs/todo/login.md", "spec-writer")  # humans may decide
     assert project.new_files("spec-reviewer") == []
 
 
@@ -40,7 +40,7 @@ def test_artifacts_exist_when_switched_on(project_factory: Callable[..., Project
 
 def test_rules_switch_off(project_factory: Callable[..., Project]) -> None:
     p = project_factory("[guardrails]\nreviewer_decisions = false\nreply_visible = false\n")
-    assert p.send("spec-writer", "approval", "specs/todo/user-auth.md", "spec-reviewer")
+    assert p.send("spec-writer", "approval", "specs/todo/login.md", "spec-reviewer")
     private = p.send("spec-writer", "question", "specs/*/user-auth.md", "coordinator", QUESTION="q")
     assert p.send("implementer", "answer", "specs/*/user-auth.md", "spec-writer", private, CONTEXT="a")
 

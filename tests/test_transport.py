@@ -12,11 +12,11 @@ from workflow.smtpd import BackgroundServer
 
 CASES = [
     (["review-request", "specs/proposed/user-auth.md", "spec-reviewer", "CONTEXT=look"], None),
-    (["--from", "spec-reviewer", "approval", "specs/todo/user-auth.md", "spec-writer", "NEXT_STATE=todo",
+    (["--from", "spec-reviewer", "approval", "specs/todo/login.md", "spec-writer", "NEXT_STATE=todo",
       "NEXT_ROLES=skeleton-writer,test-writer"], None),
     (["--from", "spec-reviewer-panel.claude", "question", "specs/*/user-auth.md", "spec-reviewer-panel-internal", "QUESTION=q"], None),
     (["--from", "spec-writer", "question", "specs/*/user-auth.md", "spec-reviewer-panel-internal", "QUESTION=q"], "internal-members-only"),
-    (["--from", "spec-writer", "approval", "specs/todo/user-auth.md", "spec-reviewer"], "reviewer-decisions"),
+    (["--from", "spec-writer", "approval", "specs/todo/login.md", "spec-reviewer"], "reviewer-decisions"),
     (["question", "specs/*/user-auth.md", "nobody@example.com", "QUESTION=q"], "relaying denied"),
     (["question", "specs/*/user-auth.md", "spec-reveiwer", "QUESTION=q"], "did you mean spec-reviewer@workflow.local"),
 ]

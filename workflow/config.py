@@ -70,10 +70,21 @@ class PanelConfig(NamedTuple):
         return f"{self.name}-internal"
 
 
+DEFAULT_TRANSITIONS = (
+    "proposed -> todo",
+    "todo -> doing",
+    "doing -> blocked",
+    "blocked -> doing",
+    "doing -> done",
+    "* -> proposed",
+)
+TRANSITION_RE = re.compile(r"^\s*(\*|[a-z0-9][a-z0-9_-]*)\s*->\s*([a-z0-9][a-z0-9_-]*)\s*$")
+
 GUARDRAILS = {
     "reviewer_decisions": True,  # approvals/rejections only from reviewers, reviewer panels or humans
     "reply_visible": True,  # In-Reply-To must name a message the sender could see (unknown ids pass)
     "artifacts_exist": False,  # X-Artifacts must match a file in the project (off: mail may precede files)
+    "state_matches": True,  # X-Workflow-State must name the folder the artifact is in now
 }
 
 
@@ -91,6 +102,10 @@ class Config(NamedTuple):
     smtp: SmtpConfig = SmtpConfig()
     panels: tuple[PanelConfig, ...] = ()
     guardrails: Mapping[str, bool] = MappingProxyType(GUARDRAILS)
+    transitions: frozenset[tuple[str, str]] = frozenset()
+    commit_event: str = "status-update"
+    commit_notify: tuple[str, ...] = ()  # empty: the roles whose artifact globs match
+    lock_ttl: float = 600.0
     raw: Mapping[str, Any] = MappingProxyType({})
 
     @property
@@ -203,6 +218,28 @@ def _panel(file: str, name: str, table: object) -> PanelConfig:
     return PanelConfig(name, kind, m.group(1), tuple(members), primary, consensus)
 
 
+def _transitions(r: _Reader, states: tuple[str, ...]) -> frozenset[tuple[str, str]]:
+    """``["proposed -> todo", "* -> proposed", …]`` as (from, to) pairs over the configured states."""
+    value = r.table.get("transitions", list(DEFAULT_TRANSITIONS))
+    expected = 'a list of "FROM -> TO" strings over the states (FROM may be *)'
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        r.fail("transitions", expected, value)
+    edges: set[tuple[str, str]] = set()
+    for item in value:
+        m = TRANSITION_RE.match(item)
+        if not m:
+            r.fail("transitions", expected, item)
+            continue
+        src, dst = m.groups()
+        for name in (src, dst):
+            if name != "*" and name not in states:
+                r.fail("transitions", f"states from [workflow] states ({', '.join(states)})", item)
+        for s in states if src == "*" else (src,):
+            if s != dst:
+                edges.add((s, dst))
+    return frozenset(edges)
+
+
 def load_config(
     path: Path | None = None,
     *,
@@ -263,6 +300,16 @@ def load_config(
         if not isinstance(value, bool):
             raise ConfigError(f"{file}: [guardrails] {key}: expected true or false, got {value!r}")
         guardrails[key] = value
+    art = _Reader(file, "artifacts", data.get("artifacts", {}), ("transitions", "commit_event", "commit_notify"))
+    states = wf.names("states", DEFAULT_STATES)
+    event_types = wf.names("event_types", DEFAULT_EVENTS)
+    transitions = _transitions(art, states)
+    commit_event = art.get_str("commit_event", "status-update")
+    if commit_event not in event_types:
+        art.fail("commit_event", f"one of the event types ({', '.join(event_types)})", commit_event)
+    commit_notify = art.names("commit_notify", ("-",)) if "commit_notify" in art.table else ()
+    agentd = data.get("agentd", {})
+    lock_ttl = _Reader(file, "agentd", {"lock_ttl": agentd["lock_ttl"]} if "lock_ttl" in agentd else {}, ("lock_ttl",))
     panels_table = data.get("panels", {})
     panels = tuple(_panel(file, name, t) for name, t in panels_table.items())
     return Config(
@@ -272,8 +319,8 @@ def load_config(
         domain=wf.get_str("domain", "workflow.local", DOMAIN_RE),
         roles_dir=project_dir / wf.get_str("roles_dir", "roles"),
         templates_dir=project_dir / wf.get_str("templates_dir", "email-templates"),
-        states=wf.names("states", DEFAULT_STATES),
-        event_types=wf.names("event_types", DEFAULT_EVENTS),
+        states=states,
+        event_types=event_types,
         artifact_roots=wf.names("artifact_roots", ("specs",)),
         default_sender=wf.get_str("default_sender", "user", NAME_RE),
         smtp=SmtpConfig(
@@ -286,5 +333,9 @@ def load_config(
         ),
         panels=panels,
         guardrails=MappingProxyType(guardrails),
+        transitions=transitions,
+        commit_event=commit_event,
+        commit_notify=commit_notify,
+        lock_ttl=lock_ttl.get_float("lock_ttl", 600.0, 1.0, 7 * 86400.0),
         raw=data,
     )

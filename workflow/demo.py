@@ -7,10 +7,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .app import App
+from .board import cards, render
 from .config import load_config
 from .errors import WorkflowError
+from .gitrepo import run_git
 from .inbox import group, render_inbox, render_thread, select, thread_rows
+from .move import MoveRequest, move
 from .notify import NotifyRequest, compose
+from .scaffold import init
 from .smtpd import BackgroundServer
 from .transport import SmtpTransport
 
@@ -40,11 +44,20 @@ Users sign in with email and password or OAuth 2.0; sessions are bearer tokens.
 
 
 def scaffold(base: Path) -> Path:
+    """A scratch project: `workflow init`, a local git identity, the spec committed in proposed/."""
     base.mkdir(parents=True, exist_ok=True)
-    (base / "workflow.toml").write_text(DEMO_TOML, encoding="utf-8")
-    for state in ("proposed", "todo", "doing", "blocked", "done"):
-        (base / "specs" / state).mkdir(parents=True, exist_ok=True)
-    (base / "specs" / "proposed" / "user-auth.md").write_text(SPEC, encoding="utf-8")
+    if not (base / "workflow.toml").exists():
+        (base / "workflow.toml").write_text(DEMO_TOML, encoding="utf-8")
+    if not (base / ".gitignore").exists():
+        (base / ".gitignore").write_text("mail/\n", encoding="utf-8")
+    init(base)
+    for key, value in (("user.name", "workflow demo"), ("user.email", "demo@workflow.local")):
+        run_git(["config", key, value], base)
+    spec = base / "specs" / "proposed" / "user-auth.md"
+    if not any((base / "specs").glob("*/user-auth.md")):
+        spec.write_text(SPEC, encoding="utf-8")
+        run_git(["add", "-A", "."], base)
+        run_git(["commit", "-q", "-m", "spec-writer: propose user-auth"], base)
     return base
 
 
@@ -89,14 +102,32 @@ def _scenario(app: App, base: Path, transport: SmtpTransport, echo: Callable[[st
     notify("spec-writer", "answer", "specs/proposed/user-auth.md", "spec-reviewer", clarify,
            CONTEXT="Use refresh token pattern per OAuth 2.0 spec. Will update spec to clarify.")
 
-    echo("== Example 1 (cont.): the reviewer approves; the spec moves proposed/ → todo/ ==\n")
-    (base / "specs" / "proposed" / "user-auth.md").rename(base / "specs" / "todo" / "user-auth.md")
-    echo("$ mv specs/proposed/user-auth.md specs/todo/user-auth.md   (git-backed moves: `workflow move`)\n")
-    notify("spec-reviewer", "approval", "specs/todo/user-auth.md", "spec-writer", None,
-           NEXT_STATE="todo", NEXT_ROLES="skeleton-writer,test-writer")
+    echo("== The server checks state claims: an approval claiming todo/ before the move is refused ==\n")
+    try:
+        notify("spec-reviewer", "approval", "specs/todo/user-auth.md", "spec-writer", None,
+               NEXT_STATE="todo", NEXT_ROLES="skeleton-writer,test-writer")
+    except WorkflowError as e:
+        echo(f"  refused: {e}\n")
+
+    echo("== Example 1 (cont.): the reviewer approves; git moves the spec proposed/ → todo/ ==\n")
+    echo('$ workflow move user-auth todo --as spec-reviewer --reason "Complete, testable, errors covered" '
+         "--notify spec-writer --var NEXT_ROLES=skeleton-writer,test-writer")
+    result = move(app, MoveRequest("user-auth", "todo", "spec-reviewer", "Complete, testable, errors covered",
+                                   ("spec-writer",), None, {"NEXT_ROLES": "skeleton-writer,test-writer"}), transport)
+    echo(f"  committed {(result.commit or '')[:10]} {result.subject}")
+    echo(f"  → {result.message_id} (approval, X-Workflow-State: todo)\n")
+    echo("$ git log --stat -1")
+    log = run_git(["log", "--stat", "-1", "--format=%h %s%n%n%b"], base).strip().splitlines()
+    echo("\n".join("  " + line for i, line in enumerate(log) if line or (i and log[i - 1])) + "\n")
 
     for role in ("spec-writer", "spec-reviewer", "skeleton-writer", "test-writer"):
         show_inbox(role)
+
+    echo("$ workflow status")
+    with app.index() as index:
+        index.refresh()
+        rows = index.with_artifacts()
+    echo(render(app.config, cards(app.config, rows)) + "\n")
 
     echo(f"$ workflow thread '{request}' --as spec-writer")
     boxes, sent = app.roster.view("spec-writer")

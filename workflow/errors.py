@@ -10,7 +10,9 @@ WorkflowError
 │   └── GuardrailError     a workflow guardrail refused it
 ├── DeliveryError      a Maildir write failed; nothing was left in any new/
 ├── IndexError_        the index is unreadable (corrupt file); `workflow reindex` rebuilds it
-└── TransportError     the SMTP server refused or failed a message
+├── TransportError     the SMTP server refused or failed a message
+├── ArtifactError      an artifact is missing, ambiguous, or in two state folders
+└── GitError           a git operation was refused (dirty path, illegal transition, no repo)
 
 Outcomes (a message refused by a rule) are errors only at the boundary that must report them;
 the CLI turns each into one line and a non-zero exit code.
@@ -88,3 +90,15 @@ class TransportError(WorkflowError):
     def __init__(self, message: str, code: int | None = None) -> None:
         super().__init__(message)
         self.code = code
+
+
+class ArtifactError(WorkflowError):
+    """An artifact is missing, ambiguous, or in two state folders."""
+
+    exit_code = 10
+
+
+class GitError(WorkflowError):
+    """A git operation was refused or failed (dirty path, illegal transition, not a repository)."""
+
+    exit_code = 11

@@ -9,12 +9,16 @@ and says what would be accepted, so a model that sent the message can correct it
                       nobody here has seen is allowed (threads tolerate missing parents)  (on)
   artifacts-exist     X-Artifacts must match at least one file in the project  (default off:
                       mail may be sent before the artifact is committed)
+  state-matches       X-Workflow-State must name the state folder the (first) artifact is in
+                      now, and a review-request must name the artifact's current path  (on);
+                      an artifact not found, or found in two folders, is not judged here
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from .artifacts import GLOB_CHARS, by_key, locate
 from .config import Config
 from .errors import GuardrailError
 from .index import Index
@@ -33,6 +37,8 @@ def check(config: Config, roster: Roster, parsed: Parsed, sender: str, index: In
         _reply_visible(roster, parsed.in_reply_to, sender, index)
     if rules.get("artifacts_exist") and parsed.artifacts:
         _artifacts_exist(config.project_dir, parsed.artifacts)
+    if rules.get("state_matches") and parsed.artifacts:
+        _state_matches(config, parsed)
 
 
 def _reviewer_decisions(roster: Roster, event: str, sender: str) -> None:
@@ -72,3 +78,23 @@ def _artifacts_exist(project: Path, artifacts: list[str]) -> None:
         f"X-Artifacts {', '.join(artifacts)} match no file in {project}; "
         "commit the artifact first or fix the path (globs like specs/*/name.md are fine)",
     )
+
+
+def _state_matches(config: Config, parsed: Parsed) -> None:
+    ref = parsed.artifacts[0]
+    found = locate(ref, config)
+    if len(by_key(found)) != 1 or len(found) != 1:
+        return
+    now = found[0]
+    if parsed.event == "review-request" and ref != now.path and not GLOB_CHARS.search(ref):
+        raise GuardrailError(
+            "state-matches",
+            f"review-request names {ref}, but the artifact is now {now.path}; request a review of {now.path}",
+        )
+    claim = parsed.state
+    if claim and claim != now.state:
+        raise GuardrailError(
+            "state-matches",
+            f"artifact {ref} is in {now.state}/, message claims {claim}; "
+            f"move it first (workflow move {now.stem} {claim}) or claim {now.state}",
+        )

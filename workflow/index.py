@@ -484,6 +484,28 @@ class Index:
         """Every Message-ID with a stored copy."""
         return {v for (v,) in self._exec("SELECT v FROM str WHERE n IN (SELECT mid FROM msg)")}
 
+    def with_artifacts(self) -> list[Row]:
+        """Every stored copy that names an artifact, oldest first (for the board and doctor)."""
+        return self._rows(self._exec(f"SELECT id, {COLUMNS} FROM msg WHERE artifacts != '' ORDER BY date, key, box"))
+
+    def drift(self) -> list[tuple[str, int, int, int]]:
+        """Mailboxes where the index and the files disagree, whatever the directory mtimes say:
+        (mailbox, files not indexed, rows without a file, copies whose place or flags changed)."""
+        out = []
+        names = dict(self._exec("SELECT n, v FROM str WHERE n IN (SELECT DISTINCT box FROM msg)").fetchall())
+        rows: dict[str, dict[str, tuple[str, str]]] = {}
+        for box, key, sub, flags in self._exec("SELECT box, key, subdir, flags FROM msg"):
+            rows.setdefault(names[box], {})[key] = (sub, flags)
+        for mailbox in sorted(set(self.maildirs.mailboxes()) | set(rows)):
+            have = rows.get(mailbox, {})
+            disk = {e.key: (e.subdir, e.flags) for e in self.maildirs.scan(mailbox)}
+            unindexed = sum(1 for k in disk if k not in have)
+            orphaned = sum(1 for k in have if k not in disk)
+            changed = sum(1 for k, v in disk.items() if k in have and have[k] != v)
+            if unindexed or orphaned or changed:
+                out.append((mailbox, unindexed, orphaned, changed))
+        return out
+
     def count(self) -> int:
         return int(self._exec("SELECT count(*) FROM msg").fetchone()[0])
 

@@ -1,0 +1,376 @@
+"""Artifacts in git: init, move, hooks, the server's state check, status and doctor — real git, real mail."""
+
+from __future__ import annotations
+
+import json
+import re
+import os
+import smtplib
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from conftest import Project, make_project
+
+from workflow.message import parse
+from workflow.smtpd import BackgroundServer
+
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "Test", "GIT_AUTHOR_EMAIL": "test@example.com",
+    "GIT_COMMITTER_NAME": "Test", "GIT_COMMITTER_EMAIL": "test@example.com",
+}
+
+
+def sh(p: Project, *cmd: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WORKFLOW_")}
+    env.update(GIT_ENV)
+    r = subprocess.run(cmd, cwd=p.dir, env=env, capture_output=True, text=True, timeout=60)
+    if check:
+        assert r.returncode == 0, (cmd, r.stdout, r.stderr)
+    return r
+
+
+def git_project(base: Path, extra: str = "") -> Project:
+    """A project made by `workflow init` in a real git repo, with the spec committed in proposed/."""
+    p = make_project(base, extra)
+    (p.dir / ".gitignore").write_text("mail/\n")
+    r = p.run("init")
+    assert r.returncode == 0, r.stderr
+    sh(p, "git", "add", "-A")
+    sh(p, "git", "commit", "-q", "-m", "spec-writer: propose user-auth")
+    return p
+
+
+@pytest.fixture
+def gp(tmp_path: Path) -> Project:
+    return git_project(tmp_path / "gp")
+
+
+def mail(p: Project, event: str | None = None) -> list[tuple[str, str | None, str | None, tuple[str, ...]]]:
+    """(mailbox, event, state, artifacts) of every stored copy."""
+    out = []
+    for f in p.new_files():
+        m = parse(f.read_bytes())
+        if event is None or m.event == event:
+            out.append((f.parent.parent.name, m.event, m.state, tuple(m.artifacts)))
+    return sorted(out)
+
+
+def snapshot(d: Path) -> dict[str, tuple[int, int, bytes]]:
+    out = {}
+    for root, _, files in os.walk(d):
+        for f in files:
+            path = Path(root) / f
+            st = path.stat()
+            out[str(path.relative_to(d))] = (st.st_mtime_ns, st.st_mode, path.read_bytes())
+    return out
+
+
+# ------------------------------------------------------------------ init
+
+
+def test_init_scaffolds_every_root_and_a_second_run_changes_nothing(tmp_path: Path) -> None:
+    d = tmp_path / "fresh"
+    p = Project(tmp_path, None)  # type: ignore[arg-type]
+    r = p.run("init", str(d), "--root", "specs", "--root", "vision", "--root", "roadmap", "--templates")
+    assert r.returncode == 0, r.stderr
+    for root in ("specs", "vision", "roadmap"):
+        for state in ("proposed", "todo", "doing", "blocked", "done"):
+            assert (d / root / state / ".gitkeep").is_file()
+    assert (d / "roles" / "README.md").is_file() and (d / "email-templates" / "approval.txt").is_file()
+    assert (d / ".git").is_dir()
+    for hook in ("pre-commit", "post-commit"):
+        assert "workflow-mail hook" in (d / ".git" / "hooks" / hook).read_text()
+        assert os.access(d / ".git" / "hooks" / hook, os.X_OK)
+    assert 'artifact_roots = ["specs", "vision", "roadmap"]' in (d / "workflow.toml").read_text()
+    before = snapshot(d)
+    r = p.run("init", str(d), "--templates")
+    assert r.returncode == 0, r.stderr
+    assert "nothing changed" in r.stdout
+    assert snapshot(d) == before
+
+
+def test_init_keeps_an_existing_hook_and_runs_it_first(tmp_path: Path) -> None:
+    d = tmp_path / "own"
+    d.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=d, check=True)
+    mine = d / ".git" / "hooks" / "pre-commit"
+    mine.write_text("#!/bin/sh\necho my-own-hook-ran >&2\n")
+    mine.chmod(0o755)
+    p = Project(d, None)  # type: ignore[arg-type]
+    r = p.run("init", str(d))
+    assert r.returncode == 0, r.stderr
+    assert "pre-commit.local" in r.stdout
+    assert (d / ".git" / "hooks" / "pre-commit.local").read_text().startswith("#!/bin/sh\necho my-own")
+    (d / "README").write_text("x")
+    r = sh(p, "git", "add", "README")
+    r = sh(p, "git", "commit", "-m", "first")
+    assert "my-own-hook-ran" in r.stderr
+
+
+# ------------------------------------------------------------------ move
+
+
+def test_move_commits_once_with_role_transition_and_reason_and_notifies(gp: Project) -> None:
+    (gp.dir / "unrelated.txt").write_text("staged, not part of the move")
+    sh(gp, "git", "add", "unrelated.txt")
+    r = gp.run("move", "specs/*/user-auth.md", "todo", "--as", "spec-reviewer", "--reason", "Complete and testable",
+               "--notify", "spec-writer", "--var", "NEXT_ROLES=skeleton-writer,test-writer", env=GIT_ENV)
+    assert r.returncode == 0, r.stderr
+    assert (gp.dir / "specs" / "todo" / "user-auth.md").exists()
+    assert not (gp.dir / "specs" / "proposed" / "user-auth.md").exists()
+    log = sh(gp, "git", "log", "--format=%s%n%b", "-1").stdout
+    assert log.startswith("spec-reviewer: approve user-auth (proposed → todo)\n")
+    assert "Complete and testable" in log
+    files = sh(gp, "git", "show", "--name-status", "--no-renames", "--format=", "HEAD").stdout.split()
+    assert sorted(files) == ["A", "D", "specs/proposed/user-auth.md", "specs/todo/user-auth.md"]
+    assert "A\tunrelated.txt" in sh(gp, "git", "status", "--porcelain").stdout.replace("A  ", "A\t")
+    got = mail(gp)
+    assert got == [
+        (box, "approval", "todo", ("specs/todo/user-auth.md",))
+        for box in ("skeleton-writer", "spec-writer", "test-writer")
+    ]  # the approval only: the post-commit hook saw the Workflow-Notify trailer
+
+
+def test_move_refusals_name_the_problem(gp: Project) -> None:
+    def refused(*args: str) -> str:
+        r = gp.run("move", *args, env=GIT_ENV)
+        assert r.returncode != 0, r.stdout
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+        return r.stderr
+
+    assert "illegal transition proposed → done" in refused("user-auth", "done", "--as", "spec-reviewer")
+    assert "legal from proposed/: proposed → todo" in refused("user-auth", "done", "--as", "spec-reviewer")
+    assert "artifact ghost not found" in refused("ghost", "todo", "--as", "spec-reviewer")
+    assert "unknown state 'limbo'" in refused("user-auth", "limbo", "--as", "spec-reviewer")
+    assert "nobody" in refused("user-auth", "todo", "--as", "nobody")
+    (gp.dir / "specs" / "proposed" / "user-auth.md").write_text("# edited, not committed\n")
+    assert "has uncommitted changes" in refused("user-auth", "todo", "--as", "spec-reviewer")
+    sh(gp, "git", "checkout", "--", "specs/proposed/user-auth.md")
+    (gp.dir / "specs" / "proposed" / "new.md").write_text("# new\n")
+    assert "is not committed" in refused("new", "todo", "--as", "spec-reviewer")
+    (gp.dir / "specs" / "todo" / "user-auth.md").write_text("# a stray copy\n")
+    assert "is in 2 state folders" in refused("user-auth", "todo", "--as", "spec-reviewer")
+    assert sh(gp, "git", "rev-list", "--count", "HEAD").stdout.strip() == "1"  # nothing was committed
+    assert mail(gp) == []
+
+
+def test_rejection_stays_put_and_still_notifies(gp: Project) -> None:
+    r = gp.run("move", "user-auth", "proposed", "--as", "spec-reviewer", "--reason", "error cases missing",
+               "--notify", "spec-writer", env=GIT_ENV)
+    assert r.returncode == 0, r.stderr
+    assert "stays in proposed/" in r.stdout
+    assert sh(gp, "git", "rev-list", "--count", "HEAD").stdout.strip() == "1"
+    assert mail(gp) == [("spec-writer", "rejection", "proposed", ("specs/proposed/user-auth.md",))]
+    # A template variable that is missing refuses before anything changes.
+    r = gp.run("move", "user-auth", "todo", "--as", "spec-reviewer", "--notify", "spec-writer", "--event", "question",
+               env=GIT_ENV)
+    assert r.returncode != 0 and "QUESTION" in r.stderr
+    assert (gp.dir / "specs" / "proposed" / "user-auth.md").exists()
+
+
+# ------------------------------------------------------------------ hooks
+
+
+def test_plain_git_mv_and_commit_notifies_once(gp: Project) -> None:
+    sh(gp, "git", "mv", "specs/proposed/user-auth.md", "specs/todo/user-auth.md")
+    r = sh(gp, "git", "commit", "-m", "approve by hand")
+    assert "sent status-update for specs/todo/user-auth.md (proposed → todo)" in r.stderr
+    first = mail(gp)
+    boxes = [b for b, *_ in first]
+    assert {"spec-writer", "spec-reviewer", "implementer", "skeleton-writer", "test-writer"} <= set(boxes)
+    assert "user" not in boxes  # the sender (a human's commit: default_sender) is not told its own move
+    assert all(m[1:] == ("status-update", "todo", ("specs/todo/user-auth.md",)) for m in first)
+    assert len(boxes) == len(set(boxes))
+    # Running the hook again, or amending the commit, sends nothing more.
+    r = gp.run("hooks", "run", "post-commit")
+    assert r.returncode == 0, r.stderr
+    sh(gp, "git", "commit", "--amend", "-m", "approve by hand (amended)")
+    assert mail(gp) == first
+    # The next legal move is a new notification.
+    sh(gp, "git", "mv", "specs/todo/user-auth.md", "specs/doing/user-auth.md")
+    sh(gp, "git", "commit", "-m", "start")
+    assert len(mail(gp)) == 2 * len(first)
+
+
+def test_pre_commit_refuses_illegal_moves_and_second_copies(gp: Project) -> None:
+    sh(gp, "git", "mv", "specs/proposed/user-auth.md", "specs/done/user-auth.md")
+    r = sh(gp, "git", "commit", "-m", "skip ahead", check=False)
+    assert r.returncode != 0
+    assert "illegal transition proposed → done for specs/done/user-auth.md" in r.stderr
+    assert "legal from proposed/: proposed → todo" in r.stderr
+    sh(gp, "git", "mv", "specs/done/user-auth.md", "specs/proposed/user-auth.md")
+    (gp.dir / "specs" / "todo" / "user-auth.md").write_text("# copy\n")
+    sh(gp, "git", "add", "specs/todo/user-auth.md")
+    r = sh(gp, "git", "commit", "-m", "copy", check=False)
+    assert r.returncode != 0 and "artifact specs/*/user-auth.md is in 2 state folders" in r.stderr
+    assert sh(gp, "git", "rev-list", "--count", "HEAD").stdout.strip() == "1"
+    assert mail(gp) == []
+
+
+def test_custom_transition_graph(tmp_path: Path) -> None:
+    p = git_project(tmp_path / "g", '[artifacts]\ntransitions = ["proposed -> done"]\ncommit_notify = ["coordinator"]\n')
+    r = p.run("move", "user-auth", "todo", "--as", "spec-reviewer", env=GIT_ENV)
+    assert r.returncode != 0 and "legal from proposed/: proposed → done" in r.stderr
+    r = p.run("move", "user-auth", "done", "--as", "spec-reviewer", env=GIT_ENV)
+    assert r.returncode == 0, r.stderr
+    assert mail(p) == [("coordinator", "status-update", "done", ("specs/done/user-auth.md",))]
+
+
+def test_hook_queues_mail_it_cannot_send_and_keeps_the_commit(gp: Project) -> None:
+    from aiosmtpd.controller import Controller
+
+    class Busy:
+        async def handle_DATA(self, server: object, session: object, envelope: object) -> str:
+            return "451 4.3.0 try again later"
+
+    busy = Controller(Busy(), hostname="127.0.0.1", port=gp.app.config.smtp.port)
+    busy.start()
+    try:
+        sh(gp, "git", "mv", "specs/proposed/user-auth.md", "specs/todo/user-auth.md")
+        r = sh(gp, "git", "commit", "-m", "approve while mail is down")
+    finally:
+        busy.stop()
+    assert "queued" in r.stderr
+    assert (gp.dir / "specs" / "todo" / "user-auth.md").exists()
+    assert sh(gp, "git", "rev-list", "--count", "HEAD").stdout.strip() == "2"
+    assert mail(gp) == []
+    r = gp.run("doctor")
+    assert r.returncode != 0 and "outbox: 1 notification(s) queued" in r.stdout
+    # The next commit (nothing listens now: direct delivery) sends what was queued, once.
+    (gp.dir / "notes.txt").write_text("x")
+    sh(gp, "git", "add", "notes.txt")
+    r = sh(gp, "git", "commit", "-m", "unrelated")
+    assert "sent queued status-update" in r.stderr
+    sent = mail(gp)
+    assert sent and all(m[1:3] == ("status-update", "todo") for m in sent)
+    sh(gp, "git", "commit", "--allow-empty", "-m", "again")
+    assert mail(gp) == sent
+
+
+def test_hooks_work_for_a_project_in_a_subdirectory(tmp_path: Path) -> None:
+    top = tmp_path / "mono"
+    top.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=top, check=True)
+    p = git_project(top / "services" / "auth")
+    sh(p, "git", "mv", "specs/proposed/user-auth.md", "specs/todo/user-auth.md")
+    r = sh(p, "git", "commit", "-m", "approve")
+    assert "sent status-update for specs/todo/user-auth.md" in r.stderr, r.stderr
+    assert "services/auth/workflow.toml" in (top / ".git" / "hooks" / "pre-commit").read_text()
+
+
+# ------------------------------------------------------------------ the server's state check
+
+
+def test_server_refuses_a_wrong_state_claim_and_accepts_it_after_the_move(gp: Project) -> None:
+    def approval() -> bytes:
+        r = gp.run("--from", "spec-reviewer", "--stdout", "approval", "specs/*/user-auth.md", "spec-writer",
+                   "NEXT_STATE=todo", tool="workflow-notify")
+        assert r.returncode == 0, r.stderr
+        return r.stdout.replace("\n", "\r\n").encode()
+
+    cfg = gp.app.config
+    with BackgroundServer(cfg, gp.app.deliverer) as port:
+        with smtplib.SMTP("127.0.0.1", port) as s:
+            with pytest.raises(smtplib.SMTPDataError) as e:
+                s.sendmail("spec-reviewer@workflow.local", ["spec-writer@workflow.local"], approval())
+        assert e.value.smtp_code == 550
+        text = e.value.smtp_error.decode()
+        assert text.startswith("5.7.1 state-matches: artifact specs/*/user-auth.md is in proposed/, message claims todo")
+        r = gp.run("move", "user-auth", "todo", "--as", "spec-reviewer", env=GIT_ENV)
+        assert r.returncode == 0, r.stderr
+        with smtplib.SMTP("127.0.0.1", port) as s:
+            s.sendmail("spec-reviewer@workflow.local", ["spec-writer@workflow.local"], approval())
+            with pytest.raises(smtplib.SMTPDataError, match="review-request names specs/proposed/user-auth.md, but the artifact is now specs/todo/user-auth.md"):
+                raw = gp.run("--from", "spec-writer", "--stdout", "review-request", "specs/proposed/user-auth.md",
+                             "spec-reviewer", tool="workflow-notify").stdout
+                s.sendmail("spec-writer@workflow.local", ["spec-reviewer@workflow.local"], raw.replace("\n", "\r\n").encode())
+    assert [m for m in mail(gp) if m[1] == "approval"] == [("spec-writer", "approval", "todo", ("specs/*/user-auth.md",))]
+
+
+# ------------------------------------------------------------------ status and doctor
+
+
+def test_status_board_shows_last_mail_and_flags_a_disagreeing_claim(tmp_path: Path) -> None:
+    # The guardrail is off here, as for mail from before it existed: the board still flags the claim.
+    gp = git_project(tmp_path / "board", "[guardrails]\nstate_matches = false\n")
+    (gp.dir / "specs" / "doing" / "billing.md").write_text("# billing\n")
+    gp.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer")
+    gp.send("implementer", "status-update", "specs/*/billing.md", "coordinator", STATUS="halfway")
+    gp.send("spec-reviewer", "approval", "specs/todo/billing.md", "implementer", NEXT_STATE="todo")
+    r = gp.run("status", "--json")
+    assert r.returncode == 0, r.stderr
+    board = json.loads(r.stdout)["states"]
+    assert [c["path"] for c in board["proposed"]] == ["specs/proposed/user-auth.md"]
+    assert board["proposed"][0]["last"]["event"] == "review-request" and board["proposed"][0]["flags"] == []
+    assert board["doing"][0]["last"]["from"] == "spec-reviewer@workflow.local"
+    assert board["doing"][0]["messages"] == 2 and board["doing"][0]["flags"] == ["mail claims todo"]
+    text = gp.run("status").stdout
+    assert "proposed/ (1)" in text and "review-request from spec-writer" in text and "done/ (0)" in text
+    assert re.search(r"specs/doing/billing\.md +approval from spec-reviewer, \d+s ago  ! mail claims todo", text), text
+    r = gp.run("status", "billing")
+    assert r.returncode == 0 and "status-update" in r.stdout and "approval" in r.stdout and "[todo]" in r.stdout
+
+
+def planted(tmp_path: Path) -> Project:
+    """A project with one of each problem doctor looks for."""
+    p = git_project(tmp_path / "sick", "[guardrails]\nstate_matches = false\n")
+    p.send("spec-reviewer", "approval", "specs/todo/user-auth.md", "spec-writer", NEXT_STATE="todo")  # git: proposed
+    p.send("spec-writer", "review-request", "specs/proposed/ghost.md", "spec-reviewer")  # no such artifact
+    (p.dir / "specs" / "proposed" / "billing.md").write_text("# billing\n")
+    (p.dir / "specs" / "doing" / "billing.md").write_text("# billing, a second copy\n")
+    with p.app.index() as index:
+        index.refresh()
+    stray = next(iter(p.new_files("spec-writer")))
+    stray.rename(stray.parent.parent / "cur" / (stray.name + ":2,S"))
+    os.utime(stray.parent, ns=(0, 0))  # hide the change from the mtime check: only a full comparison sees it
+    os.utime(stray.parent.parent / "cur", ns=(0, 0))
+    with p.app.index() as index:
+        index.db.execute("UPDATE dirstate SET new_mtime=0, cur_mtime=0")
+    locks = p.mail / ".workflow" / "locks"
+    locks.mkdir(parents=True)
+    (locks / "spec-writer.lock").write_text(json.dumps({"pid": 999999, "host": os.uname().nodename, "started": 0}))
+    (p.dir / ".git" / "hooks" / "post-commit").unlink()
+    return p
+
+
+def test_doctor_finds_each_planted_problem_and_fixes_the_safe_ones(tmp_path: Path) -> None:
+    p = planted(tmp_path)
+    r = p.run("doctor")
+    assert r.returncode == 1
+    lines = r.stdout.strip().splitlines()
+    checks = sorted({ln.split(":")[0] for ln in lines})
+    assert checks == ["claim", "hooks", "index-drift", "missing-artifact", "stale-lock", "two-folders"], lines
+    text = r.stdout
+    assert "artifact specs/*/billing.md is in 2 state folders (specs/doing/, specs/proposed/)" in text or \
+        "artifact specs/*/billing.md is in 2 state folders (specs/proposed/, specs/doing/)" in text
+    assert "claims todo; git has it in proposed/" in text
+    assert "name specs/proposed/ghost.md, which is in no state folder now" in text
+    assert "mailbox spec-writer: 1 copies moved or re-flagged" in text
+    assert "process 999999 is gone" in text
+    assert "post-commit not installed" in text
+    r = p.run("doctor", "--fix")
+    assert r.returncode == 1  # two-folders, claim and missing-artifact need a human
+    assert "fixed index-drift" in r.stdout and "fixed stale-lock" in r.stdout and "fixed hooks" in r.stdout
+    left = sorted({ln.split(":")[0] for ln in r.stdout.splitlines() if not ln.startswith("fixed")})
+    assert left == ["claim", "missing-artifact", "two-folders"], r.stdout
+    assert not (p.mail / ".workflow" / "locks" / "spec-writer.lock").exists()
+
+
+def test_doctor_is_quiet_on_a_healthy_project(gp: Project) -> None:
+    r = gp.run("move", "user-auth", "todo", "--as", "spec-reviewer", "--notify", "spec-writer", env=GIT_ENV)
+    assert r.returncode == 0, r.stderr
+    r = gp.run("doctor")
+    assert r.returncode == 0, r.stdout
+    assert r.stdout.strip() == "no problems found"
+
+
+def test_locate_finds_an_artifact_wherever_it_is_now(gp: Project, project_factory: Callable[..., Project]) -> None:
+    from workflow.artifacts import locate
+
+    cfg = gp.app.config
+    assert [a.path for a in locate("specs/*/user-auth.md", cfg)] == ["specs/proposed/user-auth.md"]
+    assert [a.path for a in locate("specs/todo/user-auth.md", cfg)] == ["specs/proposed/user-auth.md"]
+    assert [a.path for a in locate("./specs/*/user-*.md", cfg)] == ["specs/proposed/user-auth.md"]
+    assert locate("specs/../etc/passwd", cfg) == [] and locate("README.md", cfg) == []
