@@ -374,3 +374,17 @@ def test_locate_finds_an_artifact_wherever_it_is_now(gp: Project, project_factor
     assert [a.path for a in locate("specs/todo/user-auth.md", cfg)] == ["specs/proposed/user-auth.md"]
     assert [a.path for a in locate("./specs/*/user-*.md", cfg)] == ["specs/proposed/user-auth.md"]
     assert locate("specs/../etc/passwd", cfg) == [] and locate("README.md", cfg) == []
+
+
+def test_inbox_follows_a_moved_artifact(gp: Project) -> None:
+    gp.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer")
+    r = gp.run("move", "user-auth", "todo", "--as", "spec-reviewer", env=GIT_ENV)
+    assert r.returncode == 0, r.stderr
+    r = gp.run("inbox", "spec-reviewer", "--artifact", "specs/todo/user-auth.md")
+    assert r.returncode == 0, r.stderr
+    assert "specs/proposed/user-auth.md (proposed) → now specs/todo/user-auth.md" in r.stdout
+    r = gp.run("inbox", "spec-reviewer", "--artifact", "specs/todo/billing.md", "--json")
+    assert json.loads(r.stdout)["threads"] == []
+    r = gp.run("inbox", "spec-reviewer", "--json")
+    msg = json.loads(r.stdout)["threads"][0]["messages"][0]
+    assert msg["artifacts_now"] == {"specs/proposed/user-auth.md": ["specs/todo/user-auth.md"]}

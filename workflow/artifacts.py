@@ -161,3 +161,17 @@ def find(arg: str, config: Config) -> Artifact:
 def two_folders(copies: Sequence[Artifact]) -> str:
     folders = ", ".join(f"{a.root}/{a.state}/" for a in copies)
     return f"artifact {copies[0].glob} is in {len(copies)} state folders ({folders}); keep one (git rm the stale copy)"
+
+
+class Resolver:
+    """Where the artifacts mail names are now, from one scan of the working tree (cached per ref)."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.artifacts = scan(config)
+        self._cache: dict[str, list[str]] = {}
+
+    def now(self, ref: str) -> list[str]:
+        if ref not in self._cache:
+            self._cache[ref] = [a.path for a in locate(ref, self.config, self.artifacts)]
+        return self._cache[ref]

@@ -187,20 +187,25 @@ def inbox(ctx: click.Context, role: str, event: str | None, artifact: str | None
 
         workflow inbox spec-reviewer --artifact 'specs/*/user-auth.md'
     """
+    from .artifacts import Resolver
     from .inbox import group, render_inbox, select
 
     app = _app(ctx)
     boxes = app.roster.mailboxes_of(role)
     with app.index() as index:
         index.refresh(boxes)
-        rows = select(index, boxes, unread=not show_all, event=event, state=state, artifact=artifact)
+        rows = select(index, boxes, unread=not show_all, event=event, state=state, artifact=artifact,
+                      states=app.config.states)
     threads = group(rows)
+    where = Resolver(app.config)
     if as_json:
         click.echo(__import__('json').dumps({"role": role, "threads": [
-            {"root": t.root, "priority": t.priority, "messages": [_row_json(m) for m in t.messages]} for t in threads
+            {"root": t.root, "priority": t.priority,
+             "messages": [{**_row_json(m), "artifacts_now": {a: where.now(a) for a in m.artifacts}} for m in t.messages]}
+            for t in threads
         ]}, indent=2))
     else:
-        click.echo(render_inbox(role, threads, not show_all), nl=False)
+        click.echo(render_inbox(role, threads, not show_all, where.now), nl=False)
 
 
 @cli.command(cls=Command)

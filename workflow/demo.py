@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .app import App
+from .artifacts import Resolver
 from .board import cards, render
 from .config import load_config
 from .errors import WorkflowError
@@ -89,7 +90,7 @@ def _scenario(app: App, base: Path, transport: SmtpTransport, echo: Callable[[st
         boxes = app.roster.mailboxes_of(role)
         with app.index() as index:
             index.refresh(boxes)
-            echo(render_inbox(role, group(select(index, boxes)), True))
+            echo(render_inbox(role, group(select(index, boxes)), True, Resolver(app.config).now))
 
     echo("== Example 1: spec-writer asks for a review ==\n")
     request = notify("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer",

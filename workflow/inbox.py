@@ -10,7 +10,7 @@ from __future__ import annotations
 import fnmatch
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from .index import Index, Row
@@ -35,14 +35,27 @@ def priority(event: str | None) -> int:
     return PRIORITY.get(event or "", 4)
 
 
-def artifact_matches(pattern: str, artifacts: Sequence[str]) -> bool:
-    """A filter matches a stored path or glob either way round, or as a plain substring."""
+def artifact_matches(pattern: str, artifacts: Sequence[str], states: Sequence[str] = ()) -> bool:
+    """A filter matches a stored path or glob either way round, or as a plain substring; with
+    ``states``, ROOT/STATE/NAME paths match by root and name whatever their state folders say
+    (mail about specs/proposed/x.md is about x after it moved to todo/)."""
     for a in artifacts:
         if fnmatch.fnmatchcase(a, pattern) or fnmatch.fnmatchcase(pattern, a):
             return True
         if not GLOB_CHARS.search(pattern) and pattern in a:
             return True
+        if states and _same_artifact(pattern, a, states):
+            return True
     return False
+
+
+def _same_artifact(x: str, y: str, states: Sequence[str]) -> bool:
+    px, py = x.split("/", 2), y.split("/", 2)
+    if len(px) < 3 or len(py) < 3 or px[0] != py[0]:
+        return False
+    if not all(p[1] in states or GLOB_CHARS.search(p[1]) for p in (px, py)):
+        return False
+    return fnmatch.fnmatchcase(px[2], py[2]) or fnmatch.fnmatchcase(py[2], px[2])
 
 
 def _literal(pattern: str) -> str:
@@ -66,6 +79,7 @@ def select(
     event: str | None = None,
     state: str | None = None,
     artifact: str | None = None,
+    states: Sequence[str] = (),
 ) -> list[Row]:
     """The rows a role sees under these filters (copies of one message in several mailboxes once)."""
     # Prefilter in SQL on the longest literal run of the last path component (the artifact's
@@ -73,7 +87,7 @@ def select(
     like = _literal(artifact.rsplit("/", 1)[-1]) if artifact else None
     rows = index.query(mailboxes, unread=unread, event=event, state=state, artifact_like=like or None)
     if artifact:
-        rows = [r for r in rows if artifact_matches(artifact, r.artifacts)]
+        rows = [r for r in rows if artifact_matches(artifact, r.artifacts, states)]
     seen: set[str] = set()
     out = []
     for r in rows:
@@ -150,7 +164,10 @@ def _when(ts: int) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.gmtime(ts)) if ts else "????-??-?? ??:??"
 
 
-def render_inbox(owner: str, threads: Sequence[InboxThread], unread_only: bool) -> str:
+def render_inbox(
+    owner: str, threads: Sequence[InboxThread], unread_only: bool, now: Callable[[str], list[str]] | None = None
+) -> str:
+    """The inbox as text; with ``now`` (artifacts.Resolver.now), where a moved artifact is today."""
     n = sum(len(t.messages) for t in threads)
     what = "unread message" if unread_only else "message"
     lines = [f"{owner}: {n} {what}{'' if n == 1 else 's'} in {len(threads)} thread{'' if len(threads) == 1 else 's'}"]
@@ -161,6 +178,10 @@ def render_inbox(owner: str, threads: Sequence[InboxThread], unread_only: bool) 
             mark = " " if m.seen else "N"
             arts = ",".join(m.artifacts) or "-"
             state = f" ({m.state})" if m.state else ""
+            if now is not None:
+                moved = [p for ref in m.artifacts for p in now(ref) if p != ref]
+                if moved:
+                    state += f" → now {','.join(moved)}"
             lines.append(
                 f"  {mark} {_when(m.date)}  {m.event or 'mail':<21} from {m.sender.split('@')[0]:<18} {arts}{state}"
             )
