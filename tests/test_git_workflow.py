@@ -145,6 +145,7 @@ def test_move_refusals_name_the_problem(gp: Project) -> None:
     assert "artifact ghost not found" in refused("ghost", "todo", "--as", "spec-reviewer")
     assert "unknown state 'limbo'" in refused("user-auth", "limbo", "--as", "spec-reviewer")
     assert "nobody" in refused("user-auth", "todo", "--as", "nobody")
+    assert "test-writer may not move" in refused("user-auth", "todo", "--as", "test-writer")
     (gp.dir / "specs" / "proposed" / "user-auth.md").write_text("# edited, not committed\n")
     assert "has uncommitted changes" in refused("user-auth", "todo", "--as", "spec-reviewer")
     sh(gp, "git", "checkout", "--", "specs/proposed/user-auth.md")
@@ -214,6 +215,8 @@ def test_custom_transition_graph(tmp_path: Path) -> None:
     r = p.run("move", "user-auth", "todo", "--as", "spec-reviewer", env=GIT_ENV)
     assert r.returncode != 0 and "legal from proposed/: proposed → done" in r.stderr
     r = p.run("move", "user-auth", "done", "--as", "spec-reviewer", env=GIT_ENV)
+    assert r.returncode != 0 and "spec-reviewer may not move specs/proposed/user-auth.md proposed → done" in r.stderr
+    r = p.run("move", "user-auth", "done", "--as", "user", env=GIT_ENV)
     assert r.returncode == 0, r.stderr
     assert mail(p) == [("coordinator", "status-update", "done", ("specs/done/user-auth.md",))]
 

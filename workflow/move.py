@@ -20,6 +20,7 @@ from .artifacts import Artifact, find
 from .config import Config
 from .errors import DeliveryError, GitError, RuleError, TransportError
 from .notify import Composed, NotifyRequest, compose
+from .roster import Roster
 
 if TYPE_CHECKING:
     from .app import App
@@ -90,7 +91,20 @@ def _notification(app: App, req: MoveRequest, before: Artifact, after: Artifact)
         return event, compose(nreq, app.config, app.roster, index)
 
 
-def check(config: Config, req: MoveRequest) -> tuple[Artifact, Artifact]:
+def role_moves(roster: Roster, who: str) -> tuple[tuple[str, str], ...] | None:
+    """The moves an identity owns (None: any legal move, for a human): a role's front matter
+    ``moves``; a review panel (or member) approves (proposed → todo); a writing panel revises
+    (any → proposed)."""
+    role = roster.roles.get(who) if who in roster.roles else None
+    if role is not None:
+        return None if role.mode == "human" else role.moves
+    panel = roster.panels.get(who) or roster.members.get(who)
+    if panel is not None:
+        return (("proposed", "todo"),) if panel.kind == "review" else (("*", "proposed"),)
+    return ()
+
+
+def check(config: Config, req: MoveRequest, roster: Roster | None = None) -> tuple[Artifact, Artifact]:
     """The artifact now and after the move; raises naming the problem."""
     if req.state not in config.states:
         raise GitError(f"unknown state {req.state!r}; expected one of {', '.join(config.states)}")
@@ -98,6 +112,14 @@ def check(config: Config, req: MoveRequest) -> tuple[Artifact, Artifact]:
     after = before.moved(req.state)
     if before.state != after.state and not transitions.allowed(config, before.state, after.state):
         raise GitError(transitions.refusal(config, before.path, before.state, after.state))
+    if before.state != after.state and roster is not None:
+        owned = role_moves(roster, req.role)
+        if owned is not None and (before.state, after.state) not in owned and ("*", after.state) not in owned:
+            mine = ", ".join(f"{a} → {b}" for a, b in owned) or "none"
+            raise GitError(
+                f"{req.role} may not move {before.path} {before.state} → {after.state}; its moves: {mine} "
+                "(front matter `moves` in its role file); ask the role that owns this move"
+            )
     return before, after
 
 
@@ -106,7 +128,7 @@ def move(app: App, req: MoveRequest, transport: Transport) -> MoveResult:
     config = app.config
     role = app.roster.sender(req.role)
     req = req._replace(role=role)
-    before, after = check(config, req)
+    before, after = check(config, req, app.roster)
     note = _notification(app, req, before, after)  # renders now: a missing variable refuses before any change
     event = note[0] if note else None
     sha: str | None = None

@@ -10,12 +10,12 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
-from .config import NAME_RE, Config
+from .config import NAME_RE, TRANSITION_RE, Config
 from .errors import RosterError
 from .resources import builtin_dir
 
 MODES = ("async", "sync", "human")
-KEYS = ("mode", "triggers", "artifacts", "backend", "model", "panel", "description", "max_turns")
+KEYS = ("mode", "triggers", "artifacts", "backend", "model", "panel", "description", "max_turns", "moves")
 
 
 class Role(NamedTuple):
@@ -29,10 +29,18 @@ class Role(NamedTuple):
     backend: str = "scripted"
     model: str = ""
     panel: str | None = None
+    moves: tuple[tuple[str, str], ...] = ()  # ("proposed", "todo"); "*" as source means any state
+    max_turns: int = 0  # 0: the backend's default
 
     @property
     def takes_mail(self) -> bool:
         return self.mode != "sync"
+
+    def may_move(self, src: str, dst: str) -> bool:
+        return (src, dst) in self.moves or ("*", dst) in self.moves
+
+    def describe_moves(self) -> str:
+        return ", ".join(f"{a} → {b}" for a, b in self.moves) or "none"
 
 
 def _list(path: Path, key: str, value: object) -> tuple[str, ...]:
@@ -71,6 +79,15 @@ def parse_role(path: Path, text: str, event_types: Iterable[str]) -> Role:
     for key in ("backend", "model", "panel", "description"):
         if key in meta and not isinstance(meta[key], str):
             raise RosterError(f"{path}: front matter key {key}: expected a string, got {meta[key]!r}")
+    moves: list[tuple[str, str]] = []
+    for item in _list(path, "moves", meta.get("moves", [])):
+        m = TRANSITION_RE.match(item)
+        if not m:
+            raise RosterError(f'{path}: front matter key moves: expected "FROM -> TO" (FROM may be *), got {item!r}')
+        moves.append((m.group(1), m.group(2)))
+    max_turns = meta.get("max_turns", 0)
+    if not isinstance(max_turns, int) or isinstance(max_turns, bool) or not 0 <= max_turns <= 1000:
+        raise RosterError(f"{path}: front matter key max_turns: expected an integer from 0 to 1000, got {max_turns!r}")
     return Role(
         name=name,
         mode=mode,
@@ -82,6 +99,8 @@ def parse_role(path: Path, text: str, event_types: Iterable[str]) -> Role:
         backend=str(meta.get("backend", "scripted")),
         model=str(meta.get("model", "")),
         panel=meta.get("panel"),
+        moves=tuple(moves),
+        max_turns=max_turns,
     )
 
 
