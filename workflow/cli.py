@@ -424,9 +424,6 @@ def demo(directory: Path | None) -> None:
     run_demo(directory, click.echo)
 
 
-from . import cli_project  # noqa: E402,F401  (registers init, move, status, doctor, hooks)
-
-
 def _exit_fast(run: Any) -> None:
     """Run a click entry point, then leave without interpreter teardown (~20 ms of a short
     command's life): output is flushed and every file and database was closed by its owner."""
@@ -447,6 +444,9 @@ def _exit_fast(run: Any) -> None:
         except (OSError, ValueError):
             pass
     os._exit(code or 0)
+
+
+from . import cli_project, cli_run  # noqa: E402,F401  (register init, move, status, doctor, hooks, run-role)
 
 
 def main() -> None:

@@ -13,7 +13,8 @@ from .config import load_config
 from .errors import WorkflowError
 from .gitrepo import run_git
 from .inbox import group, render_inbox, render_thread, select, thread_rows
-from .move import MoveRequest, move
+from .backends.scripted import dumps
+from .runrole import run_role
 from .notify import NotifyRequest, compose
 from .scaffold import init
 from .smtpd import BackgroundServer
@@ -24,6 +25,9 @@ DEMO_TOML = """\
 [workflow]
 domain = "workflow.local"
 mail_root = "mail"
+
+[smtp]
+port = 0   # git hooks deliver directly; the demo's own server listens on a free port
 
 [panels.spec-writer-panel]
 members = ["claude", "gpt-5", "gemini"]
@@ -44,6 +48,15 @@ Users sign in with email and password or OAuth 2.0; sessions are bearer tokens.
 """
 
 
+REVIEWER_SCRIPT = dumps([
+    {"tool": "read_artifact", "path": "specs/*/user-auth.md"},
+    {"tool": "move_artifact", "artifact": "user-auth", "state": "todo", "reason": "Complete, testable, errors covered"},
+    {"tool": "send_message", "event": "approval", "artifact": "specs/*/user-auth.md", "to": ["spec-writer"],
+     "in_reply_to": "$first", "variables": {"NEXT_STATE": "todo", "NEXT_ROLES": "skeleton-writer,test-writer"}},
+    {"say": "Approved user-auth: moved to todo/, skeleton-writer and test-writer notified."},
+])
+
+
 def scaffold(base: Path) -> Path:
     """A scratch project: `workflow init`, a local git identity, the spec committed in proposed/."""
     base.mkdir(parents=True, exist_ok=True)
@@ -54,6 +67,8 @@ def scaffold(base: Path) -> Path:
     init(base)
     for key, value in (("user.name", "workflow demo"), ("user.email", "demo@workflow.local")):
         run_git(["config", key, value], base)
+    (base / "scripted").mkdir(exist_ok=True)
+    (base / "scripted" / "spec-reviewer.toml").write_text(REVIEWER_SCRIPT, encoding="utf-8")
     spec = base / "specs" / "proposed" / "user-auth.md"
     if not any((base / "specs").glob("*/user-auth.md")):
         spec.write_text(SPEC, encoding="utf-8")
@@ -110,13 +125,13 @@ def _scenario(app: App, base: Path, transport: SmtpTransport, echo: Callable[[st
     except WorkflowError as e:
         echo(f"  refused: {e}\n")
 
-    echo("== Example 1 (cont.): the reviewer approves; git moves the spec proposed/ → todo/ ==\n")
-    echo('$ workflow move user-auth todo --as spec-reviewer --reason "Complete, testable, errors covered" '
-         "--notify spec-writer --var NEXT_ROLES=skeleton-writer,test-writer")
-    result = move(app, MoveRequest("user-auth", "todo", "spec-reviewer", "Complete, testable, errors covered",
-                                   ("spec-writer",), None, {"NEXT_ROLES": "skeleton-writer,test-writer"}), transport)
-    echo(f"  committed {(result.commit or '')[:10]} {result.subject}")
-    echo(f"  → {result.message_id} (approval, X-Workflow-State: todo)\n")
+    echo("== Example 1 (cont.): the reviewer's agent runs (scripted backend): approves, moves, notifies ==\n")
+    echo(f"$ cat scripted/spec-reviewer.toml\n{REVIEWER_SCRIPT}")
+    echo("$ run-role --with-email spec-reviewer")
+    outcome = run_role(app, "spec-reviewer", transport=transport, echo=lambda t: echo("  " + t.replace("\n", "\n  ")))
+    if outcome.result is None or not outcome.result.ok:
+        raise WorkflowError(f"the reviewer's run failed: {outcome.result.error if outcome.result else 'no mail'}")
+    echo("")
     echo("$ git log --stat -1")
     log = run_git(["log", "--stat", "-1", "--format=%h %s%n%n%b"], base).strip().splitlines()
     echo("\n".join("  " + line for i, line in enumerate(log) if line or (i and log[i - 1])) + "\n")

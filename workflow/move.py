@@ -42,6 +42,7 @@ class MoveRequest(NamedTuple):
     notify: tuple[str, ...] = ()
     event: str | None = None
     variables: Mapping[str, str] = {}
+    notified_by: str | None = None  # the caller sends the mail itself (run-role): the hook stays quiet
 
 
 class MoveResult(NamedTuple):
@@ -130,7 +131,7 @@ def move(app: App, req: MoveRequest, transport: Transport) -> MoveResult:
     req = req._replace(role=role)
     before, after = check(config, req, app.roster)
     note = _notification(app, req, before, after)  # renders now: a missing variable refuses before any change
-    event = note[0] if note else None
+    event = note[0] if note else req.notified_by
     sha: str | None = None
     if before.state != after.state:
         sha = _commit(config, req, before, after, event)
