@@ -1,0 +1,286 @@
+"""run-role end to end: scripted, command and anthropic backends (a fake Messages API at the wire),
+read state on success and failure, tools that enforce the rules, context isolation, -i sessions."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from fake_anthropic import FakeAnthropic, text, tool_use
+from test_git_workflow import GIT_ENV, git_project, mail
+
+from conftest import Project
+
+REVIEW = [
+    {"tool": "read_artifact", "path": "specs/*/user-auth.md"},
+    {"tool": "move_artifact", "artifact": "user-auth", "state": "todo", "reason": "Complete"},
+    {"tool": "send_message", "event": "approval", "artifact": "specs/*/user-auth.md", "to": ["spec-writer"],
+     "in_reply_to": "$first", "variables": {"NEXT_STATE": "todo", "NEXT_ROLES": "test-writer"}},
+]
+
+
+def script(p: Project, role: str, steps: list[dict[str, object]]) -> None:
+    from workflow.backends.scripted import dumps
+
+    (p.dir / "scripted").mkdir(exist_ok=True)
+    (p.dir / "scripted" / f"{role}.toml").write_text(dumps(steps))
+
+
+def unread(p: Project, box: str) -> int:
+    return len([f for f in p.new_files(box) if not f.name.endswith("S")])
+
+
+@pytest.fixture
+def gp(tmp_path: Path) -> Project:
+    return git_project(tmp_path / "rr")
+
+
+def test_scripted_reviewer_approves_moves_and_marks_read(gp: Project) -> None:
+    gp.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer", CONTEXT="look")
+    script(gp, "spec-reviewer", REVIEW)
+    r = gp.run("run-role", "--with-email", "spec-reviewer", env=GIT_ENV)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "run succeeded" in r.stdout and "1 message(s) marked read" in r.stdout
+    assert (gp.dir / "specs" / "todo" / "user-auth.md").exists()
+    got = mail(gp, "approval")
+    assert sorted(b for b, *_ in got) == ["spec-writer", "test-writer"]
+    assert all(m[2] == "todo" for m in got)
+    assert unread(gp, "spec-reviewer") == 0
+    assert mail(gp, "status-update") == []  # the run sent the approval; the hook stayed quiet
+    r = gp.run("run-role", "--with-email", "spec-reviewer", env=GIT_ENV)
+    assert r.returncode == 0 and "nothing to do" in r.stdout
+
+
+def test_a_failed_run_leaves_mail_unread_and_sends_nothing(gp: Project) -> None:
+    gp.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer")
+    script(gp, "spec-reviewer", [
+        {"tool": "send_message", "event": "question", "artifact": "specs/*/user-auth.md", "to": ["spec-writer"],
+         "in_reply_to": "$first", "variables": {"QUESTION": "q"}},
+        {"fail": "the agent crashed"},
+    ])
+    r = gp.run("run-role", "--with-email", "spec-reviewer", env=GIT_ENV)
+    assert r.returncode == 1
+    assert "run failed" in r.stdout and "the agent crashed" in r.stdout
+    assert "1 message(s) left unread for the next run; 1 queued message(s) not sent" in r.stdout
+    assert unread(gp, "spec-reviewer") == 1
+    assert mail(gp, "question") == []
+    script(gp, "spec-reviewer", REVIEW)  # the next run retries the same mail
+    r = gp.run("run-role", "--with-email", "spec-reviewer", env=GIT_ENV)
+    assert r.returncode == 0, r.stdout
+    assert unread(gp, "spec-reviewer") == 0 and len(mail(gp, "approval")) == 2 and mail(gp, "question") == []
+
+
+def test_tools_enforce_the_rules(gp: Project) -> None:
+    outside = gp.dir.parent / "secret.txt"
+    outside.write_text("top secret")
+    os.symlink(outside, gp.dir / "specs" / "proposed" / "link.md")
+    cases = [
+        ("test-writer", {"tool": "move_artifact", "artifact": "user-auth", "state": "todo"}, "test-writer may not move"),
+        ("spec-writer", {"tool": "read_artifact", "path": "specs/proposed/../../../secret.txt"}, "'..' is not allowed"),
+        ("spec-writer", {"tool": "read_artifact", "path": "specs/proposed/link.md"}, "leads outside specs/"),
+        ("spec-writer", {"tool": "write_artifact", "path": "README.md", "content": "x"}, "not ROOT/STATE/NAME"),
+        ("spec-writer", {"tool": "write_artifact", "path": "specs/todo/user-auth.md", "content": "x"}, "already exists as specs/proposed/user-auth.md"),
+        ("spec-writer", {"tool": "send_message", "event": "question", "artifact": "specs/*/user-auth.md",
+                         "to": ["spec-reviewer-panel-internal"], "variables": {"QUESTION": "q"}}, "internal-members-only"),
+        ("spec-writer", {"tool": "send_message", "event": "approval", "artifact": "specs/*/user-auth.md",
+                         "to": ["spec-reviewer"]}, "reviewer-decisions"),
+    ]
+    for role, step, refusal in cases:
+        gp.send("coordinator", "question", "specs/*/user-auth.md", role, QUESTION="go")
+        script(gp, role, [step])
+        r = gp.run("run-role", "--with-email", role, env=GIT_ENV)
+        assert r.returncode == 1, (role, step, r.stdout)
+        assert refusal in r.stdout, (refusal, r.stdout)
+    assert (gp.dir / "specs" / "proposed" / "user-auth.md").exists() and not (gp.dir / "README.md").exists()
+
+
+def test_reviewer_context_holds_nothing_from_writer_internal_mail(tmp_path: Path) -> None:
+    from workflow.app import App
+    from workflow.config import load_config
+    from workflow.context import build
+    from workflow.inbox import select
+
+    p = git_project(tmp_path / "iso", '[backends.scripted]\nrecord_dir = "prompts"\n')
+    secret = "ZEBRA-CONFIDENTIAL-42"
+    internal = p.send("spec-writer-panel.claude", "question", "specs/*/user-auth.md", "spec-writer-panel-internal",
+                      QUESTION=f"between us writers: {secret}")
+    p.send("spec-writer-panel", "review-request", "specs/proposed/user-auth.md", "spec-reviewer-panel", CONTEXT="please")
+    p.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer", CONTEXT="solo please")
+    # The solo reviewer, through the real CLI; the recording scripted backend keeps the prompt it got.
+    script(p, "spec-reviewer", [{"say": "read it"}])
+    r = p.run("run-role", "--with-email", "spec-reviewer", env=GIT_ENV)
+    assert r.returncode == 0, r.stdout
+    (prompt,) = [f.read_text() for f in (p.dir / "prompts").glob("spec-reviewer-*.prompt.md")]
+    assert "solo please" in prompt and "# User auth" in prompt
+    assert secret not in prompt and internal not in prompt
+    # A reviewer panel member's context, built from its own mailbox.
+    app = App(load_config(p.dir / "workflow.toml", env={}))
+    boxes = app.roster.mailboxes_of("spec-reviewer-panel.claude")
+    with app.index() as index:
+        index.refresh()
+        ctx = build(app, app.roster.roles["spec-reviewer"], index, select(index, boxes))
+    assert "please" in ctx.prompt and secret not in ctx.prompt and internal not in ctx.prompt
+
+
+def test_command_backend_runs_an_agent_cli_that_calls_workflow_notify(gp: Project) -> None:
+    agent = gp.dir / "agent.py"
+    agent.write_text(textwrap.dedent(f"""\
+        import os, subprocess, sys
+        prompt = sys.stdin.read()
+        assert "# Role: spec-reviewer" in prompt and "CONTEXT-MARKER" in prompt, prompt[:300]
+        assert os.environ["WORKFLOW_ROLE"] == "spec-reviewer" and os.environ["WORKFLOW_PROJECT"]
+        mode = open(os.path.join(os.environ["WORKFLOW_PROJECT"], "mode")).read().strip()
+        if mode == "fail":
+            print("cannot do it", file=sys.stderr); sys.exit(3)
+        if mode == "hang":
+            import time; time.sleep(60)
+        subprocess.run([{sys.executable!r}, "-c", "from workflow.cli import notify_main; notify_main()",
+                        "question", "specs/*/user-auth.md", "spec-writer", "QUESTION=from the agent CLI"], check=True)
+        print("asked a question")
+    """))
+    (gp.dir / "workflow.toml").write_text((gp.dir / "workflow.toml").read_text()
+                                          + f'\n[backends.command]\nargv = ["{sys.executable}", "agent.py"]\ntimeout = 5\n')
+    gp.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer", CONTEXT="CONTEXT-MARKER")
+    (gp.dir / "mode").write_text("fail")
+    r = gp.run("run-role", "--with-email", "--backend", "command", "spec-reviewer", env=GIT_ENV)
+    assert r.returncode == 1 and "exited with status 3: cannot do it" in r.stdout
+    assert unread(gp, "spec-reviewer") == 1
+    (gp.dir / "mode").write_text("hang")
+    t0 = time.monotonic()
+    r = gp.run("run-role", "--with-email", "--backend", "command", "spec-reviewer", env=GIT_ENV)
+    assert r.returncode == 1 and "timed out after 5s" in r.stdout and time.monotonic() - t0 < 30
+    (gp.dir / "mode").write_text("ok")
+    r = gp.run("run-role", "--with-email", "--backend", "command", "spec-reviewer", env=GIT_ENV)
+    assert r.returncode == 0, r.stdout
+    assert "asked a question" in r.stdout
+    assert mail(gp, "question") == [("spec-writer", "question", "proposed", ("specs/*/user-auth.md",))]
+    assert unread(gp, "spec-reviewer") == 0
+
+
+def anthropic_env(fake: FakeAnthropic) -> dict[str, str]:
+    return {**GIT_ENV, "ANTHROPIC_API_KEY": "sk-test", "ANTHROPIC_BASE_URL": fake.url}
+
+
+def test_anthropic_backend_round_trips_tools_and_reports_usage(gp: Project) -> None:
+    gp.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer")
+    with FakeAnthropic() as fake:
+        fake.add(tool_use("read_artifact", {"path": "specs/*/user-auth.md"}, "toolu_a", (100, 20)))
+        fake.add(tool_use("move_artifact", {"artifact": "user-auth", "state": "done"}, "toolu_b", (120, 10)))
+        fake.add(tool_use("send_message", {"event": "rejection", "artifact": "specs/*/user-auth.md", "to": ["spec-writer"],
+                                           "variables": {"REASON": "needs error cases"}}, "toolu_c", (130, 30)))
+        fake.add(text("Rejected: error cases missing.", usage=(140, 8)))
+        r = gp.run("run-role", "--with-email", "--backend", "anthropic", "spec-reviewer", env=anthropic_env(fake))
+        reqs = fake.requests
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert len(reqs) == 4
+    assert reqs[0]["messages"][0]["content"].startswith("# Role: spec-reviewer")
+    assert {t["name"] for t in reqs[0]["tools"]} == {"read_artifact", "write_artifact", "move_artifact", "send_message",
+                                                     "list_inbox", "read_thread"}
+    first_result = reqs[1]["messages"][-1]["content"][0]
+    assert first_result["tool_use_id"] == "toolu_a" and "# User auth" in first_result["content"]
+    refused = reqs[2]["messages"][-1]["content"][0]
+    assert refused["is_error"] is True and "illegal transition proposed → done" in refused["content"]
+    assert "tokens: 490 in, 68 out, 4 turn(s)" in r.stdout
+    assert mail(gp, "rejection") == [("spec-writer", "rejection", "proposed", ("specs/*/user-auth.md",))]
+    assert unread(gp, "spec-reviewer") == 0
+
+
+@pytest.mark.parametrize("status,kind,expect", [
+    (401, "authentication_error", "Anthropic API 401: authentication failed"),
+    (500, "api_error", "Anthropic API 500: server error"),
+    (429, "rate_limit_error", "Anthropic API 429: rate limited; retry after 7s"),
+])
+def test_anthropic_errors_fail_the_run_cleanly(gp: Project, status: int, kind: str, expect: str) -> None:
+    (gp.dir / "workflow.toml").write_text((gp.dir / "workflow.toml").read_text() + "\n[backends.anthropic]\nmax_retries = 0\n")
+    gp.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer")
+    with FakeAnthropic() as fake:
+        fake.error(status, kind, {"retry-after": "7"} if status == 429 else None)
+        r = gp.run("run-role", "--with-email", "--backend", "anthropic", "spec-reviewer", env=anthropic_env(fake))
+    assert r.returncode == 1, r.stdout
+    assert expect in r.stdout and "Traceback" not in r.stderr
+    assert unread(gp, "spec-reviewer") == 1
+
+
+def test_anthropic_429_is_retried_after_retry_after_and_new_mail_reaches_the_next_turn(gp: Project) -> None:
+    gp.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer")
+    with FakeAnthropic() as fake:
+        fake.error(429, "rate_limit_error", {"retry-after": "0"})
+        fake.add(tool_use("list_inbox", {}, "toolu_1"))
+        fake.add(text("done"))
+
+        def during(n: int) -> None:
+            if n == 2:  # the first real model turn: mail arrives while the agent works
+                gp.send("spec-writer", "answer", "specs/*/user-auth.md", "spec-reviewer", CONTEXT="LATE-NEWS")
+                time.sleep(0.6)
+
+        fake.on_request = during
+        r = gp.run("run-role", "--with-email", "--email-poll-interval", "0.1", "--backend", "anthropic", "spec-reviewer",
+                   env=anthropic_env(fake))
+        reqs = fake.requests
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert len(reqs) == 3
+    assert "new mail during the run: answer from spec-writer" in r.stdout
+    last = json.dumps(reqs[2]["messages"][-1]["content"])
+    assert "New mail arrived during your run" in last and "LATE-NEWS" in last
+
+
+def test_sync_helper_refuses_email_and_runs_interactively_in_a_pty(gp: Project) -> None:
+    import pty
+    import select
+    import subprocess
+
+    r = gp.run("run-role", "--with-email", "spec-writing-helper", env=GIT_ENV)
+    assert r.returncode != 0 and "sync helper role: it never reads or sends mail" in r.stderr
+    script(gp, "spec-writing-helper", [
+        {"say": "What problem does search solve?"},
+        {"say": "Who searches, and for what?"},
+        {"say": "# Search\n\nUsers search specs by title."},
+    ])
+    master, slave = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WORKFLOW_")}
+    proc = subprocess.Popen([sys.executable, "-c", "from workflow.cli_run import main; main()", "-i", "spec-writing-helper", "search"],
+                            cwd=gp.dir, stdin=slave, stdout=slave, stderr=slave, env={**env, **GIT_ENV}, close_fds=True)
+    os.close(slave)
+    out = b""
+
+    def until(marker: bytes, timeout: float = 20) -> None:
+        nonlocal out
+        end = time.monotonic() + timeout
+        while marker not in out and time.monotonic() < end:
+            ready, _, _ = select.select([master], [], [], 0.2)
+            if ready:
+                try:
+                    out += os.read(master, 4096)
+                except OSError:
+                    break
+        assert marker in out, out.decode(errors="replace")
+
+    until(b"What problem does search solve?")
+    os.write(master, b"Finding specs fast\n")
+    until(b"Who searches, and for what?")
+    os.write(master, b"/done\n")
+    until(b"now? [y/N]")
+    os.write(master, b"y\n")
+    until(b"sent review-request")
+    proc.wait(timeout=20)
+    os.close(master)
+    assert proc.returncode == 0
+    assert (gp.dir / "specs" / "proposed" / "search.md").read_text() == "# Search\n\nUsers search specs by title.\n"
+    got = mail(gp, "review-request")
+    assert [m[3] for m in got] and all(m[3] == ("specs/proposed/search.md",) for m in got)
+    assert {b for b, *_ in got} == {"spec-reviewer-panel.claude", "spec-reviewer-panel.gpt-5", "spec-reviewer-panel.gemini"}
+
+
+def test_scripts_run_role_sh_runs_it(gp: Project) -> None:
+    from conftest import ROOT
+
+    gp.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer")
+    r = gp.run("--dry-run", "--with-email", "spec-reviewer", tool=str(ROOT / "scripts" / "run-role.sh"), env=GIT_ENV)
+    assert r.returncode == 0, r.stderr
+    assert "--- context (dry run" in r.stdout and "# Artifacts referenced" in r.stdout and "## specs/proposed/user-auth.md" in r.stdout
+    assert unread(gp, "spec-reviewer") == 1
