@@ -139,6 +139,7 @@ def test_command_backend_runs_an_agent_cli_that_calls_workflow_notify(gp: Projec
             print("cannot do it", file=sys.stderr); sys.exit(3)
         if mode == "hang":
             import time; time.sleep(60)
+        assert "$WORKFLOW_NEW_MAIL" in prompt and os.path.exists(os.environ["WORKFLOW_NEW_MAIL"])
         subprocess.run([{sys.executable!r}, "-c", "from workflow.cli import notify_main; notify_main()",
                         "question", "specs/*/user-auth.md", "spec-writer", "QUESTION=from the agent CLI"], check=True)
         print("asked a question")
@@ -155,7 +156,7 @@ def test_command_backend_runs_an_agent_cli_that_calls_workflow_notify(gp: Projec
     r = gp.run("run-role", "--with-email", "--backend", "command", "spec-reviewer", env=GIT_ENV)
     assert r.returncode == 1 and "timed out after 5s" in r.stdout and time.monotonic() - t0 < 30
     (gp.dir / "mode").write_text("ok")
-    r = gp.run("run-role", "--with-email", "--backend", "command", "spec-reviewer", env=GIT_ENV)
+    r = gp.run("run-role", "--with-email", "--email-poll-interval", "0.2", "--backend", "command", "spec-reviewer", env=GIT_ENV)
     assert r.returncode == 0, r.stdout
     assert "asked a question" in r.stdout
     assert mail(gp, "question") == [("spec-writer", "question", "proposed", ("specs/*/user-auth.md",))]

@@ -147,7 +147,11 @@ def run_role(
     mail_file.parent.mkdir(parents=True, exist_ok=True)
     mail_file.write_text("", encoding="utf-8")
     poller = Poller(app, role, known, poll_interval or 0.0, echo, mail_file)
-    job = RunInput(role, ctx.prompt, tools, rows, role.model, role.max_turns or 20,
+    prompt = ctx.prompt
+    if poll_interval and name == "command":
+        prompt += (f"\n# Mail during your run\nNew mail that arrives while you work is appended to {mail_file} "
+                   "($WORKFLOW_NEW_MAIL); look there before you finish.\n")
+    job = RunInput(role, prompt, tools, rows, role.model, role.max_turns or 20,
                    poller.drain if poll_interval else (lambda: []), mail_file)
     echo(f"\n{role.name}: running the {name} backend on {len(rows)} message(s)" + (f" and {artifact}" if artifact else ""))
     t0 = time.monotonic()
