@@ -109,8 +109,18 @@ def locate(ref: str, config: Config, artifacts: Sequence[Artifact] | None = None
     if split is None:
         return []
     state_pattern = split.state if GLOB_CHARS.search(split.state) else "*"
-    pool = artifacts if artifacts is not None else scan(config, [split.root])
     name_is_glob = bool(GLOB_CHARS.search(split.name))
+    if artifacts is None and not name_is_glob:
+        # A concrete name: one stat per state folder instead of walking the tree (the server's path).
+        if _hidden(split.name):
+            return []
+        base = config.project_dir / split.root
+        return [
+            Artifact(split.root, s, split.name)
+            for s in config.states
+            if fnmatch.fnmatchcase(s, state_pattern) and (base / s / split.name).is_file()
+        ]
+    pool = artifacts if artifacts is not None else scan(config, [split.root])
     return [
         a
         for a in pool
