@@ -446,7 +446,7 @@ def _exit_fast(run: Any) -> None:
     os._exit(code or 0)
 
 
-from . import cli_project, cli_run  # noqa: E402,F401  (register init, move, status, doctor, hooks, run-role)
+from . import cli_agentd, cli_project, cli_run  # noqa: E402,F401  (register the other commands)
 
 
 def main() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -82,6 +84,16 @@ def _run(app: Any, role: str, artifact: str | None, with_email: bool, email_poll
 
     outcome = run_role(app, role, transport=transport, echo=click.echo, backend=backend, artifact=artifact,
                        dry_run=dry_run, poll_interval=email_poll_interval, script=script)
+    result_file = os.environ.get("WORKFLOW_RESULT_FILE")
+    if result_file:  # agentd reads how the run went (usage for budgets, the mail it handled)
+        res = outcome.result
+        Path(result_file).write_text(json.dumps({
+            "ok": bool(res.ok) if res else outcome.busy == "", "ran": res is not None, "busy": outcome.busy,
+            "error": res.error if res else "", "usage": dict(res.usage) if res else {},
+            "turns": res.turns if res else 0, "handed": [r.message_id for r in outcome.handed],
+        }), encoding="utf-8")
+    if outcome.busy:
+        sys.exit(75)  # EX_TEMPFAIL: try again later
     if outcome.result is not None and not outcome.result.ok:
         sys.exit(1)
 

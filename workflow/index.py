@@ -454,6 +454,14 @@ class Index:
         sql = f"SELECT id, {COLUMNS} FROM msg WHERE (root IN ({marks}) OR mid IN ({marks})) AND {visible[0]}"
         return self._rows(self._exec(sql, [*ns, *ns, *visible[1]]))
 
+    def by_root(self, root: str) -> list[Row]:
+        """Every stored copy in the thread with this recorded root, in any mailbox (for loop checks)."""
+        ns = self._lookup([root])
+        if not ns:
+            return []
+        sql = f"SELECT id, {COLUMNS} FROM msg WHERE root=? OR mid=? ORDER BY date, key"
+        return self._rows(self._exec(sql, [ns[0], ns[0]]))
+
     def spaces(self, message_ids: Sequence[str]) -> dict[str, str]:
         """Which of these Message-IDs were delivered into a panel-internal space, and which."""
         mids = self._lookup(message_ids)

@@ -32,10 +32,11 @@ if TYPE_CHECKING:
 
 
 class Outcome(NamedTuple):
-    result: RunResult | None  # None: nothing to do, or a dry run
+    result: RunResult | None  # None: nothing to do, a dry run, or busy
     handed: tuple[Row, ...]
     sent: tuple[str, ...]
     prompt: str = ""
+    busy: str = ""  # another run of this role holds its lock (who and since when)
 
 
 class Poller:
@@ -127,6 +128,24 @@ def run_role(
         from .artifacts import find
 
         artifact = find(artifact, app.config).path
+    if dry_run:
+        return _session(app, role, transport, echo, backend, artifact, True, poll_interval, script)
+    from . import locks
+
+    held = locks.acquire(locks.locks_dir(app.config) / f"{role.name}.lock", app.config.lock_ttl)
+    if held is None:
+        info = locks.read(locks.locks_dir(app.config) / f"{role.name}.lock")
+        who = f"pid {info.pid} on {info.host}, since {time.strftime('%H:%M:%S', time.localtime(info.started))}" if info else "another run"
+        echo(f"{role.name}: already running ({who}); its run takes this mail too")
+        return Outcome(None, (), (), busy=who)
+    try:
+        return _session(app, role, transport, echo, backend, artifact, False, poll_interval, script)
+    finally:
+        locks.release(held)
+
+
+def _session(app: App, role: Role, transport: Transport, echo: Callable[[str], None], backend: str | None,
+             artifact: str | None, dry_run: bool, poll_interval: float | None, script: Path | None) -> Outcome:
     rows = tuple(new_mail(app, role, artifact))
     resolver = Resolver(app.config)
     echo(render_inbox(role.name, group(rows), True, resolver.now).rstrip())

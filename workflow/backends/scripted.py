@@ -9,6 +9,7 @@ The script is ``--script FILE``, else ``[backends.scripted] script``, else ``DIR
     say = "text"            (appended to the run's summary; in -i sessions, the next reply)
     fail = "why"            (the run fails here, as a crashed agent would)
     sleep = 0.5             (seconds; to test long runs)
+    usage = { input_tokens = 1000, output_tokens = 50 }   (reported like a model's usage, for budgets)
 
 A refused tool call fails the run with the refusal. With ``record_dir`` set, every prompt the
 backend receives is saved there, so tests can prove what a run did (and did not) see.
@@ -72,7 +73,11 @@ class ScriptedBackend:
         except ConfigError as e:
             return RunResult(False, "", str(e))
         said: list[str] = []
+        usage = {"input_tokens": 0, "output_tokens": 0}
         for i, step in enumerate(steps, 1):
+            if isinstance(step.get("usage"), dict):
+                for k in usage:
+                    usage[k] += int(step["usage"].get(k, 0))
             if "sleep" in step:
                 time.sleep(float(step["sleep"]))
                 for text in job.poll():
@@ -80,7 +85,7 @@ class ScriptedBackend:
             if "say" in step:
                 said.append(str(step["say"]))
             if "fail" in step:
-                return RunResult(False, "\n".join(said), f"scripted step {i}: {step['fail']}", turns=i)
+                return RunResult(False, "\n".join(said), f"scripted step {i}: {step['fail']}", usage, turns=i)
             if "tool" in step:
                 args = {k: v for k, v in step.items() if k != "tool"}
                 if args.get("in_reply_to") in ("$first", "$last"):
@@ -93,7 +98,7 @@ class ScriptedBackend:
                     said.append(f"{step['tool']}: {out.splitlines()[0] if out else 'ok'}")
                 except ToolError as e:
                     return RunResult(False, "\n".join(said), f"scripted step {i} ({step['tool']}) refused: {e}", turns=i)
-        return RunResult(True, "\n".join(said) or "done", turns=len(steps))
+        return RunResult(True, "\n".join(said) or "done", usage=usage if any(usage.values()) else {}, turns=len(steps))
 
     def replies(self, role: str) -> list[str]:
         """The ``say`` lines of the script, for interactive sessions."""
