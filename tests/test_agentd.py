@@ -251,3 +251,39 @@ def test_sigterm_stops_taking_work_and_requeues_the_unfinished(tmp_path: Path, c
     s = json.loads(r.stdout)
     assert [q["role"] for q in s["queued"]] == ["spec-reviewer"] and s["running"] == []
     assert unread(p, "spec-reviewer") == 1
+
+
+def test_workflow_up_runs_server_and_agentd_together(tmp_path: Path) -> None:
+    import smtplib
+
+    p = project(tmp_path, ["spec-reviewer"])
+    script(p, "spec-reviewer", [{"say": "seen"}])
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WORKFLOW_")}
+    log = tmp_path / "up.out"
+    with open(log, "ab") as out:
+        up = subprocess.Popen([sys.executable, "-m", "workflow", "up"], cwd=p.dir, env={**env, **GIT_ENV}, stdout=out, stderr=out)
+    try:
+        port = p.app.config.smtp.port
+        end = time.monotonic() + 30
+        while True:
+            try:
+                smtplib.SMTP("127.0.0.1", port, timeout=2).quit()
+                break
+            except OSError:
+                assert time.monotonic() < end, log.read_text()
+                time.sleep(0.1)
+        r = p.run("--via", "smtp", "--from", "spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer",
+                  tool="workflow-notify")
+        assert r.returncode == 0, r.stderr
+        end = time.monotonic() + 30
+        while not prompts(p, "spec-reviewer") or unread(p, "spec-reviewer"):
+            assert time.monotonic() < end, log.read_text()
+            time.sleep(0.1)
+    finally:
+        up.send_signal(signal.SIGTERM)
+        up.wait(timeout=60)
+    assert up.returncode == 0, log.read_text()
+    text = log.read_text()
+    assert "listening on 127.0.0.1" in text and "completed  spec-reviewer" in text
+    with pytest.raises(OSError):
+        smtplib.SMTP("127.0.0.1", p.app.config.smtp.port, timeout=2)

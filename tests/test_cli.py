@@ -205,4 +205,6 @@ def test_demo_runs_end_to_end(tmp_path: Path, project: Project) -> None:
     assert "# Thread: [REVIEW REQUEST] user-auth ready for review" in out
     assert "refused: SMTP server refused a recipient: 550 5.7.1 rule internal-members-only" in out
     assert (tmp_path / "demo" / "specs" / "todo" / "user-auth.md").exists()
+    assert "agentd: " in out and re.search(r"completed +spec-reviewer task 1 ran=True", out), out
+    assert "run-role --with-email spec-reviewer (spawned by agentd)" in out
     assert len(list((tmp_path / "demo" / "mail" / "test-writer" / "new").iterdir())) == 1

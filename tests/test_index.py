@@ -103,3 +103,24 @@ def test_corrupt_index_is_a_clear_error_and_reindex_repairs_it(project: Project)
     assert r.returncode == 0, r.stderr
     assert "indexed 7 messages" in r.stdout
     assert project.run("inbox", "spec-reviewer").returncode == 0
+
+
+def test_a_late_server_batch_never_overwrites_a_fresher_row(tmp_path: Path) -> None:
+    """The server indexes in batches after its 250; a reader may have rescanned the mailbox and a
+    role marked the copy seen before that batch lands. The batch must not bring back 'unread'."""
+    from workflow.index import Index
+    from workflow.maildir import Maildirs
+    from workflow.message import parse
+
+    md = Maildirs(tmp_path / "mail")
+    raw = b"From: a@workflow.local\r\nTo: b@workflow.local\r\nMessage-ID: <late@x>\r\nSubject: s\r\n\r\nbody\r\n"
+    (entry,) = md.deliver(["spec-reviewer"], raw)
+    with Index(tmp_path / "idx.sqlite", md, "workflow.local") as index:
+        index.refresh()
+        md.set_flags(entry, "S")
+        index.refresh()
+        assert [r.seen for r in index.query(["spec-reviewer"])] == [True]
+        index.add_many([([entry], raw, parse(raw))])  # the server's batch, made before the mark
+        rows = index.query(["spec-reviewer"])
+        assert [(r.seen, r.subdir) for r in rows] == [(True, "cur")]
+        assert [r.message_id for r in index.search("body")] == ["<late@x>"]

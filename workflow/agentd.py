@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -31,7 +32,6 @@ from .tasks import Task, Tasks
 
 if TYPE_CHECKING:
     from .app import App
-    from .index import Row
 
 
 class Settings(NamedTuple):
@@ -48,6 +48,9 @@ class Settings(NamedTuple):
     daily_tokens: int = 0  # 0: no budget
     role_budgets: dict[str, int] = {}
     grace: float = 30.0
+    nice: int = 10  # runs are background work: the daemon and the server keep the CPU first
+    settle: float = 0.5  # a burst coalescing into a queued task: start it after this much quiet …
+    settle_max: float = 10.0  # … or this long after the task was created, whichever is first
     roles: tuple[str, ...] = ()  # empty: every async role with triggers
     backend: str = ""  # force one backend for every run (demo, tests)
     lock_ttl: float = 600.0
@@ -86,6 +89,51 @@ def task_store(app: App) -> Tasks:
     return Tasks(app.config.mail_root / ".workflow" / "agentd.sqlite")
 
 
+class Meta(NamedTuple):
+    """What the sweep needs of one unread copy."""
+
+    mid: str
+    event: str | None
+    root: str
+    artifacts: tuple[str, ...]
+
+
+class MailScan:
+    """Unread mail read straight from the Maildirs (no index writes on the wake path: a sweep
+    never waits for the server's or a run's SQLite lock); each file's headers are parsed once."""
+
+    def __init__(self, app: App) -> None:
+        self.maildirs = app.maildirs
+        self.cache: dict[tuple[str, str], Meta] = {}
+
+    def unread(self, boxes: tuple[str, ...] | list[str]) -> list[Meta]:
+        from .message import parse
+
+        out: list[Meta] = []
+        for box in boxes:
+            live: set[tuple[str, str]] = set()
+            for e in self.maildirs.scan(box):
+                if "S" in e.flags or "T" in e.flags:
+                    continue
+                k = (box, e.key)
+                live.add(k)
+                m = self.cache.get(k)
+                if m is None:
+                    try:
+                        with open(e.file, "rb") as f:
+                            head = f.read(1 << 16)
+                    except FileNotFoundError:
+                        continue  # marked or moved meanwhile
+                    p = parse(head)
+                    mid = p.message_id or f"{box}/{e.key}"
+                    refs = p.references
+                    m = self.cache[k] = Meta(mid, p.event, refs[0] if refs else (p.in_reply_to or mid), tuple(p.artifacts))
+                out.append(m)
+            for k in [k for k in self.cache if k[0] == box and k not in live]:
+                del self.cache[k]
+        return out
+
+
 class Running(NamedTuple):
     task: Task
     proc: subprocess.Popen[bytes]
@@ -107,6 +155,7 @@ class Agentd:
         self.log_path = app.config.mail_root / ".workflow" / "agentd.jsonl"
         self.roles = self._roles()
         self.observer: Any = None
+        self.scan = MailScan(app)
 
     def _roles(self) -> list[str]:
         roster = self.app.roster
@@ -135,8 +184,12 @@ class Agentd:
     # -- watching
 
     def watch(self) -> None:
+        import logging
+
         from watchdog.events import FileSystemEvent, FileSystemEventHandler
         from watchdog.observers import Observer
+
+        logging.getLogger("watchdog").setLevel(logging.ERROR)  # its shutdown chatter is not ours to show
 
         wake = self.wake
 
@@ -169,16 +222,16 @@ class Agentd:
         self.log("started", roles=len(self.roles), rescan=self.opts.rescan, max_concurrent=self.opts.max_concurrent)
         last_sweep = 0.0
         try:
+            woke = True
             while not self.stop.is_set():
                 now = time.monotonic()
-                woke = self.wake.is_set()
-                self.wake.clear()
                 if woke or now - last_sweep >= self.opts.rescan:
-                    self.sweep()
+                    self.sweep()  # after the clear below: a file that woke us is seen by this sweep
                     last_sweep = now
                 self.reap()
                 self.dispatch()
-                self.wake.wait(0.1 if self.running else min(1.0, self.opts.rescan))
+                woke = self.wake.wait(0.1 if self.running else min(1.0, self.opts.rescan))
+                self.wake.clear()
         finally:
             self.shutdown()
 
@@ -186,30 +239,30 @@ class Agentd:
         """Queue (or coalesce) one task per role with untaken unread trigger mail."""
         busy = self.tasks.busy_mids()
         stopped = self.tasks.stopped()
-        with self.app.index() as index:
-            boxes_all = [b for n in self.roles for b in self.app.roster.mailboxes_of(n)]
-            index.refresh(boxes_all)
+        index: Any = None
+        try:
             for name in self.roles:
                 role = self.app.roster.roles[name]
-                rows = index.query(self.app.roster.mailboxes_of(name), unread=True)
-                fresh: list[Row] = []
-                for r in rows:
-                    mid = r.message_id or f"{r.mailbox}/{r.key}"
-                    if r.event not in role.triggers or mid in busy or (r.root or mid) in stopped:
+                fresh: list[str] = []
+                for m in self.scan.unread(self.app.roster.mailboxes_of(name)):
+                    if m.event not in role.triggers or m.mid in busy or m.root in stopped:
                         continue
-                    if self._loop(index, r, stopped):
+                    if index is None:
+                        index = self.app.index()
+                    if self._loop(index, m, stopped):
                         continue
-                    fresh.append(r)
+                    fresh.append(m.mid)
                 if fresh:
-                    mids = [r.message_id or f"{r.mailbox}/{r.key}" for r in fresh]
-                    task, created = self.tasks.enqueue(name, mids)
-                    busy.update(mids)
-                    self.log("queued" if created else "coalesced", role=name, task=task.id, mids=mids, messages=len(task.mids))
+                    task, created = self.tasks.enqueue(name, fresh)
+                    busy.update(fresh)
+                    self.log("queued" if created else "coalesced", role=name, task=task.id, mids=fresh, messages=len(task.mids))
+        finally:
+            if index is not None:
+                index.close()
 
-    def _loop(self, index: Any, row: Row, stopped: dict[str, str]) -> bool:
-        root = row.root or row.message_id or ""
-        if not root:
-            return False
+    def _loop(self, index: Any, m: Meta, stopped: dict[str, str]) -> bool:
+        """Loop detection over the indexed thread (read-only: the index may lag a few ms)."""
+        root = m.root
         thread = {r.message_id: r for r in index.by_root(root)}
         reason = ""
         if len(thread) > self.opts.thread_cap:
@@ -231,14 +284,14 @@ class Agentd:
         stopped[root] = reason
         if self.tasks.stop_thread(root, reason):
             self.log("loop", role="", thread=root, why=reason)
-            self.escalate(None, f"loop detected, thread {root} no longer wakes anyone: {reason}", row.artifacts)
+            self.escalate(None, f"loop detected, thread {root} no longer wakes anyone: {reason}", m.artifacts)
         return True
 
     def dispatch(self) -> None:
         if self.stop.is_set():
             return
         while True:
-            t = self.tasks.claim(self.opts.max_concurrent)
+            t = self.tasks.claim(self.opts.max_concurrent, settle=self.opts.settle, settle_max=self.opts.settle_max)
             if t is None:
                 return
             lock = locks.read(locks.locks_dir(self.app.config) / f"{t.role}.lock")
@@ -254,17 +307,16 @@ class Agentd:
             self.spawn(t)
 
     def _still_unread(self, t: Task) -> bool:
-        boxes = self.app.roster.mailboxes_of(t.role)
-        with self.app.index() as index:
-            index.refresh(boxes)
-            rows = index.query(boxes, unread=True, message_ids=[m for m in t.mids if not m.startswith(boxes)])
-        return bool(rows) or any(m.startswith(boxes) for m in t.mids)
+        unread = {m.mid for m in self.scan.unread(self.app.roster.mailboxes_of(t.role))}
+        return any(m in unread for m in t.mids)
 
     def spawn(self, t: Task) -> None:
         cfg = self.app.config
         result = self.runs_dir / f"task-{t.id}.json"
         result.unlink(missing_ok=True)
         argv = [sys.executable, "-m", "workflow"]
+        if self.opts.nice and shutil.which("nice"):
+            argv = ["nice", "-n", str(self.opts.nice), *argv]
         if cfg.path is not None:
             argv += ["--config", str(cfg.path)]
         argv += ["--mail-root", str(cfg.mail_root), "run-role", "--with-email"]

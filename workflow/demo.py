@@ -14,7 +14,6 @@ from .errors import WorkflowError
 from .gitrepo import run_git
 from .inbox import group, render_inbox, render_thread, select, thread_rows
 from .backends.scripted import dumps
-from .runrole import run_role
 from .notify import NotifyRequest, compose
 from .scaffold import init
 from .smtpd import BackgroundServer
@@ -27,7 +26,11 @@ domain = "workflow.local"
 mail_root = "mail"
 
 [smtp]
-port = 0   # git hooks deliver directly; the demo's own server listens on a free port
+port = {port}   # the demo's own server (a free port picked for this run)
+
+[agentd]
+roles = ["spec-reviewer"]   # the demo wakes only the reviewer
+rescan = 1
 
 [panels.spec-writer-panel]
 members = ["claude", "gpt-5", "gemini"]
@@ -57,11 +60,18 @@ REVIEWER_SCRIPT = dumps([
 ])
 
 
-def scaffold(base: Path) -> Path:
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def scaffold(base: Path, port: int = 0) -> Path:
     """A scratch project: `workflow init`, a local git identity, the spec committed in proposed/."""
     base.mkdir(parents=True, exist_ok=True)
-    if not (base / "workflow.toml").exists():
-        (base / "workflow.toml").write_text(DEMO_TOML, encoding="utf-8")
+    (base / "workflow.toml").write_text(DEMO_TOML.replace("{port}", str(port)), encoding="utf-8")
     if not (base / ".gitignore").exists():
         (base / ".gitignore").write_text("mail/\n", encoding="utf-8")
     init(base)
@@ -78,13 +88,46 @@ def scaffold(base: Path) -> Path:
 
 
 def run_demo(directory: Path | None, echo: Callable[[str], None]) -> App:
-    base = scaffold(directory or Path(tempfile.mkdtemp(prefix="workflow-demo-")))
+    port = free_port()
+    base = scaffold(directory or Path(tempfile.mkdtemp(prefix="workflow-demo-")), port)
     app = App(load_config(base / "workflow.toml", env={}))
-    with BackgroundServer(app.config, app.deliverer) as port:
+    with BackgroundServer(app.config, app.deliverer, port=port) as port:
         echo(f"Scratch project: {base}\nMail root:       {app.config.mail_root}")
         echo(f"SMTP server:     127.0.0.1:{port} (workflow smtpd, started for the demo)\n")
         _scenario(app, base, SmtpTransport("127.0.0.1", port, 30.0), echo)
     return app
+
+
+def _agentd_until_reviewed(app: App, echo: Callable[[str], None]) -> None:
+    """Run agentd (as `workflow up` does, beside the demo's server) until the reviewer's run ends."""
+    import threading
+    import time
+
+    from .agentd import Agentd, settings, task_store
+
+    daemon = Agentd(app, settings(app)._replace(backend="scripted"), lambda line: echo("  agentd: " + line))
+    thread = threading.Thread(target=daemon.run, name="agentd", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline:
+            with task_store(app) as tasks:
+                done = [t for t in tasks.list(("completed", "failed")) if t.role == "spec-reviewer"]
+            if done:
+                break
+            time.sleep(0.1)
+        else:
+            raise WorkflowError("agentd did not run the reviewer within 60 s")
+    finally:
+        daemon.stop.set()
+        daemon.wake.set()
+        thread.join(timeout=60)
+    log = app.config.mail_root / ".workflow" / "runs" / f"task-{done[0].id}.log"
+    if log.exists():
+        echo("  run-role --with-email spec-reviewer (spawned by agentd):")
+        echo("    " + log.read_text(encoding="utf-8").strip().replace("\n", "\n    "))
+    if done[0].status != "completed":
+        raise WorkflowError(f"the reviewer's run failed: {done[0].error}")
 
 
 def _scenario(app: App, base: Path, transport: SmtpTransport, echo: Callable[[str], None]) -> None:
@@ -127,10 +170,9 @@ def _scenario(app: App, base: Path, transport: SmtpTransport, echo: Callable[[st
 
     echo("== Example 1 (cont.): the reviewer's agent runs (scripted backend): approves, moves, notifies ==\n")
     echo(f"$ cat scripted/spec-reviewer.toml\n{REVIEWER_SCRIPT}")
-    echo("$ run-role --with-email spec-reviewer")
-    outcome = run_role(app, "spec-reviewer", transport=transport, echo=lambda t: echo("  " + t.replace("\n", "\n  ")))
-    if outcome.result is None or not outcome.result.ok:
-        raise WorkflowError(f"the reviewer's run failed: {outcome.result.error if outcome.result else 'no mail'}")
+    echo("$ workflow up   # smtpd is already up for the demo; agentd starts and wakes the reviewer,")
+    echo("                # whose unread review-request and answer are trigger mail")
+    _agentd_until_reviewed(app, echo)
     echo("")
     echo("$ git log --stat -1")
     log = run_git(["log", "--stat", "-1", "--format=%h %s%n%n%b"], base).strip().splitlines()

@@ -267,10 +267,13 @@ class Index:
             self.db.execute("BEGIN IMMEDIATE")
             ids = self._intern(v for row in rows for v in self._strings(row))
             for row, (subj, body) in zip(rows, fts):
+                # IGNORE, never REPLACE: a row already there came from a rescan that saw the file more
+                # recently (a reader may have marked it seen since the server's batch was made).
                 cur = self.db.execute(
-                    f"INSERT OR REPLACE INTO msg({COLUMNS}) VALUES ({','.join('?' * N_COLUMNS)})", self._encode(row, ids)
+                    f"INSERT OR IGNORE INTO msg({COLUMNS}) VALUES ({','.join('?' * N_COLUMNS)})", self._encode(row, ids)
                 )
-                self.db.execute("INSERT INTO fts(rowid, subject, body) VALUES (?,?,?)", (cur.lastrowid, subj, body))
+                if cur.rowcount == 1:
+                    self.db.execute("INSERT INTO fts(rowid, subject, body) VALUES (?,?,?)", (cur.lastrowid, subj, body))
             self.db.execute("COMMIT")
         except sqlite3.DatabaseError as e:
             if self.db.in_transaction:

@@ -108,8 +108,12 @@ class Tasks:
             raise
         return self.get(int(cur.lastrowid or 0)), True
 
-    def claim(self, max_concurrent: int, now: float | None = None) -> Task | None:
-        """Atomically start the oldest due queued task whose role is free and not paused."""
+    def claim(self, max_concurrent: int, now: float | None = None, settle: float = 0.0, settle_max: float = 0.0) -> Task | None:
+        """Atomically start the oldest due queued task whose role is free and not paused.
+
+        A task that mail keeps coalescing into (a burst) waits until its role's mail has been
+        quiet for ``settle`` seconds (at most ``settle_max`` after it was created), so a burst
+        becomes one run; a task for a single message starts at once."""
         now = time.time() if now is None else now
         db = self._tx()
         try:
@@ -119,8 +123,10 @@ class Tasks:
                 return None
             row = db.execute(
                 f"SELECT {COLS} FROM task WHERE status='queued' AND due<=? "
+                "AND (attempts>0 OR updated=created OR updated<=? OR created<=?) "
                 "AND role NOT IN (SELECT role FROM task WHERE status='running') "
-                "AND role NOT IN (SELECT role FROM role_state WHERE paused!='') ORDER BY due, id LIMIT 1", (now,)
+                "AND role NOT IN (SELECT role FROM role_state WHERE paused!='') ORDER BY due, id LIMIT 1",
+                (now, now - settle, now - settle_max)
             ).fetchone()
             if row is None:
                 db.execute("COMMIT")
