@@ -34,6 +34,9 @@ if TYPE_CHECKING:
     from .app import App
 
 
+LOG_MIDS = 50  # Message-IDs listed per log line (the rest are counted)
+
+
 class Settings(NamedTuple):
     rescan: float = 30.0
     max_concurrent: int = 3
@@ -172,6 +175,9 @@ class Agentd:
     # -- logging
 
     def log(self, event: str, **fields: Any) -> None:
+        mids = fields.get("mids")
+        if isinstance(mids, list) and len(mids) > LOG_MIDS:  # a burst's task holds thousands
+            fields = {**fields, "mids": mids[:LOG_MIDS], "mids_total": len(mids)}
         rec = {"ts": round(time.time(), 6), "event": event, **fields}
         with open(self.log_path, "a", encoding="utf-8") as f:
             f.write(json.dumps(rec) + "\n")

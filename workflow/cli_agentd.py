@@ -69,14 +69,16 @@ def _register(group: click.Group, get_app: Any) -> None:
             agentd status
         """
         from .agentd import status as get_status
+        from .board import age
 
         s = get_status(get_app(ctx))
+        now = time.time()
         if as_json:
             click.echo(json.dumps(s, indent=2))
             return
         click.echo(f"running ({len(s['running'])}):")
         for r in s["running"]:
-            click.echo(f"  task {r['task']:<5} {r['role']:<24} pid {r['pid']}  {r['age']}s")
+            click.echo(f"  task {r['task']:<5} {r['role']:<24} pid {r['pid']}  running for {age(int(now - r['age']), now).replace(' ago', '')}")
         click.echo(f"queued ({len(s['queued'])}):")
         for q in s["queued"]:
             due = f" in {q['due_in']}s" if q["due_in"] else ""
@@ -85,8 +87,8 @@ def _register(group: click.Group, get_app: Any) -> None:
         for role, why in s["paused"].items():
             click.echo(f"  {role:<24} {why}   (agentd resume {role})")
         click.echo("oldest unread mail:")
-        for role, age in s["oldest_unread"].items():
-            click.echo(f"  {role:<24} {age}s")
+        for role, secs in s["oldest_unread"].items():
+            click.echo(f"  {role:<24} {age(int(now - secs), now)}")
         click.echo("recent failures:")
         for f in s["recent_failures"]:
             click.echo(f"  task {f['task']:<5} {f['role']:<24} {'dead-lettered ' if f['dead'] else ''}{f['error']}")
