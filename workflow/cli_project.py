@@ -239,3 +239,56 @@ def hooks_run(ctx: click.Context, hook: str, args: tuple[str, ...]) -> None:
         say(f"warning: skipped: {e}")
     except Exception:  # a hook must never lose the user's commit over our bug
         say("warning: internal error, commit kept:\n" + traceback.format_exc())
+
+
+@cli.group(cls=Group)
+def panel() -> None:
+    """Review panels: independent, sealed reviews by several models, one unified decision.
+
+    Example:
+
+        workflow panel status user-auth
+    """
+
+
+@panel.command("review", cls=Command)
+@click.argument("name")
+@click.option("--backend", type=click.Choice(["anthropic", "command", "scripted"]), default=None,
+              help="Run every member on this backend (default: each member's own).")
+@click.option("--via", type=click.Choice(["auto", "smtp", "direct"]), default="auto", show_default=True)
+@click.pass_context
+def panel_review(ctx: click.Context, name: str, backend: str | None, via: str) -> None:
+    """Run panel NAME on its pending review-requests: sealed assessments, discussion, consensus, decision.
+
+    Example:
+
+        workflow panel review spec-reviewer-panel
+    """
+    from .errors import RosterError
+    from .panel import run_panel
+    from .transport import make_transport
+
+    app = _app(ctx)
+    p = app.config.panel(name)
+    if p is None:
+        raise RosterError(f"no panel {name!r}; configured: {', '.join(x.name for x in app.config.panels) or 'none'}")
+    sessions = run_panel(app, p, make_transport(app.config, app.deliverer, via), click.echo, backend)
+    if any(s.state == "sealed" for s in sessions):
+        click.echo("some reviews stay sealed until every member files or the deadline passes; run this again then")
+
+
+@panel.command("status", cls=Command)
+@click.argument("artifact", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_context
+def panel_status(ctx: click.Context, artifact: str | None, as_json: bool) -> None:
+    """Show each panel session: who filed, verdicts once unsealed, the consensus and decision.
+
+    Example:
+
+        workflow panel status user-auth
+    """
+    from .panel import dumps_status, status_rows
+
+    rows = status_rows(_app(ctx), artifact)
+    click.echo(json.dumps(rows, indent=2) if as_json else dumps_status(rows))

@@ -56,6 +56,18 @@ def _run(app: Any, role: str, artifact: str | None, with_email: bool, email_poll
     from .transport import make_transport
 
     transport = make_transport(app.config, app.deliverer, via)
+    panel = app.config.panel(role)
+    if panel is not None and not interactive:  # a review panel runs its protocol, not one agent
+        from .panel import run_panel
+
+        if not with_email and not artifact:
+            raise click.UsageError("nothing to do: give --with-email")
+        sessions = run_panel(app, panel, transport, click.echo, backend)
+        result_file = os.environ.get("WORKFLOW_RESULT_FILE")
+        if result_file:
+            Path(result_file).write_text(json.dumps({"ok": True, "ran": bool(sessions), "busy": "", "error": "",
+                                                     "usage": {}, "turns": 0, "handed": [s.request for s in sessions]}))
+        return
     known = role in app.roster.roles
     if not known:
         app.roster.sender(role)  # unknown: raises with a suggestion

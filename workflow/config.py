@@ -57,6 +57,8 @@ class PanelConfig(NamedTuple):
     members: tuple[PanelMember, ...]
     primary: str | None = None
     consensus: str = "majority"
+    deadline: float = 600.0  # seconds a member has to file its assessment (and per discussion turn)
+    rounds: int = 1  # discussion rounds after the assessments are unsealed
 
     def mailbox(self, member: str) -> str:
         return f"{self.name}.{member}"
@@ -85,6 +87,7 @@ GUARDRAILS = {
     "reply_visible": True,  # In-Reply-To must name a message the sender could see (unknown ids pass)
     "artifacts_exist": False,  # X-Artifacts must match a file in the project (off: mail may precede files)
     "state_matches": True,  # X-Workflow-State must name the folder the artifact is in now
+    "sealed_review": True,  # no assessment reaches a panel's internal address while its review is sealed
 }
 
 
@@ -215,7 +218,9 @@ def _panel(file: str, name: str, table: object) -> PanelConfig:
     consensus = r.get_str("consensus", "majority")
     if consensus not in ("unanimous", "majority", "any-reject"):
         r.fail("consensus", "'unanimous', 'majority' or 'any-reject'", consensus)
-    return PanelConfig(name, kind, m.group(1), tuple(members), primary, consensus)
+    deadline = r.get_float("deadline", 600.0, 0.1, 7 * 86400.0)
+    rounds = r.get_int("rounds", 1, 0, 10)
+    return PanelConfig(name, kind, m.group(1), tuple(members), primary, consensus, deadline, rounds)
 
 
 def _transitions(r: _Reader, states: tuple[str, ...]) -> frozenset[tuple[str, str]]:

@@ -60,6 +60,18 @@ REVIEWER_SCRIPT = dumps([
 ])
 
 
+SEARCH_SPEC = """\
+# Search
+
+Users search specs by title and body; results are ranked by recency.
+"""
+PANEL_VERDICTS = {
+    "claude": "Clear scope, testable ranking rule.\nVERDICT: approve",
+    "gpt-5": "Good enough for a first cut; ranking could mention ties.\nVERDICT: approve",
+    "gemini": "No error cases: what happens on an empty query or a malformed one?\nVERDICT: reject",
+}
+
+
 def free_port() -> int:
     import socket
 
@@ -79,9 +91,12 @@ def scaffold(base: Path, port: int = 0) -> Path:
         run_git(["config", key, value], base)
     (base / "scripted").mkdir(exist_ok=True)
     (base / "scripted" / "spec-reviewer.toml").write_text(REVIEWER_SCRIPT, encoding="utf-8")
+    for member, answer in PANEL_VERDICTS.items():
+        (base / "scripted" / f"spec-reviewer-panel.{member}.toml").write_text(dumps([{"say": answer}]), encoding="utf-8")
     spec = base / "specs" / "proposed" / "user-auth.md"
     if not any((base / "specs").glob("*/user-auth.md")):
         spec.write_text(SPEC, encoding="utf-8")
+        (base / "specs" / "proposed" / "search.md").write_text(SEARCH_SPEC, encoding="utf-8")
         run_git(["add", "-A", "."], base)
         run_git(["commit", "-q", "-m", "spec-writer: propose user-auth"], base)
     return base
@@ -191,6 +206,18 @@ def _scenario(app: App, base: Path, transport: SmtpTransport, echo: Callable[[st
     boxes, sent = app.roster.view("spec-writer")
     with app.index() as index:
         echo(render_thread(thread_rows(index, boxes, request, sent), app.maildirs, boxes))
+
+    echo("== A review panel: three models review search.md independently (sealed), disagree 2–1, speak with one voice ==\n")
+    notify("spec-writer", "review-request", "specs/proposed/search.md", "spec-reviewer-panel", CONTEXT="Is the ranking rule enough?")
+    echo("$ workflow panel review spec-reviewer-panel   (members on the scripted backend: claude, gpt-5 approve; gemini rejects)")
+    from .panel import dumps_status, run_panel, status_rows
+
+    panel = app.config.panel("spec-reviewer-panel")
+    assert panel is not None
+    run_panel(app, panel, transport, lambda t: echo("  " + t))
+    echo("\n$ workflow panel status search")
+    echo(dumps_status(status_rows(app, "search")) + "\n")
+    show_inbox("spec-writer")
 
     echo("== Visibility: a writer may not post into the reviewer panel's internal space ==\n")
     try:

@@ -12,6 +12,9 @@ and says what would be accepted, so a model that sent the message can correct it
   state-matches       X-Workflow-State must name the state folder the (first) artifact is in
                       now, and a review-request must name the artifact's current path  (on);
                       an artifact not found, or found in two folders, is not judged here
+  sealed-review       a message with X-Review-Verdict to a review panel's internal address is
+                      refused while that panel's review of the artifact is sealed: assessments
+                      are filed through the panel session and unsealed together  (on)
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ def check(config: Config, roster: Roster, parsed: Parsed, sender: str, index: In
         _artifacts_exist(config.project_dir, parsed.artifacts)
     if rules.get("state_matches") and parsed.artifacts:
         _state_matches(config, parsed)
+    if rules.get("sealed_review") and parsed.get("X-Review-Verdict"):
+        _sealed_review(config, roster, parsed)
 
 
 def _reviewer_decisions(roster: Roster, event: str, sender: str) -> None:
@@ -98,3 +103,23 @@ def _state_matches(config: Config, parsed: Parsed) -> None:
             f"artifact {ref} is in {now.state}/, message claims {claim}; "
             f"move it first (workflow move {now.stem} {claim}) or claim {now.state}",
         )
+
+
+def _sealed_review(config: Config, roster: Roster, parsed: Parsed) -> None:
+    from .panel import sealed_for
+
+    for addr in parsed.recipients:
+        local, _, domain = addr.rpartition("@")
+        if domain != config.domain or not local.endswith("-internal"):
+            continue
+        panel = local[: -len("-internal")]
+        if panel not in roster.panels:
+            continue
+        held = sealed_for(config, panel)
+        names = {a.rsplit("/", 1)[-1] for a in held}
+        if held and any(a.rsplit("/", 1)[-1] in names for a in parsed.artifacts):
+            raise GuardrailError(
+                "sealed-review",
+                f"{panel}'s review of {', '.join(held)} is sealed until every member has filed or the deadline "
+                "passes; assessments are filed through the panel session (workflow panel review), not sent",
+            )

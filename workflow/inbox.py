@@ -179,7 +179,7 @@ def render_inbox(
             arts = ",".join(m.artifacts) or "-"
             state = f" ({m.state})" if m.state else ""
             if now is not None:
-                moved = [p for ref in m.artifacts for p in now(ref) if p != ref]
+                moved = [p for ref in m.artifacts if not GLOB_CHARS.search(ref) for p in now(ref) if p != ref]
                 if moved:
                     state += f" → now {','.join(moved)}"
             lines.append(

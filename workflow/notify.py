@@ -36,6 +36,7 @@ class NotifyRequest:
     sender: str
     in_reply_to: str | None = None
     variables: dict[str, str] = field(default_factory=dict)
+    headers: tuple[tuple[str, str], ...] = ()  # extra X- headers (a panel member's X-Review-Verdict)
 
 
 @dataclass(frozen=True)
@@ -128,7 +129,7 @@ def compose(req: NotifyRequest, config: Config, roster: Roster, index: Index) ->
         in_reply_to=in_reply_to,
         references=references,
         date=now,
-        extra=rendered.headers,
+        extra=[*rendered.headers, *req.headers],
     )
     raw = build(draft)
     return Composed(raw, message_id, sender_address, tuple([t.address for t in to] + cc))

@@ -62,11 +62,12 @@ class Outgoing(NamedTuple):
 class RoleTools:
     """The tools of one run of one role."""
 
-    def __init__(self, app: App, role: Role, transport: Transport, *, may_send: bool = True) -> None:
+    def __init__(self, app: App, role: Role, transport: Transport, *, may_send: bool = True, read_only: bool = False) -> None:
         self.app = app
         self.role = role
         self.transport = transport
-        self.may_send = may_send and role.takes_mail
+        self.may_send = may_send and role.takes_mail and not read_only
+        self.read_only = read_only
         self.outgoing: list[Outgoing] = []
         self.moved: list[str] = []
         self.written: list[str] = []
@@ -78,6 +79,9 @@ class RoleTools:
         fn = getattr(self, f"tool_{name}", None)
         if fn is None or name not in {s["name"] for s in SCHEMAS}:
             raise ToolError(f"unknown tool {name!r}; tools: {', '.join(s['name'] for s in SCHEMAS)}")
+        if self.read_only and name in ("write_artifact", "move_artifact", "send_message"):
+            raise ToolError(f"{name}: this session is read-only (an independent panel review); "
+                            "give your findings and end with a line VERDICT: approve|reject|revise")
         try:
             return str(fn(**args))
         except TypeError as e:

@@ -1,0 +1,171 @@
+"""Review panels: sealed independent reviews, consensus rules, one unified decision, exactly one move."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import pytest
+from fake_anthropic import FakeAnthropic, text
+from test_git_workflow import GIT_ENV, git_project, mail
+from test_runrole import anthropic_env
+
+from conftest import Project
+from workflow.message import parse
+from workflow.panel import consensus, parse_verdict
+
+PANEL = """
+[backends.scripted]
+record_dir = "prompts"
+"""
+
+
+DEFAULT_PANEL = '[panels.spec-reviewer-panel]\nmembers = ["claude", "gpt-5", "gemini"]\n'
+
+
+def set_panel(p: Project, block: str) -> None:
+    """Replace the test project's spec-reviewer-panel table with ``block``."""
+    toml = p.dir / "workflow.toml"
+    text = toml.read_text()
+    assert DEFAULT_PANEL in text
+    toml.write_text(text.replace(DEFAULT_PANEL, block))
+
+
+def panel_project(tmp_path: Path, verdicts: dict[str, str], panel: str = "", sleep: dict[str, float] | None = None) -> Project:
+    p = git_project(tmp_path / "panel", PANEL)
+    if panel:
+        set_panel(p, panel)
+    (p.dir / "scripted").mkdir(exist_ok=True)
+    for member, verdict in verdicts.items():
+        steps = ""
+        if sleep and member in sleep:
+            steps += f"[[step]]\nsleep = {sleep[member]}\n"
+        steps += f'[[step]]\nsay = "finding from {member}: SECRET-{member.upper()}\\nVERDICT: {verdict}"\n'
+        (p.dir / "scripted" / f"spec-reviewer-panel.{member}.toml").write_text(steps)
+    return p
+
+
+def prompts(p: Project, member: str) -> list[str]:
+    return [f.read_text() for f in sorted((p.dir / "prompts").glob(f"spec-reviewer-panel.{member}-*.prompt.md"))]
+
+
+@pytest.mark.parametrize("rule", ["unanimous", "majority", "any-reject"])
+def test_each_consensus_rule_on_each_verdict_mix(rule: str) -> None:
+    for mix in itertools.product(["approve", "reject", "revise", None], repeat=3):
+        votes = dict(zip(["a", "b", "c"], mix))
+        approve = mix.count("approve")
+        expected = {
+            "unanimous": approve == 3,
+            "majority": approve >= 2,
+            "any-reject": "reject" not in mix and approve >= 1,
+        }[rule]
+        decision, how = consensus(rule, votes)
+        assert decision == ("approve" if expected else "reject"), (rule, mix)
+        assert how.startswith(f"{rule}: {approve} approve")
+
+
+def test_parse_verdict() -> None:
+    assert parse_verdict("ok\nVERDICT: Approve") == ("approve", "ok")
+    assert parse_verdict("**VERDICT: reject** no\nlater\nVERDICT: revise") == ("revise", "no\nlater")
+    assert parse_verdict("no verdict here") == (None, "no verdict here")
+
+
+def test_a_2_1_panel_decides_once_with_dissent_and_moves_the_artifact_once(tmp_path: Path) -> None:
+    p = panel_project(tmp_path, {"claude": "approve", "gpt-5": "approve", "gemini": "reject"})
+    secret = "WRITERS-ONLY-PLAN"
+    p.send("spec-writer-panel.claude", "question", "specs/*/user-auth.md", "spec-writer-panel-internal", QUESTION=secret)
+    req = p.send("spec-writer-panel", "review-request", "specs/proposed/user-auth.md", "spec-reviewer-panel", CONTEXT="go")
+    r = p.run("panel", "review", "spec-reviewer-panel", env=GIT_ENV)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "approve (majority: 2 approve, 1 reject, 0 revise)" in r.stdout
+    # Independence: each member's first input holds the request and the artifact, nothing from
+    # writer-internal mail, and nothing from the other members' assessments.
+    for member in ("claude", "gpt-5", "gemini"):
+        first = prompts(p, member)[0]
+        assert "# User auth" in first and "go" in first
+        assert secret not in first
+        assert not any(f"SECRET-{o.upper()}" in first for o in ("claude", "gpt-5", "gemini"))
+    # The discussion round (after unsealing) does see the others' findings.
+    assert "SECRET-GEMINI" in prompts(p, "claude")[1]
+    decisions = [m for m in mail(p, "approval")]
+    assert [m[0] for m in decisions] == ["spec-writer-panel.claude", "spec-writer-panel.gemini", "spec-writer-panel.gpt-5"]
+    # The unified decision: a new thread, no reference into internal mail, dissent recorded.
+    raw = next(f for f in p.new_files("spec-writer-panel.claude") if parse(f.read_bytes()).event == "approval").read_bytes()
+    d = parse(raw)
+    assert d.in_reply_to is None and d.references == []
+    assert d.sender == "spec-reviewer-panel@workflow.local" and d.state == "todo"
+    body = raw.decode()
+    assert "Dissent recorded: gemini" in body and "SECRET-GEMINI" in body
+    assert (p.dir / "specs" / "todo" / "user-auth.md").exists()
+    log = p.run("log", "--format=%s", tool="git").stdout.splitlines()
+    assert log.count("spec-reviewer-panel: approve user-auth (proposed → todo)") == 1
+    # Running it again decides nothing more and moves nothing more.
+    r = p.run("panel", "review", "spec-reviewer-panel", env=GIT_ENV)
+    assert r.returncode == 0 and "no pending review-request" in r.stdout
+    assert len(mail(p, "approval")) == 3
+    st = json.loads(p.run("panel", "status", "user-auth", "--json").stdout)
+    assert st[0]["members"] == {"claude": "approve", "gpt-5": "approve", "gemini": "reject"} and st[0]["moved"] is True
+    assert st[0]["request"] == req
+
+
+def test_a_rejecting_panel_leaves_the_artifact_and_lists_findings(tmp_path: Path) -> None:
+    p = panel_project(tmp_path, {"claude": "revise", "gpt-5": "approve", "gemini": "reject"})
+    p.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer-panel")
+    r = p.run("panel", "review", "spec-reviewer-panel", env=GIT_ENV)
+    assert r.returncode == 0, r.stdout
+    assert [m[:3] for m in mail(p, "rejection")] == [("spec-writer", "rejection", "proposed")]
+    assert (p.dir / "specs" / "proposed" / "user-auth.md").exists()
+
+
+def test_sealed_assessments_are_refused_at_delivery_and_a_late_member_is_handled_by_the_deadline(tmp_path: Path) -> None:
+    p = panel_project(tmp_path, {"claude": "approve", "gpt-5": "approve", "gemini": "approve"},
+                      DEFAULT_PANEL + "deadline = 1.5\n", sleep={"gemini": 6})
+    p.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer-panel")
+    # While a review is sealed, a member cannot send its assessment to the others directly.
+    from workflow.panel import Store
+
+    from workflow.app import App
+    from workflow.config import load_config
+
+    app = App(load_config(p.dir / "workflow.toml", env={}))
+    panel = app.config.panel("spec-reviewer-panel")
+    assert panel is not None and panel.deadline == 1.5
+    with Store(app.config) as store:
+        store.open("<x@y>", panel, "specs/proposed/user-auth.md", "spec-writer")
+    r = p.run("--from", "spec-reviewer-panel.claude", "status-update", "specs/*/user-auth.md", "spec-reviewer-panel-internal",
+              "STATUS=mine", tool="workflow-notify")
+    assert r.returncode == 0  # ordinary internal mail passes
+    from workflow.notify import NotifyRequest, compose
+    from workflow.errors import GuardrailError
+
+    req = NotifyRequest("status-update", ("specs/*/user-auth.md",), ("spec-reviewer-panel-internal",),
+                        "spec-reviewer-panel.claude", None, {"STATUS": "assessment"}, (("X-Review-Verdict", "approve"),))
+    with app.index() as index:
+        c = compose(req, app.config, app.roster, index)
+    with pytest.raises(GuardrailError, match="sealed-review: spec-reviewer-panel's review of specs/proposed/user-auth.md is sealed"):
+        app.deliverer.deliver(c.raw, c.recipients)
+    with Store(app.config) as store:
+        store.update("<x@y>", state="decided")
+    r = p.run("panel", "review", "spec-reviewer-panel", env=GIT_ENV)
+    assert r.returncode == 0, r.stdout
+    assert "gemini: no assessment by the deadline" in r.stdout
+    assert "approve (majority: 2 approve, 0 reject, 0 revise, 1 no verdict)" in r.stdout
+
+
+def test_an_anthropic_member_gets_only_its_own_fresh_context(tmp_path: Path) -> None:
+    p = git_project(tmp_path / "mixed")
+    set_panel(p, '[panels.spec-reviewer-panel]\nmembers = [{ name = "claude", backend = "anthropic" }, "gpt-5"]\n'
+                 'consensus = "unanimous"\nrounds = 0\n')
+    (p.dir / "scripted").mkdir(exist_ok=True)
+    (p.dir / "scripted" / "spec-reviewer-panel.gpt-5.toml").write_text('[[step]]\nsay = "GPT-FINDING\\nVERDICT: approve"\n')
+    p.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer-panel", CONTEXT="ctx")
+    with FakeAnthropic() as fake:
+        fake.add(text("Looks right.\nVERDICT: approve"))
+        r = p.run("panel", "review", "spec-reviewer-panel", env=anthropic_env(fake))
+        reqs = fake.requests
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert len(reqs) == 1
+    sent = json.dumps(reqs[0])
+    assert "# User auth" in sent and "GPT-FINDING" not in sent
+    assert "approve (unanimous: 2 approve" in r.stdout
