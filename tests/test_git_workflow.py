@@ -49,12 +49,17 @@ def gp(tmp_path: Path) -> Project:
 
 def mail(p: Project, event: str | None = None) -> list[tuple[str, str | None, str | None, tuple[str, ...]]]:
     """(mailbox, event, state, artifacts) of every stored copy."""
-    out = []
-    for f in p.new_files():
-        m = parse(f.read_bytes())
-        if event is None or m.event == event:
-            out.append((f.parent.parent.name, m.event, m.state, tuple(m.artifacts)))
-    return sorted(out)
+    for _ in range(20):  # a run may move a copy from new/ to cur/ while we read: list again
+        out = []
+        try:
+            for f in p.new_files():
+                m = parse(f.read_bytes())
+                if event is None or m.event == event:
+                    out.append((f.parent.parent.name, m.event, m.state, tuple(m.artifacts)))
+        except FileNotFoundError:
+            continue
+        return sorted(out)
+    raise AssertionError("mailboxes kept changing while being read")
 
 
 def snapshot(d: Path) -> dict[str, tuple[int, int, bytes]]:

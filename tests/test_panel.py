@@ -169,3 +169,50 @@ def test_an_anthropic_member_gets_only_its_own_fresh_context(tmp_path: Path) -> 
     sent = json.dumps(reqs[0])
     assert "# User auth" in sent and "GPT-FINDING" not in sent
     assert "approve (unanimous: 2 approve" in r.stdout
+
+
+def test_writing_panel_writes_by_sections_sends_the_review_request_and_answers_on_discussion(tmp_path: Path) -> None:
+    p = panel_project(tmp_path, {"claude": "approve", "gpt-5": "approve", "gemini": "approve"})
+    for m in ("claude", "gpt-5", "gemini"):
+        (p.dir / "scripted" / f"spec-writer-panel.{m}.toml").write_text(f'[[step]]\nsay = "TEXT-BY-{m.upper()}"\n')
+    r = p.run("panel", "write", "spec-writer-panel", "billing", "--section", "Overview", "--section", "Errors", env=GIT_ENV)
+    assert r.returncode == 0, r.stdout + r.stderr
+    doc = (p.dir / "specs" / "proposed" / "billing.md").read_text()
+    assert doc.startswith("# Billing\n") and "## Overview\n\nTEXT-BY-CLAUDE" in doc and "## Errors" in doc
+    internal = [parse(f.read_bytes()) for f in p.new_files("spec-writer-panel.gpt-5")]
+    statuses = [m.get("Subject") for m in internal if "spec-writer-panel-internal@workflow.local" in m.recipients]
+    assert len(statuses) == 8  # per section: announce, two contributions, decision
+    # Nothing of the writers' internal thread reaches a reviewer's mailbox.
+    assert not [f for f in p.new_files("spec-reviewer-panel.claude") if b"TEXT-BY-GPT-5" in f.read_bytes()]
+    rr = [m for m in mail(p, "review-request")]
+    assert {m[0] for m in rr} == {"spec-reviewer-panel.claude", "spec-reviewer-panel.gpt-5", "spec-reviewer-panel.gemini"}
+    assert "spec-writer-panel: draft billing (2 sections)" in p.run("log", "--format=%s", "-1", tool="git").stdout
+    # A reviewer asks on the discussion address; the primary answers in that thread.
+    q = p.send("spec-reviewer-panel.gemini", "clarification-request", "specs/proposed/billing.md", "spec-discussion",
+               QUESTION="Refunds?")
+    r = p.run("run-role", "--with-email", "spec-writer-panel", env=GIT_ENV)
+    assert r.returncode == 0, r.stdout + r.stderr
+    answers = [parse(f.read_bytes()) for f in p.new_files("spec-reviewer-panel.gemini")]
+    answer = [a for a in answers if a.event == "answer"]
+    assert len(answer) == 1 and answer[0].in_reply_to == q
+    assert answer[0].sender == "spec-writer-panel.claude@workflow.local"
+
+
+def test_agentd_wakes_a_review_panel(tmp_path: Path) -> None:
+    from test_agentd import Daemon
+
+    p = panel_project(tmp_path, {"claude": "approve", "gpt-5": "reject", "gemini": "reject"})
+    (p.dir / "workflow.toml").write_text((p.dir / "workflow.toml").read_text()
+                                         + '\n[agentd]\nrescan = 1\nroles = ["spec-reviewer-panel"]\n')
+    d = Daemon(p)
+    try:
+        p.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer-panel")
+        d.wait_for(lambda: bool(mail(p, "rejection")), "the panel's decision")
+        d.wait_for(d.idle, "agentd to settle")
+        import time
+
+        time.sleep(1.5)
+    finally:
+        d.stop()
+    assert [m[:2] for m in mail(p, "rejection")] == [("spec-writer", "rejection")]
+    assert len([e for e in d.events("started") if "task" in e]) == 1

@@ -161,14 +161,28 @@ class Agentd:
         self.scan = MailScan(app)
 
     def _roles(self) -> list[str]:
+        """Async roles with triggers, and panels (a review panel wakes on review-requests, a
+        writing panel's primary on clarification-requests and questions)."""
         roster = self.app.roster
-        wanted = self.opts.roles or tuple(roster.roles)
+        wanted = self.opts.roles or (*roster.roles, *(p.name for p in self.app.config.panels))
         out = []
+        self.watch_of: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
         for name in wanted:
+            panel = self.app.config.panel(name)
+            if panel is not None:
+                if panel.kind == "review":
+                    self.watch_of[name] = (panel.mailboxes, ("review-request",))
+                elif panel.primary:
+                    self.watch_of[name] = ((panel.mailbox(panel.primary),), ("clarification-request", "question"))
+                else:
+                    continue
+                out.append(name)
+                continue
             if name not in roster.roles:
-                raise ConfigError(f"[agentd] roles: unknown role {name!r}")
+                raise ConfigError(f"[agentd] roles: unknown role or panel {name!r}")
             role = roster.roles[name]
             if role.mode == "async" and role.triggers:
+                self.watch_of[name] = (roster.mailboxes_of(name), role.triggers)
                 out.append(name)
         return out
 
@@ -209,7 +223,7 @@ class Agentd:
         self.observer = Observer()
         handler = Handler()
         for name in self.roles:
-            for box in self.app.roster.mailboxes_of(name):
+            for box in self.watch_of[name][0]:
                 self.app.maildirs.ensure(box)
                 self.observer.schedule(handler, str(self.app.maildirs.path(box) / "new"), recursive=False)
         self.observer.start()
@@ -248,10 +262,10 @@ class Agentd:
         index: Any = None
         try:
             for name in self.roles:
-                role = self.app.roster.roles[name]
+                boxes, triggers = self.watch_of[name]
                 fresh: list[str] = []
-                for m in self.scan.unread(self.app.roster.mailboxes_of(name)):
-                    if m.event not in role.triggers or m.mid in busy or m.root in stopped:
+                for m in self.scan.unread(boxes):
+                    if m.event not in triggers or m.mid in busy or m.root in stopped:
                         continue
                     if index is None:
                         index = self.app.index()
@@ -313,7 +327,8 @@ class Agentd:
             self.spawn(t)
 
     def _still_unread(self, t: Task) -> bool:
-        unread = {m.mid for m in self.scan.unread(self.app.roster.mailboxes_of(t.role))}
+        boxes = self.watch_of[t.role][0] if t.role in self.watch_of else self.app.roster.mailboxes_of(t.role)
+        unread = {m.mid for m in self.scan.unread(boxes)}
         return any(m in unread for m in t.mids)
 
     def spawn(self, t: Task) -> None:

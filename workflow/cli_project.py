@@ -292,3 +292,55 @@ def panel_status(ctx: click.Context, artifact: str | None, as_json: bool) -> Non
 
     rows = status_rows(_app(ctx), artifact)
     click.echo(json.dumps(rows, indent=2) if as_json else dumps_status(rows))
+
+
+@panel.command("write", cls=Command)
+@click.argument("name")
+@click.argument("artifact")
+@click.option("--section", "sections", multiple=True, required=True, metavar="TITLE", help="A section, in order (repeatable).")
+@click.option("--brief", default="", help="What the artifact is about (given to every member).")
+@click.option("--backend", type=click.Choice(["anthropic", "command", "scripted"]), default=None,
+              help="Run every member on this backend (default: each member's own).")
+@click.option("--via", type=click.Choice(["auto", "smtp", "direct"]), default="auto", show_default=True)
+@click.pass_context
+def panel_write(ctx: click.Context, name: str, artifact: str, sections: tuple[str, ...], brief: str,
+                backend: str | None, via: str) -> None:
+    """Writing panel NAME writes ARTIFACT section by section, then sends the review-request.
+
+    Example:
+
+        workflow panel write spec-writer-panel search --section Overview --section Errors --brief "Search specs"
+    """
+    from .errors import RosterError
+    from .transport import make_transport
+    from .writing import write
+
+    app = _app(ctx)
+    p = app.config.panel(name)
+    if p is None:
+        raise RosterError(f"no panel {name!r}; configured: {', '.join(x.name for x in app.config.panels) or 'none'}")
+    write(app, p, artifact, sections, make_transport(app.config, app.deliverer, via), click.echo, backend, brief)
+
+
+@panel.command("answer", cls=Command)
+@click.argument("name")
+@click.option("--backend", type=click.Choice(["anthropic", "command", "scripted"]), default=None)
+@click.option("--via", type=click.Choice(["auto", "smtp", "direct"]), default="auto", show_default=True)
+@click.pass_context
+def panel_answer(ctx: click.Context, name: str, backend: str | None, via: str) -> None:
+    """The primary of writing panel NAME answers the clarifications waiting on the discussion address.
+
+    Example:
+
+        workflow panel answer spec-writer-panel
+    """
+    from .errors import RosterError
+    from .transport import make_transport
+    from .writing import answer_discussion
+
+    app = _app(ctx)
+    p = app.config.panel(name)
+    if p is None:
+        raise RosterError(f"no panel {name!r}")
+    n = answer_discussion(app, p, make_transport(app.config, app.deliverer, via), click.echo, backend)
+    click.echo(f"{n} answered")

@@ -62,6 +62,11 @@ def _run(app: Any, role: str, artifact: str | None, with_email: bool, email_poll
 
         if not with_email and not artifact:
             raise click.UsageError("nothing to do: give --with-email")
+        if panel.kind == "writing":
+            from .writing import answer_discussion
+
+            answer_discussion(app, panel, transport, click.echo, backend)
+            return
         sessions = run_panel(app, panel, transport, click.echo, backend)
         result_file = os.environ.get("WORKFLOW_RESULT_FILE")
         if result_file:
