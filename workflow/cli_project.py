@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 import sys
 import traceback
 from pathlib import Path
@@ -344,3 +345,51 @@ def panel_answer(ctx: click.Context, name: str, backend: str | None, via: str) -
         raise RosterError(f"no panel {name!r}")
     n = answer_discussion(app, p, make_transport(app.config, app.deliverer, via), click.echo, backend)
     click.echo(f"{n} answered")
+
+
+@cli.group(cls=Group)
+def bridge() -> None:
+    """Bridges to the outside world's mail.
+
+    Example:
+
+        workflow bridge gmail --once
+    """
+
+
+@bridge.command("gmail", cls=Command)
+@click.option("--once", is_flag=True, help="One cycle, then exit (default: cycle every poll_interval).")
+@click.option("--dry-run", is_flag=True, help="Change nothing on the server and send nothing; say what would happen.")
+@click.pass_context
+def bridge_gmail(ctx: click.Context, once: bool, dry_run: bool) -> None:
+    """Import INBOX into the mapped role, label it (reply_needed, review, todo, summarize), run the
+    agents (todo forwarder…), and submit workflow mail addressed outside the domain.
+
+    Configured under [bridges.gmail] (imap_host, user, password_env or xoauth2_command, role…).
+
+    Example:
+
+        workflow bridge gmail --once --dry-run
+    """
+    import signal
+
+    from .gmail import cycle, run, settings
+
+    app = _app(ctx)
+    s = settings(app)
+
+    def say(line: str) -> None:
+        click.echo(f"{time.strftime('%H:%M:%S')} gmail: {line}", err=True)
+
+    if once:
+        for r in cycle(app, s, say, dry_run):
+            click.echo(f"{r.agent} uid {r.uid}: {r.status} ({r.info})")
+        return
+    stopping = {"now": False}
+
+    def stop(signum: int, frame: object) -> None:
+        stopping["now"] = True
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    run(app, s, say, lambda: stopping["now"], dry_run)

@@ -79,7 +79,7 @@ class Deliverer:
         out: list[Route] = []
         for rcpt in recipients:
             r = self.roster.route(rcpt)
-            if r.kind == "external":
+            if r.kind == "external" and not r.mailboxes:
                 raise RosterError(f"{r.address}: relaying denied: no outbound bridge is configured")
             out.append(r)
         return out

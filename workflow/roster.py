@@ -26,6 +26,9 @@ INTERNAL_RE = re.compile(r"^([a-z0-9][a-z0-9_-]*?)-(writer|reviewer)-panel-inter
 DISCUSSION_RE = re.compile(r"^([a-z0-9][a-z0-9_-]*?)-discussion$")
 
 
+OUTBOUND_SPOOL = "bridge-outbound"
+
+
 class Route(NamedTuple):
     """What one address means: its kind, the mailboxes it reaches, and who may send to it."""
 
@@ -40,8 +43,9 @@ class Route(NamedTuple):
 class Roster:
     """Roles and panels resolved into addresses; built once at the entry point."""
 
-    def __init__(self, domain: str, roles: Mapping[str, Role], panels: tuple[PanelConfig, ...]) -> None:
+    def __init__(self, domain: str, roles: Mapping[str, Role], panels: tuple[PanelConfig, ...], outbound: str | None = None) -> None:
         self.domain = domain
+        self.outbound = outbound  # a spool mailbox for mail leaving the domain (an outbound bridge's)
         self.roles = roles
         self.panels = {p.name: p for p in panels}
         self.members: dict[str, PanelConfig] = {}
@@ -54,7 +58,9 @@ class Roster:
 
     @classmethod
     def load(cls, config: Config) -> Roster:
-        return cls(config.domain, load_roles(config), config.panels)
+        gmail = config.raw.get("bridges", {}).get("gmail", {})
+        outbound = OUTBOUND_SPOOL if isinstance(gmail, dict) and gmail.get("outbound") is True else None
+        return cls(config.domain, load_roles(config), config.panels, outbound)
 
     # ------------------------------------------------------------------ names
 
@@ -125,6 +131,8 @@ class Roster:
         local, dom = self.local_part(address)
         addr = f"{local}@{dom}"
         if dom != self.domain:
+            if self.outbound:
+                return Route(addr, "external", (self.outbound,), f"outside {self.domain} → the outbound bridge's spool {self.outbound}/")
             return Route(addr, "external", (), f"outside {self.domain}: only an outbound bridge may take it")
         if local in self.roles:
             role = self.roles[local]

@@ -97,7 +97,7 @@ class Handler:
             route = self.roster.route(address)
         except RosterError as e:
             return f"550 5.1.1 {_one_line(e)}"
-        if route.kind == "external":
+        if route.kind == "external" and not route.mailboxes:
             return f"550 5.7.1 relaying denied: {route.address} is outside {self.roster.domain} and no outbound bridge is configured"
         sender = self.roster.sender(envelope.mail_from or "")
         ok, why = self.roster.may_send(sender, route)

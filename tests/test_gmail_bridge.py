@@ -1,0 +1,207 @@
+"""The Gmail bridge against a real Dovecot (IMAP) and the project's own SMTP server as the relay."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from dovecot import PASSWORD, USER, Dovecot, available
+from fake_anthropic import FakeAnthropic, text
+
+from conftest import Project, make_project
+from workflow.app import App
+from workflow.classify import by_keywords
+from workflow.config import load_config
+from workflow.message import parse
+from workflow.smtpd import BackgroundServer
+
+WHY = available()
+needs_dovecot = pytest.mark.skipif(WHY is not None, reason=WHY or "")
+
+
+@pytest.fixture
+def dovecot() -> Iterator[Dovecot]:
+    import shutil
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="dovecot-"))  # pytest's own tmp dirs are 0700: Dovecot's users cannot enter
+    os.chmod(base, 0o755)
+    d = Dovecot(base / "d").start()
+    try:
+        yield d
+    finally:
+        d.stop()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def bridge_project(tmp_path: Path, d: Dovecot, agent: str = 'enabled = true\nemail = "tasks@todo.example"\n') -> Project:
+    p = make_project(tmp_path / "bp", f"""
+[bridges.gmail]
+imap_host = "127.0.0.1"
+imap_port = {d.port}
+imap_tls = false
+user = "{USER}"
+password_env = "TEST_IMAP_PASSWORD"
+role = "user"
+outbound = true
+
+[bridges.gmail.agents.todo_forwarder]
+{agent}""")
+    return p
+
+
+def mail_msg(i: int, subject: str, body: str, refs: str = "") -> bytes:
+    extra = f"In-Reply-To: {refs.split()[-1]}\r\nReferences: {refs}\r\n" if refs else ""
+    return (f"From: Alice <alice@example.org>\r\nTo: {USER}\r\nSubject: {subject}\r\nMessage-ID: <m{i}@example.org>\r\n"
+            f"Date: Thu, 26 Nov 2026 07:0{i % 10}:00 +0000\r\n{extra}\r\n{body}\r\n").encode()
+
+
+def run_bridge(p: Project, *args: str, env: dict[str, str] | None = None) -> "object":
+    return p.run("bridge", "gmail", "--once", *args, env={"TEST_IMAP_PASSWORD": PASSWORD, **(env or {})})
+
+
+def spool(p: Project) -> list[bytes]:
+    box = p.mail / "bridge-outbound"
+    return [f.read_bytes() for sub in ("new", "cur") if (box / sub).is_dir() for f in sorted((box / sub).iterdir())]
+
+
+def test_keyword_fallback_labels() -> None:
+    assert by_keywords("Action required: renew passport", "Please do this by Friday.").label == "todo"
+    assert by_keywords("Weekly digest", "Our newsletter. Unsubscribe here.").label == "summarize"
+    assert by_keywords("Draft proposal", "Could you review the attached draft and give feedback?").label == "review"
+    assert by_keywords("Lunch?", "Are you available Tuesday? Let me know.").label == "reply_needed"
+    assert by_keywords("", "").label == "summarize"
+
+
+@needs_dovecot
+def test_import_dedup_and_restart_neither_reimports_nor_skips(tmp_path: Path, dovecot: Dovecot) -> None:
+    p = bridge_project(tmp_path, dovecot)
+    dovecot.append(mail_msg(1, "Weekly digest", "newsletter unsubscribe"))
+    dovecot.append(mail_msg(2, "Lunch?", "Are you available? Let me know."))
+    r = run_bridge(p)
+    assert r.returncode == 0, r.stderr
+    files = p.new_files("user")
+    assert len(files) == 2
+    first = parse(files[0].read_bytes())
+    assert first.get("X-Bridge") == "gmail" and (first.get("X-Bridge-UID") or "").endswith("/1")
+    assert first.get("X-Bridge-Source") == f"imap://{USER}@127.0.0.1/INBOX"
+    state = json.loads((p.mail / ".workflow" / "bridge-gmail.json").read_text())
+    assert state["last_uid"] == 2 and state["uidvalidity"] > 0
+    # A restart imports only what is new; the same Message-ID again (a copy) is skipped.
+    dovecot.append(mail_msg(3, "Draft proposal", "Please review the attached draft"))
+    dovecot.append(mail_msg(2, "Lunch?", "Are you available? Let me know."))
+    r = run_bridge(p)
+    assert r.returncode == 0, r.stderr
+    assert len(p.new_files("user")) == 3
+    assert "already imported; skipped" in r.stderr
+    # Labels are on the server as keywords (no X-GM-EXT-1 here), by the keyword fallback (no API key).
+    assert "summarize" in dovecot.keywords(1) and "reply_needed" in dovecot.keywords(2) and "review" in dovecot.keywords(3)
+    assert "(keywords:" in r.stderr
+
+
+@needs_dovecot
+def test_claude_classifies_when_a_key_is_set_and_falls_back_on_failure(tmp_path: Path, dovecot: Dovecot) -> None:
+    p = bridge_project(tmp_path, dovecot, "enabled = false\n")
+    dovecot.append(mail_msg(1, "Hello", "Just saying hi."))
+    dovecot.append(mail_msg(2, "Newsletter", "Weekly digest, unsubscribe below."))
+    with FakeAnthropic() as fake:
+        fake.add(text('{"label": "review", "reason": "a draft to judge"}'))
+        fake.error(500, "api_error")
+        fake.error(500, "api_error")
+        r = run_bridge(p, env={"ANTHROPIC_API_KEY": "sk-test", "ANTHROPIC_BASE_URL": fake.url})
+    assert r.returncode == 0, r.stderr
+    assert "→ review (claude: a draft to judge)" in r.stderr
+    assert "→ summarize (keywords:" in r.stderr and "Claude failed" in r.stderr
+    assert "review" in dovecot.keywords(1) and "summarize" in dovecot.keywords(2)
+
+
+@needs_dovecot
+def test_todo_forwarder_on_label_and_post_label_archive_and_reforward_when_moved_back(tmp_path: Path, dovecot: Dovecot) -> None:
+    p = bridge_project(tmp_path, dovecot)
+    with BackgroundServer(p.app.config, App(load_config(p.dir / "workflow.toml", env={})).deliverer,
+                          port=p.app.config.smtp.port):
+        dovecot.append(mail_msg(1, "Plan", "Original plan."))
+        dovecot.append(mail_msg(2, "Re: Plan <b>", "Action required: <script>alert(1)</script> by Friday", "<m1@example.org>"))
+        r = run_bridge(p)
+        assert r.returncode == 0, r.stderr
+        assert "todo_forwarder uid 2: ok (forwarded to tasks@todo.example)" in r.stdout
+        out = spool(p)
+        assert len(out) == 1
+        import email
+        from email.policy import default
+
+        fwd = email.message_from_bytes(out[0], policy=default)
+        html_part = fwd.get_body(("html",)).get_content()  # type: ignore[union-attr]
+        text_part = fwd.get_body(("plain",)).get_content()  # type: ignore[union-attr]
+        assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html_part and "<script>" not in html_part
+        assert "Re: Plan &lt;b&gt;" in html_part
+        for part in (html_part, text_part):
+            assert "Original plan." in part and "alice@example.org" in part and "Thread contains 2 message(s)" in part
+        assert fwd["To"] == "tasks@todo.example" and fwd["Subject"] == "Todo: Re: Plan <b>"
+        assert dovecot.uids("INBOX") == [1] and len(dovecot.uids("Archive")) == 1
+        arch = dovecot.uids("Archive")[0]
+        assert "todo" in dovecot.keywords(arch, "Archive")  # archived, label kept
+        # Idempotent: another cycle forwards nothing.
+        r = run_bridge(p)
+        assert len(spool(p)) == 1
+        # A message labelled todo by hand (post_label) is forwarded; one moved back to INBOX is forwarded again.
+        c = dovecot.client()
+        c.select("INBOX")
+        c.uid("STORE", "1", "+FLAGS", "(todo)")
+        c.select("Archive")
+        c.uid("MOVE", str(arch), "INBOX")
+        c.logout()
+        r = run_bridge(p)
+        assert r.returncode == 0, r.stderr
+        assert len(spool(p)) == 3
+        assert dovecot.uids("INBOX") == []
+
+
+@needs_dovecot
+def test_a_failing_relay_leaves_the_message_in_inbox_and_the_next_cycle_forwards_it(tmp_path: Path, dovecot: Dovecot) -> None:
+    p = bridge_project(tmp_path, dovecot)
+    dovecot.append(mail_msg(1, "Do this", "Action required: file the report by Friday"))
+    r = run_bridge(p)  # nothing listens on the relay port
+    assert r.returncode == 0, r.stderr
+    assert "send failed" in r.stdout and dovecot.uids("INBOX") == [1]
+    with BackgroundServer(p.app.config, App(load_config(p.dir / "workflow.toml", env={})).deliverer,
+                          port=p.app.config.smtp.port):
+        r = run_bridge(p)
+    assert "ok (forwarded to tasks@todo.example)" in r.stdout
+    assert dovecot.uids("INBOX") == [] and len(spool(p)) == 1
+
+
+@needs_dovecot
+def test_dry_run_changes_nothing_and_missing_destination_says_not_configured(tmp_path: Path, dovecot: Dovecot) -> None:
+    p = bridge_project(tmp_path, dovecot)
+    dovecot.append(mail_msg(1, "Do this", "Action required: file the report by Friday"))
+    r = run_bridge(p, "--dry-run")
+    assert r.returncode == 0, r.stderr
+    assert "dry-run: would label uid 1 todo" in r.stderr
+    assert dovecot.keywords(1).count("todo") == 0 and dovecot.uids("INBOX") == [1] and spool(p) == []
+    q = bridge_project(tmp_path / "q", dovecot, "enabled = true\n")
+    c = dovecot.client()
+    c.select("INBOX")
+    c.uid("STORE", "1", "+FLAGS", "(todo)")
+    c.logout()
+    r = run_bridge(q)
+    assert "todo_forwarder uid 1: error (not configured" in r.stdout
+    assert dovecot.uids("INBOX") == [1]
+
+
+def test_bridge_without_config_is_a_clear_error(project: Project) -> None:
+    r = project.run("bridge", "gmail", "--once")
+    assert r.returncode != 0 and "[bridges.gmail] is not configured" in r.stderr
+
+
+def test_outbound_relay_is_refused_without_a_bridge_and_spooled_with_one(project: Project, tmp_path: Path) -> None:
+    r = project.run("question", "specs/*/user-auth.md", "bob@example.org", "QUESTION=q", tool="workflow-notify")
+    assert r.returncode != 0 and "relaying denied" in r.stderr
+    p = make_project(tmp_path / "ob", '[bridges.gmail]\nimap_host = "x"\nuser = "u"\noutbound = true\n')
+    r = p.run("--from", "spec-writer", "question", "specs/*/user-auth.md", "bob@example.org", "QUESTION=q", tool="workflow-notify")
+    assert r.returncode == 0, r.stderr
+    assert len(spool(p)) == 1 and b"To: bob@example.org" in spool(p)[0]
+    assert os.environ.get("TEST_IMAP_PASSWORD") is None

@@ -1,0 +1,83 @@
+"""Classify: put an incoming mail under one of seed 000's four labels.
+
+``reply_needed`` (someone waits for an answer), ``review`` (something to read and judge),
+``todo`` (an action to take), ``summarize`` (newsletters, notifications, long reads).
+Claude answers with JSON through the anthropic SDK; without an API key, or when the call or its
+answer fails, a keyword score decides (weighted phrases per label; the highest total wins, ties
+and zero scores go to ``summarize``). Each result says which method decided and why.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import NamedTuple
+
+LABELS = ("reply_needed", "review", "todo", "summarize")
+KEYWORDS: dict[str, tuple[tuple[str, int], ...]] = {
+    "todo": (("todo", 6), ("to do", 5), ("action required", 8), ("action item", 7), ("please do", 5), ("deadline", 4),
+             ("by friday", 4), ("by monday", 4), ("by tomorrow", 4), ("remind me", 5), ("task", 3), ("don't forget", 5),
+             ("need you to", 5), ("make sure", 3), ("follow up", 3)),
+    "reply_needed": (("?", 2), ("can you", 4), ("could you", 4), ("would you", 4), ("let me know", 5), ("please reply", 7),
+                     ("your thoughts", 5), ("what do you think", 6), ("are you available", 6), ("rsvp", 6),
+                     ("get back to me", 6), ("question", 3)),
+    "review": (("review", 6), ("feedback", 5), ("draft", 4), ("proposal", 4), ("pull request", 7), ("attached", 3),
+               ("take a look", 5), ("approve", 4), ("sign off", 5), ("comments on", 4), ("spec", 3)),
+    "summarize": (("newsletter", 8), ("unsubscribe", 8), ("digest", 6), ("weekly update", 6), ("notification", 4),
+                  ("no-reply", 6), ("noreply", 6), ("announcement", 4), ("release notes", 5), ("fyi", 4)),
+}
+
+
+class Classification(NamedTuple):
+    label: str
+    method: str  # "claude" | "keywords"
+    reason: str
+    scores: dict[str, int] = {}
+
+
+def keyword_scores(subject: str, body: str, sender: str = "") -> dict[str, int]:
+    text = f"{subject}\n{body}\n{sender}".lower()
+    out = {}
+    for label, rules in KEYWORDS.items():
+        total = 0
+        for phrase, weight in rules:
+            n = text.count(phrase) if phrase == "?" else len(re.findall(r"(?<!\w)" + re.escape(phrase) + r"(?!\w)", text))
+            total += weight * min(n, 3)
+        out[label] = total
+    return out
+
+
+def by_keywords(subject: str, body: str, sender: str = "", why: str = "") -> Classification:
+    scores = keyword_scores(subject, body, sender)
+    best = max(LABELS, key=lambda lb: (scores[lb], lb == "summarize"))
+    if scores[best] == 0:
+        best = "summarize"
+    reason = f"keyword scores {', '.join(f'{k}={v}' for k, v in scores.items())}" + (f" ({why})" if why else "")
+    return Classification(best, "keywords", reason, scores)
+
+
+def classify(subject: str, body: str, sender: str = "", model: str = "claude-haiku-4-5", timeout: float = 30.0) -> Classification:
+    """Claude when ANTHROPIC_API_KEY is set and answers well; the keyword score otherwise."""
+    if not os.environ.get("ANTHROPIC_API_KEY"):
+        return by_keywords(subject, body, sender, "no ANTHROPIC_API_KEY")
+    import anthropic
+
+    prompt = (
+        "Classify this email into exactly one label: reply_needed (the sender waits for an answer), review "
+        "(something to read and judge), todo (an action for the recipient), summarize (newsletters, notifications, "
+        'long reads). Answer with JSON only: {"label": "...", "reason": "..."}.\n\n'
+        f"From: {sender}\nSubject: {subject}\n\n{body[:6000]}"
+    )
+    try:
+        client = anthropic.Anthropic(timeout=timeout, max_retries=1)
+        resp = client.messages.create(model=model, max_tokens=200, messages=[{"role": "user", "content": prompt}])
+        text = "".join(b.text for b in resp.content if b.type == "text")
+        m = re.search(r"\{.*\}", text, re.S)
+        data = json.loads(m.group(0)) if m else {}
+        label = str(data.get("label", "")).strip()
+        if label not in LABELS:
+            return by_keywords(subject, body, sender, f"Claude answered {text[:80]!r}, not one of the labels")
+        return Classification(label, "claude", str(data.get("reason", ""))[:300])
+    except (anthropic.APIError, ValueError) as e:
+        return by_keywords(subject, body, sender, f"Claude failed: {str(e)[:120]}")
