@@ -393,3 +393,34 @@ def bridge_gmail(ctx: click.Context, once: bool, dry_run: bool) -> None:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     run(app, s, say, lambda: stopping["now"], dry_run)
+
+
+@bridge.command("respond", cls=Command)
+@click.argument("conversation", type=click.Path(path_type=Path, exists=True, file_okay=False))
+@click.option("--backend", type=click.Choice(["anthropic", "command", "scripted"]), default=None)
+@click.pass_context
+def bridge_respond(ctx: click.Context, conversation: Path, backend: str | None) -> None:
+    """One reply-loop session for CONVERSATION (the bridge spawns this; seed 001's reply Claude).
+
+    Example:
+
+        workflow bridge respond ~/.maildir/workflow/.workflow/conversations/20261126.abc.user_workflow.local
+    """
+    from .replyloop import respond
+
+    out = respond(_app(ctx), conversation, lambda s: click.echo(s, err=True), backend)
+    click.echo(str(out) if out else "nothing answered")
+
+
+@bridge.command("rebuild-thread", cls=Command)
+@click.argument("conversation", type=click.Path(path_type=Path, exists=True, file_okay=False))
+def bridge_rebuild(conversation: Path) -> None:
+    """Rebuild CONVERSATION/thread.md from its numbered reply and response files.
+
+    Example:
+
+        workflow bridge rebuild-thread ~/.maildir/workflow/.workflow/conversations/ID
+    """
+    from .replyloop import rebuild_thread
+
+    click.echo(rebuild_thread(conversation), nl=False)

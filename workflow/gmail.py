@@ -220,9 +220,33 @@ def cycle(app: App, s: Settings, say: Callable[[str], None], dry_run: bool = Fal
         for name, agent in agents.items():
             if agent.enabled(base):
                 results.extend(agent.post_label(base))
+    replies(app, fresh, say, dry)
     if s.outbound:
         submit_outbound(app, s, say, dry)
     return results
+
+
+def replies(app: App, fresh: list[Fetched], say: Callable[[str], None], dry: bool = False) -> None:
+    """Record replies to conversations (seed 001), then trigger every conversation with unprocessed
+    replies: the poll is the retry, a stale lock is cleared by the trigger."""
+    from . import replyloop
+    from .message import body_text
+
+    for f in fresh:
+        p = parse(f.raw)
+        d = replyloop.find(app, [*(p.references or []), *([p.in_reply_to] if p.in_reply_to else [])])
+        if d is not None:
+            n = replyloop.record_reply(d, p.sender or "?", body_text(f.raw, p), p.message_id or "", p.get("Date") or "")
+            say(f"reply #{n} to conversation {d.name} from {p.sender}")
+    base = replyloop.conversations_dir(app)
+    if not base.is_dir():
+        return
+    for d in sorted(base.iterdir()):
+        if (d / ".sent").exists() and replyloop.unprocessed(d / "responses"):
+            if dry:
+                say(f"dry-run: would answer conversation {d.name}")
+            elif replyloop.trigger(app, d):
+                say(f"conversation {d.name}: one session spawned for its new replies")
 
 
 def submit_outbound(app: App, s: Settings, say: Callable[[str], None], dry: bool = False) -> int:
@@ -257,6 +281,13 @@ def submit_outbound(app: App, s: Settings, say: Callable[[str], None], dry: bool
             say(f"outbound: {p.message_id} not sent yet: {err}")
             continue
         app.maildirs.set_flags(e, e.flags + "S")
+        sender_role = (p.sender or "").rsplit("@", 1)[0]
+        if sender_role in app.roster.roles and rcpts:
+            from . import replyloop
+            from .message import body_text
+
+            replyloop.start(app, p.message_id or "", sender_role, rcpts[0], p.subject or "", body_text(raw, p),
+                            p.get("Date") or "")
         sent += 1
         say(f"outbound: submitted {p.message_id} to {', '.join(rcpts)}")
     return sent
