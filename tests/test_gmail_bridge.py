@@ -205,3 +205,68 @@ def test_outbound_relay_is_refused_without_a_bridge_and_spooled_with_one(project
     assert r.returncode == 0, r.stderr
     assert len(spool(p)) == 1 and b"To: bob@example.org" in spool(p)[0]
     assert os.environ.get("TEST_IMAP_PASSWORD") is None
+
+
+@needs_dovecot
+def test_the_bridge_idles_and_imports_new_mail_at_once(tmp_path: Path, dovecot: Dovecot) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    p = bridge_project(tmp_path, dovecot, "enabled = false\n")
+    toml = p.dir / "workflow.toml"
+    toml.write_text(toml.read_text().replace('role = "user"\n', 'role = "user"\npoll_interval = 60\n'))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WORKFLOW_")}
+    proc = subprocess.Popen([sys.executable, "-m", "workflow", "bridge", "gmail"], cwd=p.dir,
+                            env={**env, "TEST_IMAP_PASSWORD": PASSWORD}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(2.0)  # the first cycle is done; the bridge is in IDLE for up to 60 s
+        t0 = time.monotonic()
+        dovecot.append(mail_msg(1, "Newsletter", "weekly digest"))
+        while not p.new_files("user"):
+            assert time.monotonic() - t0 < 15, "not imported: IDLE did not wake the bridge"
+            time.sleep(0.1)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    assert "IDLE: new mail" in err
+    assert proc.returncode == 0, err
+
+
+def test_outbound_spool_is_submitted_with_threading_headers_intact(tmp_path: Path) -> None:
+    from aiosmtpd.controller import Controller
+
+    got: list[tuple[str, list[str], bytes]] = []
+
+    class Provider:  # stands in for smtp.gmail.com, at the wire
+        async def handle_DATA(self, server: object, session: object, envelope: object) -> str:
+            got.append((envelope.mail_from, list(envelope.rcpt_tos), envelope.content))  # type: ignore[attr-defined]
+            return "250 OK"
+
+    from conftest import free_port
+
+    port = free_port()
+    provider = Controller(Provider(), hostname="127.0.0.1", port=port)
+    provider.start()
+    try:
+        p = make_project(tmp_path / "sub", f'[bridges.gmail]\nimap_host = "127.0.0.1"\nimap_port = {free_port()}\nimap_tls = false\n'
+                         f'user = "me@example.com"\noutbound = true\nsmtp_host = "127.0.0.1"\nsmtp_port = {port}\nsmtp_tls = "none"\n')
+        r = p.run("--from", "user", "--in-reply-to", "<their-1@example.org>", "question", "specs/*/user-auth.md",
+                  "bob@example.org", "QUESTION=When?", tool="workflow-notify")
+        assert r.returncode == 0, r.stderr
+        mid = r.stdout.strip()
+        from workflow.gmail import settings, submit_outbound
+
+        app = App(load_config(p.dir / "workflow.toml", env={}))
+        lines: list[str] = []
+        assert submit_outbound(app, settings(app), lines.append) == 1
+        assert submit_outbound(app, settings(app), lines.append) == 0  # submitted once
+    finally:
+        provider.stop()
+    (frm, rcpts, raw) = got[0]
+    m = parse(raw)
+    assert frm == "me@example.com" and rcpts == ["bob@example.org"]
+    assert m.message_id == mid and m.in_reply_to == "<their-1@example.org>" and "<their-1@example.org>" in m.references
+    conv = p.mail / ".workflow" / "conversations"
+    assert [json.loads((d / ".sent").read_text())["to"] for d in conv.iterdir()] == ["bob@example.org"]

@@ -298,6 +298,13 @@ def run(app: App, s: Settings, say: Callable[[str], None], stop: Callable[[], bo
     while not stop():
         try:
             cycle(app, s, say, dry_run)
+            if s.idle:
+                with Imap(s.imap) as imap:
+                    if "IDLE" in imap.caps:
+                        imap.select("INBOX")
+                        if imap.idle(s.poll_interval, stop):
+                            say("IDLE: new mail")
+                        continue
         except BridgeError as e:
             say(f"warning: {e}; retrying in {s.poll_interval:.0f}s")
         end = time.monotonic() + s.poll_interval

@@ -11,9 +11,11 @@ from __future__ import annotations
 import imaplib
 import os
 import re
+import select
 import shlex
 import subprocess
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -161,6 +163,34 @@ class Imap:
         self._ok(*self.c.uid("COPY", str(uid), _quote(folder)), f"COPY to {folder}")
         self._ok(*self.c.uid("STORE", str(uid), "+FLAGS", "(\\Deleted)"), "STORE \\Deleted")
         self._ok(*self.c.uid("EXPUNGE", str(uid)), "UID EXPUNGE")
+
+    def idle(self, timeout: float, stop: Callable[[], bool] = lambda: False) -> bool:
+        """Wait up to ``timeout`` in IMAP IDLE (RFC 2177) on the selected folder; True when the
+        server announced new mail. Without IDLE on the server, just wait."""
+        end = time.monotonic() + timeout
+        if "IDLE" not in self.caps:
+            while time.monotonic() < end and not stop():
+                time.sleep(0.2)
+            return False
+        tag = self.c._new_tag()
+        self.c.send(tag + b" IDLE\r\n")
+        if not self.c.readline().startswith(b"+"):
+            raise BridgeError("IMAP IDLE refused")
+        news = False
+        sock = self.c.socket()
+        while time.monotonic() < end and not stop() and not news:
+            ready, _, _ = select.select([sock], [], [], min(0.5, max(0.0, end - time.monotonic())))
+            if ready:
+                line = self.c.readline()
+                if not line:
+                    raise BridgeError("IMAP connection closed during IDLE")
+                news = b"EXISTS" in line or b"RECENT" in line
+        self.c.send(b"DONE\r\n")
+        while True:
+            line = self.c.readline()
+            if not line or line.startswith(tag):
+                break
+        return news
 
     def find(self, message_id: str) -> int | None:
         """The UID of a message in the selected folder, by Message-ID."""
