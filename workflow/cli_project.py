@@ -424,3 +424,45 @@ def bridge_rebuild(conversation: Path) -> None:
     from .replyloop import rebuild_thread
 
     click.echo(rebuild_thread(conversation), nl=False)
+
+
+@bridge.command("slack", cls=Command)
+@click.option("--replay", "replay_file", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Feed recorded event payloads (JSON array or JSON lines) through the same path, run them, exit.")
+@click.option("--port", type=int, default=None, help="Listen port (default [bridges.slack] port, 3000; 0 picks one).")
+@click.pass_context
+def bridge_slack(ctx: click.Context, replay_file: str | None, port: int | None) -> None:
+    """The Slack Events API endpoint: verified events become classified tasks, tasks become workflow
+    mail run through run-role, results go back to the thread with status reactions.
+
+    Configured under [bridges.slack] (signing_secret_env, bot_token_env, api_base_url, roles…).
+
+    Example:
+
+        workflow bridge slack --replay events.jsonl
+    """
+    import signal
+
+    from .slack import Bridge, replay, serve, settings
+
+    app = _app(ctx)
+    s = settings(app)
+    if port is not None:
+        s = s._replace(port=port)
+
+    def say(line: str) -> None:
+        click.echo(f"{time.strftime('%H:%M:%S')} slack: {line}", err=True)
+
+    b = Bridge(app, s, say)
+    if replay_file:
+        n = replay(b, replay_file)
+        click.echo(f"replayed {n} event(s): " + ", ".join(f"{k} {v}" for k, v in sorted(b.store.counts().items())))
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        b.stopping.set()
+        b.wake.set()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    serve(b, lambda p: say(f"listening on http://{s.host}:{p}/slack/events"))

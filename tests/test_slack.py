@@ -1,0 +1,276 @@
+"""The Slack bridge: signed events over real HTTP, a fake Web API at the wire, tasks run through run-role."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fake_slack import FakeSlack
+from test_git_workflow import GIT_ENV, git_project
+
+from conftest import Project, free_port
+from workflow.intents import by_keywords, failed, waiting
+
+SECRET = "s3cret"
+
+
+@pytest.fixture
+def slack() -> Iterator[FakeSlack]:
+    f = FakeSlack()
+    yield f
+    f.close()
+
+
+def slack_project(tmp_path: Path, fake: FakeSlack, roles: str = '{ research = "spec-writer" }') -> Project:
+    p = git_project(tmp_path / "sl", f"""
+[bridges.slack]
+api_base_url = "{fake.url}"
+port = {free_port()}
+bot_user_id = "UBOT"
+default_role = "coordinator"
+roles = {roles}
+backend = "scripted"
+""")
+    (p.dir / "scripted").mkdir(exist_ok=True)
+    (p.dir / "scripted" / "coordinator.toml").write_text('[[step]]\nsay = "Done: the summary is ready."\n')
+    return p
+
+
+def sign(body: bytes, ts: int | None = None, secret: str = SECRET) -> dict[str, str]:
+    t = str(ts if ts is not None else int(time.time()))
+    sig = "v0=" + hmac.new(secret.encode(), b"v0:" + t.encode() + b":" + body, hashlib.sha256).hexdigest()
+    return {"X-Slack-Request-Timestamp": t, "X-Slack-Signature": sig, "Content-Type": "application/json"}
+
+
+def post(port: int, payload: dict[str, object], headers: dict[str, str] | None = None, raw: bytes | None = None) -> tuple[int, str]:
+    body = raw if raw is not None else json.dumps(payload).encode()
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/slack/events", data=body, method="POST",
+                                 headers=headers if headers is not None else sign(body))
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def message(ev_id: str, ts: str, text: str, thread_ts: str | None = None, user: str = "U1") -> dict[str, object]:
+    ev: dict[str, object] = {"type": "message", "channel": "C1", "user": user, "text": text, "ts": ts}
+    if thread_ts:
+        ev["thread_ts"] = thread_ts
+    return {"type": "event_callback", "event_id": ev_id, "event": ev}
+
+
+class Endpoint:
+    def __init__(self, p: Project) -> None:
+        self.p = p
+        self.port = int(p.app.config.raw["bridges"]["slack"]["port"])
+        env = {k: v for k, v in os.environ.items() if not k.startswith("WORKFLOW_") and k != "ANTHROPIC_API_KEY"}
+        self.log = p.dir.parent / "slack.out"
+        with open(self.log, "ab") as out:
+            self.proc = subprocess.Popen([sys.executable, "-m", "workflow", "bridge", "slack"], cwd=p.dir,
+                                         env={**env, **GIT_ENV, "SLACK_SIGNING_SECRET": SECRET, "SLACK_BOT_TOKEN": "xoxb-test"},
+                                         stdout=out, stderr=out)
+        end = time.monotonic() + 20
+        while "listening on" not in self.text():
+            assert time.monotonic() < end and self.proc.poll() is None, self.text()
+            time.sleep(0.05)
+
+    def text(self) -> str:
+        return self.log.read_text() if self.log.exists() else ""
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(timeout=30)
+
+
+def wait(cond: object, what: str, timeout: float = 30) -> None:
+    end = time.monotonic() + timeout
+    while not cond():  # type: ignore[operator]
+        assert time.monotonic() < end, what
+        time.sleep(0.05)
+
+
+def tasks(p: Project) -> list[dict[str, object]]:
+    import sqlite3
+
+    db = sqlite3.connect(p.app.config.mail_root / ".workflow" / "slack.sqlite")
+    cur = db.execute("SELECT * FROM task ORDER BY id")
+    cols = [c[0] for c in cur.description]
+    out = [dict(zip(cols, r)) for r in cur.fetchall()]
+    db.close()
+    return out
+
+
+@pytest.mark.parametrize("text,intent", [
+    ("Please research the latest Python release", "research"),
+    ("Fix the login bug in auth.py", "code_change"),
+    ("Organize my notes into a list", "organize"),
+    ("What is a Maildir?", "question"),
+    ("Remind me about the dentist tomorrow", "reminder"),
+    ("todo: buy milk", "todo"),
+    ("show my todo list", "todo_check"),
+    ("complete todo 3", "todo_complete"),
+    ("hello there", "other"),
+    ("最新のPython情報を調べて", "research"),
+    ("ログイン画面を作って", "code_change"),
+    ("Maildirとは何か教えて", "question"),
+    ("メモを整理して", "organize"),
+    ("明日の会議をリマインドして", "reminder"),
+    ("牛乳を買う todo追加", "todo"),
+    ("todo一覧", "todo_check"),
+    ("todo完了 2", "todo_complete"),
+])
+def test_keyword_classification_table(text: str, intent: str) -> None:
+    got = by_keywords(text)
+    assert got.intent == intent, (text, got.reasoning)
+    assert got.autonomy_level == 2
+
+
+def test_large_scope_code_change_asks_first_and_detectors() -> None:
+    assert by_keywords("新機能としてアーキテクチャを作って").clarify_question
+    assert by_keywords("implement a new feature: rewrite the architecture").clarify_question
+    assert by_keywords("fix the typo in the readme").clarify_question is None
+    assert failed("... 認証でエラーが発生しました") and failed("x" * 600 + "No tokens found") and not failed("failed " + "x" * 600)
+    assert waiting("Which one? Why? When?") and not waiting("Done?")
+
+
+def test_claude_classifies_with_json_and_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    from fake_anthropic import FakeAnthropic, text
+
+    from workflow.intents import classify
+
+    with FakeAnthropic() as fake:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.url)
+        fake.add(text('{"intent": "research", "summary": "s", "executionPrompt": "do it", "reasoning": "r", "autonomyLevel": 3}'))
+        got = classify("anything at all")
+        assert (got.intent, got.method, got.autonomy_level, got.execution_prompt) == ("research", "claude", 2, "do it")
+        fake.error(500, "api_error")
+        fake.error(500, "api_error")
+        got = classify("todo: buy milk")
+        assert got.intent == "todo" and got.method == "keywords" and "Claude failed" in got.reasoning
+
+
+def test_signatures_retries_and_the_whole_task_path(tmp_path: Path, slack: FakeSlack) -> None:
+    p = slack_project(tmp_path, slack)
+    ep = Endpoint(p)
+    try:
+        assert post(ep.port, {"type": "url_verification", "challenge": "abc"}) == (200, '{"challenge": "abc"}')
+        body = json.dumps(message("Ev1", "100.1", "Summarize the week")).encode()
+        assert post(ep.port, {}, sign(body, secret="wrong"), body)[0] == 401
+        assert post(ep.port, {}, sign(body, ts=int(time.time()) - 600), body)[0] == 401
+        assert post(ep.port, {}, {"Content-Type": "application/json"}, body)[0] == 401
+        assert tasks(p) == []  # nothing queued from refused requests
+        assert "bad X-Slack-Signature" in ep.text() and "replay window" in ep.text()
+        assert post(ep.port, {}, sign(body), body) == (200, "ok")
+        retry = {**sign(body), "X-Slack-Retry-Num": "1"}
+        assert post(ep.port, {}, retry, body) == (200, "ok")  # a retried delivery we already have
+        assert post(ep.port, message("Ev2", "100.2", "ignore me", user="UBOT")) == (200, "ok")  # our own bot
+        wait(lambda: [t["status"] for t in tasks(p)] == ["completed"], "the task to complete")
+        assert len(tasks(p)) == 1
+        assert slack.reactions("100.1") == ["eyes", "white_check_mark"]
+        posted = slack.of("chat.postMessage")
+        assert posted, slack.calls
+        assert posted[-1]["thread_ts"] == "100.1" and "the summary is ready" in posted[-1]["text"]
+        # The request went to the coordinator as workflow mail.
+        qs = [f for f in p.new_files("coordinator")]
+        assert qs and b"Summarize the week" in qs[0].read_bytes()
+        # A follow-up in the finished thread continues it with the earlier exchange as context.
+        assert post(ep.port, message("Ev3", "100.3", "and last month?", thread_ts="100.1"))[0] == 200
+        wait(lambda: len(tasks(p)) == 2 and tasks(p)[1]["status"] == "completed", "the follow-up")
+        assert "Earlier in this thread" in str(tasks(p)[1]["prompt"]) and "Summarize the week" in str(tasks(p)[1]["prompt"])
+        assert "retry 1" in ep.text() and "already received" in ep.text()
+    finally:
+        ep.stop()
+
+
+def test_clarify_then_reply_queues_thumbs_down_rejects_todo_and_failure(tmp_path: Path, slack: FakeSlack) -> None:
+    p = slack_project(tmp_path, slack, '{ research = "spec-writer", code_change = "implementer" }')
+    (p.dir / "scripted" / "implementer.toml").write_text('[[step]]\nfail = "could not build"\n')  # it fails
+    ep = Endpoint(p)
+    try:
+        post(ep.port, message("E1", "200.1", "implement a new feature: rewrite the architecture of billing"))
+        wait(lambda: tasks(p) and tasks(p)[0]["status"] == "pending", "pending")
+        assert slack.reactions("200.1") == ["bell"]
+        assert "large change" in slack.of("chat.postMessage")[0]["text"]
+        post(ep.port, message("E2", "200.2", "only the invoice module, keep the API", thread_ts="200.1"))
+        wait(lambda: tasks(p)[0]["status"] == "failed", "the clarified task to run (and fail)")
+        assert "only the invoice module" in str(tasks(p)[0]["prompt"])
+        assert slack.reactions("200.1")[-1] == "x"
+        post(ep.port, message("E3", "300.1", "implement a new feature: replace the architecture"))
+        wait(lambda: len(tasks(p)) == 2 and tasks(p)[1]["status"] == "pending", "second pending")
+        post(ep.port, {"type": "event_callback", "event_id": "E4",
+                       "event": {"type": "reaction_added", "reaction": "-1", "item": {"ts": "300.1", "channel": "C1"}}})
+        wait(lambda: tasks(p)[1]["status"] == "rejected", "rejected")
+        post(ep.port, message("E5", "400.1", "todo: buy milk"))
+        wait(lambda: len(tasks(p)) == 3 and tasks(p)[2]["status"] == "completed", "todo")
+        assert "memo" in slack.reactions("400.1")
+        post(ep.port, message("E6", "500.1", "show my todo list"))
+        wait(lambda: len(tasks(p)) == 4 and tasks(p)[3]["status"] == "completed", "todo list")
+        assert "1. buy milk" in slack.of("chat.postMessage")[-1]["text"]
+    finally:
+        ep.stop()
+
+
+def test_max_concurrent_holds_under_a_burst_and_a_sigkill_is_recovered(tmp_path: Path, slack: FakeSlack) -> None:
+    p = slack_project(tmp_path, slack, '{ research = "spec-writer", question = "spec-reviewer", organize = "implementer", '
+                                       'reminder = "test-writer" }')
+    for role in ("spec-writer", "spec-reviewer", "implementer", "test-writer", "coordinator"):
+        (p.dir / "scripted" / f"{role}.toml").write_text('[[step]]\nsleep = 1.5\n[[step]]\nsay = "finished"\n')
+    ep = Endpoint(p)
+    try:
+        texts = ["research the market", "what is a Maildir?", "organize my notes", "remind me tomorrow", "hello"]
+        for i, t in enumerate(texts):
+            post(ep.port, message(f"B{i}", f"600.{i}", t))
+        peak = 0
+        end = time.monotonic() + 40
+        while time.monotonic() < end:
+            st = [t["status"] for t in tasks(p)]
+            peak = max(peak, st.count("running"))
+            if st.count("completed") == 5:
+                break
+            time.sleep(0.05)
+        assert [t["status"] for t in tasks(p)] == ["completed"] * 5
+        assert peak == 3
+        # A task running when the bridge is SIGKILLed is queued again at restart and completes.
+        post(ep.port, message("K1", "700.1", "research the weather"))
+        wait(lambda: len(tasks(p)) == 6 and tasks(p)[5]["status"] == "running", "running")
+        ep.stop(signal.SIGKILL)
+        lock = p.app.config.mail_root / ".workflow" / "locks" / "spec-writer.lock"
+        lock.unlink(missing_ok=True)  # the killed process held it (it would go stale by pid anyway)
+        ep2 = Endpoint(p)
+        try:
+            wait(lambda: tasks(p)[5]["status"] == "completed", "recovered task to complete")
+            assert "queued again" in ep2.text()
+        finally:
+            ep2.stop()
+    finally:
+        ep.stop()
+
+
+def test_replay_and_429_retry_after(tmp_path: Path, slack: FakeSlack) -> None:
+    p = slack_project(tmp_path, slack)
+    events = tmp_path / "events.jsonl"
+    events.write_text("\n".join(json.dumps(e) for e in [message("R1", "800.1", "todo: call Bob"), message("R1", "800.1", "todo: call Bob")]))
+    slack.rate_limit_next = 1
+    env = {"SLACK_SIGNING_SECRET": SECRET, "SLACK_BOT_TOKEN": "xoxb-test", **GIT_ENV}
+    r = p.run("bridge", "slack", "--replay", str(events), env=env)
+    assert r.returncode == 0, r.stderr
+    assert "replayed 1 event(s): completed 1" in r.stdout  # the same event twice is one task
+    events.write_text(json.dumps(message("R2", "800.2", "list todos")))
+    r = p.run("bridge", "slack", "--replay", str(events), env=env)
+    assert "replayed 1 event(s): completed 2" in r.stdout
+    assert "1. call Bob" in slack.of("chat.postMessage")[-1]["text"]
+    assert slack.rate_limit_next == 0 and slack.reactions("800.1")[0] == "eyes"  # retried after Retry-After
