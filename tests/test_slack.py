@@ -217,6 +217,8 @@ def test_clarify_then_reply_queues_thumbs_down_rejects_todo_and_failure(tmp_path
         post(ep.port, message("E5", "400.1", "todo: buy milk"))
         wait(lambda: len(tasks(p)) == 3 and tasks(p)[2]["status"] == "completed", "todo")
         assert "memo" in slack.reactions("400.1")
+        post(ep.port, message("E7", "450.1", "   "))
+        wait(lambda: slack.reactions("450.1") == ["fast_forward"], "skipped")
         post(ep.port, message("E6", "500.1", "show my todo list"))
         wait(lambda: len(tasks(p)) == 4 and tasks(p)[3]["status"] == "completed", "todo list")
         assert "1. buy milk" in slack.of("chat.postMessage")[-1]["text"]

@@ -233,6 +233,10 @@ class Bridge:
                     self.say(f"task {tid}: follow-up in thread {thread}")
                     self.wake.set()
                     return
+        if not text.strip():
+            self.api("reactions_add", channel=channel, timestamp=ts, name="fast_forward")  # nothing to do: skipped
+            self.say(f"message {ts} has no text; skipped")
+            return
         it = classify(text, self.s.model)
         status = "pending" if it.clarify_question else "queued"
         tid = self.store.add(channel, ts, thread, user, text, it, status)
