@@ -9,11 +9,12 @@ when the artifact sits in two state folders.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from .artifacts import Artifact, by_key, locate, scan, split_ref
 from .config import Config
+from .inbox import unique
 from .index import Row
 
 
@@ -40,18 +41,6 @@ class Card(NamedTuple):
         if len(self.copies) > 1:
             out.append("also in " + ", ".join(f"{a.state}/" for a in self.copies if a != self.artifact))
         return out
-
-
-def unique(rows: Iterable[Row]) -> list[Row]:
-    """One row per message (copies in several mailboxes share a Message-ID)."""
-    seen: set[str] = set()
-    out = []
-    for r in rows:
-        k = r.message_id or f"{r.mailbox}/{r.key}"
-        if k not in seen:
-            seen.add(k)
-            out.append(r)
-    return out
 
 
 def mail_by_key(config: Config, rows: Sequence[Row], artifacts: Sequence[Artifact]) -> dict[tuple[str, str], list[Row]]:

@@ -8,6 +8,8 @@ import sys
 import traceback
 from pathlib import Path
 
+from typing import Any
+
 import click
 
 from .cli import Command, Group, _app, cli
@@ -242,6 +244,15 @@ def hooks_run(ctx: click.Context, hook: str, args: tuple[str, ...]) -> None:
         say("warning: internal error, commit kept:\n" + traceback.format_exc())
 
 
+def _panel(app: Any, name: str) -> Any:
+    from .errors import RosterError
+
+    p = app.config.panel(name)
+    if p is None:
+        raise RosterError(f"no panel {name!r}; configured: {', '.join(x.name for x in app.config.panels) or 'none'}")
+    return p
+
+
 @cli.group(cls=Group)
 def panel() -> None:
     """Review panels: independent, sealed reviews by several models, one unified decision.
@@ -265,15 +276,11 @@ def panel_review(ctx: click.Context, name: str, backend: str | None, via: str) -
 
         workflow panel review spec-reviewer-panel
     """
-    from .errors import RosterError
     from .panel import run_panel
     from .transport import make_transport
 
     app = _app(ctx)
-    p = app.config.panel(name)
-    if p is None:
-        raise RosterError(f"no panel {name!r}; configured: {', '.join(x.name for x in app.config.panels) or 'none'}")
-    sessions = run_panel(app, p, make_transport(app.config, app.deliverer, via), click.echo, backend)
+    sessions = run_panel(app, _panel(app, name), make_transport(app.config, app.deliverer, via), click.echo, backend)
     if any(s.state == "sealed" for s in sessions):
         click.echo("some reviews stay sealed until every member files or the deadline passes; run this again then")
 
@@ -312,15 +319,11 @@ def panel_write(ctx: click.Context, name: str, artifact: str, sections: tuple[st
 
         workflow panel write spec-writer-panel search --section Overview --section Errors --brief "Search specs"
     """
-    from .errors import RosterError
     from .transport import make_transport
     from .writing import write
 
     app = _app(ctx)
-    p = app.config.panel(name)
-    if p is None:
-        raise RosterError(f"no panel {name!r}; configured: {', '.join(x.name for x in app.config.panels) or 'none'}")
-    write(app, p, artifact, sections, make_transport(app.config, app.deliverer, via), click.echo, backend, brief)
+    write(app, _panel(app, name), artifact, sections, make_transport(app.config, app.deliverer, via), click.echo, backend, brief)
 
 
 @panel.command("answer", cls=Command)
@@ -335,15 +338,11 @@ def panel_answer(ctx: click.Context, name: str, backend: str | None, via: str) -
 
         workflow panel answer spec-writer-panel
     """
-    from .errors import RosterError
     from .transport import make_transport
     from .writing import answer_discussion
 
     app = _app(ctx)
-    p = app.config.panel(name)
-    if p is None:
-        raise RosterError(f"no panel {name!r}")
-    n = answer_discussion(app, p, make_transport(app.config, app.deliverer, via), click.echo, backend)
+    n = answer_discussion(app, _panel(app, name), make_transport(app.config, app.deliverer, via), click.echo, backend)
     click.echo(f"{n} answered")
 
 

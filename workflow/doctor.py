@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from . import hooks, locks, outbox
 from .artifacts import by_key, duplicates, scan, two_folders
-from .board import mail_by_key, refs_without_artifact, unique
+from .board import mail_by_key, refs_without_artifact
 from .gitrepo import Repo, artifacts_in
+from .inbox import unique
 
 if TYPE_CHECKING:
     from .app import App

@@ -10,7 +10,7 @@ from __future__ import annotations
 import fnmatch
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple
 
 from .index import Index, Row
@@ -88,6 +88,11 @@ def select(
     rows = index.query(mailboxes, unread=unread, event=event, state=state, artifact_like=like or None)
     if artifact:
         rows = [r for r in rows if artifact_matches(artifact, r.artifacts, states)]
+    return unique(rows)
+
+
+def unique(rows: Iterable[Row]) -> list[Row]:
+    """One row per message (copies in several mailboxes share a Message-ID)."""
     seen: set[str] = set()
     out = []
     for r in rows:

@@ -393,7 +393,7 @@ def _decide(app: App, panel: PanelConfig, store: Store, s: Session, transport: T
 
 def pending_requests(app: App, panel: PanelConfig) -> list[Row]:
     """Unread review-requests in the panel's member mailboxes, one row per message."""
-    from .board import unique
+    from .inbox import unique
 
     with app.index() as index:
         index.refresh(panel.mailboxes)

@@ -342,16 +342,20 @@ class Bridge:
             self.post(t, output)
             self.store.set(t["id"], status="completed", result=output)
 
+    def handle_queued(self) -> None:
+        """Handle every event the endpoint has queued."""
+        while True:
+            try:
+                payload = self.events.get_nowait()
+            except queue.Empty:
+                return
+            if payload is not None:
+                self.handle(payload)
+
     def loop(self) -> None:
         """Dispatch queued work until stopping, and process queued events."""
         while not self.stopping.is_set():
-            while True:
-                try:
-                    payload = self.events.get_nowait()
-                except queue.Empty:
-                    break
-                if payload is not None:
-                    self.handle(payload)
+            self.handle_queued()
             while self.work_once():
                 pass
             self.wake.wait(0.5)
@@ -361,13 +365,7 @@ class Bridge:
         """Handle every queued event and run until no task is queued or running (replay, tests)."""
         end = time.monotonic() + timeout
         while time.monotonic() < end:
-            while True:
-                try:
-                    payload = self.events.get_nowait()
-                except queue.Empty:
-                    break
-                if payload is not None:
-                    self.handle(payload)
+            self.handle_queued()
             started = self.work_once()
             c = self.store.counts()
             if not started and not self.active and not c.get("queued") and not c.get("running"):

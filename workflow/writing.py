@@ -115,7 +115,7 @@ def write(app: App, panel: PanelConfig, name: str, sections: Sequence[str], tran
 def answer_discussion(app: App, panel: PanelConfig, transport: Transport, echo: Callable[[str], None],
                       backend: str | None = None) -> int:
     """The primary answers each unread clarification-request or question on the discussion address."""
-    from .board import unique
+    from .inbox import unique
     from .inbox import render_thread, thread_rows
     from .notify import NotifyRequest, compose
 
