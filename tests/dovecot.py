@@ -112,6 +112,7 @@ service lmtp {{
                 return self
             except (OSError, imaplib.IMAP4.error):
                 time.sleep(0.1)
+        self.stop()
         raise RuntimeError(f"dovecot did not start: {(self.base / 'dovecot.log').read_text() if (self.base / 'dovecot.log').exists() else ''}")
 
     def stop(self) -> None:
