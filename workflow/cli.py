@@ -47,6 +47,9 @@ def _app(ctx: click.Context) -> Any:
     return App.load(obj.get("config"), obj.get("mail_root"))
 
 
+BACKENDS = ("anthropic", "command", "scripted")  # click choices for --backend (backends.NAMES)
+VIAS = ("auto", "smtp", "direct")  # click choices for --via (transport.make_transport)
+
 config_option = click.option(
     "--config", "config_path", type=click.Path(path_type=Path), default=None,
     help="workflow.toml to use (default: the nearest one above the current directory, or $WORKFLOW_CONFIG).",
@@ -125,7 +128,7 @@ def _notify_params(f: Any) -> Any:
             click.option("--from", "sender", metavar="ROLE", help="Sending role (default $WORKFLOW_ROLE, then 'user')."),
             click.option("--stdout", is_flag=True, help="Print the message instead of sending it."),
             click.option(
-                "--via", type=click.Choice(["auto", "smtp", "direct"]), default="auto", show_default=True,
+                "--via", type=click.Choice(VIAS), default="auto", show_default=True,
                 help="auto: the SMTP server when it answers, else direct delivery.",
             ),
             click.argument("event"),

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from .cli import Command, Group, _app, _exit_fast, cli, config_option, mail_root_option
+from .cli import BACKENDS, Command, Group, _app, _exit_fast, cli, config_option, mail_root_option
 
 
 AGENTD_HELP = """The background daemon: wakes a role when its trigger mail arrives.
@@ -45,7 +45,7 @@ def _run_daemon(app: Any, backend: str | None, rescan: float | None) -> None:
 
 def _register(group: click.Group, get_app: Any) -> None:
     @group.command("run", cls=Command)
-    @click.option("--backend", type=click.Choice(["anthropic", "command", "scripted"]), default=None,
+    @click.option("--backend", type=click.Choice(BACKENDS), default=None,
                   help="Run every role on this backend (default: each role's own).")
     @click.option("--rescan", type=float, default=None, help="Seconds between safety rescans (default [agentd] rescan, 30).")
     @click.pass_context
@@ -153,7 +153,7 @@ _register(agentd_group, _app)
 
 @cli.command(cls=Command)
 @click.option("--port", type=int, default=None, help="SMTP port (default [smtp] port).")
-@click.option("--backend", type=click.Choice(["anthropic", "command", "scripted"]), default=None,
+@click.option("--backend", type=click.Choice(BACKENDS), default=None,
               help="Run every role on this backend.")
 @click.pass_context
 def up(ctx: click.Context, port: int | None, backend: str | None) -> None:

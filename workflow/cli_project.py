@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from .cli import Command, Group, _app, cli
+from .cli import BACKENDS, Command, Group, VIAS, _app, cli
 from .errors import WorkflowError
 
 
@@ -57,7 +57,7 @@ def init(directory: Path, roots: tuple[str, ...], domain: str, mail_root: str | 
               help="Notification event (default by transition: approval to todo/, blocker-report to blocked/, "
                    "rejection when it stays in proposed/, else status-update).")
 @click.option("--var", "pairs", multiple=True, metavar="KEY=VALUE", help="More template variables (NEXT_ROLES=…).")
-@click.option("--via", type=click.Choice(["auto", "smtp", "direct"]), default="auto", show_default=True,
+@click.option("--via", type=click.Choice(VIAS), default="auto", show_default=True,
               help="How the notification is sent.")
 @click.pass_context
 def move(ctx: click.Context, artifact: str, state: str, role: str, reason: str, notify: tuple[str, ...],
@@ -265,9 +265,9 @@ def panel() -> None:
 
 @panel.command("review", cls=Command)
 @click.argument("name")
-@click.option("--backend", type=click.Choice(["anthropic", "command", "scripted"]), default=None,
+@click.option("--backend", type=click.Choice(BACKENDS), default=None,
               help="Run every member on this backend (default: each member's own).")
-@click.option("--via", type=click.Choice(["auto", "smtp", "direct"]), default="auto", show_default=True)
+@click.option("--via", type=click.Choice(VIAS), default="auto", show_default=True)
 @click.pass_context
 def panel_review(ctx: click.Context, name: str, backend: str | None, via: str) -> None:
     """Run panel NAME on its pending review-requests: sealed assessments, discussion, consensus, decision.
@@ -307,9 +307,9 @@ def panel_status(ctx: click.Context, artifact: str | None, as_json: bool) -> Non
 @click.argument("artifact")
 @click.option("--section", "sections", multiple=True, required=True, metavar="TITLE", help="A section, in order (repeatable).")
 @click.option("--brief", default="", help="What the artifact is about (given to every member).")
-@click.option("--backend", type=click.Choice(["anthropic", "command", "scripted"]), default=None,
+@click.option("--backend", type=click.Choice(BACKENDS), default=None,
               help="Run every member on this backend (default: each member's own).")
-@click.option("--via", type=click.Choice(["auto", "smtp", "direct"]), default="auto", show_default=True)
+@click.option("--via", type=click.Choice(VIAS), default="auto", show_default=True)
 @click.pass_context
 def panel_write(ctx: click.Context, name: str, artifact: str, sections: tuple[str, ...], brief: str,
                 backend: str | None, via: str) -> None:
@@ -328,8 +328,8 @@ def panel_write(ctx: click.Context, name: str, artifact: str, sections: tuple[st
 
 @panel.command("answer", cls=Command)
 @click.argument("name")
-@click.option("--backend", type=click.Choice(["anthropic", "command", "scripted"]), default=None)
-@click.option("--via", type=click.Choice(["auto", "smtp", "direct"]), default="auto", show_default=True)
+@click.option("--backend", type=click.Choice(BACKENDS), default=None)
+@click.option("--via", type=click.Choice(VIAS), default="auto", show_default=True)
 @click.pass_context
 def panel_answer(ctx: click.Context, name: str, backend: str | None, via: str) -> None:
     """The primary of writing panel NAME answers the clarifications waiting on the discussion address.
@@ -396,7 +396,7 @@ def bridge_gmail(ctx: click.Context, once: bool, dry_run: bool) -> None:
 
 @bridge.command("respond", cls=Command)
 @click.argument("conversation", type=click.Path(path_type=Path, exists=True, file_okay=False))
-@click.option("--backend", type=click.Choice(["anthropic", "command", "scripted"]), default=None)
+@click.option("--backend", type=click.Choice(BACKENDS), default=None)
 @click.pass_context
 def bridge_respond(ctx: click.Context, conversation: Path, backend: str | None) -> None:
     """One reply-loop session for CONVERSATION (the bridge spawns this; seed 001's reply Claude).

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from .cli import Command, _app, _exit_fast, cli, config_option, mail_root_option
+from .cli import BACKENDS, Command, VIAS, _app, _exit_fast, cli, config_option, mail_root_option
 
 RUN_ROLE_HELP = """Run ROLE once: read its new mail, build the context, run the agent, send what it decided.
 
@@ -36,12 +36,12 @@ def _run_params(f: Any) -> Any:
         click.option("--email-poll-interval", type=float, default=None, metavar="SECONDS",
                      help="During the run, show new mail as it arrives and hand it to the agent."),
         click.option("-i", "--interactive", is_flag=True, help="An interactive session in this terminal."),
-        click.option("--backend", type=click.Choice(["anthropic", "command", "scripted"]), default=None,
+        click.option("--backend", type=click.Choice(BACKENDS), default=None,
                      help="Agent backend (default: the role's front matter)."),
         click.option("--dry-run", is_flag=True, help="Show the mail and the context; run nothing, mark nothing."),
         click.option("--script", type=click.Path(path_type=Path, dir_okay=False), default=None,
                      help="Script for the scripted backend (default scripted/ROLE.toml)."),
-        click.option("--via", type=click.Choice(["auto", "smtp", "direct"]), default="auto", show_default=True,
+        click.option("--via", type=click.Choice(VIAS), default="auto", show_default=True,
                      help="How the run's messages are sent."),
         click.argument("role"),
         click.argument("artifact", required=False),
