@@ -209,8 +209,8 @@ class Bridge:
             ts = (ev.get("item") or {}).get("ts", "")
             for t in self.store.by_thread(ts):
                 if t["ts"] == ts and t["status"] in ("pending", "queued", "waiting"):
-                    self.store.set(t["id"], status="rejected")
                     self.post(t, "Rejected: I will not run this.")
+                    self.store.set(t["id"], status="rejected")
                     self.say(f"task {t['id']} rejected by a thumbs-down")
 
     def message(self, ev: dict[str, Any]) -> None:
@@ -239,12 +239,12 @@ class Bridge:
             return
         it = classify(text, self.s.model)
         status = "pending" if it.clarify_question else "queued"
+        if status == "pending":  # ask in the thread first: whoever sees the task pending sees the question asked
+            where = {"channel": channel, "ts": ts, "thread_ts": thread}
+            self.react(where, "bell")
+            self.post(where, str(it.clarify_question))
         tid = self.store.add(channel, ts, thread, user, text, it, status)
         self.say(f"task {tid}: {it.intent} ({it.method}) {status}: {it.summary}")
-        t = self.store.get(tid)
-        if status == "pending":
-            self.react(t, "bell")
-            self.post(t, str(it.clarify_question))
         self.wake.set()
 
     # -- work
