@@ -5,6 +5,6 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 if [ -x "$root/.venv/bin/python" ]; then
-  exec "$root/.venv/bin/python" -c 'from workflow.cli_run import main; main()' "$@"
+  exec "$root/.venv/bin/python" -c 'from workflow.cli.run import main; main()' "$@"
 fi
 exec run-role "$@"

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from workflow.app import App
-from workflow.config import load_config
-from workflow.notify import NotifyRequest, compose
-from workflow.transport import make_transport
+from workflow.core.config import load_config
+from workflow.delivery.notify import NotifyRequest, compose
+from workflow.delivery.transport import make_transport
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -79,7 +79,7 @@ class Project:
         if tool == "workflow":
             cmd = [sys.executable, "-m", "workflow", *args]
         elif tool == "workflow-notify":
-            cmd = [sys.executable, "-c", "from workflow.cli import notify_main; notify_main()", *args]
+            cmd = [sys.executable, "-c", "from workflow.cli.root import notify_main; notify_main()", *args]
         else:
             cmd = [tool, *args]
         return subprocess.run(cmd, cwd=self.dir, env=full_env, input=input, capture_output=True, text=True, timeout=60)

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from workflow.message import Draft, build, make_message_id
+from workflow.mail.message import Draft, build, make_message_id
 
 
 def message(sender: str = "spec-writer", to: tuple[str, ...] = ("spec-reviewer",), event: str = "question",

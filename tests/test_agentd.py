@@ -76,7 +76,7 @@ class Daemon:
 
     def idle(self) -> bool:
         """Nothing queued that is due, nothing running."""
-        from workflow.agentd import status
+        from workflow.agentd.daemon import status
 
         s = status(self.p.app)
         return not s["running"] and not [q for q in s["queued"] if q["due_in"] == 0]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, Project
 
-from workflow.message import parse
+from workflow.mail.message import parse
 
 # Every workflow-notify.sh line in seed 002, as written there (each sent with the artifact in the
 # folder its path names, as in the seed's story: the state-matches guardrail checks that).
@@ -176,7 +176,7 @@ def test_roster_and_route(project: Project) -> None:
 
 
 def test_every_command_has_help_with_an_example_and_is_in_the_readme(project: Project) -> None:
-    from workflow.cli import cli
+    from workflow.cli.root import cli
 
     readme = (ROOT / "README.md").read_text()
     names = sorted(cli.commands)

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from workflow.config import DEFAULT_EVENTS, DEFAULT_STATES, load_config
-from workflow.errors import ConfigError
+from workflow.core.config import DEFAULT_EVENTS, DEFAULT_STATES, load_config
+from workflow.core.errors import ConfigError
 
 
 def test_defaults_without_a_config_file(tmp_path: Path) -> None:

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from conftest import Project, make_project
 
-from workflow.message import parse
-from workflow.smtpd import BackgroundServer
+from workflow.mail.message import parse
+from workflow.delivery.smtpd import BackgroundServer
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "Test", "GIT_AUTHOR_EMAIL": "test@example.com",
@@ -375,7 +375,7 @@ def test_doctor_is_quiet_on_a_healthy_project(gp: Project) -> None:
 
 
 def test_locate_finds_an_artifact_wherever_it_is_now(gp: Project, project_factory: Callable[..., Project]) -> None:
-    from workflow.artifacts import locate
+    from workflow.core.locate import locate
 
     cfg = gp.app.config
     assert [a.path for a in locate("specs/*/user-auth.md", cfg)] == ["specs/proposed/user-auth.md"]

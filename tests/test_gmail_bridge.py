@@ -13,10 +13,10 @@ from fake_anthropic import FakeAnthropic, text
 
 from conftest import Project, make_project
 from workflow.app import App
-from workflow.classify import by_keywords
-from workflow.config import load_config
-from workflow.message import parse
-from workflow.smtpd import BackgroundServer
+from workflow.bridges.gmail.classify import by_keywords
+from workflow.core.config import load_config
+from workflow.mail.message import parse
+from workflow.delivery.smtpd import BackgroundServer
 
 WHY = available()
 needs_dovecot = pytest.mark.skipif(WHY is not None, reason=WHY or "")
@@ -256,7 +256,7 @@ def test_outbound_spool_is_submitted_with_threading_headers_intact(tmp_path: Pat
                   "bob@example.org", "QUESTION=When?", tool="workflow-notify")
         assert r.returncode == 0, r.stderr
         mid = r.stdout.strip()
-        from workflow.gmail import settings, submit_outbound
+        from workflow.bridges.gmail.bridge import settings, submit_outbound
 
         app = App(load_config(p.dir / "workflow.toml", env={}))
         lines: list[str] = []

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 
 from conftest import Project
-from workflow.errors import GuardrailError
+from workflow.core.errors import GuardrailError
 
 
 def test_reviewer_decisions(project: Project) -> None:
@@ -46,7 +46,7 @@ def test_rules_switch_off(project_factory: Callable[..., Project]) -> None:
 
 
 def test_unknown_guardrail_key_is_a_config_error(project_factory: Callable[..., Project]) -> None:
-    from workflow.errors import ConfigError
+    from workflow.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match=r"\[guardrails\] vibes: unknown key"):
         project_factory("[guardrails]\nvibes = true\n")

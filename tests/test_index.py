@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from conftest import Project
 
-from workflow.errors import IndexError_
-from workflow.inbox import group, select, thread_rows
-from workflow.maildir import Maildirs
-from workflow.message import parse
+from workflow.core.errors import IndexError_
+from workflow.mail.inbox import group, select, thread_rows
+from workflow.mail.maildir import Maildirs
+from workflow.mail.message import parse
 
 
 def scenario(p: Project) -> dict[str, str]:
@@ -108,9 +108,9 @@ def test_corrupt_index_is_a_clear_error_and_reindex_repairs_it(project: Project)
 def test_a_late_server_batch_never_overwrites_a_fresher_row(tmp_path: Path) -> None:
     """The server indexes in batches after its 250; a reader may have rescanned the mailbox and a
     role marked the copy seen before that batch lands. The batch must not bring back 'unread'."""
-    from workflow.index import Index
-    from workflow.maildir import Maildirs
-    from workflow.message import parse
+    from workflow.mail.index import Index
+    from workflow.mail.maildir import Maildirs
+    from workflow.mail.message import parse
 
     md = Maildirs(tmp_path / "mail")
     raw = b"From: a@workflow.local\r\nTo: b@workflow.local\r\nMessage-ID: <late@x>\r\nSubject: s\r\n\r\nbody\r\n"

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from workflow.errors import DeliveryError
-from workflow.maildir import Maildirs
+from workflow.core.errors import DeliveryError
+from workflow.mail.maildir import Maildirs
 
 RAW = b"From: a@workflow.local\r\nTo: b@workflow.local\r\nSubject: hi\r\nMessage-ID: <m1@workflow.local>\r\n\r\nbody line\r\n"
 
@@ -86,7 +86,7 @@ def test_scanning_marks_nothing_and_set_flags_moves_to_cur(tmp_path: Path) -> No
 def test_fsync_order_file_then_rename_then_directory(tmp_path: Path) -> None:
     """The syscalls of one delivery: write tmp, fsync it, rename into new/, fsync new/."""
     script = (
-        "import sys; from pathlib import Path; from workflow.maildir import Maildirs;"
+        "import sys; from pathlib import Path; from workflow.mail.maildir import Maildirs;"
         f"m = Maildirs(Path({str(tmp_path)!r})); m.ensure('box'); print('BEGIN', flush=True);"
         f"m.deliver(['box'], {RAW!r})"
     )

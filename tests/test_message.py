@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from workflow.config import DEFAULT_EVENTS, DEFAULT_STATES
-from workflow.errors import MessageError
-from workflow.message import (
+from workflow.core.config import DEFAULT_EVENTS, DEFAULT_STATES
+from workflow.core.errors import MessageError
+from workflow.mail.message import (
     Draft,
     body_text,
     build,

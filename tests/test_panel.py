@@ -12,8 +12,8 @@ from test_git_workflow import GIT_ENV, git_project, mail
 from test_runrole import anthropic_env
 
 from conftest import Project
-from workflow.message import parse
-from workflow.panel import consensus, parse_verdict
+from workflow.mail.message import parse
+from workflow.panels.review import consensus, parse_verdict
 
 PANEL = """
 [backends.scripted]
@@ -123,10 +123,10 @@ def test_sealed_assessments_are_refused_at_delivery_and_a_late_member_is_handled
                       DEFAULT_PANEL + "deadline = 1.5\n", sleep={"gemini": 6})
     p.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer-panel")
     # While a review is sealed, a member cannot send its assessment to the others directly.
-    from workflow.panel import Store
+    from workflow.panels.review import Store
 
     from workflow.app import App
-    from workflow.config import load_config
+    from workflow.core.config import load_config
 
     app = App(load_config(p.dir / "workflow.toml", env={}))
     panel = app.config.panel("spec-reviewer-panel")
@@ -136,8 +136,8 @@ def test_sealed_assessments_are_refused_at_delivery_and_a_late_member_is_handled
     r = p.run("--from", "spec-reviewer-panel.claude", "status-update", "specs/*/user-auth.md", "spec-reviewer-panel-internal",
               "STATUS=mine", tool="workflow-notify")
     assert r.returncode == 0  # ordinary internal mail passes
-    from workflow.notify import NotifyRequest, compose
-    from workflow.errors import GuardrailError
+    from workflow.delivery.notify import NotifyRequest, compose
+    from workflow.core.errors import GuardrailError
 
     req = NotifyRequest("status-update", ("specs/*/user-auth.md",), ("spec-reviewer-panel-internal",),
                         "spec-reviewer-panel.claude", None, {"STATUS": "assessment"}, (("X-Review-Verdict", "approve"),))

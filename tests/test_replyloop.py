@@ -13,8 +13,8 @@ import pytest
 from test_gmail_bridge import PASSWORD, bridge_project, dovecot, needs_dovecot, run_bridge, spool  # noqa: F401
 
 from conftest import Project
-from workflow import replyloop as rl
-from workflow.message import parse
+from workflow.bridges.gmail import replyloop as rl
+from workflow.mail.message import parse
 
 
 def conv(p: Project) -> Path:
@@ -75,7 +75,7 @@ def test_prompt_inlines_the_thread_and_refuses_without_one(project: Project) -> 
     text = rl.prompt(d)
     assert "## NEW Reply #1" in text and "Can we move it to 3pm?" in text and "01-response.md" in text
     (d / "thread.md").unlink()
-    from workflow.errors import WorkflowError
+    from workflow.core.errors import WorkflowError
 
     with pytest.raises(WorkflowError, match="thread.md is missing"):
         rl.prompt(d)

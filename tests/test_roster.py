@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from conftest import Project
 
-from workflow.config import DEFAULT_EVENTS
-from workflow.errors import RosterError
-from workflow.roles import parse_role
+from workflow.core.config import DEFAULT_EVENTS
+from workflow.core.errors import RosterError
+from workflow.policy.roles import parse_role
 
 SEED_ROLES = [
     f"{k}-{side}" for k in ("vision", "scope", "roadmap", "spec", "skeleton", "test", "implementation") for side in ("writer", "reviewer")
@@ -71,7 +71,7 @@ def test_project_role_overrides_builtin(project_factory: object) -> None:
     (p.dir / "roles" / "spec-reviewer.md").write_text('+++\nmode = "async"\ntriggers = ["question"]\n+++\nCustom prompt.\n')
     (p.dir / "roles" / "security-reviewer.md").write_text('+++\nmode = "async"\n+++\nSecurity.\n')
     from workflow.app import App
-    from workflow.config import load_config
+    from workflow.core.config import load_config
 
     roles = App(load_config(p.dir / "workflow.toml", env={})).roster.roles
     assert roles["spec-reviewer"].prompt == "Custom prompt.\n"

@@ -25,7 +25,7 @@ REVIEW = [
 
 
 def script(p: Project, role: str, steps: list[dict[str, object]]) -> None:
-    from workflow.backends.scripted import dumps
+    from workflow.agents.backends.scripted import dumps
 
     (p.dir / "scripted").mkdir(exist_ok=True)
     (p.dir / "scripted" / f"{role}.toml").write_text(dumps(steps))
@@ -101,9 +101,9 @@ def test_tools_enforce_the_rules(gp: Project) -> None:
 
 def test_reviewer_context_holds_nothing_from_writer_internal_mail(tmp_path: Path) -> None:
     from workflow.app import App
-    from workflow.config import load_config
-    from workflow.context import build
-    from workflow.inbox import select
+    from workflow.core.config import load_config
+    from workflow.agents.context import build
+    from workflow.mail.inbox import select
 
     p = git_project(tmp_path / "iso", '[backends.scripted]\nrecord_dir = "prompts"\n')
     secret = "ZEBRA-CONFIDENTIAL-42"
@@ -140,7 +140,7 @@ def test_command_backend_runs_an_agent_cli_that_calls_workflow_notify(gp: Projec
         if mode == "hang":
             import time; time.sleep(60)
         assert "$WORKFLOW_NEW_MAIL" in prompt and os.path.exists(os.environ["WORKFLOW_NEW_MAIL"])
-        subprocess.run([{sys.executable!r}, "-c", "from workflow.cli import notify_main; notify_main()",
+        subprocess.run([{sys.executable!r}, "-c", "from workflow.cli.root import notify_main; notify_main()",
                         "question", "specs/*/user-auth.md", "spec-writer", "QUESTION=from the agent CLI"], check=True)
         print("asked a question")
     """))
@@ -244,7 +244,7 @@ def test_sync_helper_refuses_email_and_runs_interactively_in_a_pty(gp: Project) 
     ])
     master, slave = pty.openpty()
     env = {k: v for k, v in os.environ.items() if not k.startswith("WORKFLOW_")}
-    proc = subprocess.Popen([sys.executable, "-c", "from workflow.cli_run import main; main()", "-i", "spec-writing-helper", "search"],
+    proc = subprocess.Popen([sys.executable, "-c", "from workflow.cli.run import main; main()", "-i", "spec-writing-helper", "search"],
                             cwd=gp.dir, stdin=slave, stdout=slave, stderr=slave, env={**env, **GIT_ENV}, close_fds=True)
     os.close(slave)
     out = b""

@@ -20,7 +20,7 @@ from fake_slack import FakeSlack
 from test_git_workflow import GIT_ENV, git_project
 
 from conftest import Project, free_port
-from workflow.intents import by_keywords, failed, waiting
+from workflow.bridges.slack.intents import by_keywords, failed, waiting
 
 SECRET = "s3cret"
 
@@ -149,7 +149,7 @@ def test_large_scope_code_change_asks_first_and_detectors() -> None:
 def test_claude_classifies_with_json_and_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:
     from fake_anthropic import FakeAnthropic, text
 
-    from workflow.intents import classify
+    from workflow.bridges.slack.intents import classify
 
     with FakeAnthropic() as fake:
         monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")

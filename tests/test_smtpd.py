@@ -14,9 +14,9 @@ import pytest
 from conftest import Project
 from smtp_helpers import message
 from workflow.app import App
-from workflow.config import load_config
-from workflow.message import parse
-from workflow.smtpd import BackgroundServer
+from workflow.core.config import load_config
+from workflow.mail.message import parse
+from workflow.delivery.smtpd import BackgroundServer
 
 
 @pytest.fixture

@@ -17,9 +17,9 @@ import pytest
 from conftest import Project
 from smtp_helpers import message, server_process
 from workflow.app import App
-from workflow.config import load_config
-from workflow.message import parse
-from workflow.smtpd import BackgroundServer
+from workflow.core.config import load_config
+from workflow.mail.message import parse
+from workflow.delivery.smtpd import BackgroundServer
 
 
 def send(port: int, raw: bytes, to: str = "spec-reviewer@workflow.local") -> None:

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from workflow.errors import TemplateError
-from workflow.resources import builtin_dir
-from workflow.templates import STANDARD_VARS, parse_vars, render
+from workflow.core.errors import TemplateError
+from workflow.core.resources import builtin_dir
+from workflow.mail.templates import STANDARD_VARS, parse_vars, render
 
 BASE = {
     "FROM_ROLE": "spec-writer", "TO_ROLE": "spec-reviewer", "ARTIFACT_PATH": "specs/proposed/user-auth.md",

@@ -7,8 +7,8 @@ from collections.abc import Callable
 import pytest
 
 from conftest import Project
-from workflow.message import parse
-from workflow.smtpd import BackgroundServer
+from workflow.mail.message import parse
+from workflow.delivery.smtpd import BackgroundServer
 
 CASES = [
     (["review-request", "specs/proposed/user-auth.md", "spec-reviewer", "CONTEXT=look"], None),

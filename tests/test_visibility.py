@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from conftest import Project
 
-from workflow.errors import VisibilityError
-from workflow.message import Draft, build, make_message_id
+from workflow.core.errors import VisibilityError
+from workflow.mail.message import Draft, build, make_message_id
 
 REVIEWERS = ["spec-reviewer-panel.claude", "spec-reviewer-panel.gpt-5", "spec-reviewer-panel.gemini"]
 WRITERS = ["spec-writer-panel.claude", "spec-writer-panel.gpt-5", "spec-writer-panel.gemini"]

@@ -1,5 +1,5 @@
 """Entry: ``python -m workflow`` runs the CLI."""
 
-from .cli import main
+from workflow.cli.root import main
 
 main()

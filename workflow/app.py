@@ -6,13 +6,13 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .config import Config, load_config
-from .index import Index
-from .maildir import Maildirs
-from .roster import Roster
+from workflow.core.config import Config, load_config
+from workflow.mail.index import Index
+from workflow.mail.maildir import Maildirs
+from workflow.policy.roster import Roster
 
 if TYPE_CHECKING:
-    from .delivery import Deliverer
+    from workflow.delivery.deliverer import Deliverer
 
 
 class App:
@@ -35,7 +35,7 @@ class App:
 
     @cached_property
     def deliverer(self) -> Deliverer:
-        from .delivery import Deliverer
+        from workflow.delivery.deliverer import Deliverer
 
         return Deliverer(self.config, self.roster, self.maildirs)
 

@@ -1,0 +1,237 @@
+"""Tasks: agentd's durable queue in SQLite — one row per wake of a role, claimed atomically.
+
+Lifecycle (seed 003): pending → queued → running → completed | failed | waiting | rejected.
+A role has at most one queued task: more trigger mail coalesces into it (its Message-IDs are
+added). ``claim`` moves the oldest due queued task of a role that is neither running nor
+paused to running, in one IMMEDIATE transaction, and only while fewer than ``max_concurrent``
+run. ``recover`` puts tasks a crash left running back to queued. Role state (consecutive
+failures, pauses), daily token usage and threads stopped by loop detection live here too.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from workflow.core.errors import WorkflowError
+
+STATUSES = ("pending", "queued", "running", "completed", "failed", "waiting", "rejected")
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS task(
+  id INTEGER PRIMARY KEY AUTOINCREMENT, role TEXT NOT NULL, status TEXT NOT NULL,
+  mids TEXT NOT NULL, created REAL NOT NULL, updated REAL NOT NULL, due REAL NOT NULL,
+  attempts INTEGER NOT NULL DEFAULT 0, pid INTEGER, started REAL, error TEXT NOT NULL DEFAULT '',
+  dead INTEGER NOT NULL DEFAULT 0);
+CREATE INDEX IF NOT EXISTS task_status ON task(status, due);
+CREATE TABLE IF NOT EXISTS role_state(role TEXT PRIMARY KEY, failures INTEGER NOT NULL DEFAULT 0,
+  paused TEXT NOT NULL DEFAULT '', paused_at REAL);
+CREATE TABLE IF NOT EXISTS usage(role TEXT NOT NULL, day TEXT NOT NULL, tokens INTEGER NOT NULL,
+  PRIMARY KEY(role, day));
+CREATE TABLE IF NOT EXISTS stopped(root TEXT PRIMARY KEY, reason TEXT NOT NULL, at REAL NOT NULL);
+"""
+
+
+class Task(NamedTuple):
+    id: int
+    role: str
+    status: str
+    mids: tuple[str, ...]
+    created: float
+    updated: float
+    due: float
+    attempts: int
+    pid: int | None
+    started: float | None
+    error: str
+    dead: bool
+
+
+COLS = "id, role, status, mids, created, updated, due, attempts, pid, started, error, dead"
+
+
+def _task(row: Sequence[Any]) -> Task:
+    return Task(int(row[0]), str(row[1]), str(row[2]), tuple(json.loads(str(row[3]))), float(row[4]),
+                float(row[5]), float(row[6]), int(row[7]), None if row[8] is None else int(row[8]),
+                None if row[9] is None else float(row[9]), str(row[10]), bool(row[11]))
+
+
+class Tasks:
+    """An open task store; short transactions, safe to share between agentd and its commands."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.db = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            self.db.executescript(SCHEMA)
+        except sqlite3.DatabaseError as e:
+            raise WorkflowError(f"task store {path} is unusable ({e}); move it aside and restart agentd") from None
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> Tasks:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _tx(self) -> sqlite3.Connection:
+        self.db.execute("BEGIN IMMEDIATE")
+        return self.db
+
+    # -- queue
+
+    def enqueue(self, role: str, mids: Iterable[str], now: float | None = None) -> tuple[Task, bool]:
+        """Coalesce into the role's queued task, or queue a new one; (task, created?)."""
+        now = time.time() if now is None else now
+        new = list(dict.fromkeys(mids))
+        db = self._tx()
+        try:
+            row = db.execute(f"SELECT {COLS} FROM task WHERE role=? AND status='queued' ORDER BY id LIMIT 1", (role,)).fetchone()
+            if row is not None:
+                t = _task(row)
+                merged = list(dict.fromkeys([*t.mids, *new]))
+                db.execute("UPDATE task SET mids=?, updated=? WHERE id=?", (json.dumps(merged), now, t.id))
+                db.execute("COMMIT")
+                return t._replace(mids=tuple(merged)), False
+            cur = db.execute("INSERT INTO task(role, status, mids, created, updated, due) VALUES (?, 'queued', ?, ?, ?, ?)",
+                             (role, json.dumps(new), now, now, now))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        return self.get(int(cur.lastrowid or 0)), True
+
+    def claim(self, max_concurrent: int, now: float | None = None, settle: float = 0.0, settle_max: float = 0.0) -> Task | None:
+        """Atomically start the oldest due queued task whose role is free and not paused.
+
+        A task that mail keeps coalescing into (a burst) waits until its role's mail has been
+        quiet for ``settle`` seconds (at most ``settle_max`` after it was created), so a burst
+        becomes one run; a task for a single message starts at once."""
+        now = time.time() if now is None else now
+        db = self._tx()
+        try:
+            running = db.execute("SELECT count(*) FROM task WHERE status='running'").fetchone()[0]
+            if running >= max_concurrent:
+                db.execute("COMMIT")
+                return None
+            row = db.execute(
+                f"SELECT {COLS} FROM task WHERE status='queued' AND due<=? "
+                "AND (attempts>0 OR updated=created OR updated<=? OR created<=?) "
+                "AND role NOT IN (SELECT role FROM task WHERE status='running') "
+                "AND role NOT IN (SELECT role FROM role_state WHERE paused!='') ORDER BY due, id LIMIT 1",
+                (now, now - settle, now - settle_max)
+            ).fetchone()
+            if row is None:
+                db.execute("COMMIT")
+                return None
+            t = _task(row)
+            db.execute("UPDATE task SET status='running', started=?, updated=?, attempts=attempts+1 WHERE id=? AND status='queued'",
+                       (now, now, t.id))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        return self.get(t.id)
+
+    def set_pid(self, task_id: int, pid: int) -> None:
+        self.db.execute("UPDATE task SET pid=? WHERE id=?", (pid, task_id))
+
+    def finish(self, task_id: int, status: str, error: str = "", *, dead: bool = False, retry_at: float | None = None,
+               mids: Sequence[str] | None = None) -> Task:
+        """Record how a run ended; with ``retry_at`` the task goes back to queued, due then."""
+        assert status in STATUSES
+        now = time.time()
+        if retry_at is not None:
+            self.db.execute("UPDATE task SET status='queued', due=?, error=?, pid=NULL, updated=? WHERE id=?",
+                            (retry_at, error, now, task_id))
+        else:
+            self.db.execute("UPDATE task SET status=?, error=?, dead=?, updated=? WHERE id=?",
+                            (status, error, int(dead), now, task_id))
+        if mids is not None:
+            self.db.execute("UPDATE task SET mids=? WHERE id=?", (json.dumps(list(mids)), task_id))
+        return self.get(task_id)
+
+    def recover(self) -> list[Task]:
+        """Tasks a crash left running go back to queued (their runs may still hold locks)."""
+        rows = [_task(r) for r in self.db.execute(f"SELECT {COLS} FROM task WHERE status='running'")]
+        if rows:
+            self.db.execute("UPDATE task SET status='queued', pid=NULL, due=?, updated=? WHERE status='running'",
+                            (time.time(), time.time()))
+        return rows
+
+    def requeue(self, task_id: int) -> Task:
+        t = self.get(task_id)
+        if t.status == "running":
+            raise WorkflowError(f"task {task_id} is running; wait for it or stop agentd first")
+        self.db.execute("UPDATE task SET status='queued', due=?, dead=0, error='', updated=? WHERE id=?",
+                        (time.time(), time.time(), task_id))
+        return self.get(task_id)
+
+    def get(self, task_id: int) -> Task:
+        row = self.db.execute(f"SELECT {COLS} FROM task WHERE id=?", (task_id,)).fetchone()
+        if row is None:
+            raise WorkflowError(f"no task {task_id}; `agentd status` lists them")
+        return _task(row)
+
+    def list(self, statuses: Sequence[str] = (), limit: int = 1000) -> list[Task]:
+        where = f"WHERE status IN ({','.join('?' * len(statuses))})" if statuses else ""
+        return [_task(r) for r in self.db.execute(f"SELECT {COLS} FROM task {where} ORDER BY id DESC LIMIT ?", (*statuses, limit))]
+
+    def busy_mids(self) -> set[str]:
+        """Message-IDs already in a live task, or given up on (dead-lettered)."""
+        out: set[str] = set()
+        for (mids,) in self.db.execute("SELECT mids FROM task WHERE status IN ('pending','queued','running','waiting') OR dead=1"):
+            out.update(json.loads(mids))
+        return out
+
+    # -- role state
+
+    def failures(self, role: str, failed: bool) -> int:
+        """Count a consecutive failure (or reset on success); returns the count."""
+        if failed:
+            self.db.execute("INSERT INTO role_state(role, failures) VALUES (?, 1) "
+                            "ON CONFLICT(role) DO UPDATE SET failures=failures+1", (role,))
+        else:
+            self.db.execute("INSERT INTO role_state(role, failures) VALUES (?, 0) "
+                            "ON CONFLICT(role) DO UPDATE SET failures=0", (role,))
+        return int(self.db.execute("SELECT failures FROM role_state WHERE role=?", (role,)).fetchone()[0])
+
+    def pause(self, role: str, why: str) -> None:
+        self.db.execute("INSERT INTO role_state(role, paused, paused_at) VALUES (?, ?, ?) "
+                        "ON CONFLICT(role) DO UPDATE SET paused=excluded.paused, paused_at=excluded.paused_at",
+                        (role, why, time.time()))
+
+    def resume(self, role: str) -> str:
+        row = self.db.execute("SELECT paused FROM role_state WHERE role=?", (role,)).fetchone()
+        self.db.execute("UPDATE role_state SET paused='', paused_at=NULL, failures=0 WHERE role=?", (role,))
+        return str(row[0]) if row else ""
+
+    def paused(self) -> dict[str, tuple[str, float]]:
+        return {r: (p, float(at or 0)) for r, p, at in self.db.execute("SELECT role, paused, paused_at FROM role_state WHERE paused!=''")}
+
+    def add_usage(self, role: str, tokens: int, day: str | None = None) -> int:
+        day = day or time.strftime("%Y-%m-%d", time.gmtime())
+        self.db.execute("INSERT INTO usage(role, day, tokens) VALUES (?, ?, ?) "
+                        "ON CONFLICT(role, day) DO UPDATE SET tokens=tokens+excluded.tokens", (role, day, tokens))
+        return int(self.db.execute("SELECT tokens FROM usage WHERE role=? AND day=?", (role, day)).fetchone()[0])
+
+    def usage_today(self) -> dict[str, int]:
+        day = time.strftime("%Y-%m-%d", time.gmtime())
+        return {r: int(t) for r, t in self.db.execute("SELECT role, tokens FROM usage WHERE day=?", (day,))}
+
+    # -- loop detection
+
+    def stop_thread(self, root: str, reason: str) -> bool:
+        """Stop auto-triggering a thread; True the first time (so it is escalated once)."""
+        cur = self.db.execute("INSERT OR IGNORE INTO stopped(root, reason, at) VALUES (?, ?, ?)", (root, reason, time.time()))
+        return cur.rowcount == 1
+
+    def stopped(self) -> dict[str, str]:
+        return {r: why for r, why in self.db.execute("SELECT root, reason FROM stopped")}

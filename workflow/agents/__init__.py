@@ -1,0 +1,1 @@
+"""Agents: one run of one role — its context, its tools, its backend, its lock."""

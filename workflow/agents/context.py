@@ -1,0 +1,88 @@
+"""Context: the prompt a role's run starts from — built only from its own mailbox and the repository.
+
+Seed 001's shape: everything the agent needs is inlined, so it discovers nothing by tool calls.
+The role prompt; what the role may do (events, moves, tools); the new messages with their
+thread ancestry as a transcript (only rows the role may see: its own mailboxes and the mail
+it sent); the artifacts they reference, resolved through globs to where they are now.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, NamedTuple
+
+from workflow.core.locate import Resolver, locate
+from workflow.mail.inbox import group, render_thread, thread_rows
+from workflow.mail.index import Index, Row
+
+if TYPE_CHECKING:
+    from workflow.app import App
+    from workflow.policy.roles import Role
+
+MAX_ARTIFACT = 60_000
+
+
+class Context(NamedTuple):
+    prompt: str
+    messages: tuple[Row, ...]  # the new mail handed to the run
+    artifacts: tuple[str, ...]  # current paths inlined
+
+
+def may_do(app: App, role: Role) -> str:
+    from workflow.artifacts.move import role_moves
+
+    moves = role_moves(app.roster, role.name)
+    mv = "any legal move" if moves is None else (", ".join(f"{a} → {b}" for a, b in moves) or "none")
+    lines = [
+        "# What you may do",
+        f"- You are {role.name} ({role.mode}); you write as {app.roster.address(role.name)}.",
+        f"- Events you can send: {', '.join(app.config.event_types)} (approvals and rejections only "
+        "if you are a reviewer). Reply in a thread with in_reply_to; a new review cycle is a new thread.",
+        f"- Moves you own: {mv} (a move tells nobody by itself: send the matching message). Legal transitions: "
+        + ", ".join(f"{a} → {b}" for a, b in sorted(app.config.transitions)) + ".",
+        f"- Artifacts live in {', '.join(f'{r}/' for r in app.config.artifact_roots)} under the state folders "
+        f"{', '.join(app.config.states)}; a glob like specs/*/name.md finds one wherever it is.",
+        "- Tools: read_artifact, write_artifact, move_artifact, send_message, list_inbox, read_thread. "
+        "Messages you send go out when your run ends successfully; a refused call tells you why.",
+    ]
+    if not role.takes_mail:
+        lines.append("- You never send mail: when the draft is ready, the human decides about the review-request.")
+    return "\n".join(lines)
+
+
+def build(app: App, role: Role, index: Index, new: Sequence[Row], artifact: str | None = None) -> Context:
+    """The whole prompt for one run."""
+    boxes, sent = app.roster.view(role.name)
+    parts = [f"# Role: {role.name}", "", role.prompt.strip(), "", may_do(app, role), ""]
+    if artifact:
+        parts += ["# Your task", f"Process {artifact} now: do your job for it, send what it needs, then stop.", ""]
+    threads = group(new)
+    if threads:
+        n = len(new)
+        parts.append(f"# New mail ({n} message{'s' if n != 1 else ''} in {len(threads)} thread{'s' if len(threads) != 1 else ''}; NEW marks unread)")
+        parts.append("")
+        for t in threads:
+            seed = t.messages[-1].message_id or ""
+            rows = thread_rows(index, boxes, seed, sent) if seed else list(t.messages)
+            parts.append(render_thread(rows or list(t.messages), app.maildirs, boxes).replace("# Thread:", "## Thread:", 1))
+            parts.append("")
+    else:
+        parts += ["# New mail", "None.", ""]
+    resolver = Resolver(app.config)
+    refs = list(dict.fromkeys([a for r in new for a in r.artifacts] + ([artifact] if artifact else [])))
+    shown: list[str] = []
+    texts: list[str] = []
+    for ref in refs:
+        for a in locate(ref, app.config, resolver.artifacts):
+            if a.path in shown:
+                continue
+            shown.append(a.path)
+            data = (app.config.project_dir / a.path).read_bytes()
+            text = data[:MAX_ARTIFACT].decode("utf-8", "replace")
+            more = f"\n[… {len(data) - MAX_ARTIFACT} more bytes: read_artifact {a.path}]" if len(data) > MAX_ARTIFACT else ""
+            note = f" (mail named {ref})" if ref != a.path else ""
+            texts.append(f"## {a.path} — now in {a.state}/{note}\n\n````\n{text.rstrip()}{more}\n````\n")
+    parts.append("# Artifacts referenced")
+    parts.append("")
+    parts.extend(texts or ["None found in the repository.\n"])
+    return Context("\n".join(parts).rstrip() + "\n", tuple(new), tuple(shown))

@@ -1,0 +1,200 @@
+"""Run-role: one session of one role — seed 002's sequence, with mail marked read only on success.
+
+1. check the mailbox: the role's unread mail (with ARTIFACT, only mail about it), by thread;
+2. build the context from that mail and the repository (context.build);
+3. launch the backend with the role's tools; while it runs, mail that arrives is shown and
+   handed to the agent (``poll_interval``);
+4. afterwards: on success mark the handed messages seen and send what the run queued; on failure
+   leave them unread (the next run retries them) and send nothing;
+5. check the mailbox again and show what arrived meanwhile.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
+
+from workflow.core.locate import Resolver
+from workflow.agents.backends import RunInput, RunResult, make_backend
+from workflow.agents.context import build
+from workflow.core.errors import RosterError
+from workflow.mail.inbox import group, render_inbox, select
+from workflow.mail.index import Row
+from workflow.agents.tools import RoleTools
+
+if TYPE_CHECKING:
+    from workflow.app import App
+    from workflow.policy.roles import Role
+    from workflow.delivery.transport import Transport
+
+
+class Outcome(NamedTuple):
+    result: RunResult | None  # None: nothing to do, a dry run, or busy
+    handed: tuple[Row, ...]
+    sent: tuple[str, ...]
+    prompt: str = ""
+    busy: str = ""  # another run of this role holds its lock (who and since when)
+
+
+class Poller:
+    """Watches the role's mailboxes during a run; new unread mail is echoed and kept for the agent."""
+
+    def __init__(self, app: App, role: Role, known: set[str], interval: float, echo: Callable[[str], None],
+                 mail_file: Path | None) -> None:
+        self.app, self.role, self.known, self.interval, self.echo = app, role, known, interval, echo
+        self.mail_file = mail_file
+        self.pending: list[str] = []
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._loop, name=f"poll-{role.name}", daemon=True)
+
+    def _loop(self) -> None:
+        while not self.stop.wait(self.interval):
+            self.check()
+
+    def check(self) -> None:
+        from workflow.mail.inbox import render_thread
+
+        boxes = self.app.roster.mailboxes_of(self.role.name)
+        with self.app.index() as index:
+            index.refresh(boxes)
+            fresh = [r for r in select(index, boxes) if (r.message_id or r.key) not in self.known]
+            texts = []
+            for r in fresh:
+                self.known.add(r.message_id or r.key)
+                texts.append(render_thread([r], self.app.maildirs, boxes))
+        for r, text in zip(fresh, texts):
+            self.echo(f"new mail during the run: {r.event or 'mail'} from {r.sender.split('@')[0]}: {r.subject}")
+            with self.lock:
+                self.pending.append(text)
+            if self.mail_file is not None:
+                with open(self.mail_file, "a", encoding="utf-8") as f:
+                    f.write(text + "\n\n")
+
+    def drain(self) -> list[str]:
+        with self.lock:
+            out, self.pending = self.pending, []
+        return out
+
+    def __enter__(self) -> Poller:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join()
+
+
+def new_mail(app: App, role: Role, artifact: str | None) -> list[Row]:
+    boxes = app.roster.mailboxes_of(role.name)
+    with app.index() as index:
+        index.refresh(boxes)
+        return select(index, boxes, artifact=artifact, states=app.config.states)
+
+
+def mark_seen(app: App, rows: tuple[Row, ...]) -> int:
+    """Flag the handed copies seen (those still where they were); returns how many."""
+    n = 0
+    for r in rows:
+        entry = app.maildirs.find(r.mailbox, r.key)
+        if entry is not None and "S" not in entry.flags:
+            app.maildirs.set_flags(entry, entry.flags + "S")
+            n += 1
+    return n
+
+
+def run_role(
+    app: App,
+    role_name: str,
+    *,
+    transport: Transport,
+    echo: Callable[[str], None],
+    backend: str | None = None,
+    artifact: str | None = None,
+    dry_run: bool = False,
+    poll_interval: float | None = None,
+    script: Path | None = None,
+) -> Outcome:
+    """One session; raises only for bad input (unknown role, bad config), never for agent failures."""
+    if role_name not in app.roster.roles:
+        app.roster.sender(role_name)  # raises with a suggestion
+    role = app.roster.roles[role_name]
+    if not role.takes_mail:
+        raise RosterError(f"{role.name} is a {role.mode} role: it takes no mail; run it interactively with run-role -i {role.name}")
+    if artifact:
+        from workflow.core.locate import find
+
+        artifact = find(artifact, app.config).path
+    if dry_run:
+        return _session(app, role, transport, echo, backend, artifact, True, poll_interval, script)
+    from workflow.agents import locks
+
+    held = locks.acquire(locks.locks_dir(app.config) / f"{role.name}.lock", app.config.lock_ttl)
+    if held is None:
+        info = locks.read(locks.locks_dir(app.config) / f"{role.name}.lock")
+        who = f"pid {info.pid} on {info.host}, since {time.strftime('%H:%M:%S', time.localtime(info.started))}" if info else "another run"
+        echo(f"{role.name}: already running ({who}); its run takes this mail too")
+        return Outcome(None, (), (), busy=who)
+    try:
+        return _session(app, role, transport, echo, backend, artifact, False, poll_interval, script)
+    finally:
+        locks.release(held)
+
+
+def _session(app: App, role: Role, transport: Transport, echo: Callable[[str], None], backend: str | None,
+             artifact: str | None, dry_run: bool, poll_interval: float | None, script: Path | None) -> Outcome:
+    rows = tuple(new_mail(app, role, artifact))
+    resolver = Resolver(app.config)
+    echo(render_inbox(role.name, group(rows), True, resolver.now).rstrip())
+    if not rows and not artifact:
+        echo(f"{role.name}: nothing to do")
+        return Outcome(None, (), ())
+    with app.index() as index:
+        ctx = build(app, role, index, rows, artifact)
+    if dry_run:
+        echo("\n--- context (dry run: no backend, nothing marked, nothing sent) ---\n")
+        echo(ctx.prompt)
+        return Outcome(None, rows, (), ctx.prompt)
+    name = backend or role.backend
+    agent = make_backend(app.config, name, script)
+    tools = RoleTools(app, role, transport)
+    known = {r.message_id or r.key for r in rows}
+    mail_file = app.config.mail_root / ".workflow" / "runs" / f"{role.name}.new-mail.md"
+    mail_file.parent.mkdir(parents=True, exist_ok=True)
+    mail_file.write_text("", encoding="utf-8")
+    poller = Poller(app, role, known, poll_interval or 0.0, echo, mail_file)
+    prompt = ctx.prompt
+    if poll_interval and name == "command":
+        prompt += (f"\n# Mail during your run\nNew mail that arrives while you work is appended to {mail_file} "
+                   "($WORKFLOW_NEW_MAIL); look there before you finish.\n")
+    job = RunInput(role, prompt, tools, rows, role.model, role.max_turns or 20,
+                   poller.drain if poll_interval else (lambda: []), mail_file)
+    echo(f"\n{role.name}: running the {name} backend on {len(rows)} message(s)" + (f" and {artifact}" if artifact else ""))
+    t0 = time.monotonic()
+    if poll_interval:
+        with poller:
+            result = agent.run(job)
+    else:
+        result = agent.run(job)
+    took = time.monotonic() - t0
+    sent: list[str] = []
+    if result.ok:
+        marked = mark_seen(app, rows)
+        sent = tools.send_all()
+        echo(f"{role.name}: run succeeded in {took:.1f}s; {marked} message(s) marked read")
+    else:
+        echo(f"{role.name}: run failed after {took:.1f}s: {result.error}")
+        echo(f"  {len(rows)} message(s) left unread for the next run; {len(tools.outgoing)} queued message(s) not sent")
+    for line in sent:
+        echo(f"  {line}")
+    if result.usage:
+        echo(f"  tokens: {result.usage.get('input_tokens', 0)} in, {result.usage.get('output_tokens', 0)} out, {result.turns} turn(s)")
+    if result.summary.strip():
+        echo("  " + result.summary.strip().replace("\n", "\n  "))
+    after = [r for r in new_mail(app, role, None) if (r.message_id or r.key) not in known]
+    if after:
+        echo("\nArrived meanwhile:\n" + render_inbox(role.name, group(after), True, resolver.now).rstrip())
+    return Outcome(result, rows, tuple(sent), ctx.prompt)

@@ -1,0 +1,210 @@
+"""Tools: what an agent may do during a run — each call checked by the same rules as everything else.
+
+read_artifact / write_artifact stay inside the artifact roots (no ``..``, no symlink out, no
+dotfiles); move_artifact follows the transition graph and only the moves the role owns;
+send_message composes and runs every delivery check (validation, visibility, guardrails) at
+call time, so a refusal reaches the agent while it can still correct itself, and the message
+is sent when the run succeeds; list_inbox and read_thread show only the role's own mail.
+A refused call raises ToolError; backends hand its text back to the agent.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from workflow.core.locate import GLOB_CHARS, Resolver, locate, parse_path
+from workflow.core.errors import WorkflowError
+
+if TYPE_CHECKING:
+    from workflow.app import App
+    from workflow.delivery.notify import Composed
+    from workflow.policy.roles import Role
+    from workflow.delivery.transport import Transport
+
+MAX_READ = 200_000
+
+SCHEMAS: list[dict[str, Any]] = [
+    {"name": "read_artifact", "description": "Read an artifact. Paths like specs/*/name.md find it in whatever state folder it is now.",
+     "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}},
+    {"name": "write_artifact", "description": "Write (create or replace) an artifact at ROOT/STATE/NAME, e.g. specs/proposed/name.md.",
+     "input_schema": {"type": "object", "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
+                      "required": ["path", "content"]}},
+    {"name": "move_artifact", "description": "Move an artifact to another state folder with a git commit (only moves your role owns).",
+     "input_schema": {"type": "object", "properties": {"artifact": {"type": "string"}, "state": {"type": "string"},
+                                                       "reason": {"type": "string"}}, "required": ["artifact", "state"]}},
+    {"name": "send_message", "description": "Send a workflow message (sent when your run ends successfully). "
+     "Give in_reply_to to reply in a thread; omit it to start a new thread.",
+     "input_schema": {"type": "object", "properties": {
+         "event": {"type": "string"}, "artifact": {"type": "string"},
+         "to": {"type": "array", "items": {"type": "string"}},
+         "variables": {"type": "object", "additionalProperties": {"type": "string"},
+                       "description": "Template variables: CONTEXT, QUESTION, REASON, NEXT_STATE, NEXT_ROLES, BLOCKING_DETAILS…"},
+         "in_reply_to": {"type": "string"}}, "required": ["event", "artifact", "to"]}},
+    {"name": "list_inbox", "description": "List your unread mail by thread.",
+     "input_schema": {"type": "object", "properties": {}}},
+    {"name": "read_thread", "description": "Read a thread you can see, as a transcript.",
+     "input_schema": {"type": "object", "properties": {"message_id": {"type": "string"}}, "required": ["message_id"]}},
+]
+
+
+class ToolError(WorkflowError):
+    """A tool call was refused; the text says why and what would work."""
+
+
+class Outgoing(NamedTuple):
+    composed: Composed
+    event: str
+    artifact: str
+
+
+class RoleTools:
+    """The tools of one run of one role."""
+
+    def __init__(self, app: App, role: Role, transport: Transport, *, may_send: bool = True, read_only: bool = False) -> None:
+        self.app = app
+        self.role = role
+        self.transport = transport
+        self.may_send = may_send and role.takes_mail and not read_only
+        self.read_only = read_only
+        self.outgoing: list[Outgoing] = []
+        self.moved: list[str] = []
+        self.written: list[str] = []
+
+    # -- dispatch
+
+    def call(self, name: str, args: dict[str, Any]) -> str:
+        """Run one tool by name; ToolError for a refusal or bad arguments."""
+        fn = getattr(self, f"tool_{name}", None)
+        if fn is None or name not in {s["name"] for s in SCHEMAS}:
+            raise ToolError(f"unknown tool {name!r}; tools: {', '.join(s['name'] for s in SCHEMAS)}")
+        if self.read_only and name in ("write_artifact", "move_artifact", "send_message"):
+            raise ToolError(f"{name}: this session is read-only (an independent panel review); "
+                            "give your findings and end with a line VERDICT: approve|reject|revise")
+        try:
+            return str(fn(**args))
+        except TypeError as e:
+            raise ToolError(f"{name}: bad arguments: {e}") from None
+        except ToolError:
+            raise
+        except WorkflowError as e:
+            raise ToolError(str(e)) from None
+
+    # -- artifacts
+
+    def _inside(self, rel: str) -> Path:
+        """The real path of an artifact path, refused unless it stays inside its artifact root."""
+        config = self.app.config
+        if not isinstance(rel, str) or not rel or rel.startswith("/") or "\\" in rel or "\0" in rel:
+            raise ToolError(f"artifact path {rel!r}: expected a relative path like specs/proposed/name.md")
+        if ".." in rel.split("/"):
+            raise ToolError(f"artifact path {rel!r}: '..' is not allowed")
+        a = parse_path(rel, config)
+        if a is None:
+            roots = ", ".join(f"{r}/" for r in config.artifact_roots)
+            raise ToolError(f"artifact path {rel!r} is not ROOT/STATE/NAME under an artifact root ({roots}) "
+                            f"with a state ({', '.join(config.states)})")
+        root = (config.project_dir / a.root).resolve()
+        full = config.project_dir / rel
+        real = Path(os.path.realpath(full))
+        if not real.is_relative_to(root):
+            raise ToolError(f"artifact path {rel!r} leads outside {a.root}/ (a symlink?); refused")
+        return real
+
+    def tool_read_artifact(self, path: str) -> str:
+        target = path
+        if GLOB_CHARS.search(path) or not (self.app.config.project_dir / path).exists():
+            found = locate(path, self.app.config)
+            if len(found) != 1:
+                raise ToolError(f"{path}: {'no artifact matches' if not found else 'several match: ' + ', '.join(a.path for a in found)}")
+            target = found[0].path
+        real = self._inside(target)
+        if not real.is_file():
+            raise ToolError(f"{target}: no such artifact")
+        data = real.read_bytes()[:MAX_READ].decode("utf-8", "replace")
+        return f"# {target}\n{data}"
+
+    def tool_write_artifact(self, path: str, content: str) -> str:
+        if not isinstance(content, str):
+            raise ToolError("content must be a string")
+        real = self._inside(path)
+        a = parse_path(path, self.app.config)
+        assert a is not None
+        elsewhere = [x.path for x in locate(a.glob, self.app.config) if x.path != a.path]
+        if elsewhere:
+            raise ToolError(f"{a.name} already exists as {', '.join(elsewhere)}; write it there (or move it first)")
+        real.parent.mkdir(parents=True, exist_ok=True)
+        tmp = real.with_name(f".{real.name}.tmp{os.getpid()}")
+        tmp.write_text(content, encoding="utf-8")
+        os.replace(tmp, real)
+        self.written.append(a.path)
+        return f"wrote {a.path} ({len(content.encode())} bytes)"
+
+    def tool_move_artifact(self, artifact: str, state: str, reason: str = "") -> str:
+        from workflow.artifacts.move import MoveRequest, move
+
+        req = MoveRequest(artifact, state, self.role.name, reason, notified_by="run-role")
+        result = move(self.app, req, self.transport)
+        if result.commit is None:
+            return f"{result.before.path} is already in {state}/"
+        self.moved.append(result.after.path)
+        return (f"moved {result.before.path} → {result.after.path} (commit {result.commit[:10]}); "
+                "nobody is told by the move itself: send the approval or status-update")
+
+    # -- mail
+
+    def tool_send_message(self, event: str, artifact: str, to: list[str] | str,
+                          variables: dict[str, str] | None = None, in_reply_to: str | None = None) -> str:
+        from workflow.delivery.notify import NotifyRequest, compose, split_list
+
+        if not self.may_send:
+            raise ToolError(f"{self.role.name} does not send mail (a {self.role.mode} role); tell the human instead")
+        recipients = tuple(split_list(to) if isinstance(to, str) else [str(t) for t in to])
+        vars_ = {str(k): str(v) for k, v in (variables or {}).items()}
+        req = NotifyRequest(event, (artifact,), recipients, self.role.name, in_reply_to or None, vars_)
+        with self.app.index() as index:
+            composed = compose(req, self.app.config, self.app.roster, index)
+            self.app.deliverer.prepare(composed.raw, composed.recipients, index)  # every check, nothing written
+        self.outgoing.append(Outgoing(composed, event, artifact))
+        return f"{event} to {', '.join(composed.recipients)} accepted as {composed.message_id}; it is sent when your run ends"
+
+    def tool_list_inbox(self) -> str:
+        from workflow.mail.inbox import group, render_inbox, select
+
+        boxes = self.app.roster.mailboxes_of(self.role.name)
+        with self.app.index() as index:
+            index.refresh(boxes)
+            rows = select(index, boxes)
+        return render_inbox(self.role.name, group(rows), True, Resolver(self.app.config).now)
+
+    def tool_read_thread(self, message_id: str) -> str:
+        from workflow.mail.inbox import render_thread, thread_rows
+        from workflow.mail.message import normalize_msgid
+
+        boxes, sent = self.app.roster.view(self.role.name)
+        with self.app.index() as index:
+            index.refresh(boxes)
+            rows = thread_rows(index, boxes, normalize_msgid(message_id), sent)
+        if not rows:
+            raise ToolError(f"no thread {message_id} in your mail")
+        return render_thread(rows, self.app.maildirs, boxes)
+
+    # -- after the run
+
+    def send_all(self) -> list[str]:
+        """Send what the run queued; returns one line per message (sent, or queued in the outbox)."""
+        from workflow.delivery import outbox
+        from workflow.core.errors import DeliveryError, RuleError, TransportError
+
+        lines = []
+        for o in self.outgoing:
+            c = o.composed
+            try:
+                where = self.transport.send(c.raw, c.sender_address, c.recipients)
+                lines.append(f"sent {o.event} {c.message_id} to {', '.join(c.recipients)} ({where})")
+            except (RuleError, TransportError, DeliveryError) as e:
+                failed = isinstance(e, RuleError)
+                q = outbox.put(self.app.config, c.raw, c.sender_address, c.recipients, f"{o.event} for {o.artifact}", str(e), failed=failed)
+                lines.append(f"not sent {o.event} {c.message_id}: {e} (kept in {q})")
+        return lines

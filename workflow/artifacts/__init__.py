@@ -1,0 +1,1 @@
+"""Artifacts: state folders in git — legal transitions, moves as commits, hooks, the board."""

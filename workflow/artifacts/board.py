@@ -1,0 +1,148 @@
+"""Board: every artifact by state with the last workflow mail about it, flagging claims that disagree.
+
+Mail is matched to an artifact by identity (root and name), so a message that named
+``specs/proposed/x.md`` or ``specs/*/x.md`` is about x wherever x is now. A card is flagged when
+the latest message carrying an ``X-Workflow-State`` claims another state than the folder, or
+when the artifact sits in two state folders.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+from workflow.core.locate import Artifact, by_key, locate, scan, split_ref
+from workflow.core.config import Config
+from workflow.mail.inbox import unique
+from workflow.mail.index import Row
+
+
+class Card(NamedTuple):
+    artifact: Artifact
+    copies: tuple[Artifact, ...]  # every folder it is in (more than one is a problem)
+    mail: tuple[Row, ...]  # messages about it, oldest first, one row per Message-ID
+
+    @property
+    def last(self) -> Row | None:
+        return self.mail[-1] if self.mail else None
+
+    @property
+    def claim(self) -> Row | None:
+        """The latest message that claims a state."""
+        return next((r for r in reversed(self.mail) if r.state), None)
+
+    @property
+    def flags(self) -> list[str]:
+        out = []
+        claim = self.claim
+        if claim is not None and claim.state != self.artifact.state:
+            out.append(f"mail claims {claim.state}")
+        if len(self.copies) > 1:
+            out.append("also in " + ", ".join(f"{a.state}/" for a in self.copies if a != self.artifact))
+        return out
+
+
+def mail_by_key(config: Config, rows: Sequence[Row], artifacts: Sequence[Artifact]) -> dict[tuple[str, str], list[Row]]:
+    """Messages grouped by the artifact identities their X-Artifacts name."""
+    cache: dict[str, set[tuple[str, str]]] = {}
+    out: dict[tuple[str, str], list[Row]] = {}
+    for r in unique(rows):
+        keys: set[tuple[str, str]] = set()
+        for ref in r.artifacts:
+            if ref not in cache:
+                cache[ref] = {a.key for a in locate(ref, config, artifacts)}
+            keys |= cache[ref]
+        for k in keys:
+            out.setdefault(k, []).append(r)
+    return out
+
+
+def cards(config: Config, rows: Sequence[Row], only: Artifact | None = None) -> list[Card]:
+    """One card per artifact in the working tree (per copy when it is in two folders)."""
+    artifacts = scan(config)
+    mail = mail_by_key(config, rows, artifacts)
+    groups = by_key(artifacts)
+    out = []
+    for a in artifacts:
+        if only is not None and a.key != only.key:
+            continue
+        out.append(Card(a, tuple(groups[a.key]), tuple(sorted(mail.get(a.key, []), key=lambda r: (r.date, r.key)))))
+    return out
+
+
+def age(ts: int, now: float) -> str:
+    if not ts:
+        return "-"
+    s = max(0, int(now - ts))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if s >= size:
+            return f"{s // size}{unit} ago"
+    return f"{s}s ago"
+
+
+def render(config: Config, board: Sequence[Card], now: float | None = None) -> str:
+    """A table per state, every state shown (an empty one says so)."""
+    now = time.time() if now is None else now
+    lines: list[str] = []
+    width = max([len(c.artifact.path) for c in board] + [8])
+    for state in config.states:
+        here = [c for c in board if c.artifact.state == state]
+        lines.append(f"{state}/ ({len(here)})")
+        if not here:
+            lines.append("  -")
+        for c in here:
+            last = c.last
+            said = f"{last.event or 'mail'} from {last.sender.split('@')[0]}, {age(last.date, now)}" if last else "no mail yet"
+            flag = "  ! " + "; ".join(c.flags) if c.flags else ""
+            lines.append(f"  {c.artifact.path:<{width}}  {said}{flag}")
+        lines.append("")
+    flagged = sum(1 for c in board if c.flags)
+    lines.append(f"{len(board)} artifacts, {flagged} flagged" + (" (workflow doctor explains)" if flagged else ""))
+    return "\n".join(lines)
+
+
+def history(card: Card, now: float | None = None) -> str:
+    now = time.time() if now is None else now
+    out = [f"{card.artifact.path} ({card.artifact.state})"]
+    if card.flags:
+        out.append("  ! " + "; ".join(card.flags))
+    for r in card.mail:
+        to = ", ".join(x.split("@")[0] for x in r.recipients)
+        claim = f" [{r.state}]" if r.state else ""
+        out.append(f"  {age(r.date, now):>8}  {r.event or 'mail':<22} {r.sender.split('@')[0]} → {to}{claim}  {r.message_id or ''}")
+    if not card.mail:
+        out.append("  no mail about it yet")
+    return "\n".join(out)
+
+
+def row_json(r: Row) -> dict[str, Any]:
+    return {"message_id": r.message_id, "event": r.event, "from": r.sender, "to": list(r.recipients),
+            "state": r.state, "date": r.date, "subject": r.subject}
+
+
+def to_json(config: Config, board: Sequence[Card]) -> dict[str, Any]:
+    return {
+        "states": {
+            s: [
+                {"path": c.artifact.path, "root": c.artifact.root, "name": c.artifact.name,
+                 "last": row_json(c.last) if c.last else None,
+                 "claim": c.claim.state if c.claim else None, "flags": c.flags, "messages": len(c.mail)}
+                for c in board if c.artifact.state == s
+            ]
+            for s in config.states
+        }
+    }
+
+
+def refs_without_artifact(config: Config, rows: Sequence[Row], artifacts: Sequence[Artifact]) -> dict[str, list[Row]]:
+    """Artifact references (under a root) that name nothing in any state folder now."""
+    out: dict[str, list[Row]] = {}
+    missing: dict[str, bool] = {}
+    for r in unique(rows):
+        for ref in r.artifacts:
+            if ref not in missing:
+                missing[ref] = split_ref(ref, config) is not None and not locate(ref, config, artifacts)
+            if missing[ref]:
+                out.setdefault(ref, []).append(r)
+    return out

@@ -1,0 +1,195 @@
+"""Move: change an artifact's state with one ``git mv`` and one commit, and notify in the same step.
+
+``workflow move user-auth todo --as spec-reviewer --reason "…" --notify spec-writer`` checks
+everything first (the artifact exists once, is committed and clean, the transition is legal,
+the role exists, the notification renders), then moves and commits only the artifact's two
+paths (other staged work is left alone) with a message naming role, transition and reason.
+The notification is sent after the commit, so the server's state check sees the new folder;
+if it cannot be sent it is queued in the outbox and the move still stands. The commit carries
+a ``Workflow-Notify`` trailer so the post-commit hook does not notify a second time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
+
+from workflow.delivery import outbox
+from workflow.artifacts import transitions
+from workflow.core.locate import Artifact, find
+from workflow.core.config import Config
+from workflow.core.errors import DeliveryError, GitError, RuleError, TransportError
+from workflow.delivery.notify import Composed, NotifyRequest, compose
+from workflow.policy.roster import Roster
+
+if TYPE_CHECKING:
+    from workflow.app import App
+    from workflow.delivery.transport import Transport
+
+REASON_VARIABLE = {
+    "rejection": "REASON",
+    "blocker-report": "BLOCKING_DETAILS",
+    "question": "QUESTION",
+    "clarification-request": "QUESTION",
+}
+
+
+class MoveRequest(NamedTuple):
+    artifact: str
+    state: str
+    role: str
+    reason: str = ""
+    notify: tuple[str, ...] = ()
+    event: str | None = None
+    variables: Mapping[str, str] = {}
+    notified_by: str | None = None  # the caller sends the mail itself (run-role): the hook stays quiet
+
+
+class MoveResult(NamedTuple):
+    before: Artifact
+    after: Artifact
+    commit: str | None  # None: the artifact stays put (already in that state)
+    subject: str
+    message_id: str | None = None
+    sent: str = ""  # where the notification went
+    queued: Path | None = None
+    error: str = ""  # why the notification is queued or was refused
+
+
+def default_event(src: str, dst: str) -> str:
+    if src == dst == "proposed":
+        return "rejection"
+    if (src, dst) == ("proposed", "todo"):
+        return "approval"
+    if dst == "blocked":
+        return "blocker-report"
+    return "status-update"
+
+
+def commit_message(req: MoveRequest, before: Artifact, after: Artifact, event: str | None) -> str:
+    subject = transitions.commit_subject(req.role, before.state, after.state, before.stem)
+    body = [subject, ""]
+    if req.reason.strip():
+        body += [req.reason.strip(), ""]
+    body.append(f"Workflow-Role: {req.role}")
+    body.append(f"Workflow-Transition: {before.path} -> {after.path}")
+    if event:
+        body.append(f"Workflow-Notify: {event}")
+    return "\n".join(body) + "\n"
+
+
+def _notification(app: App, req: MoveRequest, before: Artifact, after: Artifact) -> tuple[str, Composed] | None:
+    if not req.notify:
+        return None
+    event = req.event or default_event(before.state, after.state)
+    variables = dict(req.variables)
+    if req.reason.strip():
+        variables.setdefault(REASON_VARIABLE.get(event, "CONTEXT"), req.reason.strip())
+    if event == "approval":
+        variables.setdefault("NEXT_STATE", after.state)
+    nreq = NotifyRequest(event, (after.path,), req.notify, req.role, None, variables)
+    with app.index() as index:
+        return event, compose(nreq, app.config, app.roster, index)
+
+
+def role_moves(roster: Roster, who: str) -> tuple[tuple[str, str], ...] | None:
+    """The moves an identity owns (None: any legal move, for a human): a role's front matter
+    ``moves``; a review panel (or member) approves (proposed → todo); a writing panel revises
+    (any → proposed)."""
+    role = roster.roles.get(who) if who in roster.roles else None
+    if role is not None:
+        return None if role.mode == "human" else role.moves
+    panel = roster.panels.get(who) or roster.members.get(who)
+    if panel is not None:
+        return (("proposed", "todo"),) if panel.kind == "review" else (("*", "proposed"),)
+    return ()
+
+
+def check(config: Config, req: MoveRequest, roster: Roster | None = None) -> tuple[Artifact, Artifact]:
+    """The artifact now and after the move; raises naming the problem."""
+    if req.state not in config.states:
+        raise GitError(f"unknown state {req.state!r}; expected one of {', '.join(config.states)}")
+    before = find(req.artifact, config)
+    after = before.moved(req.state)
+    if before.state != after.state and not transitions.allowed(config, before.state, after.state):
+        raise GitError(transitions.refusal(config, before.path, before.state, after.state))
+    if before.state != after.state and roster is not None:
+        owned = role_moves(roster, req.role)
+        if owned is not None and (before.state, after.state) not in owned and ("*", after.state) not in owned:
+            mine = ", ".join(f"{a} → {b}" for a, b in owned) or "none"
+            raise GitError(
+                f"{req.role} may not move {before.path} {before.state} → {after.state}; its moves: {mine} "
+                "(front matter `moves` in its role file); ask the role that owns this move"
+            )
+    return before, after
+
+
+def move(app: App, req: MoveRequest, transport: Transport) -> MoveResult:
+    """Move and commit, then send the notification (queued on failure)."""
+    config = app.config
+    role = app.roster.sender(req.role)
+    req = req._replace(role=role)
+    before, after = check(config, req, app.roster)
+    note = _notification(app, req, before, after)  # renders now: a missing variable refuses before any change
+    event = note[0] if note else req.notified_by
+    sha: str | None = None
+    if before.state != after.state:
+        sha = _commit(config, req, before, after, event)
+    subject = transitions.commit_subject(role, before.state, after.state, before.stem) if sha else (
+        f"{before.path} stays in {before.state}/")
+    if note is None:
+        return MoveResult(before, after, sha, subject)
+    composed = note[1]
+    what = f"{event} for {after.path} to {', '.join(composed.recipients)}"
+    try:
+        where = transport.send(composed.raw, composed.sender_address, composed.recipients)
+    except RuleError as e:
+        q = outbox.put(config, composed.raw, composed.sender_address, composed.recipients, what, str(e), failed=True)
+        return MoveResult(before, after, sha, subject, composed.message_id, "", q, str(e))
+    except (TransportError, DeliveryError) as e:
+        failed = isinstance(e, TransportError) and e.code is not None and 500 <= e.code < 600
+        q = outbox.put(config, composed.raw, composed.sender_address, composed.recipients, what, str(e), failed=failed)
+        return MoveResult(before, after, sha, subject, composed.message_id, "", q, str(e))
+    return MoveResult(before, after, sha, subject, composed.message_id, where)
+
+
+def _commit(config: Config, req: MoveRequest, before: Artifact, after: Artifact, event: str | None) -> str:
+    import git
+
+    try:
+        repo = git.Repo(config.project_dir, search_parent_directories=True)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        raise GitError(f"{config.project_dir} is not inside a git repository; run `workflow init`") from None
+    top = Path(repo.working_tree_dir or config.project_dir).resolve()
+    prefix = config.project_dir.resolve().relative_to(top).as_posix()
+    src = before.path if prefix == "." else f"{prefix}/{before.path}"
+    dst = after.path if prefix == "." else f"{prefix}/{after.path}"
+    try:
+        repo.git.ls_files("--error-unmatch", "--", src)
+    except git.GitCommandError:
+        raise GitError(f"{before.path} is not committed; `git add` and commit it before moving it") from None
+    if repo.is_dirty(index=True, working_tree=True, path=src):
+        raise GitError(f"{before.path} has uncommitted changes; commit or stash them before moving it")
+    if (top / dst).exists():
+        raise GitError(f"{after.path} already exists; the artifact would be in two state folders")
+    (top / dst).parent.mkdir(parents=True, exist_ok=True)
+    try:
+        repo.git.mv("--", src, dst)
+    except git.GitCommandError as e:
+        raise GitError(f"git mv {before.path} {after.path} failed: {_git_text(e)}") from None
+    try:
+        repo.git.commit("-m", commit_message(req, before, after, event), "--", src, dst)
+    except git.GitCommandError as e:
+        try:
+            repo.git.mv("--", dst, src)
+        except git.GitCommandError:
+            pass
+        raise GitError(f"commit refused; {before.path} is back where it was: {_git_text(e)}") from None
+    return str(repo.head.commit.hexsha)
+
+
+def _git_text(e: object) -> str:
+    text = (getattr(e, "stderr", "") or getattr(e, "stdout", "") or str(e)).strip()
+    lines = [ln.strip() for ln in text.replace("stderr: ", "").splitlines() if ln.strip().strip("'")]
+    return " / ".join(ln.strip("'") for ln in lines[-6:]) or str(e)

@@ -1,0 +1,1 @@
+"""Bridges: the outside world's mail and chat, turned into workflow mail and back."""

@@ -1,0 +1,135 @@
+"""Todo forwarder (seed 000): every ``todo`` message still in INBOX goes, with its whole thread, to
+the configured address; archived on success (label kept), left in INBOX on failure (retried next
+cycle). Both hooks double-check INBOX first (another cycle or a human may have archived it).
+
+``[bridges.gmail.agents.todo_forwarder]``: ``enabled``, ``email`` (missing → "not configured"),
+``debug``, ``dry_run`` (it and the bridge's dry-run forward and archive nothing and say what
+they would do). The forward has a plain-text and an HTML part (escaped: nothing in a message can
+become markup), each thread message with From/To/Date/Subject, and a reference to the original.
+"""
+
+from __future__ import annotations
+
+import html
+import smtplib
+from email.message import EmailMessage
+from email.policy import SMTP
+from email.utils import format_datetime, make_msgid
+
+from workflow.bridges.gmail.bridge import Context, Result
+from workflow.bridges.gmail.imap import BridgeError, Fetched
+from workflow.mail.message import body_text, parse
+
+LABEL = "todo"
+
+
+class TodoForwarder:
+    name = "todo_forwarder"
+    label = LABEL
+
+    def opts(self, ctx: Context) -> dict[str, object]:
+        return dict(ctx.s.agents.get(self.name, {}))
+
+    def enabled(self, ctx: Context) -> bool:
+        return bool(self.opts(ctx).get("enabled", False))
+
+    def on_label(self, ctx: Context) -> Result:
+        return self.forward(ctx, ctx.uid)
+
+    def post_label(self, ctx: Context) -> list[Result]:
+        ctx.imap.select("INBOX")
+        uids = ctx.imap.search(f'X-GM-LABELS "{LABEL}"' if ctx.imap.gmail else f"KEYWORD {LABEL}")
+        results = [self.forward(ctx, uid) for uid in uids]
+        if self.opts(ctx).get("debug"):
+            ok = sum(1 for r in results if r.status == "ok")
+            ctx.say(f"todo_forwarder post_label: {len(uids)} in INBOX, {ok} forwarded")
+        return results
+
+    def forward(self, ctx: Context, uid: int) -> Result:
+        opts = self.opts(ctx)
+        dest = str(opts.get("email", "")).strip()
+        if not dest or "@" not in dest:
+            return Result(self.name, uid, "error", "not configured (set [bridges.gmail.agents.todo_forwarder] email)")
+        imap = ctx.imap
+        imap.select("INBOX")
+        if uid not in imap.search(f"UID {uid}"):
+            return Result(self.name, uid, "skipped", "no longer in INBOX")
+        got = imap.fetch([uid])
+        msg = got[0] if got else None
+        if msg is None or LABEL not in msg.labels:
+            return Result(self.name, uid, "skipped", "not labelled todo")
+        thread = self.thread(ctx, msg)
+        subject = parse(msg.raw).subject or "(no subject)"
+        if ctx.dry_run or opts.get("dry_run"):
+            ctx.say(f"todo_forwarder dry-run: would forward uid {uid} {subject!r} ({len(thread)} message(s)) to {dest} and archive it")
+            return Result(self.name, uid, "ok", "dry-run mode")
+        raw = build_forward(ctx, thread, dest, subject, uid)
+        try:
+            host = ctx.s.relay_host or ctx.app.config.smtp.host
+            port = ctx.s.relay_port or ctx.app.config.smtp.port
+            with smtplib.SMTP(host, port, timeout=30) as smtp:
+                smtp.sendmail(ctx.app.roster.address(ctx.s.role), [dest], raw)
+        except (smtplib.SMTPException, OSError) as e:
+            ctx.say(f"todo_forwarder: uid {uid} not forwarded ({e}); it stays in INBOX for the next cycle")
+            return Result(self.name, uid, "error", f"send failed: {e}")
+        try:
+            imap.select("INBOX")
+            imap.archive(uid, ctx.s.archive_folder)
+        except BridgeError as e:
+            return Result(self.name, uid, "error", f"forwarded but not archived: {e}")
+        ctx.say(f"todo_forwarder: forwarded uid {uid} {subject!r} to {dest}; archived (label kept)")
+        return Result(self.name, uid, "ok", f"forwarded to {dest}")
+
+    def thread(self, ctx: Context, msg: Fetched) -> list[bytes]:
+        """The message and its ancestors found in INBOX or the archive folder, oldest first."""
+        p = parse(msg.raw)
+        ids = [*p.references, *([p.in_reply_to] if p.in_reply_to else [])]
+        found: list[bytes] = []
+        for folder in ("INBOX", ctx.s.archive_folder):
+            try:
+                ctx.imap.select(folder)
+            except BridgeError:
+                continue
+            for mid in dict.fromkeys(ids):
+                uid = ctx.imap.find(mid)
+                if uid is not None:
+                    got = ctx.imap.fetch([uid])
+                    if got and all(parse(x).message_id != mid for x in found):
+                        found.append(got[0].raw)
+        ctx.imap.select("INBOX")
+        order = {m: i for i, m in enumerate(ids)}
+        found.sort(key=lambda r: order.get(parse(r).message_id or "", 0))
+        return [*found, msg.raw]
+
+
+def build_forward(ctx: Context, thread: list[bytes], dest: str, subject: str, uid: int) -> bytes:
+    ref = f"imap://{ctx.s.imap.user}@{ctx.s.imap.host}/INBOX;UIDVALIDITY=?;UID={uid}"
+    first = parse(thread[-1])
+    if first.get("X-GM-THRID"):
+        ref = f"https://mail.google.com/mail/u/0/#all/{first.get('X-GM-THRID')}"
+    text_parts = [f"Todo: {subject}", f"Thread contains {len(thread)} message(s)", f"Original: {ref}", ""]
+    html_parts = [
+        '<html><body style="max-width: 800px; margin: 0 auto;">',
+        f"<h2>Todo: {html.escape(subject)}</h2>",
+        f"<p>Thread contains {len(thread)} message(s)</p>",
+        f'<p>Original: <a href="{html.escape(ref, quote=True)}">{html.escape(ref)}</a></p>',
+    ]
+    for raw in thread:
+        p = parse(raw)
+        head = [("From", p.get("From") or ""), ("To", p.get("To") or ""), ("Date", p.get("Date") or ""),
+                ("Subject", p.subject or "")]
+        body = body_text(raw, p)
+        text_parts += [*(f"{k}: {v}" for k, v in head), "", body.rstrip(), "", "-" * 60, ""]
+        html_parts.append('<div style="background: #f5f5f5; padding: 15px; margin: 10px 0;">')
+        html_parts.append("<div>" + " | ".join(f"<b>{k}:</b> {html.escape(v)}" for k, v in head) + "</div>")
+        html_parts.append(f'<pre style="white-space: pre-wrap;">{html.escape(body)}</pre></div>')
+    html_parts.append("<footer>Forwarded by the todo forwarder (workflow-mail Gmail bridge)</footer></body></html>")
+    m = EmailMessage()
+    m["From"] = ctx.app.roster.address(ctx.s.role)
+    m["To"] = dest
+    m["Subject"] = f"Todo: {subject}"
+    m["Date"] = format_datetime(__import__("datetime").datetime.now(__import__("datetime").timezone.utc))
+    m["Message-ID"] = make_msgid(domain=ctx.app.config.domain)
+    m.set_content("\n".join(text_parts))
+    m.add_alternative("\n".join(html_parts), subtype="html")
+    return m.as_bytes(policy=SMTP)

@@ -1,0 +1,187 @@
+"""Artifacts: where each artifact is now — the state folder it sits in *is* its state.
+
+An artifact lives at ``ROOT/STATE/NAME`` (``specs/proposed/user-auth.md``): ROOT is one of the
+configured artifact roots, STATE one of the configured states, NAME the path below the state
+folder. Its identity is (ROOT, NAME), so ``specs/*/user-auth.md`` — or the old path
+``specs/proposed/user-auth.md`` after a move — names the same artifact wherever it is now.
+``locate`` is the one glob helper used by the inbox, run-role, the server and the git tools.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path, PurePosixPath
+from typing import NamedTuple
+
+from workflow.core.config import Config
+from workflow.core.errors import ArtifactError
+
+GLOB_CHARS = re.compile(r"[*?\[]")
+
+
+class Artifact(NamedTuple):
+    """One artifact file where it is now."""
+
+    root: str
+    state: str
+    name: str  # path below the state folder, posix
+
+    @property
+    def path(self) -> str:
+        return f"{self.root}/{self.state}/{self.name}"
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.root, self.name)
+
+    @property
+    def glob(self) -> str:
+        return f"{self.root}/*/{self.name}"
+
+    @property
+    def stem(self) -> str:
+        return PurePosixPath(self.name).stem
+
+    def moved(self, state: str) -> Artifact:
+        return self._replace(state=state)
+
+
+class Ref(NamedTuple):
+    """A reference split at the state folder: ``specs`` / ``*`` / ``user-auth.md``."""
+
+    root: str
+    state: str  # a state, or a glob over states
+    name: str  # may hold glob characters
+
+
+def split_ref(ref: str, config: Config) -> Ref | None:
+    """Split ``ROOT/STATE/NAME`` (any of them may be globs); None when it is not under a root."""
+    ref = ref.strip()
+    while ref.startswith("./"):
+        ref = ref[2:]
+    parts = PurePosixPath(ref).parts
+    if len(parts) < 3 or parts[0] not in config.artifact_roots or ".." in parts:
+        return None
+    return Ref(parts[0], parts[1], "/".join(parts[2:]))
+
+
+def parse_path(path: str, config: Config) -> Artifact | None:
+    """The artifact a concrete repository path names, or None (not under a root and a state)."""
+    ref = split_ref(path, config)
+    if ref is None or ref.state not in config.states or GLOB_CHARS.search(ref.name) or _hidden(ref.name):
+        return None
+    return Artifact(ref.root, ref.state, ref.name)
+
+
+def _hidden(name: str) -> bool:
+    return any(p.startswith(".") for p in name.split("/"))
+
+
+def scan(config: Config, roots: Iterable[str] | None = None) -> list[Artifact]:
+    """Every artifact file in the working tree, by root, state and name (dotfiles skipped)."""
+    out: list[Artifact] = []
+    base = config.project_dir
+    for root in roots or config.artifact_roots:
+        for state in config.states:
+            folder = base / root / state
+            if not folder.is_dir():
+                continue
+            for dirpath, dirnames, filenames in os.walk(folder):
+                dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+                rel = Path(dirpath).relative_to(folder).as_posix()
+                for f in sorted(filenames):
+                    if not f.startswith("."):
+                        out.append(Artifact(root, state, f if rel == "." else f"{rel}/{f}"))
+    return out
+
+
+def locate(ref: str, config: Config, artifacts: Sequence[Artifact] | None = None) -> list[Artifact]:
+    """Where the artifacts a reference names are now.
+
+    A path or glob under a root matches by name in every state folder whose name matches its
+    state part; a concrete old path (``specs/proposed/x.md`` after x moved) therefore finds the
+    artifact in its new folder. ``artifacts`` (a ``scan``) can be passed in when locating many.
+    """
+    split = split_ref(ref, config)
+    if split is None:
+        return []
+    state_pattern = split.state if GLOB_CHARS.search(split.state) else "*"
+    name_is_glob = bool(GLOB_CHARS.search(split.name))
+    if artifacts is None and not name_is_glob:
+        # A concrete name: one stat per state folder instead of walking the tree (the server's path).
+        if _hidden(split.name):
+            return []
+        base = config.project_dir / split.root
+        return [
+            Artifact(split.root, s, split.name)
+            for s in config.states
+            if fnmatch.fnmatchcase(s, state_pattern) and (base / s / split.name).is_file()
+        ]
+    pool = artifacts if artifacts is not None else scan(config, [split.root])
+    return [
+        a
+        for a in pool
+        if a.root == split.root
+        and fnmatch.fnmatchcase(a.state, state_pattern)
+        and (fnmatch.fnmatchcase(a.name, split.name) if name_is_glob else a.name == split.name)
+    ]
+
+
+def by_key(artifacts: Iterable[Artifact]) -> dict[tuple[str, str], list[Artifact]]:
+    out: dict[tuple[str, str], list[Artifact]] = {}
+    for a in artifacts:
+        out.setdefault(a.key, []).append(a)
+    return out
+
+
+def duplicates(artifacts: Iterable[Artifact]) -> list[list[Artifact]]:
+    """Artifacts found in more than one state folder."""
+    return [v for v in by_key(artifacts).values() if len(v) > 1]
+
+
+def find(arg: str, config: Config) -> Artifact:
+    """The one artifact a user means by a path, glob, file name or stem; refuses naming why."""
+    arg = arg.strip()
+    if not arg:
+        raise ArtifactError("no artifact given")
+    everything = scan(config)
+    if "/" in arg:
+        found = locate(arg, config, everything)
+        if not found and split_ref(arg, config) is None:
+            roots = ", ".join(f"{r}/" for r in config.artifact_roots)
+            raise ArtifactError(f"{arg}: not under an artifact root ({roots}); expected ROOT/STATE/NAME like specs/proposed/x.md")
+    else:
+        found = [a for a in everything if a.name == arg or PurePosixPath(a.name).name == arg or a.stem == arg]
+    if not found:
+        where = ", ".join(f"{r}/{{{','.join(config.states)}}}/" for r in config.artifact_roots)
+        raise ArtifactError(f"artifact {arg} not found in {where}")
+    groups = by_key(found)
+    if len(groups) > 1:
+        names = ", ".join(sorted(v[0].glob for v in groups.values()))
+        raise ArtifactError(f"{arg} is ambiguous: it names {names}; give the path")
+    (only,) = groups.values()
+    if len(only) > 1:
+        raise ArtifactError(two_folders(only))
+    return only[0]
+
+
+def two_folders(copies: Sequence[Artifact]) -> str:
+    folders = ", ".join(f"{a.root}/{a.state}/" for a in copies)
+    return f"artifact {copies[0].glob} is in {len(copies)} state folders ({folders}); keep one (git rm the stale copy)"
+
+
+class Resolver:
+    """Where the artifacts mail names are now, from one scan of the working tree (cached per ref)."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.artifacts = scan(config)
+        self._cache: dict[str, list[str]] = {}
+
+    def now(self, ref: str) -> list[str]:
+        if ref not in self._cache:
+            self._cache[ref] = [a.path for a in locate(ref, self.config, self.artifacts)]
+        return self._cache[ref]

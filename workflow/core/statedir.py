@@ -1,0 +1,81 @@
+"""State directory: every path under ``<mail root>/.workflow/``, named in one place.
+
+The Maildirs are the mail; this directory holds what the tools keep beside it: the index (a
+cache of the Maildirs), agentd's task queue and log, the panels' sessions, the Slack bridge's
+queue, run locks, run logs, the outbox of unsent notifications, the reply loop's conversations
+and the Gmail bridge's position. Nothing here is ever delivered mail.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import NamedTuple
+
+NAME = ".workflow"
+
+
+class StateDir(NamedTuple):
+    """The state directory of one mail root."""
+
+    root: Path
+
+    @classmethod
+    def of(cls, mail_root: Path) -> StateDir:
+        return cls(mail_root / NAME)
+
+    @property
+    def index(self) -> Path:
+        """The SQLite index of every stored copy (a cache; `workflow reindex` rebuilds it)."""
+        return self.root / "index.sqlite"
+
+    @property
+    def tasks(self) -> Path:
+        """agentd's task queue, role state and token usage."""
+        return self.root / "agentd.sqlite"
+
+    @property
+    def agentd_log(self) -> Path:
+        """agentd's JSON-lines log, one line per task state change."""
+        return self.root / "agentd.jsonl"
+
+    @property
+    def panels(self) -> Path:
+        """Panel sessions, sealed assessments and the seals delivery reads."""
+        return self.root / "panels.sqlite"
+
+    @property
+    def slack(self) -> Path:
+        """The Slack bridge's events, tasks and todo list."""
+        return self.root / "slack.sqlite"
+
+    @property
+    def gmail(self) -> Path:
+        """The Gmail bridge's position: UIDVALIDITY and the last imported UID."""
+        return self.root / "bridge-gmail.json"
+
+    @property
+    def locks(self) -> Path:
+        return self.root / "locks"
+
+    def lock(self, name: str) -> Path:
+        """The run lock of one role (or panel)."""
+        return self.locks / f"{name}.lock"
+
+    @property
+    def runs(self) -> Path:
+        """Each agentd run's log and result file, and each role's mail-during-the-run file."""
+        return self.root / "runs"
+
+    @property
+    def outbox(self) -> Path:
+        """Notifications not sent yet (the server was down); ``failed/`` holds refused ones."""
+        return self.root / "outbox"
+
+    @property
+    def outbox_failed(self) -> Path:
+        return self.outbox / "failed"
+
+    @property
+    def conversations(self) -> Path:
+        """The reply loop's conversations with outside correspondents."""
+        return self.root / "conversations"

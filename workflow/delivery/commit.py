@@ -1,0 +1,188 @@
+"""Commit: group commit for the SMTP server — concurrent deliveries made durable together.
+
+One thread takes every plan queued since its last round and, for the whole batch: writes each
+copy to tmp/, fsyncs each file (the first fsync commits the journal for all of them), renames
+each into new/, fsyncs each touched new/ directory *once*, then wakes the waiting transactions,
+which only then answer ``250``. Nothing is acknowledged before its own file and directory are
+synced. Index rows follow in larger batches (the index is a cache the Maildirs can rebuild). A
+plan that fails (disk full, a directory in the way) is undone alone — no copy left in any new/ —
+and its transaction answers ``451``; the rest of the batch is unaffected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import queue
+import threading
+from collections.abc import Sequence
+
+from workflow.delivery.deliverer import Deliverer, Plan
+from workflow.mail.index import Index
+from workflow.mail.maildir import DirFsync, Entry
+
+log = logging.getLogger(__name__)
+
+Result = list[Entry] | BaseException
+INDEX_BATCH = 256
+INDEX_DELAY = 0.05
+Job = tuple[Plan, asyncio.Future[list[Entry]], asyncio.AbstractEventLoop]
+
+
+class Committer:
+    """Owns the writing side of delivery for the server: Maildir writes and the index."""
+
+    def __init__(self, deliverer: Deliverer) -> None:
+        self.deliverer = deliverer
+        self.maildirs = deliverer.maildirs
+        self.queue: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self._run, name="committer", daemon=True)
+        self.dirs = DirFsync()
+        # Stored and acknowledged, not yet indexed: the index is a cache, written in larger
+        # batches than the durable writes (every INDEX_BATCH copies, or after INDEX_DELAY quiet).
+        # Delivery's retry check reads this map too, so nothing is stored twice meanwhile; a
+        # crash loses only index rows, which the next start's refresh recreates from the Maildirs.
+        self._backlog: list[tuple[Plan, list[Entry]]] = []
+        self.unindexed: dict[str, list[Entry]] = {}
+        self.known: set[str] = set()  # Message-IDs stored (loaded from the index at start)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        """Finish what is queued, then stop."""
+        self.queue.put(None)
+        self.thread.join(timeout=60)
+
+    def submit(self, plan: Plan) -> asyncio.Future[list[Entry]]:
+        """Queue a checked plan; the future resolves (or fails) once it is durable and indexed."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[list[Entry]] = loop.create_future()
+        self.queue.put((plan, fut, loop))
+        return fut
+
+    def _run(self) -> None:
+        index = self.deliverer.open_index()
+        try:
+            while True:
+                try:
+                    job = self.queue.get(timeout=INDEX_DELAY if self._backlog else None)
+                except queue.Empty:
+                    self._index(index)  # quiet for a moment: catch the index up
+                    continue
+                if job is None:
+                    return
+                batch = [job]
+                stop = False
+                while True:
+                    try:
+                        nxt = self.queue.get_nowait()
+                    except queue.Empty:
+                        break
+                    if nxt is None:
+                        stop = True
+                        break
+                    batch.append(nxt)
+                results = self._commit([p for p, _, _ in batch])
+                for (plan, _, _), result in zip(batch, results):
+                    if not isinstance(result, BaseException) and result:
+                        self._backlog.append((plan, result))
+                        self.unindexed.setdefault(plan.message_id, []).extend(result)
+                        self.known.add(plan.message_id)
+                _wake(batch, results)
+                if len(self._backlog) >= INDEX_BATCH:
+                    self._index(index)
+                if stop:
+                    return
+        finally:
+            self._index(index)
+            index.close()
+            self.dirs.close()
+
+    def _index(self, index: Index) -> None:
+        """Record the durable-but-unindexed copies in one transaction."""
+        if not self._backlog:
+            return
+        backlog, self._backlog = self._backlog, []
+        self.deliverer.record_many(index, backlog)  # logs and carries on if the index fails
+        for plan, _ in backlog:
+            self.unindexed.pop(plan.message_id, None)
+
+    def _commit(self, plans: Sequence[Plan]) -> list[Result]:
+        md = self.maildirs
+        results: list[Result] = [[] for _ in plans]
+        # 1. write every copy of every plan to tmp/ (not yet synced)
+        written: dict[int, list[tuple[str, str, str, int]]] = {}
+        for i, plan in enumerate(plans):
+            files: list[tuple[str, str, str, int]] = []
+            try:
+                for mb in plan.mailboxes:
+                    tmp, name, fd = md.stage(str(md.ensure(mb)), plan.raw)
+                    files.append((mb, tmp, name, fd))
+                written[i] = files
+            except BaseException as e:  # noqa: BLE001 - one plan's failure must not sink the batch
+                for _, _, _, fd in files:
+                    os.close(fd)
+                md.undo(plan.mailboxes, [], [t for _, t, _, _ in files])
+                results[i] = md.failure(e)
+        # 2. fsync each file (the first commits the journal for the whole batch), then close it
+        staged: dict[int, list[tuple[str, str, str]]] = {}
+        for i, files in written.items():
+            error: BaseException | None = None
+            for _, _, _, fd in files:
+                try:
+                    if error is None:
+                        os.fsync(fd)
+                except OSError as e:
+                    error = e
+                finally:
+                    os.close(fd)
+            if error is not None:
+                md.undo(plans[i].mailboxes, [], [t for _, t, _, _ in files])
+                results[i] = md.failure(error)
+            else:
+                staged[i] = [(mb, tmp, name) for mb, tmp, name, _ in files]
+        # 3. rename into new/, 4. fsync each touched new/ once, 5. settle each plan
+        moved: dict[int, list[tuple[str, str]]] = {}
+        for i, synced in staged.items():
+            done: list[tuple[str, str]] = []
+            try:
+                for mb, tmp, name in synced:
+                    done.append((mb, md.move_new(tmp, name)))
+                moved[i] = done
+            except BaseException as e:  # noqa: BLE001
+                md.undo(plans[i].mailboxes, [t for _, t in done], [t for _, t, _ in synced])
+                results[i] = md.failure(e)
+        failed: dict[str, BaseException] = {}
+        for d in sorted({os.path.dirname(t) for targets in moved.values() for _, t in targets}):
+            try:
+                self.dirs.fsync(d)
+            except OSError as e:
+                failed[d] = e
+        for i, targets in moved.items():
+            bad = [failed[os.path.dirname(t)] for _, t in targets if os.path.dirname(t) in failed]
+            if bad:
+                md.undo(plans[i].mailboxes, [t for _, t in targets], [])
+                results[i] = md.failure(bad[0])
+            else:
+                results[i] = [Entry(mb, os.path.basename(t), "new", "", t) for mb, t in targets]
+        return results
+
+
+def _wake(batch: Sequence[Job], results: Sequence[Result]) -> None:
+    by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[list[Entry]], Result]]] = {}
+    for (_, fut, loop), result in zip(batch, results):
+        by_loop.setdefault(loop, []).append((fut, result))
+    for loop, items in by_loop.items():
+        loop.call_soon_threadsafe(_settle, items)
+
+
+def _settle(items: Sequence[tuple[asyncio.Future[list[Entry]], Result]]) -> None:
+    for fut, result in items:
+        if fut.done():
+            continue
+        if isinstance(result, BaseException):
+            fut.set_exception(result)
+        else:
+            fut.set_result(result)

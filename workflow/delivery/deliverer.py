@@ -1,0 +1,172 @@
+"""Delivery: validate, guard, check visibility, write durably, index — the one path for all mail.
+
+``workflow-notify`` (direct), the SMTP server and the bridges all go through ``Deliverer``:
+``prepare`` (every check, no writes), ``store`` (durable, all-or-nothing) and ``record`` (the
+index); ``deliver`` runs the three in order. The server runs the same ``prepare`` and hands the
+plan to ``commit.Committer``, which stores with the same Maildir steps and records with the same
+``record_many``, batching concurrent transactions.
+Nothing is written unless every check passes, and a failed write leaves no copy in any new/.
+A message already stored with the same Message-ID and the same bytes (a client retrying after a
+lost ``250``) is not stored again in the mailboxes that hold it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Container, Mapping, Sequence
+from datetime import datetime, timezone
+from typing import NamedTuple
+
+from workflow.policy import guardrails
+from workflow.core.config import Config
+from workflow.core.errors import IndexError_, MessageError, RosterError
+from workflow.mail.index import Index
+from workflow.mail.maildir import Entry, Maildirs
+from workflow.mail.message import Parsed, make_message_id, parse, split_head, thread_ids, validate
+from workflow.policy.roster import Roster, Route
+from workflow.policy.visibility import check as check_visibility
+
+log = logging.getLogger(__name__)
+
+
+class Plan(NamedTuple):
+    """A checked message: the bytes to store, where, and what we learnt on the way."""
+
+    raw: bytes
+    message_id: str
+    sender: str
+    mailboxes: tuple[str, ...]
+    already: tuple[str, ...]  # mailboxes holding this exact message already (a retry)
+    parsed: Parsed
+
+
+class Delivered(NamedTuple):
+    message_id: str
+    mailboxes: tuple[str, ...]
+    entries: tuple[Entry, ...]
+    already: tuple[str, ...] = ()
+
+
+def complete_headers(raw: bytes, sender_hint: str, domain: str) -> bytes:
+    """Prepend a Message-ID and a Date when the message lacks them (nothing else is changed)."""
+    head, _ = split_head(raw)
+    lower = b"\n" + head.lower()
+    eol = b"\r\n" if b"\r\n" in head or not head else b"\n"
+    extra = b""
+    if b"\nmessage-id:" not in lower:
+        local = sender_hint.split("@")[0] or "smtp"
+        extra += b"Message-ID: " + make_message_id(local, domain).encode("ascii") + eol
+    if b"\ndate:" not in lower:
+        from email.utils import format_datetime
+
+        extra += b"Date: " + format_datetime(datetime.now(timezone.utc)).encode("ascii") + eol
+    return extra + raw
+
+
+class Deliverer:
+    """Holds what delivery needs; built at the entry point and reused."""
+
+    def __init__(self, config: Config, roster: Roster, maildirs: Maildirs | None = None) -> None:
+        self.config = config
+        self.roster = roster
+        self.maildirs = maildirs or Maildirs(config.mail_root)
+
+    def open_index(self) -> Index:
+        return Index(self.config.index_path, self.maildirs, self.config.domain)
+
+    def routes(self, recipients: Sequence[str]) -> list[Route]:
+        out: list[Route] = []
+        for rcpt in recipients:
+            r = self.roster.route(rcpt)
+            if r.kind == "external" and not r.mailboxes:
+                raise RosterError(f"{r.address}: relaying denied: no outbound bridge is configured")
+            out.append(r)
+        return out
+
+    def prepare(
+        self,
+        raw: bytes,
+        recipients: Sequence[str],
+        index: Index,
+        sender_hint: str = "",
+        unindexed: Mapping[str, Sequence[Entry]] | None = None,
+        known: Container[str] | None = None,
+    ) -> Plan:
+        """Every check delivery makes, without writing anything.
+
+        ``unindexed`` maps Message-IDs to copies stored but not yet in the index (the server
+        indexes in batches after acknowledging), so a quick retry is still recognised. With
+        ``known`` (every Message-ID the caller has stored or found indexed), an id outside it
+        skips the index lookup: it cannot be a retry."""
+        raw = complete_headers(raw, sender_hint, self.config.domain)
+        parsed = parse(raw)
+        validate(parsed, event_types=self.config.event_types, states=self.config.states)
+        if not parsed.get("From"):
+            raise MessageError("header From: missing")
+        sender = self.roster.sender(parsed.sender)
+        if not recipients:
+            raise MessageError("no recipients")
+        routes = self.routes(recipients)
+        check_visibility(self.roster, sender, routes, parsed.recipients, index.spaces(thread_ids(parsed)))
+        guardrails.check(self.config, self.roster, parsed, sender, index)
+        mid = parsed.message_id or ""
+        boxes = tuple(dict.fromkeys(mb for r in routes for mb in r.mailboxes))
+        if known is not None and mid not in known:
+            already: tuple[str, ...] = ()
+        else:
+            already = self._already(index, mid, raw, boxes, (unindexed or {}).get(mid, ()))
+        return Plan(raw, mid, sender, tuple(b for b in boxes if b not in already), already, parsed)
+
+    def _already(
+        self, index: Index, mid: str, raw: bytes, boxes: tuple[str, ...], pending: Sequence[Entry] = ()
+    ) -> tuple[str, ...]:
+        rows = [(r.mailbox, r.key) for r in index.query(message_ids=[mid]) if r.mailbox in boxes]
+        rows += [(e.mailbox, e.key) for e in pending if e.mailbox in boxes]
+        if not rows:
+            return ()
+        digest = hashlib.sha256(raw).digest()
+        same: list[str] = []
+        for mailbox, key in rows:
+            entry = self.maildirs.find(mailbox, key)
+            if entry is None:
+                continue  # removed since it was stored: deliver again
+            with open(entry.file, "rb") as f:
+                if hashlib.sha256(f.read()).digest() != digest:
+                    raise MessageError(
+                        f"Message-ID {mid} was already delivered to {mailbox} with different content; "
+                        "a new message needs a new Message-ID"
+                    )
+            same.append(mailbox)
+        return tuple(dict.fromkeys(same))
+
+    def store(self, plan: Plan) -> list[Entry]:
+        """Write every copy durably (blocking); all or nothing."""
+        if not plan.mailboxes:
+            return []
+        return self.maildirs.deliver(plan.mailboxes, plan.raw)
+
+    def record(self, index: Index, plan: Plan, entries: Sequence[Entry]) -> None:
+        """Index the stored copies; a failure here loses nothing (refresh finds them)."""
+        self.record_many(index, [(plan, entries)])
+
+    def record_many(self, index: Index, done: Sequence[tuple[Plan, Sequence[Entry]]]) -> None:
+        """Index several deliveries in one transaction."""
+        items = [(entries, plan.raw, plan.parsed) for plan, entries in done if entries]
+        if not items:
+            return
+        try:
+            index.add_many(items)
+        except IndexError_ as e:
+            log.warning("%s stored but not indexed: %s", ", ".join(p.message_id for p, _ in done), e)
+
+    def deliver(self, raw: bytes, recipients: Sequence[str], sender_hint: str = "") -> Delivered:
+        """prepare → store → record, for callers that may block."""
+        with self.open_index() as index:
+            plan = self.prepare(raw, recipients, index, sender_hint)
+            entries = self.store(plan)
+            self.record(index, plan, entries)
+        if plan.already:
+            log.info("%s already in %s: not stored again", plan.message_id, ", ".join(plan.already))
+        log.info("%s delivered from %s to %s", plan.message_id, plan.sender, ", ".join(plan.mailboxes) or "-")
+        return Delivered(plan.message_id, plan.mailboxes, tuple(entries), plan.already)

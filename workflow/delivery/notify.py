@@ -1,0 +1,135 @@
+"""Notify: turn ``workflow-notify EVENT ARTIFACT TO [KEY=VALUE…]`` into a threaded workflow message.
+
+Composition only: resolves recipients through the roster, derives the state from the artifact's
+folder (or NEXT_STATE for approvals), threads replies onto their parent when the index knows it,
+renders the event's template and builds the bytes. Sending is the transport's job.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from email.utils import format_datetime
+from pathlib import Path, PurePosixPath
+
+from workflow.core.config import Config
+from workflow.core.errors import MessageError
+from workflow.mail.index import Index
+from workflow.mail.message import (
+    Draft,
+    build,
+    make_message_id,
+    normalize_msgid,
+    reply_subject,
+    validate_artifact,
+)
+from workflow.policy.roster import Roster
+from workflow.mail.templates import render
+
+
+@dataclass(frozen=True)
+class NotifyRequest:
+    event: str
+    artifacts: tuple[str, ...]
+    to: tuple[str, ...]
+    sender: str
+    in_reply_to: str | None = None
+    variables: dict[str, str] = field(default_factory=dict)
+    headers: tuple[tuple[str, str], ...] = ()  # extra X- headers (a panel member's X-Review-Verdict)
+
+
+@dataclass(frozen=True)
+class Composed:
+    raw: bytes
+    message_id: str
+    sender_address: str
+    recipients: tuple[str, ...]
+
+
+def artifact_state(path: str, config: Config) -> str | None:
+    """The state folder a path names, or the one a glob resolves to in the project."""
+    for part in PurePosixPath(path).parts[:-1]:
+        if part in config.states:
+            return part
+    if any(ch in path for ch in "*?["):
+        found = sorted(Path(config.project_dir).glob(path))
+        states = {p.parent.name for p in found if p.parent.name in config.states}
+        if len(states) == 1:
+            return states.pop()
+    return None
+
+
+def split_list(value: str) -> list[str]:
+    return [v.strip() for v in re.split(r"[,\s]+", value) if v.strip()]
+
+
+def compose(req: NotifyRequest, config: Config, roster: Roster, index: Index) -> Composed:
+    """Build the message for one notification; raises a WorkflowError naming any problem."""
+    if req.event not in config.event_types:
+        raise MessageError(f"unknown event type {req.event!r}; expected one of {', '.join(config.event_types)}")
+    sender = roster.sender(req.sender)
+    artifacts = tuple(validate_artifact(a) for a in req.artifacts)
+    if not artifacts:
+        raise MessageError("no artifact given")
+    to = [roster.route(t) for t in req.to]
+    if not to:
+        raise MessageError("no recipient given")
+    cc: list[str] = []
+    next_roles: list[str] = []
+    if req.event == "approval" and "NEXT_ROLES" in req.variables:
+        for name in split_list(req.variables["NEXT_ROLES"]):
+            r = roster.route(name)
+            next_roles.append(roster.local_part(name)[0])
+            if r.address not in {t.address for t in to} and r.address not in cc:
+                cc.append(r.address)
+    state = artifact_state(artifacts[0], config)
+    if req.event == "approval" and "NEXT_STATE" in req.variables:
+        state = req.variables["NEXT_STATE"].strip()
+    if state is not None and state not in config.states:
+        raise MessageError(f"NEXT_STATE {state!r} is not a state; expected one of {', '.join(config.states)}")
+    now = datetime.now(timezone.utc)
+    message_id = make_message_id(sender, config.domain, now)
+    references: list[str] = []
+    parent_subject: str | None = None
+    in_reply_to = normalize_msgid(req.in_reply_to) if req.in_reply_to else None
+    if in_reply_to:
+        parents = index.query(message_ids=[in_reply_to])
+        if parents:
+            references = list(parents[0].refs)
+            parent_subject = parents[0].subject
+        if in_reply_to not in references:
+            references.append(in_reply_to)
+    variables = dict(req.variables)
+    variables.update(
+        FROM_ROLE=sender,
+        TO_ROLE=", ".join(roster.local_part(t)[0] for t in req.to),
+        ARTIFACT_PATH=artifacts[0],
+        ARTIFACT_NAME=PurePosixPath(artifacts[0]).stem,
+        WORKFLOW_STATE=state or "unknown",
+        DATE=format_datetime(now),
+        MESSAGE_ID=message_id,
+    )
+    rendered = render(req.event, variables, config.templates_dir)
+    subject = rendered.subject
+    if in_reply_to:
+        subject = reply_subject(parent_subject if parent_subject is not None else subject)
+    sender_address = roster.address(sender)
+    draft = Draft(
+        sender=sender_address,
+        to=[t.address for t in to],
+        cc=cc,
+        subject=subject,
+        body=rendered.body,
+        message_id=message_id,
+        event=req.event,
+        state=state,
+        artifacts=artifacts,
+        next_roles=next_roles,
+        in_reply_to=in_reply_to,
+        references=references,
+        date=now,
+        extra=[*rendered.headers, *req.headers],
+    )
+    raw = build(draft)
+    return Composed(raw, message_id, sender_address, tuple([t.address for t in to] + cc))

@@ -1,0 +1,437 @@
+"""SMTP server: accept workflow mail on loopback, validate and persist it — nothing else.
+
+Runs aiosmtpd with a handler that hands every message to ``Deliverer`` (the same checks as direct
+delivery) and answers ``250`` only after every copy and its directory are fsynced. Policies:
+
+* RCPT: the roster decides — unknown local address ``550 5.1.1`` naming the nearest ones; a
+  non-member to a panel-internal address ``550 5.7.1``; other domains ``550 5.7.1 relaying denied``.
+* MAIL FROM must be a workflow identity, and the message's From: must be that same identity.
+* DATA: invalid workflow headers ``550 5.6.0``; visibility or guardrail refusals ``550 5.7.1``;
+  over ``max_message_size`` ``552 5.3.4``; bare CR or LF ``550 5.6.0`` (one message per DATA — no
+  SMTP smuggling through ``\\n.\\r\\n``). Any failure inside the handler (ENOSPC, EACCES, a bug) is
+  ``451 4.3.0`` with no exception text, so clients retry instead of bouncing; nothing is left in
+  any new/.
+* Long lines: body lines longer than 998 octets are accepted and stored as received, as Postfix
+  does (aiosmtpd's default refuses the whole message with ``500``); header lines longer than 998
+  octets are refused with ``550 5.6.0`` because header parsers break on them. The only hard cap
+  is the message size.
+* A connection cap (``421 4.7.0``), an idle timeout per command that also bounds a whole DATA phase.
+* A retried message (same Message-ID and bytes) after a lost ``250`` is recognised, not stored twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import signal
+from collections.abc import Callable
+from typing import Any
+
+from aiosmtpd.smtp import SMTP, Envelope, Session
+
+from workflow.core.config import Config
+from workflow.delivery.commit import Committer
+from workflow.delivery.deliverer import Deliverer
+from workflow.core.errors import GuardrailError, MessageError, RosterError, VisibilityError, WorkflowError
+from workflow.mail.index import Index
+from workflow.mail.maildir import Maildirs
+from workflow.policy.roster import Roster
+
+log = logging.getLogger(__name__)
+# <dot-atom@domain> with an optional tail of ESMTP parameters: the common case of MAIL and RCPT.
+SIMPLE_PATH = re.compile(r"^\s*<([A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*)>(.*)$")
+LOOPBACK = ("127.", "::1", "localhost")
+
+
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def sanitize(text: object, limit: int = 200) -> str:
+    """Peer-supplied text made safe for one log line (no CR, LF or other control characters)."""
+    s = text.decode("utf-8", "replace") if isinstance(text, bytes) else str(text)
+    s = CONTROL.sub("?", s[: limit + 1])
+    return s[:limit] + ("…" if len(s) > limit else "")
+
+
+def _one_line(e: Exception) -> str:
+    return str(e).replace("\r", " ").replace("\n", " ")
+
+
+def is_loopback(host: str) -> bool:
+    return host.startswith(LOOPBACK)
+
+
+class Stats:
+    """Counters the server and its tests read: connections open, DATA in flight, outcomes."""
+
+    def __init__(self) -> None:
+        self.connections = 0
+        self.in_flight = 0
+        self.delivered = 0
+        self.refused = 0
+        self.failed = 0
+
+
+class Handler:
+    """aiosmtpd hooks: roster at MAIL/RCPT, Deliverer at DATA."""
+
+    def __init__(self, deliverer: Deliverer, index: Index, committer: Committer, stats: Stats) -> None:
+        self.deliverer = deliverer
+        self.roster: Roster = deliverer.roster
+        self.index = index
+        self.committer = committer
+        self.stats = stats
+
+    async def handle_MAIL(self, server: SMTP, session: Session, envelope: Envelope, address: str, options: list[str]) -> str:
+        try:
+            self.roster.sender(address)
+        except RosterError as e:
+            return f"550 5.7.1 {_one_line(e)}"
+        envelope.mail_from = address
+        envelope.mail_options.extend(options)
+        return "250 2.1.0 OK"
+
+    async def handle_RCPT(self, server: SMTP, session: Session, envelope: Envelope, address: str, options: list[str]) -> str:
+        try:
+            route = self.roster.route(address)
+        except RosterError as e:
+            return f"550 5.1.1 {_one_line(e)}"
+        if route.kind == "external" and not route.mailboxes:
+            return f"550 5.7.1 relaying denied: {route.address} is outside {self.roster.domain} and no outbound bridge is configured"
+        sender = self.roster.sender(envelope.mail_from or "")
+        ok, why = self.roster.may_send(sender, route)
+        if not ok:
+            return f"550 5.7.1 {why}"
+        envelope.rcpt_tos.append(address)
+        envelope.rcpt_options.extend(options)
+        return "250 2.1.5 OK"
+
+    async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:
+        raw = envelope.original_content or b""
+        peer = sanitize(session.peer)
+        mid = "-"
+        self.stats.in_flight += 1
+        try:
+            crlf = raw.count(b"\r\n")
+            if raw.count(b"\n") != crlf or raw.count(b"\r") != crlf:  # a bare LF or CR somewhere
+                raise MessageError("message contains a bare CR or LF; SMTP lines must end in CRLF")
+            plan = self.deliverer.prepare(
+                raw, envelope.rcpt_tos, self.index, envelope.mail_from or "", self.committer.unindexed, self.committer.known
+            )
+            mid = plan.message_id
+            from_header = self.roster.sender(envelope.mail_from or "")
+            if plan.sender != from_header:
+                raise GuardrailError(
+                    "sender-matches-envelope", f"From: is {plan.sender} but MAIL FROM is {from_header}; they must agree"
+                )
+            if plan.mailboxes:
+                await self.committer.submit(plan)
+        except MessageError as e:
+            return self._refuse(mid, peer, envelope, f"550 5.6.0 {_one_line(e)}")
+        except (VisibilityError, GuardrailError) as e:
+            return self._refuse(mid, peer, envelope, f"550 5.7.1 {_one_line(e)}")
+        except RosterError as e:
+            return self._refuse(mid, peer, envelope, f"550 5.1.1 {_one_line(e)}")
+        except Exception:  # noqa: BLE001 - any failure is temporary: the sender must retry, not bounce
+            self.stats.failed += 1
+            log.exception("%s from %s (peer %s): delivery failed; answered 451", mid, sanitize(envelope.mail_from), peer)
+            return "451 4.3.0 temporary failure storing the message; nothing was delivered, try again later"
+        finally:
+            self.stats.in_flight -= 1
+        self.stats.delivered += 1
+        where = ", ".join(plan.mailboxes) or "-"
+        note = f" (already in {', '.join(plan.already)})" if plan.already else ""
+        log.info("%s from %s to %s: delivered to %s%s", mid, sanitize(envelope.mail_from),
+                 sanitize(",".join(envelope.rcpt_tos)), where, note)
+        return f"250 2.0.0 {mid} delivered" + (" (duplicate of a stored copy)" if not plan.mailboxes else "")
+
+    def _refuse(self, mid: str, peer: str, envelope: Envelope, reply: str) -> str:
+        self.stats.refused += 1
+        log.info("%s from %s to %s (peer %s): refused: %s", mid, sanitize(envelope.mail_from),
+                 sanitize(",".join(envelope.rcpt_tos)), peer, sanitize(reply, 400))
+        return reply[:990]
+
+    async def handle_exception(self, error: Exception) -> str:
+        log.error("SMTP session error: %s", sanitize(repr(error)))
+        return "451 4.3.0 temporary server error; try again later"
+
+
+async def read_data(proto: SMTP, arg: str, limit: int) -> None:
+    """DATA for our server: the same protocol as aiosmtpd's, read by terminator, not by line.
+
+    aiosmtpd reads the data one line at a time in Python; this reads up to each ``.\r\n`` and
+    checks whether it ends a line that is only a dot — the one terminator RFC 5321 allows, so a
+    bare ``\n.\r\n`` ends nothing (the handler then refuses the bare LF). Dot-stuffing is
+    undone exactly as aiosmtpd does (the first dot of every line that starts with one). Beyond
+    ``limit`` the rest is drained to the terminator and ``552`` sent, as RFC 5321 4.2.5 implies.
+    """
+    if await proto.check_helo_needed():
+        return
+    if await proto.check_auth_needed("DATA"):
+        return
+    assert proto.envelope is not None
+    if not proto.envelope.rcpt_tos:
+        await proto.push("503 Error: need RCPT command")
+        return
+    if arg:
+        await proto.push("501 Syntax: DATA")
+        return
+    await proto.push("354 End data with <CR><LF>.<CR><LF>")
+    reader = proto._reader
+    chunks: list[bytes] = []
+    size = 0
+    too_big = False
+    prev_tail = b"\r\n"  # the data starts at the beginning of a line
+    while True:
+        try:
+            chunk = await reader.readuntil(b".\r\n")
+        except asyncio.LimitOverrunError as e:
+            chunk = await reader.read(e.consumed)  # no terminator in the buffer yet: keep draining
+            too_big = True
+        except asyncio.IncompleteReadError:
+            proto._writer.close()  # the client went away in the middle of the data
+            return
+        size += len(chunk)
+        if not too_big:
+            if size > limit + 3:
+                too_big = True
+                chunks.clear()
+            else:
+                chunks.append(chunk)
+        if chunk.endswith(b".\r\n"):
+            before = (prev_tail + chunk[:-3])[-2:]
+            if before == b"\r\n":
+                break
+        prev_tail = (prev_tail + chunk)[-2:]
+    if too_big:
+        await proto.push("552 5.3.4 message larger than the size limit")
+        proto._set_post_data_state()  # type: ignore[no-untyped-call]
+        return
+    data = b"".join(chunks)[:-3]  # without the final ".\r\n"; the CRLF before it ends the last line
+    if b"\r\n." in data or data.startswith(b"."):
+        data = (b"\r\n" + data).replace(b"\r\n.", b"\r\n")[2:]
+    proto.envelope.content = data
+    proto.envelope.original_content = data
+    status = await proto._call_handler_hook("DATA")
+    proto._set_post_data_state()  # type: ignore[no-untyped-call]
+    await proto.push(status)
+
+
+class Server:
+    """The listening server: start, serve, stop cleanly."""
+
+    def __init__(self, config: Config, deliverer: Deliverer, *, host: str | None = None, port: int | None = None) -> None:
+        self.config = config
+        self.host = host or config.smtp.host
+        self.port = config.smtp.port if port is None else port
+        self.deliverer = Deliverer(config, deliverer.roster, Maildirs(config.mail_root))
+        self.stats = Stats()
+        self.index: Index | None = None
+        self.committer = Committer(self.deliverer)
+        self.server: asyncio.base_events.Server | None = None
+        self.protocols: set[SMTP] = set()
+
+    def _protocol(self, handler: Handler) -> Callable[[], SMTP]:
+        cfg = self.config.smtp
+        stats = self.stats
+        protocols = self.protocols
+
+        class Protocol(SMTP):
+            # No per-line cap below the message size: see the module docstring's long-line policy.
+            line_length_limit = cfg.max_message_size + 2
+
+            def connection_made(self, transport: Any) -> None:
+                if stats.connections >= cfg.max_connections:
+                    transport.write(b"421 4.7.0 too many connections; try again later\r\n")
+                    transport.close()
+                    self._over_cap = True
+                    return
+                self._over_cap = False
+                stats.connections += 1
+                protocols.add(self)
+                super().connection_made(transport)
+
+            def connection_lost(self, error: Exception | None) -> None:
+                if getattr(self, "_over_cap", True):
+                    return
+                stats.connections -= 1
+                protocols.discard(self)
+                super().connection_lost(error)
+
+            async def smtp_DATA(self, arg: str) -> None:
+                await read_data(self, arg, cfg.max_message_size)
+
+            def _getaddr(self, arg: str) -> tuple[str | None, str | None]:
+                # The plain <local@domain> form every workflow client sends, without the email
+                # package's general header parser; anything else takes aiosmtpd's own path.
+                m = SIMPLE_PATH.match(arg)
+                if m:
+                    return m.group(1), m.group(2)
+                return super()._getaddr(arg)
+
+        loop = asyncio.get_running_loop()
+        auth: dict[str, Any] = {}
+        if cfg.auth_users_file and not is_loopback(self.host):
+            # AUTH over plain text is acceptable only because TLS is expected in front (stunnel, a VPN).
+            auth = dict(authenticator=make_authenticator(load_users(cfg.auth_users_file)),
+                        auth_required=True, auth_require_tls=False)
+        return lambda: Protocol(
+            handler,
+            **auth,
+            data_size_limit=cfg.max_message_size,
+            enable_SMTPUTF8=True,
+            decode_data=False,
+            hostname=self.config.domain,
+            ident="workflow-mail smtpd",
+            timeout=cfg.timeout,
+            loop=loop,
+        )
+
+    async def start(self) -> int:
+        """Listen; returns the bound port."""
+        self.index = self.deliverer.open_index()  # reads in the event loop; the committer has its own
+        self.index.refresh()  # copies stored before a crash but never indexed
+        self.committer.known = self.index.message_ids()  # what a retry could be a retry of
+        self.committer.start()
+        handler = Handler(self.deliverer, self.index, self.committer, self.stats)
+        loop = asyncio.get_running_loop()
+        self.server = await loop.create_server(self._protocol(handler), self.host, self.port)
+        sock = self.server.sockets[0]
+        self.port = int(sock.getsockname()[1])
+        log.info("listening on %s:%d (mail root %s)", self.host, self.port, self.config.mail_root)
+        return self.port
+
+    async def stop(self, grace: float = 10.0) -> None:
+        """Stop listening, let transactions in DATA finish (each is stored, then acknowledged), close."""
+        if self.server is not None:
+            self.server.close()
+        deadline = asyncio.get_running_loop().time() + grace
+        while self.stats.in_flight and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.01)
+        for p in list(self.protocols):
+            if p.transport is not None:
+                p.transport.close()
+        self.committer.stop()
+        if self.index is not None:
+            self.index.close()
+        log.info("stopped: %d delivered, %d refused, %d failed", self.stats.delivered, self.stats.refused, self.stats.failed)
+
+
+def hash_password(password: str, salt: bytes | None = None) -> str:
+    """A users-file entry's secret: ``scrypt$<salt hex>$<hash hex>``."""
+    import hashlib
+    import os
+
+    salt = salt or os.urandom(16)
+    digest = hashlib.scrypt(password.encode("utf-8"), salt=salt, n=2**14, r=8, p=1)
+    return f"scrypt${salt.hex()}${digest.hex()}"
+
+
+def load_users(path: str) -> dict[str, str]:
+    """``login:scrypt$salt$hash`` lines (``workflow smtpd --hash-password`` makes them)."""
+    users: dict[str, str] = {}
+    try:
+        lines = open(path, encoding="utf-8").read().splitlines()
+    except OSError as e:
+        raise WorkflowError(f"{path}: cannot read the AUTH users file: {e.strerror}") from None
+    for n, line in enumerate(lines, 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        login, sep, secret = line.partition(":")
+        if not sep or not secret.startswith("scrypt$") or secret.count("$") != 2:
+            raise WorkflowError(f"{path}:{n}: expected login:scrypt$salt$hash")
+        users[login] = secret
+    if not users:
+        raise WorkflowError(f"{path}: no users")
+    return users
+
+
+def make_authenticator(users: dict[str, str]) -> Callable[..., Any]:
+    from aiosmtpd.smtp import AuthResult, LoginPassword
+
+    def authenticate(server: SMTP, session: Session, envelope: Envelope, mechanism: str, data: Any) -> AuthResult:
+        if not isinstance(data, LoginPassword):
+            return AuthResult(success=False, handled=False)
+        login = data.login.decode("utf-8", "replace")
+        secret = users.get(login)
+        if secret is None:
+            return AuthResult(success=False, handled=False)
+        import hmac
+
+        salt = bytes.fromhex(secret.split("$")[1])
+        ok = hmac.compare_digest(hash_password(data.password.decode("utf-8", "replace"), salt), secret)
+        return AuthResult(success=ok, handled=False)
+
+    return authenticate
+
+
+def check_bind(host: str, allow_remote: bool, config: Config) -> None:
+    """Loopback only, unless --allow-remote and AUTH is configured."""
+    if is_loopback(host):
+        return
+    if not allow_remote:
+        raise WorkflowError(f"refusing to listen on {host}: not a loopback address (use --allow-remote with AUTH configured)")
+    if not config.smtp.auth_users_file:
+        raise WorkflowError(
+            f"refusing to listen on {host}: --allow-remote needs AUTH; set [smtp] auth_users_file in {config.path or 'workflow.toml'}"
+        )
+    load_users(config.smtp.auth_users_file)
+
+
+def new_loop() -> asyncio.AbstractEventLoop:
+    """uvloop's event loop where it is installed (a dependency on Linux): the SMTP protocol work
+    is the server's largest CPU cost, and uvloop runs it in C; asyncio's own loop otherwise."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
+class BackgroundServer:
+    """A server on its own event loop thread (the demo and tests use it): ``with … as port:``."""
+
+    def __init__(self, config: Config, deliverer: Deliverer, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.config, self.deliverer, self.host, self.port = config, deliverer, host, port
+        self.loop = new_loop()
+        self.server: Server | None = None
+        import threading
+
+        self.thread = threading.Thread(target=self.loop.run_forever, name="smtpd", daemon=True)
+
+    def __enter__(self) -> int:
+        self.thread.start()
+        self.server = Server(self.config, self.deliverer, host=self.host, port=self.port)
+        self.port = asyncio.run_coroutine_threadsafe(self.server.start(), self.loop).result(timeout=30)
+        return self.port
+
+    def __exit__(self, *exc: object) -> None:
+        assert self.server is not None
+        asyncio.run_coroutine_threadsafe(self.server.stop(), self.loop).result(timeout=60)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=10)
+        self.loop.close()
+
+
+def serve(config: Config, deliverer: Deliverer, host: str | None, port: int | None, ready: Callable[[int], None]) -> Stats:
+    """Run until SIGTERM or SIGINT, then stop cleanly."""
+
+    # aiosmtpd logs every command at INFO; our one line per message is the log that matters.
+    logging.getLogger("mail.log").setLevel(logging.WARNING)
+
+    async def main() -> Stats:
+        server = Server(config, deliverer, host=host, port=port)
+        await server.start()
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        ready(server.port)
+        await stop.wait()
+        log.info("signal received: stopping")
+        await server.stop()
+        return server.stats
+
+    with asyncio.Runner(loop_factory=new_loop) as runner:
+        return runner.run(main())

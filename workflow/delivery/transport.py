@@ -1,0 +1,91 @@
+"""Transport: hand a message to the local SMTP server, or deliver it directly when none answers.
+
+Both paths end in ``Deliverer.deliver`` (the server calls it too), so the same input gives the
+same result either way. ``auto`` falls back to direct delivery only when nothing listens on the
+configured port; a server that answers and refuses is a refusal, never a silent fallback.
+"""
+
+from __future__ import annotations
+
+import smtplib
+import socket
+from collections.abc import Sequence
+from typing import Protocol
+
+from workflow.core.config import Config
+from workflow.delivery.deliverer import Deliverer
+from workflow.core.errors import TransportError
+
+
+class Transport(Protocol):
+    """Send one message; returns a short description of where it went."""
+
+    def send(self, raw: bytes, sender: str, recipients: Sequence[str]) -> str: ...
+
+
+class DirectTransport:
+    def __init__(self, deliverer: Deliverer) -> None:
+        self.deliverer = deliverer
+
+    def send(self, raw: bytes, sender: str, recipients: Sequence[str]) -> str:
+        d = self.deliverer.deliver(raw, recipients)
+        return "direct: " + ", ".join(d.mailboxes)
+
+
+class SmtpTransport:
+    def __init__(self, host: str, port: int, timeout: float) -> None:
+        self.host, self.port, self.timeout = host, port, timeout
+
+    def connect(self) -> smtplib.SMTP:
+        return smtplib.SMTP(self.host, self.port, timeout=self.timeout)
+
+    def send(self, raw: bytes, sender: str, recipients: Sequence[str]) -> str:
+        try:
+            smtp = self.connect()
+        except OSError as e:
+            raise TransportError(f"cannot reach SMTP server {self.host}:{self.port}: {e}") from None
+        return self.send_on(smtp, raw, sender, recipients)
+
+    def send_on(self, smtp: smtplib.SMTP, raw: bytes, sender: str, recipients: Sequence[str]) -> str:
+        try:
+            with smtp:
+                smtp.sendmail(sender, list(recipients), raw)
+        except smtplib.SMTPRecipientsRefused as e:
+            code, text = next(iter(e.recipients.values()))
+            raise TransportError(f"SMTP server refused a recipient: {code} {_text(text)}", code) from None
+        except smtplib.SMTPResponseException as e:
+            raise TransportError(f"SMTP server refused the message: {e.smtp_code} {_text(e.smtp_error)}", e.smtp_code) from None
+        except (smtplib.SMTPException, OSError) as e:
+            raise TransportError(f"SMTP conversation with {self.host}:{self.port} failed: {e}") from None
+        return f"smtp: {self.host}:{self.port}"
+
+
+class AutoTransport:
+    """SMTP when the configured server answers, direct delivery when nothing listens."""
+
+    def __init__(self, smtp: SmtpTransport, direct: DirectTransport) -> None:
+        self.smtp, self.direct = smtp, direct
+
+    def send(self, raw: bytes, sender: str, recipients: Sequence[str]) -> str:
+        try:
+            conn = self.smtp.connect()
+        except (ConnectionRefusedError, socket.timeout, OSError):
+            return self.direct.send(raw, sender, recipients)
+        return self.smtp.send_on(conn, raw, sender, recipients)
+
+
+def _text(b: bytes | str) -> str:
+    s = b.decode("utf-8", "replace") if isinstance(b, bytes) else b
+    return s.replace("\r", " ").replace("\n", " ")
+
+
+def make_transport(config: Config, deliverer: Deliverer, via: str = "auto") -> Transport:
+    smtp = SmtpTransport(config.smtp.host, config.smtp.port, config.smtp.timeout)
+    if via == "smtp":
+        return smtp
+    direct = DirectTransport(deliverer)
+    if via == "direct":
+        return direct
+    if via != "auto":
+        raise TransportError(f"--via {via!r}: expected smtp, direct or auto")
+    return AutoTransport(smtp, direct)

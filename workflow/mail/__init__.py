@@ -1,0 +1,1 @@
+"""Mail: messages as bytes and headers, threads, templates, Maildirs and the index over them."""

@@ -1,0 +1,309 @@
+"""Maildir: durable delivery (tmp → fsync → rename into new/ → fsync new/), reading, flags.
+
+Bytes are stored exactly as received; nothing is re-serialised. A multi-mailbox delivery is
+all-or-nothing: either every copy is in its new/ and every directory is fsynced, or no copy is
+left in any new/. Reading never changes a flag; only ``set_flags`` does.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import NamedTuple
+
+from workflow.core.errors import DeliveryError
+
+SUBDIRS = ("tmp", "new", "cur")
+
+
+class Entry(NamedTuple):
+    """One stored copy: its mailbox, its unique key, where it is (new|cur) and its flags."""
+
+    mailbox: str
+    key: str
+    subdir: str
+    flags: str
+    file: str  # the full path as a string (cheap to make while scanning thousands)
+
+    @property
+    def path(self) -> Path:
+        return Path(self.file)
+
+    @property
+    def seen(self) -> bool:
+        return "S" in self.flags
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _hostname() -> str:
+    import socket
+
+    return socket.gethostname().replace("/", "\\057").replace(":", "\\072") or "localhost"
+
+
+def split_name(name: str) -> tuple[str, str]:
+    """A file name in cur/ or new/ as (key, flags)."""
+    key, sep, info = name.partition(":")
+    if sep and info.startswith("2,"):
+        return key, info[2:]
+    return key, ""
+
+
+class DirFsync:
+    """fsync directories through fds kept open (one stat instead of open+close per sync). Each
+    fd remembers the (device, inode) it was opened on, so a directory replaced meanwhile is
+    reopened rather than a stale one synced. Used by one thread at a time."""
+
+    def __init__(self) -> None:
+        self._fds: dict[str, tuple[int, int, int]] = {}
+        self.syncs = 0
+
+    def fsync(self, d: str) -> None:
+        cached = self._fds.get(d)
+        if cached is not None:
+            fd, dev, ino = cached
+            st = os.stat(d)
+            if (st.st_dev, st.st_ino) == (dev, ino):
+                os.fsync(fd)
+                self.syncs += 1
+                return
+            self._fds.pop(d, None)
+            os.close(fd)
+        fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+            st = os.fstat(fd)
+        except BaseException:
+            os.close(fd)
+            raise
+        self.syncs += 1
+        if len(self._fds) >= 256:
+            os.close(self._fds.pop(next(iter(self._fds)))[0])
+        self._fds[d] = (fd, st.st_dev, st.st_ino)
+
+    def close(self) -> None:
+        for fd, _, _ in self._fds.values():
+            os.close(fd)
+        self._fds.clear()
+
+
+class Maildirs:
+    """The mail root: one Maildir per mailbox, created on first delivery."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._host = ""  # looked up on the first write: readers never need it
+        self._ready: set[str] = set()  # mailboxes whose tmp/new/cur were seen; skips three stats
+
+    def path(self, mailbox: str) -> Path:
+        if not mailbox or "/" in mailbox or mailbox.startswith(".") or "\0" in mailbox:
+            raise DeliveryError(f"invalid mailbox name {mailbox!r}")
+        return self.root / mailbox
+
+    def mailboxes(self) -> list[str]:
+        if not self.root.is_dir():
+            return []
+        return sorted(
+            d.name for d in os.scandir(self.root) if d.is_dir() and not d.name.startswith(".") and (Path(d.path) / "new").is_dir()
+        )
+
+    def ensure(self, mailbox: str) -> Path:
+        """Create mailbox/{tmp,new,cur} (and parents), fsyncing each directory that was created."""
+        box = self.path(mailbox)
+        if mailbox in self._ready:
+            return box
+        if all((box / s).is_dir() for s in SUBDIRS):
+            self._ready.add(mailbox)
+            return box
+        created: list[Path] = []
+        missing: list[Path] = []
+        p = box
+        while not p.exists():
+            missing.append(p)
+            p = p.parent
+        for d in reversed(missing):
+            self._mkdir(d)
+            created.append(d)
+        for s in SUBDIRS:
+            d = box / s
+            if not d.is_dir():
+                self._mkdir(d)
+                created.append(d)
+        for d in {c.parent for c in created}:
+            _fsync_dir(d)
+        self._ready.add(mailbox)
+        return box
+
+    @staticmethod
+    def _mkdir(d: Path) -> None:
+        try:
+            os.mkdir(d, 0o700)
+        except FileExistsError:
+            pass
+        except OSError as e:
+            raise DeliveryError(f"cannot create mail directory {d}: {e.strerror}") from None
+
+    def _new_name(self) -> str:
+        if not self._host:
+            self._host = _hostname()
+        now = time.time()
+        sec = int(now)
+        usec = int((now - sec) * 1_000_000)
+        return f"{sec}.M{usec:06d}P{os.getpid()}R{os.urandom(8).hex()}.{self._host}"
+
+    def write_tmp(self, box: str, data: bytes) -> tuple[str, str]:
+        """Create tmp/<unique> exclusively, write every byte (checking each write), fsync it."""
+        tmp, name, fd = self.stage(box, data)
+        try:
+            os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            _unlink_quiet(tmp)
+            raise
+        os.close(fd)
+        return tmp, name
+
+    def stage(self, box: str, data: bytes) -> tuple[str, str, int]:
+        """Create tmp/<unique> exclusively and write every byte; the fd stays open, unsynced.
+
+        The server's committer stages a whole batch before fsyncing any file: the first fsync
+        commits the journal for all of them, so the rest find little left to do.
+        """
+        for _ in range(8):
+            name = self._new_name()
+            tmp = f"{box}/tmp/{name}"
+            try:
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            except FileExistsError:
+                continue
+            try:
+                view = memoryview(data)
+                while view:
+                    n = os.write(fd, view)
+                    if n <= 0:
+                        raise OSError(errno.EIO, "short write")
+                    view = view[n:]
+            except BaseException:
+                os.close(fd)
+                _unlink_quiet(tmp)
+                raise
+            return tmp, name, fd
+        raise DeliveryError(f"could not find a unique file name in {box}/tmp")
+
+    def deliver(self, mailboxes: Sequence[str], data: bytes) -> list[Entry]:
+        """Store one copy in each mailbox durably; all or nothing. Returns the stored entries.
+
+        tmp/ (O_EXCL, fsync) → rename into new/ → fsync new/. The name is unique in tmp/ by
+        O_EXCL and carries 64 random bits, and rename is checked against an existing target
+        first, so no message is ever replaced.
+        """
+        tmps: list[tuple[str, str, str]] = []
+        moved: list[str] = []
+        try:
+            for mb in mailboxes:
+                box = str(self.ensure(mb))
+                tmp, name = self.write_tmp(box, data)
+                tmps.append((mb, tmp, name))
+            entries: list[Entry] = []
+            for mb, tmp, name in tmps:
+                target = self.move_new(tmp, name)
+                moved.append(target)
+                entries.append(Entry(mb, os.path.basename(target), "new", "", target))
+            for dname in {os.path.dirname(t) for t in moved}:
+                _fsync_dir(Path(dname))
+        except BaseException as e:
+            self.undo(mailboxes, moved, [tmp for _, tmp, _ in tmps])
+            raise self.failure(e) from None
+        return entries
+
+    def undo(self, mailboxes: Sequence[str], moved: Sequence[str], tmps: Sequence[str]) -> None:
+        """Take back a failed delivery: no copy stays in any new/, no file in tmp/."""
+        self._ready.difference_update(mailboxes)  # look again next time (it may have been removed)
+        for target in moved:
+            _unlink_quiet(target)
+        for d in {os.path.dirname(t) for t in moved}:
+            try:
+                _fsync_dir(Path(d))
+            except OSError:
+                pass
+        for tmp in tmps:
+            _unlink_quiet(tmp)
+
+    def failure(self, e: BaseException) -> BaseException:
+        """The error a failed write is reported as (OSError → DeliveryError naming the path)."""
+        if isinstance(e, OSError):
+            where = e.filename or self.root
+            return DeliveryError(f"cannot store message in {where}: {e.strerror or e}")
+        return e
+
+    @staticmethod
+    def move_new(tmp: str, name: str) -> str:
+        """Rename tmp/<name> into new/ (never over an existing file); returns the new path."""
+        new = os.path.dirname(os.path.dirname(tmp)) + "/new/"
+        target = new + name
+        for _ in range(8):
+            if not os.path.lexists(target):
+                os.rename(tmp, target)
+                return target
+            target = f"{new}{name}.{os.urandom(4).hex()}"
+        raise DeliveryError(f"could not find a unique file name in {new}")
+
+    def scan(self, mailbox: str) -> Iterator[Entry]:
+        """Every stored copy in a mailbox (new/ and cur/), without reading or marking anything."""
+        box = self.path(mailbox)
+        for sub in ("new", "cur"):
+            d = box / sub
+            try:
+                it = os.scandir(d)
+            except FileNotFoundError:
+                continue
+            with it:
+                for de in it:
+                    if de.name.startswith("."):
+                        continue
+                    key, flags = split_name(de.name)
+                    yield Entry(mailbox, key, sub, flags, de.path)
+
+    def find(self, mailbox: str, key: str) -> Entry | None:
+        box = self.path(mailbox)
+        p = box / "new" / key
+        if p.exists():
+            return Entry(mailbox, key, "new", "", str(p))
+        try:
+            with os.scandir(box / "cur") as it:
+                for de in it:
+                    k, flags = split_name(de.name)
+                    if k == key:
+                        return Entry(mailbox, key, "cur", flags, de.path)
+        except FileNotFoundError:
+            pass
+        return None
+
+    def set_flags(self, entry: Entry, flags: str) -> Entry:
+        """Move a copy into cur/ with exactly ``flags`` (sorted, as Maildir requires)."""
+        flags = "".join(sorted(set(flags)))
+        target = self.path(entry.mailbox) / "cur" / f"{entry.key}:2,{flags}"
+        if str(target) == entry.file:
+            return entry
+        os.rename(entry.file, target)
+        _fsync_dir(target.parent)
+        if entry.subdir == "new":
+            _fsync_dir(entry.path.parent)
+        return Entry(entry.mailbox, entry.key, "cur", flags, str(target))
+
+
+def _unlink_quiet(p: Path | str) -> None:
+    try:
+        os.unlink(p)
+    except OSError:
+        pass

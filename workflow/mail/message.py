@@ -1,0 +1,482 @@
+"""Message: build, parse and validate RFC 5322 workflow mail (headers, Message-ID, threading).
+
+Builds bytes ourselves (CRLF, folded, RFC 2047 for anything that is not plain ASCII) instead of
+trusting ``email.generator``: CPython before 3.11.10 could emit a newline hidden in an
+encoded-word as a real header break (CVE-2024-6923). Parsing decodes every value and refuses
+CR, LF or NUL in the decoded text, so no value can ever smuggle in an extra header.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from typing import NamedTuple
+
+from workflow.core.errors import MessageError
+
+MAX_LINE = 998
+FOLD_AT = 78
+MSGID_RE = re.compile(r"<[^<>\s]+>")
+MSGID_FULL_RE = re.compile(r"^<[^<>\s@]+@[^<>\s@]+>$")
+MSGID_REF_RE = re.compile(r"^<[^<>\s]+>$")  # what we accept as a reference to someone else's id
+ADDR_RE = re.compile(r"[^\s<>,\"]+@[^\s<>,\"]+")
+FORBIDDEN_RE = re.compile(r"[\r\n\0]")
+SINGLE_HEADERS = ("Message-ID", "In-Reply-To", "X-Event-Type", "X-Workflow-State", "X-Artifacts", "Subject", "From")
+RE_PREFIX = re.compile(r"^\s*((re|fwd?|aw|sv)\s*(\[\d+\])?\s*:\s*)+", re.IGNORECASE)
+PLAIN_HEADER_CHARS = re.compile(r"^[\x20-\x7e\t]*$")
+
+
+def check_value(name: str, value: str) -> None:
+    """Refuse a header value that could break out of its header."""
+    for ch, what in (("\r", "a carriage return (CR)"), ("\n", "a line feed (LF)"), ("\0", "a NUL byte")):
+        if ch in value:
+            raise MessageError(f"header {name}: value contains {what}; header values must be one line")
+
+
+def validate_artifact(path: str) -> str:
+    """A repo-relative path or glob: never absolute, never '..', no whitespace, commas or controls."""
+    p = path.strip()
+    if not p:
+        raise MessageError("artifact path is empty")
+    if p.startswith(("/", "~", "\\")) or re.match(r"^[A-Za-z]:", p):
+        raise MessageError(f"artifact path {p!r} is absolute; give a repo-relative path like specs/proposed/auth.md")
+    if any(part == ".." for part in re.split(r"[/\\]", p)):
+        raise MessageError(f"artifact path {p!r} contains '..'; paths must stay inside the repository")
+    if re.search(r"[\s,\x00-\x1f\x7f\\]", p):
+        raise MessageError(f"artifact path {p!r} contains whitespace, a comma, a backslash or a control character")
+    return p
+
+
+def make_message_id(role: str, domain: str, now: datetime | None = None) -> str:
+    """``<YYYYMMDDHHMMSS.<unique>.<role>@domain>`` (ARCHITECTURE.md)."""
+    import secrets
+
+    now = now or datetime.now(timezone.utc)
+    return f"<{now.strftime('%Y%m%d%H%M%S')}.{secrets.token_hex(6)}.{role}@{domain}>"
+
+
+def normalize_msgid(value: str) -> str:
+    v = value.strip()
+    if not v.startswith("<"):
+        v = f"<{v}>"
+    if not MSGID_REF_RE.match(v):
+        raise MessageError(f"{value!r} is not a Message-ID like <20251114103000.abc.spec-writer@workflow.local>")
+    return v
+
+
+def reply_subject(subject: str) -> str:
+    return "Re: " + RE_PREFIX.sub("", subject).strip()
+
+
+def _fold_plain(name: str, value: str) -> str | None:
+    """Fold a plain ASCII value at single spaces; None when a line would still exceed 998."""
+    words = value.split(" ")
+    lines: list[str] = []
+    cur = f"{name}: {words[0]}"
+    for w in words[1:]:
+        if len(cur) + 1 + len(w) > FOLD_AT and cur.strip():
+            lines.append(cur)
+            cur = " " + w
+        else:
+            cur += " " + w
+    lines.append(cur)
+    if any(len(line) > MAX_LINE for line in lines):
+        return None
+    # A folded line that is all whitespace would be dropped by unfolding readers; keep it unfolded.
+    if any(not line.strip() for line in lines[1:]):
+        joined = f"{name}: {value}"
+        return joined if len(joined) <= MAX_LINE else None
+    return "\r\n".join(lines)
+
+
+def encode_header(name: str, value: str) -> str:
+    """One header as folded text with CRLF continuation lines (no trailing CRLF)."""
+    check_value(name, value)
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise MessageError(f"header {name}: value is not valid Unicode text") from None
+    plain = (
+        PLAIN_HEADER_CHARS.match(value) is not None
+        and "=?" not in value
+        and value == value.strip(" \t")
+    )
+    if plain:
+        folded = _fold_plain(name, value)
+        if folded is not None:
+            return folded
+    return f"{name}: " + "\r\n ".join(_encoded_words(value))
+
+
+def _encoded_words(value: str) -> list[str]:
+    """RFC 2047 'B' encoded-words of at most 45 UTF-8 bytes each, never splitting a character.
+
+    Written here because email.header.Header.encode drops or rewrites some whitespace
+    (a lone form feed encodes to nothing), which would break the round trip.
+    """
+    import base64
+
+    words: list[bytes] = []
+    chunk = b""
+    for ch in value:
+        b = ch.encode("utf-8")
+        if len(chunk) + len(b) > 45:
+            words.append(chunk)
+            chunk = b""
+        chunk += b
+    if chunk or not words:
+        words.append(chunk)
+    return ["=?utf-8?b?" + base64.b64encode(w).decode("ascii") + "?=" for w in words]
+
+
+ENCODED_WORD_RE = re.compile(r"=\?([^?\s]+)\?([bBqQ])\?([^?\s]*)\?=")
+
+
+def _decode_word(charset: str, enc: str, text: str) -> bytes | None:
+    import base64
+    import binascii
+
+    try:
+        if enc in "bB":
+            return base64.b64decode(text + "=" * (-len(text) % 4))
+        out = re.sub(r"=([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1), 16)), text.replace("_", " "))
+        return out.encode("latin-1")
+    except (binascii.Error, ValueError, UnicodeEncodeError):
+        return None
+
+
+def _decode_value(value: str) -> str:
+    """Decode RFC 2047 encoded-words; whitespace between adjacent encoded-words is dropped."""
+    if "=?" not in value:
+        return value
+    out: list[str] = []
+    pending: list[tuple[str, bytes]] = []  # adjacent encoded-words, decoded together per charset
+    pos = 0
+
+    def flush() -> None:
+        for cs, data in pending:
+            try:
+                out.append(data.decode(cs.split("*")[0], "replace"))
+            except LookupError:
+                out.append(data.decode("utf-8", "replace"))
+        pending.clear()
+
+    for m in ENCODED_WORD_RE.finditer(value):
+        between = value[pos : m.start()]
+        data = _decode_word(m.group(1), m.group(2), m.group(3))
+        if data is None:
+            continue
+        if between.strip(" \t") or not pending:
+            flush()
+            out.append(between)
+        cs = m.group(1).lower()
+        if pending and pending[-1][0] == cs:
+            pending[-1] = (cs, pending[-1][1] + data)
+        else:
+            pending.append((cs, data))
+        pos = m.end()
+    flush()
+    out.append(value[pos:])
+    return "".join(out)
+
+
+def canonical_body(text: str) -> str:
+    """The body as it reads back: LF line ends, ending in exactly the text given plus one LF."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text if text.endswith("\n") else text + "\n"
+
+
+def encode_body(text: str) -> tuple[str, bytes]:
+    """(Content-Transfer-Encoding, CRLF bytes): 7bit for short plain ASCII lines, else quoted-printable."""
+    text = canonical_body(text)
+    lines = text.split("\n")[:-1]
+    if all(len(line) <= MAX_LINE and PLAIN_HEADER_CHARS.match(line) for line in lines):
+        return "7bit", "".join(line + "\r\n" for line in lines).encode("ascii")
+    import quopri
+
+    raw = text.encode("utf-8", "surrogatepass")
+    # quotetabs keeps trailing whitespace intact; header=False keeps '_' literal.
+    qp = quopri.encodestring(raw, quotetabs=False).replace(b"\r\n", b"\n").replace(b"\n", b"\r\n")
+    return "quoted-printable", qp
+
+
+class Draft(NamedTuple):
+    """Everything a workflow message carries, before it becomes bytes."""
+
+    sender: str
+    to: Sequence[str]
+    subject: str
+    body: str
+    message_id: str
+    cc: Sequence[str] = ()
+    event: str | None = None
+    state: str | None = None
+    artifacts: Sequence[str] = ()
+    next_roles: Sequence[str] = ()
+    in_reply_to: str | None = None
+    references: Sequence[str] = ()
+    date: datetime | None = None
+    extra: Sequence[tuple[str, str]] = ()
+
+
+RESERVED_HEADERS = frozenset(
+    h.lower()
+    for h in (
+        "From", "To", "Cc", "Bcc", "Date", "Message-ID", "In-Reply-To", "References", "Subject",
+        "X-Event-Type", "X-Workflow-State", "X-Artifacts", "X-Next-Roles", "MIME-Version",
+        "Content-Type", "Content-Transfer-Encoding", "Return-Path", "Received",
+    )
+)
+HEADER_NAME_RE = re.compile(r"^[!-9;-~]+$")
+
+
+def build(d: Draft) -> bytes:
+    """Serialise a Draft to CRLF bytes, refusing any value that could break a header."""
+    if not MSGID_FULL_RE.match(d.message_id):
+        raise MessageError(f"Message-ID {d.message_id!r} is not of the form <left@right>")
+    for mid in ([d.in_reply_to] if d.in_reply_to else []) + list(d.references):
+        if not MSGID_REF_RE.match(mid):
+            raise MessageError(f"message id {mid!r} is not of the form <left@right>")
+    from email.utils import format_datetime
+
+    arts = [validate_artifact(a) for a in d.artifacts]
+    headers: list[tuple[str, str]] = [
+        ("Date", format_datetime(d.date or datetime.now(timezone.utc))),
+        ("From", d.sender),
+        ("To", ", ".join(d.to)),
+    ]
+    if d.cc:
+        headers.append(("Cc", ", ".join(d.cc)))
+    headers += [("Subject", d.subject), ("Message-ID", d.message_id)]
+    if d.in_reply_to:
+        headers.append(("In-Reply-To", d.in_reply_to))
+    if d.references:
+        headers.append(("References", " ".join(d.references)))
+    if d.event:
+        headers.append(("X-Event-Type", d.event))
+    if d.state:
+        headers.append(("X-Workflow-State", d.state))
+    if arts:
+        headers.append(("X-Artifacts", ", ".join(arts)))
+    if d.next_roles:
+        headers.append(("X-Next-Roles", ", ".join(d.next_roles)))
+    for name, value in d.extra:
+        if not HEADER_NAME_RE.match(name) or name.lower() in RESERVED_HEADERS:
+            raise MessageError(f"header name {name!r} is not allowed as an extra header")
+        headers.append((name, value))
+    for addr_header in ("From", "To", "Cc"):
+        for name, value in headers:
+            if name == addr_header and not PLAIN_HEADER_CHARS.match(value):
+                raise MessageError(f"header {name}: addresses must be ASCII, got {value!r}")
+    cte, body = encode_body(d.body)
+    headers += [
+        ("MIME-Version", "1.0"),
+        ("Content-Type", "text/plain; charset=utf-8"),
+        ("Content-Transfer-Encoding", cte),
+    ]
+    head = "".join(encode_header(n, v) + "\r\n" for n, v in headers)
+    return head.encode("ascii") + b"\r\n" + body
+
+
+# ---------------------------------------------------------------- parsing
+
+
+class Parsed:
+    """A message's headers (unfolded and decoded) and where its body starts in the raw bytes."""
+
+    __slots__ = ("headers", "body_offset", "max_line", "_by_name")
+
+    def __init__(self, headers: tuple[tuple[str, str], ...], body_offset: int, max_line: int = 0) -> None:
+        self.headers = headers
+        self.body_offset = body_offset
+        self.max_line = max_line  # longest header line in octets, CRLF excluded
+        by_name: dict[str, list[str]] = {}
+        for n, v in headers:
+            by_name.setdefault(n.lower(), []).append(v)
+        self._by_name = by_name
+
+    def get(self, name: str) -> str | None:
+        values = self._by_name.get(name.lower())
+        return values[0] if values else None
+
+    def get_all(self, name: str) -> list[str]:
+        return list(self._by_name.get(name.lower(), ()))
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """How often each header (lower-case name) appears."""
+        return {n: len(v) for n, v in self._by_name.items()}
+
+    @property
+    def message_id(self) -> str | None:
+        v = self.get("Message-ID")
+        m = MSGID_RE.search(v) if v else None
+        return m.group(0) if m else None
+
+    @property
+    def in_reply_to(self) -> str | None:
+        v = self.get("In-Reply-To")
+        m = MSGID_RE.search(v) if v else None
+        return m.group(0) if m else None
+
+    @property
+    def references(self) -> list[str]:
+        v = self.get("References")
+        return MSGID_RE.findall(v) if v else []
+
+    @property
+    def subject(self) -> str:
+        return self.get("Subject") or ""
+
+    @property
+    def sender(self) -> str:
+        v = self.get("From") or ""
+        m = ADDR_RE.search(v)
+        return m.group(0).lower() if m else v.strip().lower()
+
+    @property
+    def recipients(self) -> list[str]:
+        out: list[str] = []
+        for h in ("To", "Cc"):
+            for v in self.get_all(h):
+                out.extend(a.lower() for a in ADDR_RE.findall(v))
+        return out
+
+    @property
+    def event(self) -> str | None:
+        v = self.get("X-Event-Type")
+        return v.strip() if v else None
+
+    @property
+    def state(self) -> str | None:
+        v = self.get("X-Workflow-State")
+        return v.strip() if v else None
+
+    @property
+    def artifacts(self) -> list[str]:
+        v = self.get("X-Artifacts")
+        return [a.strip() for a in v.split(",") if a.strip()] if v else []
+
+    @property
+    def next_roles(self) -> list[str]:
+        v = self.get("X-Next-Roles")
+        return [a.strip() for a in v.split(",") if a.strip()] if v else []
+
+
+def split_head(raw: bytes) -> tuple[bytes, int]:
+    """The header block and the offset where the body starts (after the first empty line)."""
+    a = raw.find(b"\n\r\n")
+    b = raw.find(b"\n\n")
+    if a != -1 and (b == -1 or a < b):
+        head = raw[:a]
+        return (head[:-1] if head.endswith(b"\r") else head), a + 3
+    if b != -1:
+        return raw[:b], b + 2
+    return raw, len(raw)
+
+
+def parse(raw: bytes) -> Parsed:
+    """Parse the header block quickly (no email.parser), unfolding and decoding each value."""
+    head, offset = split_head(raw)
+    if len(head) <= MAX_LINE:
+        max_line = len(head)  # no line can be longer than the whole block
+    else:
+        max_line = max(map(len, head.replace(b"\r\n", b"\n").split(b"\n")))
+    headers: list[list[str]] = []
+    for line in head.decode("utf-8", "replace").replace("\r\n", "\n").split("\n"):
+        if line[:1] in (" ", "\t"):
+            if headers:
+                headers[-1][1] += line
+            continue
+        colon = line.find(":")
+        if colon <= 0:
+            continue  # not a header line (e.g. an mbox "From " line): ignored, never fatal
+        headers.append([line[:colon].strip(), line[colon + 1 :]])
+    decoded = tuple((n, _decode_value(v.strip(" \t"))) for n, v in headers)
+    return Parsed(decoded, offset, max_line)
+
+
+def body_text(raw: bytes, parsed: Parsed | None = None) -> str:
+    """The text/plain body, decoded, with LF line ends."""
+    parsed = parsed or parse(raw)
+    ctype = (parsed.get("Content-Type") or "text/plain").lower()
+    cte = (parsed.get("Content-Transfer-Encoding") or "7bit").strip().lower()
+    if ctype.startswith("text/plain") or not ctype.strip():
+        m = re.search(r'charset="?([\w.:-]+)"?', ctype)
+        charset = m.group(1) if m else "utf-8"
+        data = raw[parsed.body_offset :]
+        if cte == "quoted-printable":
+            import quopri
+
+            data = quopri.decodestring(data.replace(b"\r\n", b"\n"))
+        elif cte == "base64":
+            import base64
+            import binascii
+
+            try:
+                data = base64.b64decode(data, validate=False)
+            except (binascii.Error, ValueError):
+                pass
+        try:
+            text = data.decode(charset, "replace")
+        except LookupError:
+            text = data.decode("utf-8", "replace")
+        return text.replace("\r\n", "\n")
+    import email
+    import email.policy
+
+    msg = email.message_from_bytes(raw, policy=email.policy.default)
+    for part in msg.walk():
+        if part.get_content_type() == "text/plain":
+            try:
+                return str(part.get_content()).replace("\r\n", "\n")
+            except (LookupError, ValueError):
+                continue
+    return ""
+
+
+def validate(
+    parsed: Parsed,
+    *,
+    event_types: Sequence[str],
+    states: Sequence[str],
+    check_lines: bool = True,
+) -> None:
+    """Refuse what the workflow formats forbid; names the header and the reason."""
+    for name, value in parsed.headers:
+        if not HEADER_NAME_RE.match(name):
+            raise MessageError(f"header name {name!r} is not a valid RFC 5322 field name")
+        if FORBIDDEN_RE.search(value):
+            check_value(name, value)  # raises, naming the character
+    if check_lines and parsed.max_line > MAX_LINE:
+        raise MessageError(f"a header line is {parsed.max_line} octets; RFC 5322 allows at most {MAX_LINE}")
+    counts = parsed.counts
+    for single in SINGLE_HEADERS:
+        if counts.get(single.lower(), 0) > 1:
+            raise MessageError(f"header {single}: appears more than once")
+    mid = parsed.get("Message-ID")
+    if mid is not None and not MSGID_FULL_RE.match(mid.strip()):
+        raise MessageError(f"header Message-ID: {mid!r} is not of the form <left@right>")
+    event = parsed.event
+    if event is not None and event not in event_types:
+        raise MessageError(
+            f"header X-Event-Type: unknown event type {event!r}; expected one of {', '.join(event_types)}"
+        )
+    state = parsed.state
+    if state is not None and state not in states:
+        raise MessageError(f"header X-Workflow-State: unknown state {state!r}; expected one of {', '.join(states)}")
+    for art in parsed.artifacts:
+        try:
+            validate_artifact(art)
+        except MessageError as e:
+            raise MessageError(f"header X-Artifacts: {e}") from None
+
+
+def thread_ids(parsed: Parsed) -> list[str]:
+    """Ancestry in order, parent last (References then In-Reply-To, without duplicates)."""
+    out: list[str] = []
+    for mid in parsed.references + ([parsed.in_reply_to] if parsed.in_reply_to else []):
+        if mid not in out:
+            out.append(mid)
+    return out

@@ -1,0 +1,123 @@
+"""Doctor: find what is out of joint between folders, git, mail, the index and locks; fix what is safe.
+
+Each problem is one line ``CHECK: what is wrong; what to do``. Safe fixes (``--fix``): rebuild
+the index from the Maildirs, remove stale locks, send queued notifications, install missing git
+hooks. Everything else (an artifact in two folders, mail whose claim disagrees with git, mail
+about an artifact that is gone) needs a human's decision and is only reported.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, NamedTuple
+
+from workflow.artifacts import hooks
+from workflow.agents import locks
+from workflow.delivery import outbox
+from workflow.core.locate import by_key, duplicates, scan, two_folders
+from workflow.artifacts.board import mail_by_key, refs_without_artifact
+from workflow.artifacts.gitrepo import Repo, artifacts_in
+from workflow.mail.inbox import unique
+
+if TYPE_CHECKING:
+    from workflow.app import App
+
+CHECKS = ("two-folders", "claim", "missing-artifact", "index-drift", "stale-lock", "outbox", "hooks", "git")
+
+
+class Problem(NamedTuple):
+    check: str
+    text: str
+    fix: str | None = None  # the safe repair --fix makes, when there is one
+
+    def line(self) -> str:
+        return f"{self.check}: {self.text}"
+
+
+def diagnose(app: App, now: float | None = None) -> list[Problem]:
+    """Every problem found, in CHECKS order."""
+    config = app.config
+    now = time.time() if now is None else now
+    out: list[Problem] = []
+    artifacts = scan(config)
+    for copies in duplicates(artifacts):
+        out.append(Problem("two-folders", two_folders(copies)))
+    repo = Repo.find(config)
+    with app.index() as index:
+        drift = index.drift()
+        index.refresh()
+        rows = index.with_artifacts()
+    in_git = by_key(artifacts_in(repo.tracked("HEAD", config.artifact_roots), config)) if repo and repo.head() else {}
+    worktree = by_key(artifacts)
+    for key, mail in sorted(mail_by_key(config, rows, artifacts).items()):
+        claim = next((r for r in reversed(sorted(mail, key=lambda r: r.date)) if r.state), None)
+        where = in_git.get(key) or worktree.get(key) or []
+        if claim is None or len(where) != 1 or claim.state == where[0].state:
+            continue
+        source = "git" if key in in_git else "the working tree"
+        out.append(Problem(
+            "claim",
+            f"latest mail about {where[0].glob} ({claim.event or 'mail'} from {claim.sender.split('@')[0]}, "
+            f"{claim.message_id}) claims {claim.state}; {source} has it in {where[0].state}/ — move it, or send a "
+            f"status-update claiming {where[0].state}",
+        ))
+    for ref, mail in sorted(refs_without_artifact(config, rows, artifacts).items()):
+        n = len(unique(mail))
+        out.append(Problem(
+            "missing-artifact",
+            f"{n} message{'s' if n != 1 else ''} name {ref}, which is in no state folder now "
+            f"(latest {mail[-1].message_id}); restore it or tell the roles it is gone",
+        ))
+    for mailbox, unindexed, orphaned, changed in drift:
+        parts = [f"{n} {what}" for n, what in ((unindexed, "files not indexed"), (orphaned, "rows without a file"),
+                                                (changed, "copies moved or re-flagged")) if n]
+        out.append(Problem("index-drift", f"mailbox {mailbox}: {', '.join(parts)}", "rebuild the index (workflow reindex)"))
+    for info in locks.scan(config):
+        why = locks.stale(info, config.lock_ttl, now)
+        if why:
+            out.append(Problem("stale-lock", f"{info.path} (pid {info.pid} on {info.host or '?'}): {why}", f"remove {info.path}"))
+    queued = outbox.pending(config)
+    if queued:
+        out.append(Problem("outbox", f"{len(queued)} notification(s) queued, not yet sent (oldest: {queued[0].what}: {queued[0].error})",
+                           "send them now"))
+    for q in outbox.pending(config, failed=True):
+        out.append(Problem("outbox", f"refused notification {q.what}: {q.error}; resend it with workflow-notify, then delete {q.path}"))
+    if repo is None:
+        out.append(Problem("git", f"{config.project_dir} is not in a git repository; run `workflow init`"))
+    else:
+        missing = hooks.installed(repo)
+        if missing:
+            out.append(Problem("hooks", f"git hook(s) {', '.join(missing)} not installed in {repo.hooks_dir}", "install them"))
+    return out
+
+
+def repair(app: App, problems: list[Problem], say: Callable[[str], None]) -> None:
+    """Apply the safe fixes for these problems, saying what was done."""
+    checks = {p.check for p in problems if p.fix}
+    config = app.config
+    if "index-drift" in checks:
+        from workflow.mail.index import Index
+
+        for suffix in ("", "-wal", "-shm"):
+            p = config.index_path.with_name(config.index_path.name + suffix)
+            p.unlink(missing_ok=True)
+        with Index(config.index_path, app.maildirs, config.domain, rebuild_if_new=False) as index:
+            index.rebuild()
+            say(f"fixed index-drift: rebuilt the index from the Maildirs ({index.count()} messages)")
+    if "stale-lock" in checks:
+        for info in locks.scan(config):
+            why = locks.stale(info, config.lock_ttl)
+            if why:
+                info.path.unlink(missing_ok=True)
+                say(f"fixed stale-lock: removed {info.path} ({why})")
+    if "outbox" in checks:
+        from workflow.delivery.transport import make_transport
+
+        sent, left = outbox.flush(config, make_transport(config, app.deliverer), lambda s: say(f"outbox: {s}"))
+        say(f"fixed outbox: sent {sent} queued notification(s), {left} still queued")
+    if "hooks" in checks:
+        repo = Repo.find(config)
+        if repo is not None:
+            for h in hooks.install(config, repo):
+                say(f"fixed hooks: {h.hook} {h.action} ({h.path})")

@@ -1,0 +1,112 @@
+"""Scaffold: ``workflow init`` — make a directory a workflow project, creating only what is missing.
+
+Writes workflow.toml (unless there is one; an existing config decides the artifact roots and
+states), a state folder with a .gitkeep for every root and state, roles/ with a README, and on
+request local copies of the email templates; runs ``git init`` when the directory is not inside
+a repository and installs the hooks. Running it again changes nothing.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NamedTuple
+
+from workflow.core.config import CONFIG_NAME, DEFAULT_STATES, DEFAULT_TRANSITIONS, DOMAIN_RE, NAME_RE, load_config
+from workflow.core.errors import ConfigError
+from workflow.artifacts.gitrepo import Repo, run_git
+from workflow.core.resources import builtin_dir
+
+ROLES_README = """\
+# roles/
+
+A role here overrides the built-in role of the same name, file by file; a new file adds a role.
+Format: TOML front matter between `+++` lines (mode, triggers, artifacts, backend, model, panel,
+description, max_turns), then the role's prompt. `workflow roster` lists the roles in effect.
+"""
+
+
+class Step(NamedTuple):
+    action: str  # "created" | "exists" | "ran" | "installed" | "up to date"
+    what: str
+
+
+def config_text(roots: Sequence[str], domain: str, mail_root: str | None) -> str:
+    quoted = ", ".join(f'"{r}"' for r in roots)
+    states = ", ".join(f'"{s}"' for s in DEFAULT_STATES)
+    transitions = ",\n  ".join(f'"{t}"' for t in DEFAULT_TRANSITIONS)
+    mail = f'mail_root = "{mail_root}"' if mail_root else '# mail_root = "~/.maildir/workflow"   # or $WORKFLOW_MAIL_ROOT, or --mail-root'
+    return f"""\
+# workflow-mail project configuration (made by `workflow init`; every key is optional).
+[workflow]
+domain = "{domain}"
+{mail}
+artifact_roots = [{quoted}]
+states = [{states}]
+
+[smtp]
+host = "127.0.0.1"
+port = 8025
+
+[artifacts]
+# Legal moves between state folders; "*" means from any state. `workflow move` and the
+# pre-commit hook refuse anything else.
+transitions = [
+  {transitions},
+]
+# What the post-commit hook sends when a commit moves an artifact (by `git mv` or otherwise):
+# this event, to these roles (default: every role whose artifact globs match the new path).
+commit_event = "status-update"
+# commit_notify = ["coordinator"]
+"""
+
+
+def init(directory: Path, roots: Sequence[str] = (), domain: str = "workflow.local", mail_root: str | None = None,
+         templates: bool = False, hooks: bool = True) -> list[Step]:
+    """Create what is missing; return what was done, step by step."""
+    from workflow.artifacts import hooks as hooks_mod
+
+    for r in roots:
+        if not NAME_RE.match(r):
+            raise ConfigError(f"--root {r!r}: expected a lower-case folder name like specs, vision or roadmap")
+    if not DOMAIN_RE.match(domain):
+        raise ConfigError(f"--domain {domain!r}: expected a domain like workflow.local")
+    steps: list[Step] = []
+    directory.mkdir(parents=True, exist_ok=True)
+    toml = directory / CONFIG_NAME
+    if toml.exists():
+        steps.append(Step("exists", str(toml)))
+    else:
+        toml.write_text(config_text(list(dict.fromkeys(roots)) or ["specs"], domain, mail_root), encoding="utf-8")
+        steps.append(Step("created", str(toml)))
+    config = load_config(toml, env={})
+    for root in config.artifact_roots:
+        for state in config.states:
+            folder = directory / root / state
+            if folder.is_dir() and any(folder.iterdir()):
+                continue
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / ".gitkeep").touch()
+            steps.append(Step("created", f"{folder}/.gitkeep"))
+    roles = config.roles_dir
+    if not (roles / "README.md").exists():
+        roles.mkdir(parents=True, exist_ok=True)
+        (roles / "README.md").write_text(ROLES_README, encoding="utf-8")
+        steps.append(Step("created", f"{roles}/README.md"))
+    if templates:
+        config.templates_dir.mkdir(parents=True, exist_ok=True)
+        for src in sorted(builtin_dir("email-templates").iterdir()):
+            dst = config.templates_dir / src.name
+            if src.is_file() and not dst.exists():
+                shutil.copyfile(src, dst)
+                steps.append(Step("created", str(dst)))
+    if Repo.find(config) is None:
+        run_git(["init", "-q"], directory)
+        steps.append(Step("ran", f"git init {directory}"))
+    if hooks:
+        repo = Repo(config)
+        for h in hooks_mod.install(config, repo):
+            action, _, detail = h.action.partition(" (")
+            steps.append(Step(action, f"{h.hook} hook {h.path}" + (f" ({detail}" if detail else "")))
+    return steps

@@ -1,0 +1,1 @@
+"""Panels: several models as one role — sealed independent reviews, section-by-section writing."""

@@ -1,0 +1,147 @@
+"""Writing panels: a primary and helpers write an artifact section by section, then ask for review.
+
+For each section the primary announces it on ``{panel}-internal@`` with a first proposal, every
+helper contributes in that thread, and the primary records the decision (the section's text).
+After the last section the primary integrates the artifact into ``ROOT/proposed/NAME``, commits
+it, and the panel sends the review-request (to the review panel of the kind when there is one,
+else the solo reviewer). Clarification requests and questions from reviewers arrive on
+``{kind}-discussion@``; ``answer_discussion`` has the primary answer each in its thread there.
+Every member works through its own backend; only panel members ever see the internal thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from workflow.core.errors import WorkflowError
+
+if TYPE_CHECKING:
+    from workflow.app import App
+    from workflow.core.config import PanelConfig
+    from workflow.delivery.transport import Transport
+
+
+def _writer_prompt(app: App, panel: PanelConfig) -> str:
+    name = f"{panel.artifact_kind}-writer"
+    return app.roster.roles[name].prompt.strip() if name in app.roster.roles else ""
+
+
+def _run(app: App, panel: PanelConfig, member: str, prompt: str, transport: Transport, backend: str | None) -> str:
+    from workflow.agents.backends import RunInput, make_backend
+    from workflow.policy.roles import Role
+    from workflow.agents.tools import RoleTools
+
+    spec = next(m for m in panel.members if m.name == member)
+    base = app.roster.roles.get(f"{panel.artifact_kind}-writer") if f"{panel.artifact_kind}-writer" in app.roster.roles else None
+    role = (base or Role(f"{panel.artifact_kind}-writer", "async", "", "", app.config.project_dir)
+            )._replace(name=panel.mailbox(member), model=spec.model)
+    res = make_backend(app.config, backend or spec.backend).run(
+        RunInput(role, prompt, RoleTools(app, role, transport, read_only=True), (), spec.model))
+    if not res.ok:
+        raise WorkflowError(f"{panel.name}.{member}'s run failed: {res.error}")
+    return res.summary.strip()
+
+
+def _post(app: App, panel: PanelConfig, member: str, artifact: str, status: str, text: str, transport: Transport,
+          in_reply_to: str | None) -> str:
+    from workflow.delivery.notify import NotifyRequest, compose
+
+    req = NotifyRequest("status-update", (artifact,), (panel.internal_address,), panel.mailbox(member), in_reply_to,
+                        {"STATUS": status, "CONTEXT": text[:20000] or "(empty)"})
+    with app.index() as index:
+        c = compose(req, app.config, app.roster, index)
+    transport.send(c.raw, c.sender_address, c.recipients)
+    return c.message_id
+
+
+def write(app: App, panel: PanelConfig, name: str, sections: Sequence[str], transport: Transport,
+          echo: Callable[[str], None], backend: str | None = None, brief: str = "") -> str:
+    """Write the artifact section by section; returns its path in proposed/."""
+    from workflow.artifacts.gitrepo import run_git
+    from workflow.delivery.notify import NotifyRequest, compose
+
+    if panel.kind != "writing" or panel.primary is None:
+        raise WorkflowError(f"{panel.name} is not a writing panel with a primary ([panels.{panel.name}] primary)")
+    if not sections:
+        raise WorkflowError("give at least one --section")
+    root = app.config.artifact_roots[0]
+    path = f"{root}/proposed/{name if name.endswith('.md') else name + '.md'}"
+    glob = f"{root}/*/{path.rsplit('/', 1)[-1]}"
+    primary = panel.primary
+    helpers = [m.name for m in panel.members if m.name != primary]
+    writer = _writer_prompt(app, panel)
+    draft: list[str] = []
+    for title in sections:
+        so_far = "\n\n".join(draft) or "(nothing yet)"
+        proposal = _run(app, panel, primary, f"{writer}\n\n# Section: {title}\nYou are the primary of {panel.name}. "
+                        f"Propose the section '{title}' of {path}.\n{brief}\n\n# Draft so far\n{so_far}\n", transport, backend)
+        root_mid = _post(app, panel, primary, glob, f"section: {title}", proposal, transport, None)
+        echo(f"{panel.name}: {primary} announced section '{title}'")
+        notes = [f"{primary} proposed:\n{proposal}"]
+        for h in helpers:
+            contribution = _run(app, panel, h, f"{writer}\n\n# Section: {title}\nYou help {primary}, the primary of "
+                                f"{panel.name}. Improve on this proposal for '{title}':\n\n{proposal}\n", transport, backend)
+            _post(app, panel, h, glob, f"contribution: {title}", contribution, transport, root_mid)
+            notes.append(f"{h} contributed:\n{contribution}")
+            echo(f"  {h} contributed")
+        decided = _run(app, panel, primary, f"{writer}\n\n# Decide section: {title}\nThe thread so far:\n\n"
+                       + "\n\n".join(notes) + "\n\nWrite the final text of this section.\n", transport, backend)
+        _post(app, panel, primary, glob, f"decision: {title}", decided, transport, root_mid)
+        draft.append(f"## {title}\n\n{decided}")
+        echo(f"  {primary} recorded the decision for '{title}'")
+    full = app.config.project_dir / path
+    if any(app.config.project_dir.glob(glob)) and not full.exists():
+        raise WorkflowError(f"{glob} exists in another state folder; move it back to proposed/ first")
+    full.parent.mkdir(parents=True, exist_ok=True)
+    title = name.rsplit("/", 1)[-1].removesuffix(".md").replace("-", " ").capitalize()
+    full.write_text(f"# {title}\n\n" + "\n\n".join(draft).rstrip() + "\n", encoding="utf-8")
+    run_git(["add", "--", path], app.config.project_dir)
+    run_git(["commit", "-q", "-m", f"{panel.name}: draft {title.lower()} ({len(sections)} sections)", "--", path],
+            app.config.project_dir)
+    reviewer = f"{panel.artifact_kind}-reviewer-panel"
+    if app.config.panel(reviewer) is None:
+        reviewer = f"{panel.artifact_kind}-reviewer"
+    req = NotifyRequest("review-request", (path,), (reviewer,), panel.name, None,
+                        {"CONTEXT": f"Written by {panel.name} ({', '.join(m.name for m in panel.members)}), "
+                                    f"sections: {', '.join(sections)}"})
+    with app.index() as index:
+        c = compose(req, app.config, app.roster, index)
+    transport.send(c.raw, c.sender_address, c.recipients)
+    echo(f"{panel.name}: integrated {path} and sent the review-request to {reviewer} ({c.message_id})")
+    return path
+
+
+def answer_discussion(app: App, panel: PanelConfig, transport: Transport, echo: Callable[[str], None],
+                      backend: str | None = None) -> int:
+    """The primary answers each unread clarification-request or question on the discussion address."""
+    from workflow.mail.inbox import unique
+    from workflow.mail.inbox import render_thread, thread_rows
+    from workflow.delivery.notify import NotifyRequest, compose
+
+    if panel.primary is None:
+        raise WorkflowError(f"{panel.name} has no primary to answer for it")
+    box = panel.mailbox(panel.primary)
+    discussion = app.roster.address(f"{panel.artifact_kind}-discussion")
+    with app.index() as index:
+        index.refresh([box])
+        rows = [r for r in unique(index.query([box], unread=True)) if r.event in ("clarification-request", "question")
+                and discussion in r.recipients]
+    n = 0
+    for r in rows:
+        boxes, sent = app.roster.view(box)
+        with app.index() as index:
+            thread = render_thread(thread_rows(index, boxes, r.message_id or "", sent), app.maildirs, boxes)
+        answer = _run(app, panel, panel.primary, f"{_writer_prompt(app, panel)}\n\n# Answer for {panel.name}\n"
+                      f"A reviewer asks on the discussion address. Answer it clearly.\n\n{thread}\n", transport, backend)
+        req = NotifyRequest("answer", (r.artifacts[0] if r.artifacts else f"{app.config.artifact_roots[0]}/*/*",),
+                            (f"{panel.artifact_kind}-discussion",), box, r.message_id, {"CONTEXT": answer})
+        with app.index() as index:
+            c = compose(req, app.config, app.roster, index)
+        transport.send(c.raw, c.sender_address, c.recipients)
+        entry = app.maildirs.find(r.mailbox, r.key)
+        if entry is not None:
+            app.maildirs.set_flags(entry, entry.flags + "S")
+        echo(f"{panel.name}: {panel.primary} answered {r.message_id} on {discussion}")
+        n += 1
+    return n

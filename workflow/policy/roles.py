@@ -1,0 +1,148 @@
+"""Roles: load ``roles/<name>.md`` (TOML front matter between +++ lines, prompt as the body).
+
+Built-in roles ship with the package; a project's own ``roles/`` overrides them file by file.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import NamedTuple
+
+from workflow.core.config import NAME_RE, TRANSITION_RE, Config
+from workflow.core.errors import RosterError
+from workflow.core.resources import builtin_dir
+
+MODES = ("async", "sync", "human")
+KEYS = ("mode", "triggers", "artifacts", "backend", "model", "panel", "description", "max_turns", "moves")
+
+
+class Role(NamedTuple):
+    name: str
+    mode: str
+    description: str
+    prompt: str
+    path: Path
+    triggers: tuple[str, ...] = ()
+    artifacts: tuple[str, ...] = ()
+    backend: str = "scripted"
+    model: str = ""
+    panel: str | None = None
+    moves: tuple[tuple[str, str], ...] = ()  # ("proposed", "todo"); "*" as source means any state
+    max_turns: int = 0  # 0: the backend's default
+
+    @property
+    def takes_mail(self) -> bool:
+        return self.mode != "sync"
+
+    def may_move(self, src: str, dst: str) -> bool:
+        return (src, dst) in self.moves or ("*", dst) in self.moves
+
+    def describe_moves(self) -> str:
+        return ", ".join(f"{a} → {b}" for a, b in self.moves) or "none"
+
+
+def _list(path: Path, key: str, value: object) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise RosterError(f"{path}: front matter key {key}: expected a list of strings, got {value!r}")
+    return tuple(value)
+
+
+def parse_role(path: Path, text: str, event_types: Iterable[str]) -> Role:
+    """Parse one role file; every error names the file and the key."""
+    name = path.stem
+    if not NAME_RE.match(name):
+        raise RosterError(f"{path}: role name {name!r} must match {NAME_RE.pattern}")
+    lines = text.replace("\r\n", "\n").split("\n")
+    if not lines or lines[0].strip() != "+++":
+        raise RosterError(f"{path}: expected TOML front matter starting with a '+++' line")
+    try:
+        end = next(i for i in range(1, len(lines)) if lines[i].strip() == "+++")
+    except StopIteration:
+        raise RosterError(f"{path}: front matter has no closing '+++' line") from None
+    try:
+        meta = tomllib.loads("\n".join(lines[1:end]))
+    except tomllib.TOMLDecodeError as e:
+        raise RosterError(f"{path}: invalid TOML front matter: {e}") from None
+    for key in meta:
+        if key not in KEYS:
+            raise RosterError(f"{path}: unknown front matter key {key!r}; expected one of {', '.join(KEYS)}")
+    mode = meta.get("mode", "async")
+    if mode not in MODES:
+        raise RosterError(f"{path}: front matter key mode: expected one of {', '.join(MODES)}, got {mode!r}")
+    triggers = _list(path, "triggers", meta.get("triggers", []))
+    known = tuple(event_types)
+    for t in triggers:
+        if t not in known:
+            raise RosterError(f"{path}: front matter key triggers: unknown event type {t!r}; expected one of {', '.join(known)}")
+    for key in ("backend", "model", "panel", "description"):
+        if key in meta and not isinstance(meta[key], str):
+            raise RosterError(f"{path}: front matter key {key}: expected a string, got {meta[key]!r}")
+    moves: list[tuple[str, str]] = []
+    for item in _list(path, "moves", meta.get("moves", [])):
+        m = TRANSITION_RE.match(item)
+        if not m:
+            raise RosterError(f'{path}: front matter key moves: expected "FROM -> TO" (FROM may be *), got {item!r}')
+        moves.append((m.group(1), m.group(2)))
+    max_turns = meta.get("max_turns", 0)
+    if not isinstance(max_turns, int) or isinstance(max_turns, bool) or not 0 <= max_turns <= 1000:
+        raise RosterError(f"{path}: front matter key max_turns: expected an integer from 0 to 1000, got {max_turns!r}")
+    return Role(
+        name=name,
+        mode=mode,
+        description=str(meta.get("description", "")),
+        prompt="\n".join(lines[end + 1 :]).strip() + "\n",
+        path=path,
+        triggers=triggers,
+        artifacts=_list(path, "artifacts", meta.get("artifacts", [])),
+        backend=str(meta.get("backend", "scripted")),
+        model=str(meta.get("model", "")),
+        panel=meta.get("panel"),
+        moves=tuple(moves),
+        max_turns=max_turns,
+    )
+
+
+class Roles(Mapping[str, Role]):
+    """Every role by name; a role file is read and parsed only when that role is asked for.
+
+    Which roles exist is known from the file names alone, so looking up one role (as
+    ``workflow inbox ROLE`` does) parses one file, not all of them; iterating parses them all.
+    """
+
+    def __init__(self, files: dict[str, Path], event_types: tuple[str, ...]) -> None:
+        self._files = files
+        self._events = event_types
+        self._parsed: dict[str, Role] = {}
+
+    def __getitem__(self, name: str) -> Role:
+        role = self._parsed.get(name)
+        if role is None:
+            path = self._files[name]
+            try:
+                text = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as e:
+                raise RosterError(f"{path}: cannot read role file: {e}") from None
+            role = self._parsed[name] = parse_role(path, text, self._events)
+        return role
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._files
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted(self._files))
+
+    def __len__(self) -> int:
+        return len(self._files)
+
+
+def load_roles(config: Config) -> Roles:
+    """Built-in roles overlaid by the project's roles dir, by file name."""
+    files: dict[str, Path] = {}
+    for d in (builtin_dir("roles"), config.roles_dir):
+        if d.is_dir():
+            for p in sorted(d.glob("*.md")):
+                if p.name.lower() != "readme.md":
+                    files[p.stem] = p
+    return Roles(files, tuple(config.event_types))

@@ -1,0 +1,193 @@
+"""Roster: who an address reaches and who may write to it (roles, panels, panel spaces).
+
+Address kinds (domain from config):
+  role        ``spec-reviewer@``                     → mailbox ``spec-reviewer``
+  panel       ``spec-reviewer-panel@``               → every member's mailbox
+  member      ``spec-reviewer-panel.claude@``        → that member's mailbox
+  internal    ``spec-reviewer-panel-internal@``      → panel members only; only members may send
+              ``spec-writer-panel-internal@``
+  discussion  ``spec-discussion@``                   → both panels of the kind (or the solo roles)
+  external    anything outside the domain            → an outbound bridge, or refused
+The table is data: ``workflow roster`` prints it, ``workflow route ADDRESS`` explains one match.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Mapping
+from typing import NamedTuple
+
+from workflow.core.config import Config, PanelConfig
+from workflow.core.errors import RosterError
+from workflow.policy.roles import Role, load_roles
+
+INTERNAL_RE = re.compile(r"^([a-z0-9][a-z0-9_-]*?)-(writer|reviewer)-panel-internal$")
+DISCUSSION_RE = re.compile(r"^([a-z0-9][a-z0-9_-]*?)-discussion$")
+
+
+OUTBOUND_SPOOL = "bridge-outbound"
+
+
+class Route(NamedTuple):
+    """What one address means: its kind, the mailboxes it reaches, and who may send to it."""
+
+    address: str
+    kind: str
+    mailboxes: tuple[str, ...]
+    explanation: str
+    space: str | None = None  # the internal space an internal address belongs to
+    senders: tuple[str, ...] = ()  # identities allowed to send; empty means anyone in the roster
+
+
+class Roster:
+    """Roles and panels resolved into addresses; built once at the entry point."""
+
+    def __init__(self, domain: str, roles: Mapping[str, Role], panels: tuple[PanelConfig, ...], outbound: str | None = None) -> None:
+        self.domain = domain
+        self.outbound = outbound  # a spool mailbox for mail leaving the domain (an outbound bridge's)
+        self.roles = roles
+        self.panels = {p.name: p for p in panels}
+        self.members: dict[str, PanelConfig] = {}
+        for p in panels:
+            for mb in p.mailboxes:
+                self.members[mb] = p
+        clash = set(self.roles) & (set(self.panels) | set(self.members))
+        if clash:
+            raise RosterError(f"names used both by a role and a panel: {', '.join(sorted(clash))}")
+
+    @classmethod
+    def load(cls, config: Config) -> Roster:
+        gmail = config.raw.get("bridges", {}).get("gmail", {})
+        outbound = OUTBOUND_SPOOL if isinstance(gmail, dict) and gmail.get("outbound") is True else None
+        return cls(config.domain, load_roles(config), config.panels, outbound)
+
+    # ------------------------------------------------------------------ names
+
+    def local_part(self, address: str) -> tuple[str, str]:
+        """(local part, domain) of an address or a bare name (which gets the workflow domain)."""
+        a = address.strip().strip("<>").lower()
+        if "@" in a:
+            local, _, dom = a.rpartition("@")
+            return local, dom
+        return a, self.domain
+
+    def address(self, name: str) -> str:
+        local, dom = self.local_part(name)
+        return f"{local}@{dom}"
+
+    def identities(self) -> list[str]:
+        """Every name that can send mail: roles that take mail, panels, panel members."""
+        return sorted([r.name for r in self.roles.values() if r.takes_mail] + list(self.panels) + list(self.members))
+
+    def known_locals(self) -> list[str]:
+        names = set(self.identities())
+        for p in self.panels.values():
+            names.add(p.internal_address)
+            names.add(f"{p.artifact_kind}-discussion")
+        for r in self.roles.values():
+            m = re.match(r"^(.*)-(writer|reviewer)$", r.name)
+            if m:
+                names.add(f"{m.group(1)}-discussion")
+        return sorted(names)
+
+    def suggest(self, local: str) -> str:
+        close = difflib.get_close_matches(local, self.known_locals(), n=3, cutoff=0.5)
+        if not close:
+            return ""
+        return "; did you mean " + ", ".join(f"{c}@{self.domain}" for c in close) + "?"
+
+    def sender(self, address: str) -> str:
+        """The identity behind a From address; refuses strangers and sync roles."""
+        local, dom = self.local_part(address)
+        if dom != self.domain:
+            raise RosterError(f"sender {address!r} is outside {self.domain}")
+        if local in self.roles:
+            if not self.roles[local].takes_mail:
+                raise RosterError(f"role {local} is a sync helper role: it never sends or reads mail")
+            return local
+        if local in self.panels or local in self.members:
+            return local
+        raise RosterError(f"unknown sender role {local!r}{self.suggest(local)}")
+
+    def mailboxes_of(self, identity: str) -> tuple[str, ...]:
+        """The mailboxes an identity reads (a panel reads through its members)."""
+        if identity in self.panels:
+            return self.panels[identity].mailboxes
+        if identity in self.roles or identity in self.members:
+            return (identity,)
+        raise RosterError(f"unknown role {identity!r}{self.suggest(identity)}")
+
+    def view(self, identity: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """What an identity may see: (its mailboxes, the addresses whose sent mail is its own)."""
+        boxes = self.mailboxes_of(identity)
+        names = {identity, *boxes}
+        return boxes, tuple(sorted(f"{n}@{self.domain}" for n in names))
+
+    # ------------------------------------------------------------------ routing
+
+    def route(self, address: str) -> Route:
+        """Resolve one address; unknown local addresses are an error naming the nearest ones."""
+        local, dom = self.local_part(address)
+        addr = f"{local}@{dom}"
+        if dom != self.domain:
+            if self.outbound:
+                return Route(addr, "external", (self.outbound,), f"outside {self.domain} → the outbound bridge's spool {self.outbound}/")
+            return Route(addr, "external", (), f"outside {self.domain}: only an outbound bridge may take it")
+        if local in self.roles:
+            role = self.roles[local]
+            if not role.takes_mail:
+                raise RosterError(f"{addr}: role {local} is a sync helper role and takes no mail")
+            return Route(addr, "role", (local,), f"role {local} ({role.mode}) → mailbox {local}/")
+        if local in self.members:
+            p = self.members[local]
+            return Route(addr, "member", (local,), f"member of panel {p.name} → mailbox {local}/")
+        if local in self.panels:
+            p = self.panels[local]
+            return Route(addr, "panel", p.mailboxes, f"panel {p.name} ({p.kind}) → each member: " + ", ".join(p.mailboxes))
+        m = INTERNAL_RE.match(local)
+        if m:
+            panel = self.panels.get(f"{m.group(1)}-{m.group(2)}-panel")
+            if panel is not None:
+                senders = panel.mailboxes + (panel.name,)
+                return Route(
+                    addr,
+                    "internal",
+                    panel.mailboxes,
+                    f"internal space of {panel.name}: members only ({', '.join(panel.mailboxes)}); "
+                    "only members may send; replies stay inside",
+                    space=local,
+                    senders=senders,
+                )
+        m = DISCUSSION_RE.match(local)
+        if m:
+            kind = m.group(1)
+            boxes: list[str] = []
+            parts: list[str] = []
+            for side in ("writer", "reviewer"):
+                panel = self.panels.get(f"{kind}-{side}-panel")
+                if panel is not None:
+                    boxes.extend(panel.mailboxes)
+                    parts.append(f"{panel.name} members")
+                elif f"{kind}-{side}" in self.roles:
+                    boxes.append(f"{kind}-{side}")
+                    parts.append(f"role {kind}-{side}")
+            if boxes:
+                return Route(
+                    addr,
+                    "discussion",
+                    tuple(boxes),
+                    f"cross-panel discussion for {kind}: {' and '.join(parts)}; new threads only",
+                )
+        raise RosterError(f"unknown address {addr}{self.suggest(local)}")
+
+    def may_send(self, sender: str, route: Route) -> tuple[bool, str]:
+        """Whether ``sender`` may write to ``route``, with the reason either way."""
+        if route.kind == "internal":
+            if sender in route.senders:
+                return True, f"{sender} is a member of {route.space}"
+            return False, (
+                f"rule internal-members-only: {route.address} is internal to a panel; "
+                f"only {', '.join(route.senders)} may send to it, not {sender}"
+            )
+        return True, f"{route.kind} addresses take mail from any role"
