@@ -79,7 +79,7 @@ class Project:
         if tool == "workflow":
             cmd = [sys.executable, "-m", "workflow", *args]
         elif tool == "workflow-notify":
-            cmd = [sys.executable, "-c", "from workflow.cli.root import notify_main; notify_main()", *args]
+            cmd = [sys.executable, "-c", "from workflow.cli.notify import main; main()", *args]
         else:
             cmd = [tool, *args]
         return subprocess.run(cmd, cwd=self.dir, env=full_env, input=input, capture_output=True, text=True, timeout=60)

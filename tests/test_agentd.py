@@ -76,10 +76,10 @@ class Daemon:
 
     def idle(self) -> bool:
         """Nothing queued that is due, nothing running."""
-        from workflow.agentd.daemon import status
+        from workflow.agentd.status import status
 
         s = status(self.p.app)
-        return not s["running"] and not [q for q in s["queued"] if q["due_in"] == 0]
+        return not s.running and not [q for q in s.queued if q.due_in == 0]
 
 
 def prompts(p: Project, role: str) -> list[str]:

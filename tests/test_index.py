@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from conftest import Project
 
-from workflow.core.errors import IndexError_
+from workflow.core.errors import MailIndexError
 from workflow.mail.inbox import group, select, thread_rows
 from workflow.mail.maildir import Maildirs
 from workflow.mail.message import parse
@@ -84,7 +84,7 @@ def test_search_shows_only_what_the_role_may_see(project: Project) -> None:
         boxes, sent = ros.view("spec-reviewer-panel.gpt-5")
         assert [r.mailbox for r in ix.search("quokka", boxes, senders=sent)] == ["spec-reviewer-panel.gpt-5"]
         assert ix.search("refresh", *ros.view("spec-writer")[:1]) != []
-    with pytest.raises(IndexError_, match="no words"):
+    with pytest.raises(MailIndexError, match="no words"):
         with project.app.index() as ix:
             ix.search("!!!")
 
@@ -95,7 +95,7 @@ def test_corrupt_index_is_a_clear_error_and_reindex_repairs_it(project: Project)
     for suffix in ("-wal", "-shm"):
         Path(str(path) + suffix).unlink(missing_ok=True)
     path.write_bytes(b"this is not a database" * 100)
-    with pytest.raises(IndexError_, match="unreadable.*workflow reindex"):
+    with pytest.raises(MailIndexError, match="unreadable.*workflow reindex"):
         project.app.index()
     r = project.run("inbox", "spec-reviewer")
     assert r.returncode != 0 and "workflow reindex" in r.stderr and len(r.stderr.strip().splitlines()) == 1

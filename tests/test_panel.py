@@ -123,7 +123,7 @@ def test_sealed_assessments_are_refused_at_delivery_and_a_late_member_is_handled
                       DEFAULT_PANEL + "deadline = 1.5\n", sleep={"gemini": 6})
     p.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer-panel")
     # While a review is sealed, a member cannot send its assessment to the others directly.
-    from workflow.panels.review import Store
+    from workflow.panels.store import PanelStore
 
     from workflow.app import App
     from workflow.core.config import load_config
@@ -131,7 +131,7 @@ def test_sealed_assessments_are_refused_at_delivery_and_a_late_member_is_handled
     app = App(load_config(p.dir / "workflow.toml", env={}))
     panel = app.config.panel("spec-reviewer-panel")
     assert panel is not None and panel.deadline == 1.5
-    with Store(app.config) as store:
+    with PanelStore(app.config.state.panels) as store:
         store.open("<x@y>", panel, "specs/proposed/user-auth.md", "spec-writer")
     r = p.run("--from", "spec-reviewer-panel.claude", "status-update", "specs/*/user-auth.md", "spec-reviewer-panel-internal",
               "STATUS=mine", tool="workflow-notify")
@@ -145,7 +145,7 @@ def test_sealed_assessments_are_refused_at_delivery_and_a_late_member_is_handled
         c = compose(req, app.config, app.roster, index)
     with pytest.raises(GuardrailError, match="sealed-review: spec-reviewer-panel's review of specs/proposed/user-auth.md is sealed"):
         app.deliverer.deliver(c.raw, c.recipients)
-    with Store(app.config) as store:
+    with PanelStore(app.config.state.panels) as store:
         store.update("<x@y>", state="decided")
     r = p.run("panel", "review", "spec-reviewer-panel", env=GIT_ENV)
     assert r.returncode == 0, r.stdout

@@ -60,9 +60,9 @@ def test_sync_roles_take_and_send_no_mail(project: Project) -> None:
 def test_internal_senders(project: Project) -> None:
     ros = project.app.roster
     r = ros.route("spec-reviewer-panel-internal")
-    assert ros.may_send("spec-reviewer-panel.claude", r)[0]
-    ok, why = ros.may_send("spec-writer-panel.claude", r)
-    assert not ok and "internal-members-only" in why
+    assert ros.may_send("spec-reviewer-panel.claude", r).allowed
+    decision = ros.may_send("spec-writer-panel.claude", r)
+    assert not decision.allowed and "internal-members-only" in decision.rule
 
 
 def test_project_role_overrides_builtin(project_factory: object) -> None:

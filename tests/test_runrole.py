@@ -140,7 +140,7 @@ def test_command_backend_runs_an_agent_cli_that_calls_workflow_notify(gp: Projec
         if mode == "hang":
             import time; time.sleep(60)
         assert "$WORKFLOW_NEW_MAIL" in prompt and os.path.exists(os.environ["WORKFLOW_NEW_MAIL"])
-        subprocess.run([{sys.executable!r}, "-c", "from workflow.cli.root import notify_main; notify_main()",
+        subprocess.run([{sys.executable!r}, "-c", "from workflow.cli.notify import main; main()",
                         "question", "specs/*/user-auth.md", "spec-writer", "QUESTION=from the agent CLI"], check=True)
         print("asked a question")
     """))

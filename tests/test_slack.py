@@ -74,7 +74,8 @@ def message(ev_id: str, ts: str, text: str, thread_ts: str | None = None, user: 
 class Endpoint:
     def __init__(self, p: Project) -> None:
         self.p = p
-        self.port = int(p.app.config.raw["bridges"]["slack"]["port"])
+        assert p.app.config.bridges.slack is not None
+        self.port = p.app.config.bridges.slack.port
         env = {k: v for k, v in os.environ.items() if not k.startswith("WORKFLOW_") and k != "ANTHROPIC_API_KEY"}
         self.log = p.dir.parent / "slack.out"
         with open(self.log, "ab") as out:

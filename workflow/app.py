@@ -1,4 +1,10 @@
-"""App: the objects an entry point builds once (config, roster, maildirs, deliverer) and passes down."""
+"""App: the composition root — the objects an entry point builds once and passes down.
+
+Config is loaded at the edge; the roster, the Maildirs and the deliverer are built from it on
+first use, and ``index()`` opens a short-lived index connection. Every layer above delivery
+(artifacts, agents, agentd, panels, bridges, ops, cli) takes an ``App``; nothing reaches for
+globals.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +19,7 @@ from workflow.policy.roster import Roster
 
 if TYPE_CHECKING:
     from workflow.delivery.deliverer import Deliverer
+    from workflow.delivery.notify import Composed, NotifyRequest
 
 
 class App:
@@ -35,9 +42,18 @@ class App:
 
     @cached_property
     def deliverer(self) -> Deliverer:
+        # lazy: start-up time — reading commands (inbox, thread, status) never deliver
         from workflow.delivery.deliverer import Deliverer
 
         return Deliverer(self.config, self.roster, self.maildirs)
 
     def index(self) -> Index:
+        """A new connection to the index; use it as a context manager and keep it short-lived."""
         return Index(self.config.index_path, self.maildirs, self.config.domain)
+
+    def compose(self, req: NotifyRequest) -> Composed:
+        """The message for one notification (the index threads a reply onto its parent)."""
+        from workflow.delivery.notify import compose  # lazy: start-up time, as for deliverer
+
+        with self.index() as index:
+            return compose(req, self.config, self.roster, index)

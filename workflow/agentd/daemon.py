@@ -1,6 +1,6 @@
 """agentd: wake roles when their trigger mail arrives — one run per batch, never two at once, none lost.
 
-A dumb loop (seed 001): watchdog events on every watched mailbox's new/ wake a sweep, and a
+A dumb loop (docs/agentd.md): watchdog events on every watched mailbox's new/ wake a sweep, and a
 periodic rescan is the safety net for events inotify drops. The sweep finds each async role's
 unread mail whose event is in its ``triggers``, skips mail already in a live task (or given up
 on) and threads loop detection stopped, and queues one task per role (more mail coalesces into
@@ -15,6 +15,7 @@ failure retries with backoff, then dead-letters the task and escalates to the co
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import signal
@@ -24,117 +25,20 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
+from workflow.agentd.scan import MailScan, Meta
+from workflow.agentd.tasks import Task, Tasks, TaskStatus
 from workflow.agents import locks
+from workflow.app import App
+from workflow.core.config import AgentdConfig
 from workflow.core.errors import ConfigError, WorkflowError
-from workflow.agentd.tasks import Task, Tasks
-
-if TYPE_CHECKING:
-    from workflow.app import App
+from workflow.delivery.notify import NotifyRequest
+from workflow.delivery.transport import make_transport
+from workflow.mail.index import Index
 
 
 LOG_MIDS = 50  # Message-IDs listed per log line (the rest are counted)
-
-
-class Settings(NamedTuple):
-    rescan: float = 30.0
-    max_concurrent: int = 3
-    timeout: float = 1800.0
-    role_timeouts: dict[str, float] = {}
-    max_attempts: int = 3
-    retry_backoff: float = 30.0
-    pause_after: int = 3
-    thread_cap: int = 40
-    repeat_limit: int = 3
-    repeat_window: float = 3600.0
-    daily_tokens: int = 0  # 0: no budget
-    role_budgets: dict[str, int] = {}
-    grace: float = 30.0
-    nice: int = 10  # runs are background work: the daemon and the server keep the CPU first
-    settle: float = 0.5  # a burst coalescing into a queued task: start it after this much quiet …
-    settle_max: float = 10.0  # … or this long after the task was created, whichever is first
-    roles: tuple[str, ...] = ()  # empty: every async role with triggers
-    backend: str = ""  # force one backend for every run (demo, tests)
-    lock_ttl: float = 600.0
-
-
-def settings(app: App) -> Settings:
-    """``[agentd]`` from workflow.toml, checked; errors name the file and key."""
-    file = str(app.config.path or "(defaults)")
-    table = dict(app.config.raw.get("agentd", {}))
-    base = Settings()
-    out: dict[str, Any] = {}
-    for key, value in table.items():
-        if key not in Settings._fields:
-            raise ConfigError(f"{file}: [agentd] {key}: unknown key; expected one of {', '.join(Settings._fields)}")
-        default = getattr(base, key)
-        if isinstance(default, dict):
-            if not isinstance(value, dict) or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value.values()):
-                raise ConfigError(f"{file}: [agentd] {key}: expected a table of role = number, got {value!r}")
-        elif isinstance(default, tuple):
-            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-                raise ConfigError(f"{file}: [agentd] {key}: expected a list of role names, got {value!r}")
-            value = tuple(value)
-        elif isinstance(default, str):
-            if not isinstance(value, str):
-                raise ConfigError(f"{file}: [agentd] {key}: expected a string, got {value!r}")
-        elif not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
-            raise ConfigError(f"{file}: [agentd] {key}: expected a non-negative number, got {value!r}")
-        out[key] = value
-    s = base._replace(**out)
-    if s.max_concurrent < 1 or s.max_attempts < 1:
-        raise ConfigError(f"{file}: [agentd] max_concurrent and max_attempts must be at least 1")
-    return s._replace(lock_ttl=app.config.lock_ttl)
-
-
-def task_store(app: App) -> Tasks:
-    return Tasks(app.config.mail_root / ".workflow" / "agentd.sqlite")
-
-
-class Meta(NamedTuple):
-    """What the sweep needs of one unread copy."""
-
-    mid: str
-    event: str | None
-    root: str
-    artifacts: tuple[str, ...]
-
-
-class MailScan:
-    """Unread mail read straight from the Maildirs (no index writes on the wake path: a sweep
-    never waits for the server's or a run's SQLite lock); each file's headers are parsed once."""
-
-    def __init__(self, app: App) -> None:
-        self.maildirs = app.maildirs
-        self.cache: dict[tuple[str, str], Meta] = {}
-
-    def unread(self, boxes: tuple[str, ...] | list[str]) -> list[Meta]:
-        from workflow.mail.message import parse
-
-        out: list[Meta] = []
-        for box in boxes:
-            live: set[tuple[str, str]] = set()
-            for e in self.maildirs.scan(box):
-                if "S" in e.flags or "T" in e.flags:
-                    continue
-                k = (box, e.key)
-                live.add(k)
-                m = self.cache.get(k)
-                if m is None:
-                    try:
-                        with open(e.file, "rb") as f:
-                            head = f.read(1 << 16)
-                    except FileNotFoundError:
-                        continue  # marked or moved meanwhile
-                    p = parse(head)
-                    mid = p.message_id or f"{box}/{e.key}"
-                    refs = p.references
-                    m = self.cache[k] = Meta(mid, p.event, refs[0] if refs else (p.in_reply_to or mid), tuple(p.artifacts))
-                out.append(m)
-            for k in [k for k in self.cache if k[0] == box and k not in live]:
-                del self.cache[k]
-        return out
 
 
 class Running(NamedTuple):
@@ -147,18 +51,18 @@ class Running(NamedTuple):
 class Agentd:
     """The daemon; ``run`` until ``stop`` is set."""
 
-    def __init__(self, app: App, opts: Settings, echo: Callable[[str], None]) -> None:
+    def __init__(self, app: App, opts: AgentdConfig, echo: Callable[[str], None]) -> None:
         self.app, self.opts, self.echo = app, opts, echo
-        self.tasks = task_store(app)
+        self.tasks = Tasks(app.config.state.tasks)
         self.wake = threading.Event()
         self.stop = threading.Event()
         self.running: dict[int, Running] = {}
-        self.runs_dir = app.config.mail_root / ".workflow" / "runs"
+        self.runs_dir = app.config.state.runs
         self.runs_dir.mkdir(parents=True, exist_ok=True)
-        self.log_path = app.config.mail_root / ".workflow" / "agentd.jsonl"
+        self.log_path = app.config.state.agentd_log
         self.roles = self._roles()
         self.observer: Any = None
-        self.scan = MailScan(app)
+        self.scan = MailScan(app.maildirs)
 
     def _roles(self) -> list[str]:
         """Async roles with triggers, and panels (a review panel wakes on review-requests, a
@@ -179,7 +83,7 @@ class Agentd:
                 out.append(name)
                 continue
             if name not in roster.roles:
-                raise ConfigError(f"[agentd] roles: unknown role or panel {name!r}")
+                raise ConfigError(f"{self.app.config.file}: [agentd] roles: unknown role or panel {name!r}{roster.suggest(name)}")
             role = roster.roles[name]
             if role.mode == "async" and role.triggers:
                 self.watch_of[name] = (roster.mailboxes_of(name), role.triggers)
@@ -204,8 +108,7 @@ class Agentd:
     # -- watching
 
     def watch(self) -> None:
-        import logging
-
+        # lazy: start-up time (watchdog costs ~40 ms); `agentd status` and friends never watch
         from watchdog.events import FileSystemEvent, FileSystemEventHandler
         from watchdog.observers import Observer
 
@@ -233,7 +136,7 @@ class Agentd:
     def run(self) -> None:
         for t in self.tasks.recover():
             self.log("recovered", role=t.role, task=t.id, was="running")
-        for info in locks.scan(self.app.config):
+        for info in locks.scan(self.app.config.state):
             why = locks.stale(info, self.opts.lock_ttl)
             if why:
                 info.path.unlink(missing_ok=True)
@@ -259,7 +162,7 @@ class Agentd:
         """Queue (or coalesce) one task per role with untaken unread trigger mail."""
         busy = self.tasks.busy_mids()
         stopped = self.tasks.stopped()
-        index: Any = None
+        index: Index | None = None
         try:
             for name in self.roles:
                 boxes, triggers = self.watch_of[name]
@@ -280,7 +183,7 @@ class Agentd:
             if index is not None:
                 index.close()
 
-    def _loop(self, index: Any, m: Meta, stopped: dict[str, str]) -> bool:
+    def _loop(self, index: Index, m: Meta, stopped: dict[str, str]) -> bool:
         """Loop detection over the indexed thread (read-only: the index may lag a few ms)."""
         root = m.root
         thread = {r.message_id: r for r in index.by_root(root)}
@@ -314,14 +217,13 @@ class Agentd:
             t = self.tasks.claim(self.opts.max_concurrent, settle=self.opts.settle, settle_max=self.opts.settle_max)
             if t is None:
                 return
-            lock = locks.read(locks.locks_dir(self.app.config) / f"{t.role}.lock")
+            lock = locks.read(self.app.config.state.lock(t.role))
             if lock is not None and locks.stale(lock, self.opts.lock_ttl) is None:
                 # A run from before a restart (or a human's) still holds the role: wait for it.
-                self.tasks.finish(t.id, "queued", "role locked by a live run", retry_at=time.time() + 1.0)
-                self.tasks.db.execute("UPDATE task SET attempts=attempts-1 WHERE id=?", (t.id,))
+                self.tasks.put_back(t.id, "role locked by a live run", time.time() + 1.0)
                 continue
             if not self._still_unread(t):
-                self.tasks.finish(t.id, "completed", "handled by an earlier run")
+                self.tasks.finish(t.id, TaskStatus.COMPLETED, "handled by an earlier run")
                 self.log("skipped", role=t.role, task=t.id, why="its mail was handled by an earlier run")
                 continue
             self.spawn(t)
@@ -380,8 +282,7 @@ class Agentd:
         except (OSError, ValueError):
             res = {}
         if code == 75:
-            self.tasks.finish(t.id, "queued", "role busy", retry_at=time.time() + 1.0)
-            self.tasks.db.execute("UPDATE task SET attempts=attempts-1 WHERE id=?", (t.id,))
+            self.tasks.put_back(t.id, "role busy", time.time() + 1.0)
             self.log("busy", role=t.role, task=t.id, holder=res.get("busy", ""))
             return
         if code != 0:
@@ -390,7 +291,7 @@ class Agentd:
             return
         handed = [m for m in res.get("handed", []) if m]
         mids = list(dict.fromkeys([*t.mids, *handed]))
-        self.tasks.finish(t.id, "completed", "" if res.get("ran", True) else "nothing to do", mids=mids)
+        self.tasks.finish(t.id, TaskStatus.COMPLETED, "" if res.get("ran", True) else "nothing to do", mids=mids)
         self.tasks.failures(t.role, failed=False)
         self.log("completed", role=t.role, task=t.id, mids=mids, ran=res.get("ran", True), took=round(time.time() - run.started, 3))
         self._budget(t, res)
@@ -414,10 +315,10 @@ class Agentd:
             self._budget(t, res)
         if t.attempts < self.opts.max_attempts:
             delay = self.opts.retry_backoff * (2 ** (t.attempts - 1))
-            self.tasks.finish(t.id, "failed", error, retry_at=time.time() + delay)
+            self.tasks.finish(t.id, TaskStatus.FAILED, error, retry_at=time.time() + delay)
             self.log("retry", role=t.role, task=t.id, attempt=t.attempts, delay=delay, error=error[:300])
         else:
-            self.tasks.finish(t.id, "failed", error, dead=True)
+            self.tasks.finish(t.id, TaskStatus.FAILED, error, dead=True)
             self.log("dead", role=t.role, task=t.id, attempts=t.attempts, error=error[:300])
             self.escalate(t, f"{t.role} failed {t.attempts} times and gave up on task {t.id}: {error[:500]}")
         if n >= self.opts.pause_after and t.role not in self.tasks.paused():
@@ -427,9 +328,6 @@ class Agentd:
 
     def escalate(self, t: Task | None, details: str, artifacts: tuple[str, ...] = ()) -> None:
         """A blocker-report to the coordinator (from the failing role, else the default sender)."""
-        from workflow.delivery.notify import NotifyRequest, compose
-        from workflow.delivery.transport import make_transport
-
         app = self.app
         if t is not None and not artifacts:
             with app.index() as index:
@@ -441,9 +339,8 @@ class Agentd:
         req = NotifyRequest("blocker-report", (artifact,), (to,), sender, None,
                             {"BLOCKING_DETAILS": details, "CONTEXT": "sent by agentd"})
         try:
-            with app.index() as index:
-                c = compose(req, app.config, app.roster, index)
-            make_transport(app.config, app.deliverer).send(c.raw, c.sender_address, c.recipients)
+            c = app.compose(req)
+            c.send(make_transport(app.config, app.deliverer))
             self.log("escalated", role=sender, to=to, message_id=c.message_id, why=details[:200])
         except WorkflowError as e:
             self.log("escalation-failed", role=sender, error=str(e))
@@ -462,8 +359,7 @@ class Agentd:
         for tid, run in list(self.running.items()):
             _killpg(run.proc)
             run.proc.wait()
-            self.tasks.finish(tid, "queued", "agentd stopped before the run ended", retry_at=time.time())
-            self.tasks.db.execute("UPDATE task SET attempts=attempts-1 WHERE id=?", (tid,))
+            self.tasks.put_back(tid, "agentd stopped before the run ended", time.time())
             self.log("requeued", role=run.task.role, task=tid)
         self.running.clear()
         self.log("stopped")
@@ -482,40 +378,3 @@ def _tail(path: Path, n: int = 400) -> str:
         return path.read_text(encoding="utf-8", errors="replace")[-n:].strip().replace("\n", " / ")
     except OSError:
         return ""
-
-
-def status(app: App) -> dict[str, Any]:
-    """What ``agentd status`` shows, as data."""
-    from workflow.mail.inbox import select
-
-    now = time.time()
-    with task_store(app) as tasks:
-        queued = tasks.list(("queued", "pending", "waiting"))
-        running = tasks.list(("running",))
-        failed = [t for t in tasks.list(("failed",), 20)][:10]
-        paused = tasks.paused()
-        usage = tasks.usage_today()
-        stopped = tasks.stopped()
-    oldest: dict[str, int] = {}
-    with app.index() as index:
-        for name in app.roster.roles:
-            role = app.roster.roles[name]
-            if role.mode != "async" or not role.triggers:
-                continue
-            boxes = app.roster.mailboxes_of(name)
-            index.refresh(boxes)
-            rows = select(index, boxes)
-            if rows:
-                oldest[name] = min(r.date for r in rows)
-    lock_pids = {i.name: i for i in locks.scan(app.config)}
-    return {
-        "queued": [{"task": t.id, "role": t.role, "messages": len(t.mids), "due_in": max(0, round(t.due - now)),
-                    "attempts": t.attempts, "error": t.error} for t in queued],
-        "running": [{"task": t.id, "role": t.role, "pid": (lock_pids[t.role].pid if t.role in lock_pids else t.pid),
-                     "age": round(now - (t.started or now))} for t in running],
-        "paused": {r: why for r, (why, _) in paused.items()},
-        "oldest_unread": {r: round(now - d) for r, d in sorted(oldest.items())},
-        "recent_failures": [{"task": t.id, "role": t.role, "dead": t.dead, "error": t.error[:200]} for t in failed],
-        "tokens_today": usage,
-        "stopped_threads": stopped,
-    }

@@ -1,6 +1,7 @@
 """Tasks: agentd's durable queue in SQLite — one row per wake of a role, claimed atomically.
 
-Lifecycle (seed 003): pending → queued → running → completed | failed | waiting | rejected.
+Lifecycle (``TaskStatus``, docs/agentd.md): pending → queued → running → completed | failed |
+waiting | rejected.
 A role has at most one queued task: more trigger mail coalesces into it (its Message-IDs are
 added). ``claim`` moves the oldest due queued task of a role that is neither running nor
 paused to running, in one IMMEDIATE transaction, and only while fewer than ``max_concurrent``
@@ -14,12 +15,27 @@ import json
 import sqlite3
 import time
 from collections.abc import Iterable, Sequence
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from workflow.core.db import open_db
 from workflow.core.errors import WorkflowError
 
-STATUSES = ("pending", "queued", "running", "completed", "failed", "waiting", "rejected")
+
+class TaskStatus(StrEnum):
+    """Where a task is in its life; the Slack bridge's tasks live the same life."""
+
+    PENDING = "pending"  # waits for an answer (a clarifying question) before it may run
+    QUEUED = "queued"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    WAITING = "waiting"  # ran, and now waits for input (the answer asked questions)
+    REJECTED = "rejected"
+
+
+LIVE = (TaskStatus.PENDING, TaskStatus.QUEUED, TaskStatus.RUNNING, TaskStatus.WAITING)
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS task(
   id INTEGER PRIMARY KEY AUTOINCREMENT, role TEXT NOT NULL, status TEXT NOT NULL,
@@ -38,7 +54,7 @@ CREATE TABLE IF NOT EXISTS stopped(root TEXT PRIMARY KEY, reason TEXT NOT NULL, 
 class Task(NamedTuple):
     id: int
     role: str
-    status: str
+    status: TaskStatus
     mids: tuple[str, ...]
     created: float
     updated: float
@@ -54,7 +70,7 @@ COLS = "id, role, status, mids, created, updated, due, attempts, pid, started, e
 
 
 def _task(row: Sequence[Any]) -> Task:
-    return Task(int(row[0]), str(row[1]), str(row[2]), tuple(json.loads(str(row[3]))), float(row[4]),
+    return Task(int(row[0]), str(row[1]), TaskStatus(row[2]), tuple(json.loads(str(row[3]))), float(row[4]),
                 float(row[5]), float(row[6]), int(row[7]), None if row[8] is None else int(row[8]),
                 None if row[9] is None else float(row[9]), str(row[10]), bool(row[11]))
 
@@ -63,14 +79,7 @@ class Tasks:
     """An open task store; short transactions, safe to share between agentd and its commands."""
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            self.db = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.execute("PRAGMA synchronous=NORMAL")
-            self.db.executescript(SCHEMA)
-        except sqlite3.DatabaseError as e:
-            raise WorkflowError(f"task store {path} is unusable ({e}); move it aside and restart agentd") from None
+        self.db = open_db(path, what="task store", schema=SCHEMA, remedy="move it aside and restart agentd")
 
     def close(self) -> None:
         self.db.close()
@@ -143,19 +152,25 @@ class Tasks:
     def set_pid(self, task_id: int, pid: int) -> None:
         self.db.execute("UPDATE task SET pid=? WHERE id=?", (pid, task_id))
 
-    def finish(self, task_id: int, status: str, error: str = "", *, dead: bool = False, retry_at: float | None = None,
-               mids: Sequence[str] | None = None) -> Task:
+    def finish(self, task_id: int, status: TaskStatus, error: str = "", *, dead: bool = False,
+               retry_at: float | None = None, mids: Sequence[str] | None = None) -> Task:
         """Record how a run ended; with ``retry_at`` the task goes back to queued, due then."""
-        assert status in STATUSES
         now = time.time()
         if retry_at is not None:
             self.db.execute("UPDATE task SET status='queued', due=?, error=?, pid=NULL, updated=? WHERE id=?",
                             (retry_at, error, now, task_id))
         else:
             self.db.execute("UPDATE task SET status=?, error=?, dead=?, updated=? WHERE id=?",
-                            (status, error, int(dead), now, task_id))
+                            (str(status), error, int(dead), now, task_id))
         if mids is not None:
             self.db.execute("UPDATE task SET mids=? WHERE id=?", (json.dumps(list(mids)), task_id))
+        return self.get(task_id)
+
+    def put_back(self, task_id: int, why: str, due: float) -> Task:
+        """Queue a claimed task again without counting the attempt (its role was busy, or agentd
+        stopped before the run ended)."""
+        self.finish(task_id, TaskStatus.QUEUED, why, retry_at=due)
+        self.db.execute("UPDATE task SET attempts=max(attempts-1, 0) WHERE id=?", (task_id,))
         return self.get(task_id)
 
     def recover(self) -> list[Task]:
@@ -180,14 +195,16 @@ class Tasks:
             raise WorkflowError(f"no task {task_id}; `agentd status` lists them")
         return _task(row)
 
-    def list(self, statuses: Sequence[str] = (), limit: int = 1000) -> list[Task]:
+    def list(self, statuses: Sequence[TaskStatus] = (), limit: int = 1000) -> list[Task]:
         where = f"WHERE status IN ({','.join('?' * len(statuses))})" if statuses else ""
-        return [_task(r) for r in self.db.execute(f"SELECT {COLS} FROM task {where} ORDER BY id DESC LIMIT ?", (*statuses, limit))]
+        args = (*(str(s) for s in statuses), limit)
+        return [_task(r) for r in self.db.execute(f"SELECT {COLS} FROM task {where} ORDER BY id DESC LIMIT ?", args)]
 
     def busy_mids(self) -> set[str]:
         """Message-IDs already in a live task, or given up on (dead-lettered)."""
         out: set[str] = set()
-        for (mids,) in self.db.execute("SELECT mids FROM task WHERE status IN ('pending','queued','running','waiting') OR dead=1"):
+        marks = ",".join("?" * len(LIVE))
+        for (mids,) in self.db.execute(f"SELECT mids FROM task WHERE status IN ({marks}) OR dead=1", [str(s) for s in LIVE]):
             out.update(json.loads(mids))
         return out
 

@@ -1,6 +1,6 @@
 """Context: the prompt a role's run starts from — built only from its own mailbox and the repository.
 
-Seed 001's shape: everything the agent needs is inlined, so it discovers nothing by tool calls.
+Everything the agent needs is inlined, so it discovers nothing by tool calls (docs/agents.md).
 The role prompt; what the role may do (events, moves, tools); the new messages with their
 thread ancestry as a transcript (only rows the role may see: its own mailboxes and the mail
 it sent); the artifacts they reference, resolved through globs to where they are now.
@@ -9,15 +9,14 @@ it sent); the artifacts they reference, resolved through globs to where they are
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
+from workflow.app import App
+from workflow.artifacts.move import role_moves
 from workflow.core.locate import Resolver, locate
 from workflow.mail.inbox import group, render_thread, thread_rows
 from workflow.mail.index import Index, Row
-
-if TYPE_CHECKING:
-    from workflow.app import App
-    from workflow.policy.roles import Role
+from workflow.policy.roles import Role
 
 MAX_ARTIFACT = 60_000
 
@@ -29,8 +28,6 @@ class Context(NamedTuple):
 
 
 def may_do(app: App, role: Role) -> str:
-    from workflow.artifacts.move import role_moves
-
     moves = role_moves(app.roster, role.name)
     mv = "any legal move" if moves is None else (", ".join(f"{a} → {b}" for a, b in moves) or "none")
     lines = [

@@ -9,18 +9,15 @@ without writing. The helper itself never sends mail.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from pathlib import Path
 
 from workflow.agents.backends import RunInput, make_backend
 from workflow.agents.backends.scripted import ScriptedBackend
 from workflow.agents.context import may_do
 from workflow.agents.tools import RoleTools
-
-if TYPE_CHECKING:
-    from pathlib import Path
-
-    from workflow.app import App
-    from workflow.delivery.transport import Transport
+from workflow.app import App
+from workflow.delivery.notify import NotifyRequest
+from workflow.delivery.transport import Transport
 
 
 def reviewer_for(app: App, role_name: str) -> str:
@@ -75,13 +72,9 @@ def session(app: App, role_name: str, draft: str, *, transport: Transport, read:
     to = reviewer_for(app, role.name)
     answer = read(f"Send a review-request for {path} to {to} now? [y/N] ").strip().lower()
     if answer in ("y", "yes"):
-        from workflow.delivery.notify import NotifyRequest, compose
-
-        req = NotifyRequest("review-request", (path,), (to,), app.config.default_sender, None,
-                            {"CONTEXT": f"First draft written with {role.name}"})
-        with app.index() as index:
-            c = compose(req, app.config, app.roster, index)
-        where = transport.send(c.raw, c.sender_address, c.recipients)
+        c = app.compose(NotifyRequest("review-request", (path,), (to,), app.config.default_sender, None,
+                                      {"CONTEXT": f"First draft written with {role.name}"}))
+        where = c.send(transport)
         echo(f"sent review-request {c.message_id} to {to} ({where})")
     else:
         echo(f"not sent; when ready: workflow-notify review-request {path} {to}")

@@ -2,7 +2,7 @@
 
 A lock is created with O_EXCL, so two processes never both hold it. It is stale when its
 process is gone (same host, pid not alive) or it is older than ``lock_ttl`` — the wedged
-session of seed 001. Lock files live in ``MAIL_ROOT/.workflow/locks/NAME.lock``.
+session a reply loop can leave behind. Lock files live in the state directory: ``locks/NAME.lock``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
-from workflow.core.config import Config
+from workflow.core.statedir import StateDir
 
 
 class LockInfo(NamedTuple):
@@ -26,10 +26,6 @@ class LockInfo(NamedTuple):
     @property
     def name(self) -> str:
         return self.path.stem
-
-
-def locks_dir(config: Config) -> Path:
-    return config.mail_root / ".workflow" / "locks"
 
 
 def pid_alive(pid: int) -> bool:
@@ -105,8 +101,9 @@ def release(info: LockInfo) -> None:
         info.path.unlink(missing_ok=True)
 
 
-def scan(config: Config) -> list[LockInfo]:
-    d = locks_dir(config)
+def scan(state: StateDir) -> list[LockInfo]:
+    """Every run lock in the state directory."""
+    d = state.locks
     if not d.is_dir():
         return []
     return [i for i in (read(p) for p in sorted(d.glob("*.lock"))) if i is not None]

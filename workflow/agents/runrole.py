@@ -15,20 +15,19 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
-from workflow.core.locate import Resolver
+from workflow.agents import locks
 from workflow.agents.backends import RunInput, RunResult, make_backend
 from workflow.agents.context import build
-from workflow.core.errors import RosterError
-from workflow.mail.inbox import group, render_inbox, select
-from workflow.mail.index import Row
 from workflow.agents.tools import RoleTools
-
-if TYPE_CHECKING:
-    from workflow.app import App
-    from workflow.policy.roles import Role
-    from workflow.delivery.transport import Transport
+from workflow.app import App
+from workflow.core.errors import RosterError
+from workflow.core.locate import Resolver, find
+from workflow.delivery.transport import Transport
+from workflow.mail.inbox import group, render_inbox, render_thread, select
+from workflow.mail.index import Row
+from workflow.policy.roles import Role
 
 
 class Outcome(NamedTuple):
@@ -56,8 +55,6 @@ class Poller:
             self.check()
 
     def check(self) -> None:
-        from workflow.mail.inbox import render_thread
-
         boxes = self.app.roster.mailboxes_of(self.role.name)
         with self.app.index() as index:
             index.refresh(boxes)
@@ -96,14 +93,8 @@ def new_mail(app: App, role: Role, artifact: str | None) -> list[Row]:
 
 
 def mark_seen(app: App, rows: tuple[Row, ...]) -> int:
-    """Flag the handed copies seen (those still where they were); returns how many."""
-    n = 0
-    for r in rows:
-        entry = app.maildirs.find(r.mailbox, r.key)
-        if entry is not None and "S" not in entry.flags:
-            app.maildirs.set_flags(entry, entry.flags + "S")
-            n += 1
-    return n
+    """Flag the handed copies seen (those still there); returns how many."""
+    return sum(app.maildirs.mark_seen(r.mailbox, r.key) for r in rows)
 
 
 def run_role(
@@ -125,16 +116,13 @@ def run_role(
     if not role.takes_mail:
         raise RosterError(f"{role.name} is a {role.mode} role: it takes no mail; run it interactively with run-role -i {role.name}")
     if artifact:
-        from workflow.core.locate import find
-
         artifact = find(artifact, app.config).path
     if dry_run:
         return _session(app, role, transport, echo, backend, artifact, True, poll_interval, script)
-    from workflow.agents import locks
-
-    held = locks.acquire(locks.locks_dir(app.config) / f"{role.name}.lock", app.config.lock_ttl)
+    lock = app.config.state.lock(role.name)
+    held = locks.acquire(lock, app.config.agentd.lock_ttl)
     if held is None:
-        info = locks.read(locks.locks_dir(app.config) / f"{role.name}.lock")
+        info = locks.read(lock)
         who = f"pid {info.pid} on {info.host}, since {time.strftime('%H:%M:%S', time.localtime(info.started))}" if info else "another run"
         echo(f"{role.name}: already running ({who}); its run takes this mail too")
         return Outcome(None, (), (), busy=who)
@@ -162,7 +150,7 @@ def _session(app: App, role: Role, transport: Transport, echo: Callable[[str], N
     agent = make_backend(app.config, name, script)
     tools = RoleTools(app, role, transport)
     known = {r.message_id or r.key for r in rows}
-    mail_file = app.config.mail_root / ".workflow" / "runs" / f"{role.name}.new-mail.md"
+    mail_file = app.config.state.runs / f"{role.name}.new-mail.md"
     mail_file.parent.mkdir(parents=True, exist_ok=True)
     mail_file.write_text("", encoding="utf-8")
     poller = Poller(app, role, known, poll_interval or 0.0, echo, mail_file)

@@ -12,16 +12,19 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
+from workflow.app import App
+from workflow.artifacts.move import MoveRequest, move
+from workflow.core.errors import DeliveryError, RuleError, ToolError, TransportError, WorkflowError
+from workflow.core.files import write_atomic
 from workflow.core.locate import GLOB_CHARS, Resolver, locate, parse_path
-from workflow.core.errors import WorkflowError
-
-if TYPE_CHECKING:
-    from workflow.app import App
-    from workflow.delivery.notify import Composed
-    from workflow.policy.roles import Role
-    from workflow.delivery.transport import Transport
+from workflow.delivery import outbox
+from workflow.delivery.notify import Composed, NotifyRequest, split_list
+from workflow.delivery.transport import Transport
+from workflow.mail.inbox import group, render_inbox, render_thread, select, thread_rows
+from workflow.mail.message import normalize_msgid
+from workflow.policy.roles import Role
 
 MAX_READ = 200_000
 
@@ -47,10 +50,6 @@ SCHEMAS: list[dict[str, Any]] = [
     {"name": "read_thread", "description": "Read a thread you can see, as a transcript.",
      "input_schema": {"type": "object", "properties": {"message_id": {"type": "string"}}, "required": ["message_id"]}},
 ]
-
-
-class ToolError(WorkflowError):
-    """A tool call was refused; the text says why and what would work."""
 
 
 class Outgoing(NamedTuple):
@@ -134,16 +133,11 @@ class RoleTools:
         elsewhere = [x.path for x in locate(a.glob, self.app.config) if x.path != a.path]
         if elsewhere:
             raise ToolError(f"{a.name} already exists as {', '.join(elsewhere)}; write it there (or move it first)")
-        real.parent.mkdir(parents=True, exist_ok=True)
-        tmp = real.with_name(f".{real.name}.tmp{os.getpid()}")
-        tmp.write_text(content, encoding="utf-8")
-        os.replace(tmp, real)
+        write_atomic(real, content)
         self.written.append(a.path)
         return f"wrote {a.path} ({len(content.encode())} bytes)"
 
     def tool_move_artifact(self, artifact: str, state: str, reason: str = "") -> str:
-        from workflow.artifacts.move import MoveRequest, move
-
         req = MoveRequest(artifact, state, self.role.name, reason, notified_by="run-role")
         result = move(self.app, req, self.transport)
         if result.commit is None:
@@ -156,22 +150,18 @@ class RoleTools:
 
     def tool_send_message(self, event: str, artifact: str, to: list[str] | str,
                           variables: dict[str, str] | None = None, in_reply_to: str | None = None) -> str:
-        from workflow.delivery.notify import NotifyRequest, compose, split_list
-
         if not self.may_send:
             raise ToolError(f"{self.role.name} does not send mail (a {self.role.mode} role); tell the human instead")
         recipients = tuple(split_list(to) if isinstance(to, str) else [str(t) for t in to])
         vars_ = {str(k): str(v) for k, v in (variables or {}).items()}
         req = NotifyRequest(event, (artifact,), recipients, self.role.name, in_reply_to or None, vars_)
+        composed = self.app.compose(req)
         with self.app.index() as index:
-            composed = compose(req, self.app.config, self.app.roster, index)
             self.app.deliverer.prepare(composed.raw, composed.recipients, index)  # every check, nothing written
         self.outgoing.append(Outgoing(composed, event, artifact))
         return f"{event} to {', '.join(composed.recipients)} accepted as {composed.message_id}; it is sent when your run ends"
 
     def tool_list_inbox(self) -> str:
-        from workflow.mail.inbox import group, render_inbox, select
-
         boxes = self.app.roster.mailboxes_of(self.role.name)
         with self.app.index() as index:
             index.refresh(boxes)
@@ -179,9 +169,6 @@ class RoleTools:
         return render_inbox(self.role.name, group(rows), True, Resolver(self.app.config).now)
 
     def tool_read_thread(self, message_id: str) -> str:
-        from workflow.mail.inbox import render_thread, thread_rows
-        from workflow.mail.message import normalize_msgid
-
         boxes, sent = self.app.roster.view(self.role.name)
         with self.app.index() as index:
             index.refresh(boxes)
@@ -194,14 +181,11 @@ class RoleTools:
 
     def send_all(self) -> list[str]:
         """Send what the run queued; returns one line per message (sent, or queued in the outbox)."""
-        from workflow.delivery import outbox
-        from workflow.core.errors import DeliveryError, RuleError, TransportError
-
         lines = []
         for o in self.outgoing:
             c = o.composed
             try:
-                where = self.transport.send(c.raw, c.sender_address, c.recipients)
+                where = c.send(self.transport)
                 lines.append(f"sent {o.event} {c.message_id} to {', '.join(c.recipients)} ({where})")
             except (RuleError, TransportError, DeliveryError) as e:
                 failed = isinstance(e, RuleError)

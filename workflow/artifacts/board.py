@@ -121,7 +121,8 @@ def row_json(r: Row) -> dict[str, Any]:
             "state": r.state, "date": r.date, "subject": r.subject}
 
 
-def to_json(config: Config, board: Sequence[Card]) -> dict[str, Any]:
+def to_dict(config: Config, board: Sequence[Card]) -> dict[str, Any]:
+    """The board as `workflow status --json` shows it."""
     return {
         "states": {
             s: [

@@ -18,18 +18,17 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
-from workflow.delivery import outbox
+from workflow.app import App
 from workflow.artifacts import transitions
-from workflow.core.locate import by_key, two_folders
-from workflow.core.errors import DeliveryError, RuleError, TransportError, WorkflowError
 from workflow.artifacts.gitrepo import Repo, artifacts_in, moves
-
-if TYPE_CHECKING:
-    from workflow.app import App
-    from workflow.core.config import Config
-    from workflow.delivery.transport import Transport
+from workflow.core.config import Config
+from workflow.core.errors import DeliveryError, RuleError, TransportError, WorkflowError
+from workflow.core.locate import by_key, two_folders
+from workflow.delivery import outbox
+from workflow.delivery.notify import NotifyRequest
+from workflow.delivery.transport import Transport
 
 HOOKS = ("pre-commit", "post-commit")
 MARKER = "# workflow-mail hook"
@@ -173,8 +172,6 @@ def _record(repo: Repo, key: str) -> None:
 
 def post_commit(app: App, repo: Repo, transport: Transport, say: Callable[[str], None], sha: str = "HEAD") -> int:
     """Notify every move in commit ``sha`` not yet notified; returns how many were sent or queued."""
-    from workflow.delivery.notify import NotifyRequest, compose
-
     config = app.config
     outbox.flush(config, transport, say)
     sha = repo.git("rev-parse", sha).strip()
@@ -206,8 +203,7 @@ def post_commit(app: App, repo: Repo, transport: Transport, say: Callable[[str],
              "STATUS": f"moved {m.before.state} → {m.after.state}"},
         )
         try:
-            with app.index() as index:
-                composed = compose(req, config, app.roster, index)
+            composed = app.compose(req)
         except WorkflowError as e:
             say(f"cannot notify the move of {m.after.path}: {e}")
             _record(repo, key)

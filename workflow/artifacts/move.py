@@ -13,19 +13,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
-from workflow.delivery import outbox
+from workflow.app import App
 from workflow.artifacts import transitions
-from workflow.core.locate import Artifact, find
 from workflow.core.config import Config
 from workflow.core.errors import DeliveryError, GitError, RuleError, TransportError
-from workflow.delivery.notify import Composed, NotifyRequest, compose
+from workflow.core.locate import Artifact, find
+from workflow.delivery import outbox
+from workflow.delivery.notify import Composed, NotifyRequest
+from workflow.delivery.transport import Transport
 from workflow.policy.roster import Roster
-
-if TYPE_CHECKING:
-    from workflow.app import App
-    from workflow.delivery.transport import Transport
 
 REASON_VARIABLE = {
     "rejection": "REASON",
@@ -88,9 +86,7 @@ def _notification(app: App, req: MoveRequest, before: Artifact, after: Artifact)
         variables.setdefault(REASON_VARIABLE.get(event, "CONTEXT"), req.reason.strip())
     if event == "approval":
         variables.setdefault("NEXT_STATE", after.state)
-    nreq = NotifyRequest(event, (after.path,), req.notify, req.role, None, variables)
-    with app.index() as index:
-        return event, compose(nreq, app.config, app.roster, index)
+    return event, app.compose(NotifyRequest(event, (after.path,), req.notify, req.role, None, variables))
 
 
 def role_moves(roster: Roster, who: str) -> tuple[tuple[str, str], ...] | None:
@@ -143,7 +139,7 @@ def move(app: App, req: MoveRequest, transport: Transport) -> MoveResult:
     composed = note[1]
     what = f"{event} for {after.path} to {', '.join(composed.recipients)}"
     try:
-        where = transport.send(composed.raw, composed.sender_address, composed.recipients)
+        where = composed.send(transport)
     except RuleError as e:
         q = outbox.put(config, composed.raw, composed.sender_address, composed.recipients, what, str(e), failed=True)
         return MoveResult(before, after, sha, subject, composed.message_id, "", q, str(e))
@@ -155,7 +151,7 @@ def move(app: App, req: MoveRequest, transport: Transport) -> MoveResult:
 
 
 def _commit(config: Config, req: MoveRequest, before: Artifact, after: Artifact, event: str | None) -> str:
-    import git
+    import git  # lazy: start-up time (gitpython costs ~110 ms); only a move commits
 
     try:
         repo = git.Repo(config.project_dir, search_parent_directories=True)

@@ -1,38 +1,31 @@
-"""CLI for agentd (``agentd run|status|resume|requeue``, also ``workflow agentd …``) and ``workflow up``."""
+"""CLI agentd: ``agentd run|status|resume|requeue`` (also ``workflow agentd …``) and ``workflow up``."""
 
 from __future__ import annotations
 
 import json
 import signal
+import subprocess
 import sys
 import time
-from pathlib import Path
-from typing import Any
 
 import click
 
-from workflow.cli.root import BACKENDS, Command, Group, _app, _exit_fast, cli, config_option, mail_root_option
+from workflow.agentd.daemon import Agentd
+from workflow.agentd.status import status as daemon_status
+from workflow.agentd.tasks import Tasks
+from workflow.app import App
+from workflow.artifacts.board import age
+from workflow.cli.base import Command, Group, app, backend_option, json_option, run_script, standalone
 
 
-AGENTD_HELP = """The background daemon: wakes a role when its trigger mail arrives.
-
-Example:
-
-    agentd run
-
-    agentd status
-"""
-
-
-def _run_daemon(app: Any, backend: str | None, rescan: float | None) -> None:
-    from workflow.agentd.daemon import Agentd, settings
-
-    opts = settings(app)
+def run_daemon(a: App, backend: str | None, rescan: float | None) -> None:
+    """agentd in the foreground until SIGTERM or SIGINT."""
+    opts = a.config.agentd
     if backend:
         opts = opts._replace(backend=backend)
     if rescan is not None:
         opts = opts._replace(rescan=rescan)
-    daemon = Agentd(app, opts, lambda line: click.echo(line, err=True))
+    daemon = Agentd(a, opts, lambda line: click.echo(line, err=True))
 
     def stop(signum: int, frame: object) -> None:
         daemon.stop.set()
@@ -43,118 +36,106 @@ def _run_daemon(app: Any, backend: str | None, rescan: float | None) -> None:
     daemon.run()
 
 
-def _register(group: click.Group, get_app: Any) -> None:
-    @group.command("run", cls=Command)
-    @click.option("--backend", type=click.Choice(BACKENDS), default=None,
-                  help="Run every role on this backend (default: each role's own).")
-    @click.option("--rescan", type=float, default=None, help="Seconds between safety rescans (default [agentd] rescan, 30).")
-    @click.pass_context
-    def run(ctx: click.Context, backend: str | None, rescan: float | None) -> None:
-        """Run in the foreground (for systemd or tmux); SIGTERM stops it cleanly.
+@click.group(cls=Group)
+def agentd() -> None:
+    """The background daemon: wakes a role when its trigger mail arrives.
 
-        Example:
+    Example:
 
-            agentd run --rescan 30
-        """
-        _run_daemon(get_app(ctx), backend, rescan)
+        agentd run
 
-    @group.command("status", cls=Command)
-    @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-    @click.pass_context
-    def status(ctx: click.Context, as_json: bool) -> None:
-        """Show the queue, running roles (pid, age), paused roles and why, oldest unread mail, failures.
-
-        Example:
-
-            agentd status
-        """
-        from workflow.agentd.daemon import status as get_status
-        from workflow.artifacts.board import age
-
-        s = get_status(get_app(ctx))
-        now = time.time()
-        if as_json:
-            click.echo(json.dumps(s, indent=2))
-            return
-        click.echo(f"running ({len(s['running'])}):")
-        for r in s["running"]:
-            click.echo(f"  task {r['task']:<5} {r['role']:<24} pid {r['pid']}  running for {age(int(now - r['age']), now).replace(' ago', '')}")
-        click.echo(f"queued ({len(s['queued'])}):")
-        for q in s["queued"]:
-            due = f" in {q['due_in']}s" if q["due_in"] else ""
-            click.echo(f"  task {q['task']:<5} {q['role']:<24} {q['messages']} message(s){due}" + (f"  last error: {q['error']}" if q["error"] else ""))
-        click.echo(f"paused ({len(s['paused'])}):")
-        for role, why in s["paused"].items():
-            click.echo(f"  {role:<24} {why}   (agentd resume {role})")
-        click.echo("oldest unread mail:")
-        for role, secs in s["oldest_unread"].items():
-            click.echo(f"  {role:<24} {age(int(now - secs), now)}")
-        click.echo("recent failures:")
-        for f in s["recent_failures"]:
-            click.echo(f"  task {f['task']:<5} {f['role']:<24} {'dead-lettered ' if f['dead'] else ''}{f['error']}")
-        if s["stopped_threads"]:
-            click.echo("threads stopped by loop detection:")
-            for root, why in s["stopped_threads"].items():
-                click.echo(f"  {root}  {why}")
-        if s["tokens_today"]:
-            click.echo("tokens today: " + ", ".join(f"{r} {n}" for r, n in s["tokens_today"].items()))
-
-    @group.command("resume", cls=Command)
-    @click.argument("role")
-    @click.pass_context
-    def resume(ctx: click.Context, role: str) -> None:
-        """Un-pause ROLE (after failures or an exhausted budget).
-
-        Example:
-
-            agentd resume implementer
-        """
-        from workflow.agentd.daemon import task_store
-
-        app = get_app(ctx)
-        app.roster.sender(role)
-        with task_store(app) as tasks:
-            was = tasks.resume(role)
-        click.echo(f"{role}: resumed" + (f" (was paused: {was})" if was else " (was not paused)"))
-
-    @group.command("requeue", cls=Command)
-    @click.argument("task", type=int)
-    @click.pass_context
-    def requeue(ctx: click.Context, task: int) -> None:
-        """Queue TASK again now (a failed or dead-lettered one).
-
-        Example:
-
-            agentd requeue 42
-        """
-        from workflow.agentd.daemon import task_store
-
-        with task_store(get_app(ctx)) as tasks:
-            t = tasks.requeue(task)
-        click.echo(f"task {t.id} ({t.role}) queued")
+        agentd status
+    """
 
 
-@click.group("agentd", cls=Group, help=AGENTD_HELP, context_settings={"help_option_names": ["-h", "--help"]})
-@config_option
-@mail_root_option
+@agentd.command("run", cls=Command)
+@backend_option
+@click.option("--rescan", type=float, default=None, help="Seconds between safety rescans (default [agentd] rescan, 30).")
 @click.pass_context
-def agentd_main_group(ctx: click.Context, config_path: Path | None, mail_root: Path | None) -> None:
-    ctx.obj = {"config": config_path, "mail_root": mail_root}
+def run(ctx: click.Context, backend: str | None, rescan: float | None) -> None:
+    """Run in the foreground (for systemd or tmux); SIGTERM stops it cleanly.
+
+    Example:
+
+        agentd run --rescan 30
+    """
+    run_daemon(app(ctx), backend, rescan)
 
 
-@cli.group("agentd", cls=Group, help=AGENTD_HELP)
-def agentd_group() -> None:
-    pass
+@agentd.command("status", cls=Command)
+@json_option
+@click.pass_context
+def status(ctx: click.Context, as_json: bool) -> None:
+    """Show the queue, running roles (pid, age), paused roles and why, oldest unread mail, failures.
+
+    Example:
+
+        agentd status
+    """
+    s = daemon_status(app(ctx))
+    now = time.time()
+    if as_json:
+        click.echo(json.dumps(s.to_dict(), indent=2))
+        return
+    click.echo(f"running ({len(s.running)}):")
+    for r in s.running:
+        click.echo(f"  task {r.task:<5} {r.role:<24} pid {r.pid}  running for {age(int(now - r.age), now).replace(' ago', '')}")
+    click.echo(f"queued ({len(s.queued)}):")
+    for q in s.queued:
+        due = f" in {q.due_in}s" if q.due_in else ""
+        click.echo(f"  task {q.task:<5} {q.role:<24} {q.messages} message(s){due}" + (f"  last error: {q.error}" if q.error else ""))
+    click.echo(f"paused ({len(s.paused)}):")
+    for role, why in s.paused.items():
+        click.echo(f"  {role:<24} {why}   (agentd resume {role})")
+    click.echo("oldest unread mail:")
+    for role, secs in s.oldest_unread.items():
+        click.echo(f"  {role:<24} {age(int(now - secs), now)}")
+    click.echo("recent failures:")
+    for f in s.recent_failures:
+        click.echo(f"  task {f.task:<5} {f.role:<24} {'dead-lettered ' if f.dead else ''}{f.error}")
+    if s.stopped_threads:
+        click.echo("threads stopped by loop detection:")
+        for root, why in s.stopped_threads.items():
+            click.echo(f"  {root}  {why}")
+    if s.tokens_today:
+        click.echo("tokens today: " + ", ".join(f"{r} {n}" for r, n in s.tokens_today.items()))
 
 
-_register(agentd_main_group, _app)
-_register(agentd_group, _app)
+@agentd.command("resume", cls=Command)
+@click.argument("role")
+@click.pass_context
+def resume(ctx: click.Context, role: str) -> None:
+    """Un-pause ROLE (after failures or an exhausted budget).
+
+    Example:
+
+        agentd resume implementer
+    """
+    a = app(ctx)
+    a.roster.sender(role)
+    with Tasks(a.config.state.tasks) as tasks:
+        was = tasks.resume(role)
+    click.echo(f"{role}: resumed" + (f" (was paused: {was})" if was else " (was not paused)"))
 
 
-@cli.command(cls=Command)
+@agentd.command("requeue", cls=Command)
+@click.argument("task", type=int)
+@click.pass_context
+def requeue(ctx: click.Context, task: int) -> None:
+    """Queue TASK again now (a failed or dead-lettered one).
+
+    Example:
+
+        agentd requeue 42
+    """
+    with Tasks(app(ctx).config.state.tasks) as tasks:
+        t = tasks.requeue(task)
+    click.echo(f"task {t.id} ({t.role}) queued")
+
+
+@click.command(cls=Command)
 @click.option("--port", type=int, default=None, help="SMTP port (default [smtp] port).")
-@click.option("--backend", type=click.Choice(BACKENDS), default=None,
-              help="Run every role on this backend.")
+@backend_option
 @click.pass_context
 def up(ctx: click.Context, port: int | None, backend: str | None) -> None:
     """Run the SMTP server and agentd together in the foreground (local use); Ctrl-C stops both.
@@ -163,10 +144,8 @@ def up(ctx: click.Context, port: int | None, backend: str | None) -> None:
 
         workflow up
     """
-    import subprocess
-
-    app = _app(ctx)
-    cfg = app.config
+    a = app(ctx)
+    cfg = a.config
     argv = [sys.executable, "-m", "workflow"] + (["--config", str(cfg.path)] if cfg.path else []) + [
         "--mail-root", str(cfg.mail_root), "smtpd"] + (["--port", str(port)] if port is not None else [])
     server = subprocess.Popen(argv, cwd=cfg.project_dir)
@@ -174,7 +153,7 @@ def up(ctx: click.Context, port: int | None, backend: str | None) -> None:
     if server.poll() is not None:
         raise click.ClickException(f"workflow smtpd exited with status {server.returncode}")
     try:
-        _run_daemon(app, backend, None)
+        run_daemon(a, backend, None)
     finally:
         server.terminate()
         try:
@@ -183,5 +162,9 @@ def up(ctx: click.Context, port: int | None, backend: str | None) -> None:
             server.kill()
 
 
+script = standalone(agentd, "agentd")
+
+
 def main() -> None:
-    _exit_fast(lambda: agentd_main_group.main(prog_name="agentd"))
+    """The ``agentd`` script."""
+    run_script(script, "agentd")

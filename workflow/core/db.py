@@ -17,18 +17,20 @@ from workflow.core.errors import WorkflowError
 def open_db(
     path: Path,
     *,
+    what: str,
     schema: str = "",
     error: type[WorkflowError] = WorkflowError,
     remedy: str = "move it aside and start again",
 ) -> sqlite3.Connection:
-    """A connection to ``path`` ready for use from several threads (callers serialise writes)."""
+    """A connection to ``path`` (``what`` names the store in errors), usable from several
+    threads; callers serialise their own writes."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         db = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
     except OSError as e:
-        raise error(f"cannot open {path}: {e.strerror}") from None
+        raise error(f"cannot open {what} {path}: {e.strerror}") from None
     except sqlite3.DatabaseError as e:
-        raise error(f"{path} is unusable ({e}); {remedy}") from None
+        raise error(f"{what} {path} is unreadable ({e}); {remedy}") from None
     try:
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")
@@ -36,5 +38,5 @@ def open_db(
             db.executescript(schema)
     except sqlite3.DatabaseError as e:
         db.close()
-        raise error(f"{path} is unusable ({e}); {remedy}") from None
+        raise error(f"{what} {path} is unreadable ({e}); {remedy}") from None
     return db

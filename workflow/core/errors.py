@@ -9,10 +9,12 @@ WorkflowError
 │   ├── VisibilityError    a panel visibility boundary would be crossed
 │   └── GuardrailError     a workflow guardrail refused it
 ├── DeliveryError      a Maildir write failed; nothing was left in any new/
-├── IndexError_        the index is unreadable (corrupt file); `workflow reindex` rebuilds it
+├── MailIndexError     the index is unreadable (corrupt file); `workflow reindex` rebuilds it
 ├── TransportError     the SMTP server refused or failed a message
 ├── ArtifactError      an artifact is missing, ambiguous, or in two state folders
-└── GitError           a git operation was refused (dirty path, illegal transition, no repo)
+├── GitError           a git operation was refused (dirty path, illegal transition, no repo)
+├── ToolError          an agent's tool call was refused (the text goes back to the agent)
+└── BridgeError        the IMAP or SMTP side of a bridge failed (login, network, a refused command)
 
 Outcomes (a message refused by a rule) are errors only at the boundary that must report them;
 the CLI turns each into one line and a non-zero exit code.
@@ -76,7 +78,7 @@ class DeliveryError(WorkflowError):
     exit_code = 7
 
 
-class IndexError_(WorkflowError):
+class MailIndexError(WorkflowError):
     """The SQLite index cannot be used; `workflow reindex` rebuilds it from the Maildirs."""
 
     exit_code = 8
@@ -102,3 +104,13 @@ class GitError(WorkflowError):
     """A git operation was refused or failed (dirty path, illegal transition, not a repository)."""
 
     exit_code = 11
+
+
+class ToolError(WorkflowError):
+    """An agent's tool call was refused; the text says why and what would work."""
+
+
+class BridgeError(WorkflowError):
+    """The IMAP or SMTP side of a bridge failed (login, network, a refused command)."""
+
+    exit_code = 12

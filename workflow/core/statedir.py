@@ -8,13 +8,14 @@ and the Gmail bridge's position. Nothing here is ever delivered mail.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
 
 NAME = ".workflow"
 
 
-class StateDir(NamedTuple):
+@dataclass(frozen=True)
+class StateDir:
     """The state directory of one mail root."""
 
     root: Path

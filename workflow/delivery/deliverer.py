@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 from workflow.policy import guardrails
 from workflow.core.config import Config
-from workflow.core.errors import IndexError_, MessageError, RosterError
+from workflow.core.errors import MailIndexError, MessageError, RosterError
 from workflow.mail.index import Index
 from workflow.mail.maildir import Entry, Maildirs
 from workflow.mail.message import Parsed, make_message_id, parse, split_head, thread_ids, validate
@@ -58,7 +58,7 @@ def complete_headers(raw: bytes, sender_hint: str, domain: str) -> bytes:
         local = sender_hint.split("@")[0] or "smtp"
         extra += b"Message-ID: " + make_message_id(local, domain).encode("ascii") + eol
     if b"\ndate:" not in lower:
-        from email.utils import format_datetime
+        from email.utils import format_datetime  # lazy: start-up time (the email package)
 
         extra += b"Date: " + format_datetime(datetime.now(timezone.utc)).encode("ascii") + eol
     return extra + raw
@@ -157,7 +157,7 @@ class Deliverer:
             return
         try:
             index.add_many(items)
-        except IndexError_ as e:
+        except MailIndexError as e:
             log.warning("%s stored but not indexed: %s", ", ".join(p.message_id for p, _ in done), e)
 
     def deliver(self, raw: bytes, recipients: Sequence[str], sender_hint: str = "") -> Delivered:

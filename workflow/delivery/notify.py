@@ -12,8 +12,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from email.utils import format_datetime
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
 from workflow.core.config import Config
+from workflow.core.locate import GLOB_CHARS
 from workflow.core.errors import MessageError
 from workflow.mail.index import Index
 from workflow.mail.message import (
@@ -24,8 +26,11 @@ from workflow.mail.message import (
     reply_subject,
     validate_artifact,
 )
-from workflow.policy.roster import Roster
 from workflow.mail.templates import render
+from workflow.policy.roster import Roster
+
+if TYPE_CHECKING:
+    from workflow.delivery.transport import Transport
 
 
 @dataclass(frozen=True)
@@ -46,13 +51,17 @@ class Composed:
     sender_address: str
     recipients: tuple[str, ...]
 
+    def send(self, transport: Transport) -> str:
+        """Hand the message to ``transport``; returns where it went."""
+        return transport.send(self.raw, self.sender_address, self.recipients)
+
 
 def artifact_state(path: str, config: Config) -> str | None:
     """The state folder a path names, or the one a glob resolves to in the project."""
     for part in PurePosixPath(path).parts[:-1]:
         if part in config.states:
             return part
-    if any(ch in path for ch in "*?["):
+    if GLOB_CHARS.search(path):
         found = sorted(Path(config.project_dir).glob(path))
         states = {p.parent.name for p in found if p.parent.name in config.states}
         if len(states) == 1:

@@ -1,8 +1,8 @@
 """Outbox: notifications that could not be sent yet, kept on disk and sent on the next run.
 
 Git hooks and ``workflow move`` must never lose a notification (nor the user's commit) when
-the mail system is down: the composed message is queued as one JSON file in
-``MAIL_ROOT/.workflow/outbox/`` (written to a temporary name, fsynced, renamed). ``flush``
+the mail system is down: the composed message is queued as one JSON file in the state
+directory's ``outbox/`` (written whole: ``files.write_atomic``). ``flush``
 sends what is queued, oldest first; a message a rule now refuses (the artifact moved again,
 say) goes to ``outbox/failed/`` with the refusal, where ``workflow doctor`` reports it.
 """
@@ -19,6 +19,7 @@ from typing import NamedTuple
 
 from workflow.core.config import Config
 from workflow.core.errors import DeliveryError, RuleError, TransportError, WorkflowError
+from workflow.core.files import write_atomic
 from workflow.delivery.transport import Transport
 
 
@@ -32,32 +33,16 @@ class Queued(NamedTuple):
     queued: float
 
 
-def outbox_dir(config: Config) -> Path:
-    return config.mail_root / ".workflow" / "outbox"
-
-
 def put(config: Config, raw: bytes, sender: str, recipients: Sequence[str], what: str, error: str, *, failed: bool = False) -> Path:
     """Queue one message durably; returns its file."""
-    d = outbox_dir(config) / ("failed" if failed else "")
-    d.mkdir(parents=True, exist_ok=True)
+    d = config.state.outbox_failed if failed else config.state.outbox
     now = time.time()
-    name = f"{now:.6f}.{os.getpid()}.{len(list(d.glob('*.json')))}.json"
+    final = d / f"{now:.6f}.{os.getpid()}.{os.urandom(3).hex()}.json"
     body = json.dumps({
         "sender": sender, "recipients": list(recipients), "what": what, "error": error, "queued": now,
         "raw": base64.b64encode(raw).decode("ascii"),
     })
-    tmp = d / f".{name}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(body)
-        f.flush()
-        os.fsync(f.fileno())
-    final = d / name
-    os.rename(tmp, final)
-    fd = os.open(d, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    write_atomic(final, body, mode=0o600)
     return final
 
 
@@ -71,7 +56,7 @@ def _load(path: Path) -> Queued | None:
 
 
 def pending(config: Config, failed: bool = False) -> list[Queued]:
-    d = outbox_dir(config) / ("failed" if failed else "")
+    d = config.state.outbox_failed if failed else config.state.outbox
     if not d.is_dir():
         return []
     return [q for q in (_load(p) for p in sorted(d.glob("*.json"))) if q is not None]
@@ -103,4 +88,4 @@ def flush(config: Config, transport: Transport, say: Callable[[str], None]) -> t
 def _fail(config: Config, q: Queued, error: str, say: Callable[[str], None]) -> None:
     put(config, q.raw, q.sender, q.recipients, q.what, error, failed=True)
     q.path.unlink(missing_ok=True)
-    say(f"gave up on queued {q.what}: {error} (kept in {outbox_dir(config) / 'failed'})")
+    say(f"gave up on queued {q.what}: {error} (kept in {config.state.outbox_failed})")

@@ -25,22 +25,24 @@ import asyncio
 import logging
 import re
 import signal
+import threading
 from collections.abc import Callable
 from typing import Any
 
 from aiosmtpd.smtp import SMTP, Envelope, Session
 
+from workflow.delivery.smtp_protocol import protocol_factory
+from workflow.delivery.smtpauth import load_users, make_authenticator
 from workflow.core.config import Config
 from workflow.delivery.commit import Committer
 from workflow.delivery.deliverer import Deliverer
 from workflow.core.errors import GuardrailError, MessageError, RosterError, VisibilityError, WorkflowError
 from workflow.mail.index import Index
 from workflow.mail.maildir import Maildirs
+from workflow.policy.guardrails import SENDER_MATCHES_ENVELOPE
 from workflow.policy.roster import Roster
 
 log = logging.getLogger(__name__)
-# <dot-atom@domain> with an optional tail of ESMTP parameters: the common case of MAIL and RCPT.
-SIMPLE_PATH = re.compile(r"^\s*<([A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*)>(.*)$")
 LOOPBACK = ("127.", "::1", "localhost")
 
 
@@ -100,9 +102,9 @@ class Handler:
         if route.kind == "external" and not route.mailboxes:
             return f"550 5.7.1 relaying denied: {route.address} is outside {self.roster.domain} and no outbound bridge is configured"
         sender = self.roster.sender(envelope.mail_from or "")
-        ok, why = self.roster.may_send(sender, route)
-        if not ok:
-            return f"550 5.7.1 {why}"
+        decision = self.roster.may_send(sender, route)
+        if not decision.allowed:
+            return f"550 5.7.1 rule {decision.rule}: {decision.reason}"
         envelope.rcpt_tos.append(address)
         envelope.rcpt_options.extend(options)
         return "250 2.1.5 OK"
@@ -123,7 +125,7 @@ class Handler:
             from_header = self.roster.sender(envelope.mail_from or "")
             if plan.sender != from_header:
                 raise GuardrailError(
-                    "sender-matches-envelope", f"From: is {plan.sender} but MAIL FROM is {from_header}; they must agree"
+                    SENDER_MATCHES_ENVELOPE.name, f"From: is {plan.sender} but MAIL FROM is {from_header}; they must agree"
                 )
             if plan.mailboxes:
                 await self.committer.submit(plan)
@@ -157,67 +159,6 @@ class Handler:
         return "451 4.3.0 temporary server error; try again later"
 
 
-async def read_data(proto: SMTP, arg: str, limit: int) -> None:
-    """DATA for our server: the same protocol as aiosmtpd's, read by terminator, not by line.
-
-    aiosmtpd reads the data one line at a time in Python; this reads up to each ``.\r\n`` and
-    checks whether it ends a line that is only a dot — the one terminator RFC 5321 allows, so a
-    bare ``\n.\r\n`` ends nothing (the handler then refuses the bare LF). Dot-stuffing is
-    undone exactly as aiosmtpd does (the first dot of every line that starts with one). Beyond
-    ``limit`` the rest is drained to the terminator and ``552`` sent, as RFC 5321 4.2.5 implies.
-    """
-    if await proto.check_helo_needed():
-        return
-    if await proto.check_auth_needed("DATA"):
-        return
-    assert proto.envelope is not None
-    if not proto.envelope.rcpt_tos:
-        await proto.push("503 Error: need RCPT command")
-        return
-    if arg:
-        await proto.push("501 Syntax: DATA")
-        return
-    await proto.push("354 End data with <CR><LF>.<CR><LF>")
-    reader = proto._reader
-    chunks: list[bytes] = []
-    size = 0
-    too_big = False
-    prev_tail = b"\r\n"  # the data starts at the beginning of a line
-    while True:
-        try:
-            chunk = await reader.readuntil(b".\r\n")
-        except asyncio.LimitOverrunError as e:
-            chunk = await reader.read(e.consumed)  # no terminator in the buffer yet: keep draining
-            too_big = True
-        except asyncio.IncompleteReadError:
-            proto._writer.close()  # the client went away in the middle of the data
-            return
-        size += len(chunk)
-        if not too_big:
-            if size > limit + 3:
-                too_big = True
-                chunks.clear()
-            else:
-                chunks.append(chunk)
-        if chunk.endswith(b".\r\n"):
-            before = (prev_tail + chunk[:-3])[-2:]
-            if before == b"\r\n":
-                break
-        prev_tail = (prev_tail + chunk)[-2:]
-    if too_big:
-        await proto.push("552 5.3.4 message larger than the size limit")
-        proto._set_post_data_state()  # type: ignore[no-untyped-call]
-        return
-    data = b"".join(chunks)[:-3]  # without the final ".\r\n"; the CRLF before it ends the last line
-    if b"\r\n." in data or data.startswith(b"."):
-        data = (b"\r\n" + data).replace(b"\r\n.", b"\r\n")[2:]
-    proto.envelope.content = data
-    proto.envelope.original_content = data
-    status = await proto._call_handler_hook("DATA")
-    proto._set_post_data_state()  # type: ignore[no-untyped-call]
-    await proto.push(status)
-
-
 class Server:
     """The listening server: start, serve, stop cleanly."""
 
@@ -234,58 +175,24 @@ class Server:
 
     def _protocol(self, handler: Handler) -> Callable[[], SMTP]:
         cfg = self.config.smtp
-        stats = self.stats
-        protocols = self.protocols
-
-        class Protocol(SMTP):
-            # No per-line cap below the message size: see the module docstring's long-line policy.
-            line_length_limit = cfg.max_message_size + 2
-
-            def connection_made(self, transport: Any) -> None:
-                if stats.connections >= cfg.max_connections:
-                    transport.write(b"421 4.7.0 too many connections; try again later\r\n")
-                    transport.close()
-                    self._over_cap = True
-                    return
-                self._over_cap = False
-                stats.connections += 1
-                protocols.add(self)
-                super().connection_made(transport)
-
-            def connection_lost(self, error: Exception | None) -> None:
-                if getattr(self, "_over_cap", True):
-                    return
-                stats.connections -= 1
-                protocols.discard(self)
-                super().connection_lost(error)
-
-            async def smtp_DATA(self, arg: str) -> None:
-                await read_data(self, arg, cfg.max_message_size)
-
-            def _getaddr(self, arg: str) -> tuple[str | None, str | None]:
-                # The plain <local@domain> form every workflow client sends, without the email
-                # package's general header parser; anything else takes aiosmtpd's own path.
-                m = SIMPLE_PATH.match(arg)
-                if m:
-                    return m.group(1), m.group(2)
-                return super()._getaddr(arg)
-
-        loop = asyncio.get_running_loop()
         auth: dict[str, Any] = {}
         if cfg.auth_users_file and not is_loopback(self.host):
             # AUTH over plain text is acceptable only because TLS is expected in front (stunnel, a VPN).
             auth = dict(authenticator=make_authenticator(load_users(cfg.auth_users_file)),
                         auth_required=True, auth_require_tls=False)
-        return lambda: Protocol(
+        return protocol_factory(
             handler,
-            **auth,
-            data_size_limit=cfg.max_message_size,
+            max_message_size=cfg.max_message_size,
+            max_connections=cfg.max_connections,
+            counters=self.stats,
+            protocols=self.protocols,
             enable_SMTPUTF8=True,
             decode_data=False,
             hostname=self.config.domain,
             ident="workflow-mail smtpd",
             timeout=cfg.timeout,
-            loop=loop,
+            loop=asyncio.get_running_loop(),
+            **auth,
         )
 
     async def start(self) -> int:
@@ -318,54 +225,6 @@ class Server:
         log.info("stopped: %d delivered, %d refused, %d failed", self.stats.delivered, self.stats.refused, self.stats.failed)
 
 
-def hash_password(password: str, salt: bytes | None = None) -> str:
-    """A users-file entry's secret: ``scrypt$<salt hex>$<hash hex>``."""
-    import hashlib
-    import os
-
-    salt = salt or os.urandom(16)
-    digest = hashlib.scrypt(password.encode("utf-8"), salt=salt, n=2**14, r=8, p=1)
-    return f"scrypt${salt.hex()}${digest.hex()}"
-
-
-def load_users(path: str) -> dict[str, str]:
-    """``login:scrypt$salt$hash`` lines (``workflow smtpd --hash-password`` makes them)."""
-    users: dict[str, str] = {}
-    try:
-        lines = open(path, encoding="utf-8").read().splitlines()
-    except OSError as e:
-        raise WorkflowError(f"{path}: cannot read the AUTH users file: {e.strerror}") from None
-    for n, line in enumerate(lines, 1):
-        if not line.strip() or line.startswith("#"):
-            continue
-        login, sep, secret = line.partition(":")
-        if not sep or not secret.startswith("scrypt$") or secret.count("$") != 2:
-            raise WorkflowError(f"{path}:{n}: expected login:scrypt$salt$hash")
-        users[login] = secret
-    if not users:
-        raise WorkflowError(f"{path}: no users")
-    return users
-
-
-def make_authenticator(users: dict[str, str]) -> Callable[..., Any]:
-    from aiosmtpd.smtp import AuthResult, LoginPassword
-
-    def authenticate(server: SMTP, session: Session, envelope: Envelope, mechanism: str, data: Any) -> AuthResult:
-        if not isinstance(data, LoginPassword):
-            return AuthResult(success=False, handled=False)
-        login = data.login.decode("utf-8", "replace")
-        secret = users.get(login)
-        if secret is None:
-            return AuthResult(success=False, handled=False)
-        import hmac
-
-        salt = bytes.fromhex(secret.split("$")[1])
-        ok = hmac.compare_digest(hash_password(data.password.decode("utf-8", "replace"), salt), secret)
-        return AuthResult(success=ok, handled=False)
-
-    return authenticate
-
-
 def check_bind(host: str, allow_remote: bool, config: Config) -> None:
     """Loopback only, unless --allow-remote and AUTH is configured."""
     if is_loopback(host):
@@ -383,7 +242,7 @@ def new_loop() -> asyncio.AbstractEventLoop:
     """uvloop's event loop where it is installed (a dependency on Linux): the SMTP protocol work
     is the server's largest CPU cost, and uvloop runs it in C; asyncio's own loop otherwise."""
     try:
-        import uvloop
+        import uvloop  # lazy: optional (a Linux-only dependency)
     except ImportError:
         return asyncio.new_event_loop()
     return uvloop.new_event_loop()
@@ -396,8 +255,6 @@ class BackgroundServer:
         self.config, self.deliverer, self.host, self.port = config, deliverer, host, port
         self.loop = new_loop()
         self.server: Server | None = None
-        import threading
-
         self.thread = threading.Thread(target=self.loop.run_forever, name="smtpd", daemon=True)
 
     def __enter__(self) -> int:

@@ -1,6 +1,6 @@
 """Inbox: what a role should read next — filtered, prioritised, grouped by thread — and transcripts.
 
-Priority follows seed 002 ("blockers first, then reviews, then status"): blocker-report;
+Priority ("blockers first, then reviews, then status"; docs/agents.md): blocker-report;
 review-request, clarification-request, question; approval, rejection, answer; status-update;
 anything else last. Reading never marks a message.
 """
@@ -8,11 +8,11 @@ anything else last. Reading never marks a message.
 from __future__ import annotations
 
 import fnmatch
-import re
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple
 
+from workflow.core.locate import GLOB_CHARS
 from workflow.mail.index import Index, Row
 from workflow.mail.maildir import Maildirs
 from workflow.mail.message import body_text, parse
@@ -28,7 +28,6 @@ PRIORITY = {
     "answer": 2,
     "status-update": 3,
 }
-GLOB_CHARS = re.compile(r"[*?\[]")
 
 
 def priority(event: str | None) -> int:
@@ -69,6 +68,13 @@ class InboxThread(NamedTuple):
     @property
     def priority(self) -> int:
         return min(priority(m.event) for m in self.messages)
+
+    def to_dict(self, now: Callable[[str], list[str]]) -> dict[str, object]:
+        """The thread for ``--json``; ``now`` says where each named artifact is today."""
+        return {
+            "root": self.root, "priority": self.priority,
+            "messages": [{**m.to_dict(), "artifacts_now": {a: now(a) for a in m.artifacts}} for m in self.messages],
+        }
 
 
 def select(

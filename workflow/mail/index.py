@@ -21,7 +21,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from workflow.core.errors import IndexError_
+from workflow.core.addresses import parse_internal
+from workflow.core.db import open_db
+from workflow.core.errors import MailIndexError
 from workflow.mail.maildir import Entry, Maildirs
 from workflow.mail.message import Parsed, body_text, parse
 
@@ -46,7 +48,7 @@ COLUMNS = (
     "subject, date, event, state, artifacts, space, size, root"
 )
 N_COLUMNS = 18
-INTERNAL_LOCAL_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*-(writer|reviewer)-panel-internal$")
+REBUILD = "run `workflow reindex` to rebuild it from the Maildirs"
 
 
 class Row(NamedTuple):
@@ -79,12 +81,20 @@ class Row(NamedTuple):
             out.append(self.in_reply_to)
         return out
 
+    def to_dict(self) -> dict[str, object]:
+        """The row as the CLI's ``--json`` shows it."""
+        return {
+            "message_id": self.message_id, "mailbox": self.mailbox, "from": self.sender, "to": list(self.recipients),
+            "subject": self.subject, "date": self.date, "event": self.event, "state": self.state,
+            "artifacts": list(self.artifacts), "in_reply_to": self.in_reply_to, "seen": self.seen,
+        }
+
 
 def internal_space(recipients: Iterable[str], domain: str) -> str | None:
     """The panel-internal space a message belongs to, from the addresses it names."""
     for addr in recipients:
         local, _, dom = addr.rpartition("@")
-        if dom == domain and INTERNAL_LOCAL_RE.match(local):
+        if dom == domain and parse_internal(local):
             return local
     return None
 
@@ -92,7 +102,7 @@ def internal_space(recipients: Iterable[str], domain: str) -> str | None:
 def _date(value: str | None) -> int:
     if not value:
         return 0
-    from email.utils import mktime_tz, parsedate_tz
+    from email.utils import mktime_tz, parsedate_tz  # lazy: start-up time (the email package)
 
     try:
         t = parsedate_tz(value)
@@ -119,7 +129,7 @@ def describe(entry: Entry, raw: bytes, parsed: Parsed, domain: str) -> tuple[tup
 def _fts_query(text: str) -> str:
     words = re.findall(r"\w+", text, re.UNICODE)
     if not words:
-        raise IndexError_(f"search text {text!r} has no words to look for")
+        raise MailIndexError(f"search text {text!r} has no words to look for")
     return " ".join('"' + w.replace('"', '""') + '"' for w in words)
 
 
@@ -133,21 +143,17 @@ class Index:
         self._ids: dict[str, int] = {}
         self._names: dict[int, str] = {}
         fresh = not path.exists()
+        self.db = open_db(path, what="index", error=MailIndexError, remedy=REBUILD)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self.db = sqlite3.connect(path, timeout=30.0, isolation_level=None)
-            self.db.execute("PRAGMA synchronous=NORMAL")
             version = self.db.execute("PRAGMA user_version").fetchone()[0]
             if version not in (0, SCHEMA_VERSION):
-                raise IndexError_(f"index {path} has schema {version}, expected {SCHEMA_VERSION}; run `workflow reindex`")
+                raise MailIndexError(f"index {path} has schema {version}, expected {SCHEMA_VERSION}; run `workflow reindex`")
             if version == 0:
-                self.db.execute("PRAGMA journal_mode=WAL")  # persistent in the file once set
                 self.db.executescript(SCHEMA)
                 self.db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         except sqlite3.DatabaseError as e:
-            raise IndexError_(f"index {path} is unreadable ({e}); run `workflow reindex` to rebuild it from the Maildirs") from None
-        except OSError as e:
-            raise IndexError_(f"cannot open index {path}: {e.strerror}") from None
+            self.db.close()
+            raise MailIndexError(f"index {path} is unreadable ({e}); {REBUILD}") from None
         if fresh and rebuild_if_new:
             self.rebuild()
 
@@ -164,7 +170,7 @@ class Index:
         try:
             return self.db.execute(sql, args)
         except sqlite3.DatabaseError as e:
-            raise IndexError_(f"index {self.path} is unreadable ({e}); run `workflow reindex` to rebuild it") from None
+            raise MailIndexError(f"index {self.path} is unreadable ({e}); run `workflow reindex` to rebuild it") from None
 
     # ---------------------------------------------------------------- interning
 
@@ -280,7 +286,7 @@ class Index:
                 self.db.execute("ROLLBACK")
             self._ids.clear()  # ids interned in the rolled-back transaction no longer exist
             self._names.clear()
-            raise IndexError_(f"index {self.path} could not be updated ({e}); run `workflow reindex`") from None
+            raise MailIndexError(f"index {self.path} could not be updated ({e}); run `workflow reindex`") from None
 
     def _mtimes(self, mailbox: str) -> tuple[int, int]:
         box = self.maildirs.path(mailbox)
@@ -341,7 +347,7 @@ class Index:
         except sqlite3.DatabaseError as e:
             if self.db.in_transaction:
                 self.db.execute("ROLLBACK")
-            raise IndexError_(f"index {self.path} could not be updated ({e}); run `workflow reindex`") from None
+            raise MailIndexError(f"index {self.path} could not be updated ({e}); run `workflow reindex`") from None
         if add_rows:
             self._insert(add_rows, add_fts)
 
@@ -519,6 +525,16 @@ class Index:
 
     def count(self) -> int:
         return int(self._exec("SELECT count(*) FROM msg").fetchone()[0])
+
+
+def reset(path: Path, maildirs: Maildirs, domain: str, progress: Callable[[int, int], None] | None = None) -> int:
+    """Delete the index (and its WAL files) and rebuild it from the Maildirs; returns copies
+    indexed. Also the repair for a corrupt index file, which cannot even be opened to empty it."""
+    for suffix in ("", "-wal", "-shm"):
+        path.with_name(path.name + suffix).unlink(missing_ok=True)
+    with Index(path, maildirs, domain, rebuild_if_new=False) as index:
+        index.rebuild(progress)
+        return index.count()
 
 
 def _read(e: Entry) -> tuple[bytes, Parsed] | None:

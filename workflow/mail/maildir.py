@@ -2,19 +2,22 @@
 
 Bytes are stored exactly as received; nothing is re-serialised. A multi-mailbox delivery is
 all-or-nothing: either every copy is in its new/ and every directory is fsynced, or no copy is
-left in any new/. Reading never changes a flag; only ``set_flags`` does.
+left in any new/. Reading never changes a flag; only ``set_flags`` (and ``mark_seen``, the one
+way every reader marks mail read) does.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import socket
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
 from workflow.core.errors import DeliveryError
+from workflow.core.files import fsync_dir
 
 SUBDIRS = ("tmp", "new", "cur")
 
@@ -37,17 +40,7 @@ class Entry(NamedTuple):
         return "S" in self.flags
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _hostname() -> str:
-    import socket
-
     return socket.gethostname().replace("/", "\\057").replace(":", "\\072") or "localhost"
 
 
@@ -140,7 +133,7 @@ class Maildirs:
                 self._mkdir(d)
                 created.append(d)
         for d in {c.parent for c in created}:
-            _fsync_dir(d)
+            fsync_dir(d)
         self._ready.add(mailbox)
         return box
 
@@ -220,7 +213,7 @@ class Maildirs:
                 moved.append(target)
                 entries.append(Entry(mb, os.path.basename(target), "new", "", target))
             for dname in {os.path.dirname(t) for t in moved}:
-                _fsync_dir(Path(dname))
+                fsync_dir(Path(dname))
         except BaseException as e:
             self.undo(mailboxes, moved, [tmp for _, tmp, _ in tmps])
             raise self.failure(e) from None
@@ -233,7 +226,7 @@ class Maildirs:
             _unlink_quiet(target)
         for d in {os.path.dirname(t) for t in moved}:
             try:
-                _fsync_dir(Path(d))
+                fsync_dir(Path(d))
             except OSError:
                 pass
         for tmp in tmps:
@@ -296,10 +289,18 @@ class Maildirs:
         if str(target) == entry.file:
             return entry
         os.rename(entry.file, target)
-        _fsync_dir(target.parent)
+        fsync_dir(target.parent)
         if entry.subdir == "new":
-            _fsync_dir(entry.path.parent)
+            fsync_dir(entry.path.parent)
         return Entry(entry.mailbox, entry.key, "cur", flags, str(target))
+
+    def mark_seen(self, mailbox: str, key: str) -> bool:
+        """Flag one stored copy seen wherever it is now; False when it is gone or already seen."""
+        entry = self.find(mailbox, key)
+        if entry is None or entry.seen:
+            return False
+        self.set_flags(entry, entry.flags + "S")
+        return True
 
 
 def _unlink_quiet(p: Path | str) -> None:

@@ -1,8 +1,12 @@
-"""Demo: seed 002's Examples 1 and 2 in a scratch project — real Maildirs, no API key, no network."""
+"""Demo: the design's Examples 1 and 2 (docs/workflow.md) in a scratch project — real Maildirs,
+a real SMTP server, agentd and a review panel; no API key, no network."""
 
 from __future__ import annotations
 
+import socket
 import tempfile
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,7 +18,10 @@ from workflow.core.errors import WorkflowError
 from workflow.artifacts.gitrepo import run_git
 from workflow.mail.inbox import group, render_inbox, render_thread, select, thread_rows
 from workflow.agents.backends.scripted import dumps
-from workflow.delivery.notify import NotifyRequest, compose
+from workflow.agentd.daemon import Agentd
+from workflow.agentd.tasks import Tasks, TaskStatus
+from workflow.delivery.notify import NotifyRequest
+from workflow.panels.review import dumps_status, run_panel, status_rows
 from workflow.ops.scaffold import init
 from workflow.delivery.smtpd import BackgroundServer
 from workflow.delivery.transport import SmtpTransport
@@ -73,8 +80,6 @@ PANEL_VERDICTS = {
 
 
 def free_port() -> int:
-    import socket
-
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -115,19 +120,14 @@ def run_demo(directory: Path | None, echo: Callable[[str], None]) -> App:
 
 def _agentd_until_reviewed(app: App, echo: Callable[[str], None]) -> None:
     """Run agentd (as `workflow up` does, beside the demo's server) until the reviewer's run ends."""
-    import threading
-    import time
-
-    from workflow.agentd.daemon import Agentd, settings, task_store
-
-    daemon = Agentd(app, settings(app)._replace(backend="scripted"), lambda line: echo("  agentd: " + line))
+    daemon = Agentd(app, app.config.agentd._replace(backend="scripted"), lambda line: echo("  agentd: " + line))
     thread = threading.Thread(target=daemon.run, name="agentd", daemon=True)
     thread.start()
     deadline = time.monotonic() + 60
     try:
         while time.monotonic() < deadline:
-            with task_store(app) as tasks:
-                done = [t for t in tasks.list(("completed", "failed")) if t.role == "spec-reviewer"]
+            with Tasks(app.config.state.tasks) as tasks:
+                done = [t for t in tasks.list((TaskStatus.COMPLETED, TaskStatus.FAILED)) if t.role == "spec-reviewer"]
             if done:
                 break
             time.sleep(0.1)
@@ -137,11 +137,11 @@ def _agentd_until_reviewed(app: App, echo: Callable[[str], None]) -> None:
         daemon.stop.set()
         daemon.wake.set()
         thread.join(timeout=60)
-    log = app.config.mail_root / ".workflow" / "runs" / f"task-{done[0].id}.log"
+    log = app.config.state.runs / f"task-{done[0].id}.log"
     if log.exists():
         echo("  run-role --with-email spec-reviewer (spawned by agentd):")
         echo("    " + log.read_text(encoding="utf-8").strip().replace("\n", "\n    "))
-    if done[0].status != "completed":
+    if done[0].status != TaskStatus.COMPLETED:
         raise WorkflowError(f"the reviewer's run failed: {done[0].error}")
 
 
@@ -152,9 +152,8 @@ def _scenario(app: App, base: Path, transport: SmtpTransport, echo: Callable[[st
         irt = f' --in-reply-to "{reply}"' if reply else ""
         echo(f"$ WORKFLOW_ROLE={sender} workflow-notify{irt} {event} {artifact} {to} {shown}".rstrip())
         req = NotifyRequest(event, (artifact,), tuple(to.split(",")), sender, reply, dict(vars))
-        with app.index() as index:
-            c = compose(req, app.config, app.roster, index)
-        transport.send(c.raw, c.sender_address, c.recipients)
+        c = app.compose(req)
+        c.send(transport)
         echo(f"  → {c.message_id}\n")
         return c.message_id
 
@@ -210,8 +209,6 @@ def _scenario(app: App, base: Path, transport: SmtpTransport, echo: Callable[[st
     echo("== A review panel: three models review search.md independently (sealed), disagree 2–1, speak with one voice ==\n")
     notify("spec-writer", "review-request", "specs/proposed/search.md", "spec-reviewer-panel", CONTEXT="Is the ranking rule enough?")
     echo("$ workflow panel review spec-reviewer-panel   (members on the scripted backend: claude, gpt-5 approve; gemini rejects)")
-    from workflow.panels.review import dumps_status, run_panel, status_rows
-
     panel = app.config.panel("spec-reviewer-panel")
     assert panel is not None
     run_panel(app, panel, transport, lambda t: echo("  " + t))

@@ -10,18 +10,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
-from workflow.artifacts import hooks
 from workflow.agents import locks
-from workflow.delivery import outbox
-from workflow.core.locate import by_key, duplicates, scan, two_folders
+from workflow.app import App
+from workflow.artifacts import hooks
 from workflow.artifacts.board import mail_by_key, refs_without_artifact
 from workflow.artifacts.gitrepo import Repo, artifacts_in
+from workflow.core.locate import by_key, duplicates, scan, two_folders
+from workflow.delivery import outbox
+from workflow.delivery.transport import make_transport
 from workflow.mail.inbox import unique
-
-if TYPE_CHECKING:
-    from workflow.app import App
+from workflow.mail.index import reset
 
 CHECKS = ("two-folders", "claim", "missing-artifact", "index-drift", "stale-lock", "outbox", "hooks", "git")
 
@@ -73,8 +73,8 @@ def diagnose(app: App, now: float | None = None) -> list[Problem]:
         parts = [f"{n} {what}" for n, what in ((unindexed, "files not indexed"), (orphaned, "rows without a file"),
                                                 (changed, "copies moved or re-flagged")) if n]
         out.append(Problem("index-drift", f"mailbox {mailbox}: {', '.join(parts)}", "rebuild the index (workflow reindex)"))
-    for info in locks.scan(config):
-        why = locks.stale(info, config.lock_ttl, now)
+    for info in locks.scan(config.state):
+        why = locks.stale(info, config.agentd.lock_ttl, now)
         if why:
             out.append(Problem("stale-lock", f"{info.path} (pid {info.pid} on {info.host or '?'}): {why}", f"remove {info.path}"))
     queued = outbox.pending(config)
@@ -97,23 +97,15 @@ def repair(app: App, problems: list[Problem], say: Callable[[str], None]) -> Non
     checks = {p.check for p in problems if p.fix}
     config = app.config
     if "index-drift" in checks:
-        from workflow.mail.index import Index
-
-        for suffix in ("", "-wal", "-shm"):
-            p = config.index_path.with_name(config.index_path.name + suffix)
-            p.unlink(missing_ok=True)
-        with Index(config.index_path, app.maildirs, config.domain, rebuild_if_new=False) as index:
-            index.rebuild()
-            say(f"fixed index-drift: rebuilt the index from the Maildirs ({index.count()} messages)")
+        count = reset(config.index_path, app.maildirs, config.domain)
+        say(f"fixed index-drift: rebuilt the index from the Maildirs ({count} messages)")
     if "stale-lock" in checks:
-        for info in locks.scan(config):
-            why = locks.stale(info, config.lock_ttl)
+        for info in locks.scan(config.state):
+            why = locks.stale(info, config.agentd.lock_ttl)
             if why:
                 info.path.unlink(missing_ok=True)
                 say(f"fixed stale-lock: removed {info.path} ({why})")
     if "outbox" in checks:
-        from workflow.delivery.transport import make_transport
-
         sent, left = outbox.flush(config, make_transport(config, app.deliverer), lambda s: say(f"outbox: {s}"))
         say(f"fixed outbox: sent {sent} queued notification(s), {left} still queued")
     if "hooks" in checks:

@@ -13,9 +13,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
 
+from workflow.artifacts import hooks as git_hooks
+from workflow.artifacts.gitrepo import Repo, run_git
 from workflow.core.config import CONFIG_NAME, DEFAULT_STATES, DEFAULT_TRANSITIONS, DOMAIN_RE, NAME_RE, load_config
 from workflow.core.errors import ConfigError
-from workflow.artifacts.gitrepo import Repo, run_git
 from workflow.core.resources import builtin_dir
 
 ROLES_README = """\
@@ -65,8 +66,6 @@ commit_event = "status-update"
 def init(directory: Path, roots: Sequence[str] = (), domain: str = "workflow.local", mail_root: str | None = None,
          templates: bool = False, hooks: bool = True) -> list[Step]:
     """Create what is missing; return what was done, step by step."""
-    from workflow.artifacts import hooks as hooks_mod
-
     for r in roots:
         if not NAME_RE.match(r):
             raise ConfigError(f"--root {r!r}: expected a lower-case folder name like specs, vision or roadmap")
@@ -106,7 +105,7 @@ def init(directory: Path, roots: Sequence[str] = (), domain: str = "workflow.loc
         steps.append(Step("ran", f"git init {directory}"))
     if hooks:
         repo = Repo(config)
-        for h in hooks_mod.install(config, repo):
+        for h in git_hooks.install(config, repo):
             action, _, detail = h.action.partition(" (")
             steps.append(Step(action, f"{h.hook} hook {h.path}" + (f" ({detail}" if detail else "")))
     return steps

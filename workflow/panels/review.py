@@ -15,56 +15,28 @@ listing the findings and recording dissent; on approval the artifact moves, exac
 from __future__ import annotations
 
 import re
-import sqlite3
 import threading
 import time
-from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple
 
+from workflow.agents.backends import RunResult
+from workflow.app import App
+from workflow.artifacts.move import MoveRequest, move
+from workflow.core.addresses import internal_address
+from workflow.core.config import PanelConfig
 from workflow.core.errors import WorkflowError
-
-if TYPE_CHECKING:
-    from workflow.app import App
-    from workflow.agents.backends import RunResult
-    from workflow.core.config import Config, PanelConfig
-    from workflow.mail.index import Row
-    from workflow.delivery.transport import Transport
+from workflow.core.locate import locate
+from workflow.delivery.notify import NotifyRequest
+from workflow.delivery.transport import Transport
+from workflow.mail.inbox import render_thread, thread_rows, unique
+from workflow.mail.index import Row
+from workflow.mail.message import body_text, parse
+from workflow.panels.members import base_prompt, run_member
+from workflow.panels.store import Assessment, PanelStore, Session, SessionState
 
 VERDICTS = ("approve", "reject", "revise")
 VERDICT_RE = re.compile(r"^\s*\**\s*VERDICT\s*:\s*\**\s*(approve|reject|revise)\b\**", re.IGNORECASE | re.MULTILINE)
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS session(request TEXT PRIMARY KEY, panel TEXT NOT NULL, artifact TEXT NOT NULL,
-  requester TEXT NOT NULL, opened REAL NOT NULL, deadline REAL NOT NULL, state TEXT NOT NULL,
-  thread TEXT, decision TEXT, decision_mid TEXT, tally TEXT, moved INTEGER NOT NULL DEFAULT 0);
-CREATE TABLE IF NOT EXISTS assessment(request TEXT NOT NULL, member TEXT NOT NULL, phase TEXT NOT NULL,
-  verdict TEXT, findings TEXT NOT NULL, raw BLOB, mid TEXT, filed REAL NOT NULL, PRIMARY KEY(request, member, phase));
-"""
-
-
-class Assessment(NamedTuple):
-    member: str
-    phase: str  # "assessment" | "discussion-N" | "timeout"
-    verdict: str | None
-    findings: str
-    filed: float
-
-
-class Session(NamedTuple):
-    request: str
-    panel: str
-    artifact: str
-    requester: str
-    opened: float
-    deadline: float
-    state: str  # sealed | discussion | decided
-    thread: str | None
-    decision: str | None
-    decision_mid: str | None
-    tally: str | None
-    moved: bool
-
-
 def parse_verdict(text: str) -> tuple[str | None, str]:
     """The last ``VERDICT:`` line's value and the findings (everything else)."""
     found = VERDICT_RE.findall(text or "")
@@ -91,84 +63,9 @@ def consensus(rule: str, verdicts: dict[str, str | None]) -> tuple[str, str]:
     return ("approve" if ok else "reject"), f"{rule}: {tally}"
 
 
-class Store:
-    """Panel sessions and their (sealed) assessments, in MAIL_ROOT/.workflow/panels.sqlite."""
-
-    def __init__(self, config: Config) -> None:
-        path = config.mail_root / ".workflow" / "panels.sqlite"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.executescript(SCHEMA)
-        self.lock = threading.Lock()
-
-    def close(self) -> None:
-        self.db.close()
-
-    def __enter__(self) -> Store:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def open(self, request: str, panel: PanelConfig, artifact: str, requester: str) -> Session:
-        now = time.time()
-        with self.lock:
-            self.db.execute("INSERT OR IGNORE INTO session(request, panel, artifact, requester, opened, deadline, state) "
-                            "VALUES (?,?,?,?,?,?, 'sealed')", (request, panel.name, artifact, requester, now, now + panel.deadline))
-        return self.get(request)
-
-    def get(self, request: str) -> Session:
-        row = self.db.execute("SELECT request, panel, artifact, requester, opened, deadline, state, thread, decision, "
-                              "decision_mid, tally, moved FROM session WHERE request=?", (request,)).fetchone()
-        if row is None:
-            raise WorkflowError(f"no panel session for {request}")
-        return Session(str(row[0]), str(row[1]), str(row[2]), str(row[3]), float(row[4]), float(row[5]), str(row[6]),
-                       row[7], row[8], row[9], row[10], bool(row[11]))
-
-    def sessions(self) -> list[Session]:
-        rows = self.db.execute("SELECT request FROM session ORDER BY opened").fetchall()
-        return [self.get(r[0]) for r in rows]
-
-    def update(self, request: str, **fields: Any) -> None:
-        cols = ", ".join(f"{k}=?" for k in fields)
-        with self.lock:
-            self.db.execute(f"UPDATE session SET {cols} WHERE request=?", (*fields.values(), request))
-
-    def file(self, request: str, member: str, phase: str, verdict: str | None, findings: str, raw: bytes | None = None) -> None:
-        with self.lock:
-            self.db.execute("INSERT OR REPLACE INTO assessment(request, member, phase, verdict, findings, raw, filed) "
-                            "VALUES (?,?,?,?,?,?,?)", (request, member, phase, verdict, findings, raw, time.time()))
-
-    def assessments(self, request: str, phase: str | None = None) -> list[Assessment]:
-        sql = "SELECT member, phase, verdict, findings, filed FROM assessment WHERE request=?"
-        args: list[Any] = [request]
-        if phase:
-            sql += " AND phase=?"
-            args.append(phase)
-        return [Assessment(*r) for r in self.db.execute(sql + " ORDER BY filed", args)]
-
-    def held(self, request: str) -> list[tuple[str, bytes]]:
-        return [(m, bytes(raw)) for m, raw in self.db.execute(
-            "SELECT member, raw FROM assessment WHERE request=? AND phase='assessment' AND raw IS NOT NULL ORDER BY filed", (request,))]
-
-    def sealed(self, panel: str) -> list[Session]:
-        return [s for s in self.sessions() if s.panel == panel and s.state == "sealed"]
-
-
-def sealed_for(config: Config, panel: str) -> list[str]:
-    """Artifacts under a sealed review by this panel (for the sealed-review guardrail)."""
-    path = config.mail_root / ".workflow" / "panels.sqlite"
-    if not path.exists():
-        return []
-    with Store(config) as store:
-        return [s.artifact for s in store.sealed(panel)]
-
-
 def member_prompt(app: App, panel: PanelConfig, member: str, artifact_path: str, request_text: str) -> str:
     """A member's whole context: the reviewer prompt, the artifact, the request — nothing else."""
-    role_name = f"{panel.artifact_kind}-reviewer"
-    prompt = app.roster.roles[role_name].prompt.strip() if role_name in app.roster.roles else ""
+    prompt = base_prompt(app, panel)
     data = (app.config.project_dir / artifact_path).read_text(encoding="utf-8", errors="replace")
     return (
         f"# Role: {panel.name}.{member}\n\n{prompt}\n\n"
@@ -180,8 +77,7 @@ def member_prompt(app: App, panel: PanelConfig, member: str, artifact_path: str,
 
 
 def discussion_prompt(app: App, panel: PanelConfig, member: str, artifact_path: str, thread_text: str, round_no: int) -> str:
-    role_name = f"{panel.artifact_kind}-reviewer"
-    prompt = app.roster.roles[role_name].prompt.strip() if role_name in app.roster.roles else ""
+    prompt = base_prompt(app, panel)
     data = (app.config.project_dir / artifact_path).read_text(encoding="utf-8", errors="replace")
     return (
         f"# Role: {panel.name}.{member}\n\n{prompt}\n\n# Discussion round {round_no}\nEvery member's assessment is "
@@ -194,26 +90,10 @@ def discussion_prompt(app: App, panel: PanelConfig, member: str, artifact_path: 
 def _run_members(app: App, panel: PanelConfig, prompts: dict[str, str], deadline: float, transport: Transport,
                  echo: Callable[[str], None], backend: str | None) -> dict[str, RunResult | None]:
     """Each member on its own backend, all at once; a member still running at the deadline gets None."""
-    from workflow.agents.backends import RunInput, make_backend
-    from workflow.agents.tools import RoleTools
-
-    base_role = app.roster.roles.get(f"{panel.artifact_kind}-reviewer") if f"{panel.artifact_kind}-reviewer" in app.roster.roles else None
     results: dict[str, RunResult | None] = {m: None for m in prompts}
 
     def one(member: str) -> None:
-        spec = next(mm for mm in panel.members if mm.name == member)
-        from workflow.policy.roles import Role
-
-        role = (base_role or Role(f"{panel.artifact_kind}-reviewer", "async", "", "", Path("."))
-                )._replace(name=panel.mailbox(member), model=spec.model)
-        try:
-            agent = make_backend(app.config, backend or spec.backend)
-            tools = RoleTools(app, role, transport, read_only=True)
-            results[member] = agent.run(RunInput(role, prompts[member], tools, (), spec.model))
-        except WorkflowError as e:
-            from workflow.agents.backends import RunResult as RR
-
-            results[member] = RR(False, "", str(e))
+        results[member] = run_member(app, panel, member, prompts[member], transport, backend)
 
     threads = {m: threading.Thread(target=one, args=(m,), daemon=True, name=f"panel-{m}") for m in prompts}
     for t in threads.values():
@@ -228,8 +108,6 @@ def _run_members(app: App, panel: PanelConfig, prompts: dict[str, str], deadline
 def review(app: App, panel: PanelConfig, request: Row, transport: Transport, echo: Callable[[str], None],
            backend: str | None = None) -> Session:
     """Run (or resume) the panel session for one review-request, through to the unified decision."""
-    from workflow.core.locate import locate
-
     if panel.kind != "review":
         raise WorkflowError(f"{panel.name} is a {panel.kind} panel; only review panels review")
     if not request.artifacts:
@@ -240,15 +118,13 @@ def review(app: App, panel: PanelConfig, request: Row, transport: Transport, ech
                             f"{'not found' if not found else 'is in several state folders'}")
     artifact = found[0]
     requester = app.roster.sender(request.sender)
-    with Store(app.config) as store:
+    with PanelStore(app.config.state.panels) as store:
         s = store.open(request.message_id or "", panel, artifact.path, requester)
-        if s.state == "sealed":
+        if s.state == SessionState.SEALED:
             echo(f"{panel.name}: independent review of {artifact.path} by {', '.join(m.name for m in panel.members)} (sealed)")
             entry = app.maildirs.find(request.mailbox, request.key)
             text = ""
             if entry is not None:
-                from workflow.mail.message import body_text, parse
-
                 raw = entry.path.read_bytes()
                 text = f"From: {request.sender}\nSubject: {request.subject}\n\n{body_text(raw, parse(raw))}"
             filed = {a.member for a in store.assessments(s.request, "assessment")}
@@ -269,9 +145,9 @@ def review(app: App, panel: PanelConfig, request: Row, transport: Transport, ech
             if len(done) < len(panel.members) and time.time() < s.deadline:
                 return store.get(s.request)
             thread = _unseal(app, panel, store, s, artifact.path, transport, echo)
-            store.update(s.request, state="discussion", thread=thread)
+            store.update(s.request, state=SessionState.DISCUSSION, thread=thread)
             s = store.get(s.request)
-        if s.state == "discussion":
+        if s.state == SessionState.DISCUSSION:
             for round_no in range(1, panel.rounds + 1):
                 _discuss(app, panel, store, s, artifact.path, round_no, transport, echo, backend)
             _decide(app, panel, store, s, transport, echo)
@@ -281,40 +157,36 @@ def review(app: App, panel: PanelConfig, request: Row, transport: Transport, ech
 
 def _assessment_mail(app: App, panel: PanelConfig, member: str, artifact: str, verdict: str | None,
                      findings: str, in_reply_to: str | None = None, phase: str = "assessment") -> bytes:
-    from workflow.delivery.notify import NotifyRequest, compose
-
     v = verdict or "none"
-    req = NotifyRequest("status-update", (artifact,), (panel.internal_address,), panel.mailbox(member), in_reply_to,
+    req = NotifyRequest("status-update", (artifact,), (internal_address(panel.name),), panel.mailbox(member), in_reply_to,
                         {"STATUS": f"{phase}: {v}", "CONTEXT": findings[:20000] or "(no findings)"},
                         (("X-Review-Verdict", v), ("X-Review-Phase", phase)))
-    with app.index() as index:
-        return compose(req, app.config, app.roster, index).raw
+    return app.compose(req).raw
 
 
-def _unseal(app: App, panel: PanelConfig, store: Store, s: Session, artifact: str, transport: Transport,
+def _unseal(app: App, panel: PanelConfig, store: PanelStore, s: Session, artifact: str, transport: Transport,
             echo: Callable[[str], None]) -> str:
     """Deliver the held assessments into the internal thread (opened by the panel)."""
-    from workflow.delivery.notify import NotifyRequest, compose
-
-    store.update(s.request, state="unsealing")
-    opening = NotifyRequest("status-update", (artifact,), (panel.internal_address,), panel.name, None,
+    store.update(s.request, state=SessionState.UNSEALING)
+    opening = NotifyRequest("status-update", (artifact,), (internal_address(panel.name),), panel.name, None,
                             {"STATUS": "assessments unsealed", "CONTEXT": f"Every member has filed (or the deadline passed) "
                              f"for {artifact}. Assessments follow in this thread; discuss here."})
-    with app.index() as index:
-        c = compose(opening, app.config, app.roster, index)
-    transport.send(c.raw, c.sender_address, c.recipients)
+    c = app.compose(opening)
+    c.send(transport)
     for member, _held in store.held(s.request):
         a = next(x for x in store.assessments(s.request, "assessment") if x.member == member)
         raw = _assessment_mail(app, panel, member, artifact, a.verdict, a.findings, c.message_id)
-        transport.send(raw, app.roster.address(panel.mailbox(member)), (app.roster.address(panel.internal_address),))
+        _send_as_member(app, panel, member, raw, transport)
     echo(f"{panel.name}: unsealed {len(store.held(s.request))} assessment(s) into the internal thread {c.message_id}")
     return c.message_id
 
 
-def _discuss(app: App, panel: PanelConfig, store: Store, s: Session, artifact: str, round_no: int,
-             transport: Transport, echo: Callable[[str], None], backend: str | None) -> None:
-    from workflow.mail.inbox import render_thread, thread_rows
+def _send_as_member(app: App, panel: PanelConfig, member: str, raw: bytes, transport: Transport) -> None:
+    transport.send(raw, app.roster.address(panel.mailbox(member)), (app.roster.address(internal_address(panel.name)),))
 
+
+def _discuss(app: App, panel: PanelConfig, store: PanelStore, s: Session, artifact: str, round_no: int,
+             transport: Transport, echo: Callable[[str], None], backend: str | None) -> None:
     phase = f"discussion-{round_no}"
     if store.assessments(s.request, phase):
         return
@@ -332,11 +204,11 @@ def _discuss(app: App, panel: PanelConfig, store: Store, s: Session, artifact: s
         verdict, findings = parse_verdict(res.summary)
         store.file(s.request, member, phase, verdict, findings)
         raw = _assessment_mail(app, panel, member, artifact, verdict, findings, s.thread, phase)
-        transport.send(raw, app.roster.address(panel.mailbox(member)), (app.roster.address(panel.internal_address),))
+        _send_as_member(app, panel, member, raw, transport)
     echo(f"{panel.name}: discussion round {round_no} done")
 
 
-def verdicts_of(store: Store, s: Session, panel: PanelConfig) -> dict[str, str | None]:
+def verdicts_of(store: PanelStore, s: Session, panel: PanelConfig) -> dict[str, str | None]:
     """Each member's latest verdict (a discussion turn may change it)."""
     out: dict[str, str | None] = {m.name: None for m in panel.members}
     for a in store.assessments(s.request):
@@ -345,12 +217,10 @@ def verdicts_of(store: Store, s: Session, panel: PanelConfig) -> dict[str, str |
     return out
 
 
-def _decide(app: App, panel: PanelConfig, store: Store, s: Session, transport: Transport, echo: Callable[[str], None]) -> None:
+def _decide(app: App, panel: PanelConfig, store: PanelStore, s: Session, transport: Transport,
+            echo: Callable[[str], None]) -> None:
     """One unified decision to the requester, a new thread; on approval the artifact moves once."""
-    from workflow.artifacts.move import MoveRequest, move
-    from workflow.delivery.notify import NotifyRequest, compose
-
-    if s.state == "decided":
+    if s.state == SessionState.DECIDED:
         return
     verdicts = verdicts_of(store, s, panel)
     decision, how = consensus(panel.consensus, verdicts)
@@ -374,8 +244,6 @@ def _decide(app: App, panel: PanelConfig, store: Store, s: Session, transport: T
         store.update(s.request, moved=1)
         artifact = result.after.path
     elif decision == "approve":
-        from workflow.core.locate import locate
-
         now = locate(artifact, app.config)
         artifact = now[0].path if now else artifact
     event = "approval" if decision == "approve" else "rejection"
@@ -384,17 +252,14 @@ def _decide(app: App, panel: PanelConfig, store: Store, s: Session, transport: T
         variables["NEXT_STATE"] = "todo"
     req2 = NotifyRequest(event, (artifact,), (s.requester,), panel.name, None, variables,
                          (("X-Review-Consensus", how.replace("\n", " ")),))
-    with app.index() as index:
-        c = compose(req2, app.config, app.roster, index)
-    transport.send(c.raw, c.sender_address, c.recipients)
-    store.update(s.request, state="decided", decision=decision, decision_mid=c.message_id, tally=how)
+    c = app.compose(req2)
+    c.send(transport)
+    store.update(s.request, state=SessionState.DECIDED, decision=decision, decision_mid=c.message_id, tally=how)
     echo(f"{panel.name}: {decision} ({how}) sent to {s.requester} as {c.message_id}")
 
 
 def pending_requests(app: App, panel: PanelConfig) -> list[Row]:
     """Unread review-requests in the panel's member mailboxes, one row per message."""
-    from workflow.mail.inbox import unique
-
     with app.index() as index:
         index.refresh(panel.mailboxes)
         rows = index.query(panel.mailboxes, unread=True, event="review-request")
@@ -408,57 +273,70 @@ def run_panel(app: App, panel: PanelConfig, transport: Transport, echo: Callable
     for r in pending_requests(app, panel):
         s = review(app, panel, r, transport, echo, backend)
         out.append(s)
-        if s.state == "decided":
+        if s.state == SessionState.DECIDED:
             with app.index() as index:
-                copies = [x for x in index.query(panel.mailboxes, message_ids=[r.message_id or ""])]
+                copies = index.query(panel.mailboxes, message_ids=[r.message_id or ""])
             for x in copies:
-                e = app.maildirs.find(x.mailbox, x.key)
-                if e is not None and "S" not in e.flags:
-                    app.maildirs.set_flags(e, e.flags + "S")
+                app.maildirs.mark_seen(x.mailbox, x.key)
     if not out:
         echo(f"{panel.name}: no pending review-request")
     return out
 
 
-def status_rows(app: App, artifact: str | None = None) -> list[dict[str, Any]]:
+class PanelStatus(NamedTuple):
+    """Where one panel session stands, as ``workflow panel status`` shows it."""
+
+    panel: str
+    artifact: str  # where the artifact is now
+    request: str
+    state: SessionState
+    deadline_in: int  # seconds left while sealed
+    members: Mapping[str, str]  # member → filed | timed out | pending while sealed; its verdict after
+    decision: str | None
+    tally: str | None
+    decision_mid: str | None
+    moved: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self._asdict(), "state": str(self.state), "members": dict(self.members)}
+
+
+def status_rows(app: App, artifact: str | None = None) -> list[PanelStatus]:
     """Where each panel session stands; verdicts only once unsealed."""
-    out: list[dict[str, Any]] = []
-    path = app.config.mail_root / ".workflow" / "panels.sqlite"
-    if not path.exists():
+    out: list[PanelStatus] = []
+    if not app.config.state.panels.exists():
         return out
-    with Store(app.config) as store:
+    with PanelStore(app.config.state.panels) as store:
         for s in store.sessions():
             if artifact and artifact not in s.artifact and artifact != s.request:
                 continue
             panel = app.config.panel(s.panel)
             members = [m.name for m in panel.members] if panel else []
             filed = {a.member: a for a in store.assessments(s.request) if a.phase in ("assessment", "timeout")}
-            sealed = s.state == "sealed"
+            sealed = s.state == SessionState.SEALED
             verdicts = verdicts_of(store, s, panel) if panel else {}
-            from workflow.core.locate import locate
-
             now = locate(s.artifact, app.config)
-            out.append({
-                "panel": s.panel, "artifact": now[0].path if len(now) == 1 else s.artifact, "request": s.request, "state": s.state,
-                "deadline_in": max(0, round(s.deadline - time.time())) if sealed else 0,
-                "members": {m: ("filed" if m in filed and filed[m].phase != "timeout" else "timed out" if m in filed else "pending")
-                            if sealed else (verdicts.get(m) or "no verdict") for m in members},
-                "decision": s.decision, "tally": s.tally, "decision_mid": s.decision_mid, "moved": s.moved,
-            })
+            out.append(PanelStatus(
+                s.panel, now[0].path if len(now) == 1 else s.artifact, s.request, s.state,
+                max(0, round(s.deadline - time.time())) if sealed else 0,
+                {m: ("filed" if m in filed and filed[m].phase != "timeout" else "timed out" if m in filed else "pending")
+                 if sealed else (verdicts.get(m) or "no verdict") for m in members},
+                s.decision, s.tally, s.decision_mid, s.moved,
+            ))
     return out
 
 
-def dumps_status(rows: Sequence[dict[str, Any]]) -> str:
+def dumps_status(rows: Sequence[PanelStatus]) -> str:
     if not rows:
         return "no panel sessions yet"
     out = []
     for r in rows:
-        head = f"{r['panel']}  {r['artifact']}  [{r['state']}]"
-        if r["state"] == "sealed":
-            head += f"  deadline in {r['deadline_in']}s"
+        head = f"{r.panel}  {r.artifact}  [{r.state}]"
+        if r.state == SessionState.SEALED:
+            head += f"  deadline in {r.deadline_in}s"
         out.append(head)
-        for m, v in r["members"].items():
+        for m, v in r.members.items():
             out.append(f"  {m:<12} {v}")
-        if r["decision"]:
-            out.append(f"  decision: {r['decision']} ({r['tally']}){'; artifact moved' if r['moved'] else ''}  {r['decision_mid']}")
+        if r.decision:
+            out.append(f"  decision: {r.decision} ({r.tally}){'; artifact moved' if r.moved else ''}  {r.decision_mid}")
     return "\n".join(out)

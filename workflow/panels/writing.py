@@ -12,32 +12,20 @@ Every member works through its own backend; only panel members ever see the inte
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
+from workflow.app import App
+from workflow.artifacts.gitrepo import run_git
+from workflow.core.addresses import discussion_address, internal_address
+from workflow.core.config import PanelConfig
 from workflow.core.errors import WorkflowError
-
-if TYPE_CHECKING:
-    from workflow.app import App
-    from workflow.core.config import PanelConfig
-    from workflow.delivery.transport import Transport
-
-
-def _writer_prompt(app: App, panel: PanelConfig) -> str:
-    name = f"{panel.artifact_kind}-writer"
-    return app.roster.roles[name].prompt.strip() if name in app.roster.roles else ""
+from workflow.delivery.notify import NotifyRequest
+from workflow.delivery.transport import Transport
+from workflow.mail.inbox import render_thread, thread_rows, unique
+from workflow.panels.members import base_prompt, run_member
 
 
 def _run(app: App, panel: PanelConfig, member: str, prompt: str, transport: Transport, backend: str | None) -> str:
-    from workflow.agents.backends import RunInput, make_backend
-    from workflow.policy.roles import Role
-    from workflow.agents.tools import RoleTools
-
-    spec = next(m for m in panel.members if m.name == member)
-    base = app.roster.roles.get(f"{panel.artifact_kind}-writer") if f"{panel.artifact_kind}-writer" in app.roster.roles else None
-    role = (base or Role(f"{panel.artifact_kind}-writer", "async", "", "", app.config.project_dir)
-            )._replace(name=panel.mailbox(member), model=spec.model)
-    res = make_backend(app.config, backend or spec.backend).run(
-        RunInput(role, prompt, RoleTools(app, role, transport, read_only=True), (), spec.model))
+    res = run_member(app, panel, member, prompt, transport, backend)
     if not res.ok:
         raise WorkflowError(f"{panel.name}.{member}'s run failed: {res.error}")
     return res.summary.strip()
@@ -45,22 +33,16 @@ def _run(app: App, panel: PanelConfig, member: str, prompt: str, transport: Tran
 
 def _post(app: App, panel: PanelConfig, member: str, artifact: str, status: str, text: str, transport: Transport,
           in_reply_to: str | None) -> str:
-    from workflow.delivery.notify import NotifyRequest, compose
-
-    req = NotifyRequest("status-update", (artifact,), (panel.internal_address,), panel.mailbox(member), in_reply_to,
+    req = NotifyRequest("status-update", (artifact,), (internal_address(panel.name),), panel.mailbox(member), in_reply_to,
                         {"STATUS": status, "CONTEXT": text[:20000] or "(empty)"})
-    with app.index() as index:
-        c = compose(req, app.config, app.roster, index)
-    transport.send(c.raw, c.sender_address, c.recipients)
+    c = app.compose(req)
+    c.send(transport)
     return c.message_id
 
 
 def write(app: App, panel: PanelConfig, name: str, sections: Sequence[str], transport: Transport,
           echo: Callable[[str], None], backend: str | None = None, brief: str = "") -> str:
     """Write the artifact section by section; returns its path in proposed/."""
-    from workflow.artifacts.gitrepo import run_git
-    from workflow.delivery.notify import NotifyRequest, compose
-
     if panel.kind != "writing" or panel.primary is None:
         raise WorkflowError(f"{panel.name} is not a writing panel with a primary ([panels.{panel.name}] primary)")
     if not sections:
@@ -70,7 +52,7 @@ def write(app: App, panel: PanelConfig, name: str, sections: Sequence[str], tran
     glob = f"{root}/*/{path.rsplit('/', 1)[-1]}"
     primary = panel.primary
     helpers = [m.name for m in panel.members if m.name != primary]
-    writer = _writer_prompt(app, panel)
+    writer = base_prompt(app, panel)
     draft: list[str] = []
     for title in sections:
         so_far = "\n\n".join(draft) or "(nothing yet)"
@@ -105,9 +87,8 @@ def write(app: App, panel: PanelConfig, name: str, sections: Sequence[str], tran
     req = NotifyRequest("review-request", (path,), (reviewer,), panel.name, None,
                         {"CONTEXT": f"Written by {panel.name} ({', '.join(m.name for m in panel.members)}), "
                                     f"sections: {', '.join(sections)}"})
-    with app.index() as index:
-        c = compose(req, app.config, app.roster, index)
-    transport.send(c.raw, c.sender_address, c.recipients)
+    c = app.compose(req)
+    c.send(transport)
     echo(f"{panel.name}: integrated {path} and sent the review-request to {reviewer} ({c.message_id})")
     return path
 
@@ -115,14 +96,10 @@ def write(app: App, panel: PanelConfig, name: str, sections: Sequence[str], tran
 def answer_discussion(app: App, panel: PanelConfig, transport: Transport, echo: Callable[[str], None],
                       backend: str | None = None) -> int:
     """The primary answers each unread clarification-request or question on the discussion address."""
-    from workflow.mail.inbox import unique
-    from workflow.mail.inbox import render_thread, thread_rows
-    from workflow.delivery.notify import NotifyRequest, compose
-
     if panel.primary is None:
         raise WorkflowError(f"{panel.name} has no primary to answer for it")
     box = panel.mailbox(panel.primary)
-    discussion = app.roster.address(f"{panel.artifact_kind}-discussion")
+    discussion = app.roster.address(discussion_address(panel.artifact_kind))
     with app.index() as index:
         index.refresh([box])
         rows = [r for r in unique(index.query([box], unread=True)) if r.event in ("clarification-request", "question")
@@ -132,16 +109,12 @@ def answer_discussion(app: App, panel: PanelConfig, transport: Transport, echo: 
         boxes, sent = app.roster.view(box)
         with app.index() as index:
             thread = render_thread(thread_rows(index, boxes, r.message_id or "", sent), app.maildirs, boxes)
-        answer = _run(app, panel, panel.primary, f"{_writer_prompt(app, panel)}\n\n# Answer for {panel.name}\n"
+        answer = _run(app, panel, panel.primary, f"{base_prompt(app, panel)}\n\n# Answer for {panel.name}\n"
                       f"A reviewer asks on the discussion address. Answer it clearly.\n\n{thread}\n", transport, backend)
         req = NotifyRequest("answer", (r.artifacts[0] if r.artifacts else f"{app.config.artifact_roots[0]}/*/*",),
-                            (f"{panel.artifact_kind}-discussion",), box, r.message_id, {"CONTEXT": answer})
-        with app.index() as index:
-            c = compose(req, app.config, app.roster, index)
-        transport.send(c.raw, c.sender_address, c.recipients)
-        entry = app.maildirs.find(r.mailbox, r.key)
-        if entry is not None:
-            app.maildirs.set_flags(entry, entry.flags + "S")
+                            (discussion_address(panel.artifact_kind),), box, r.message_id, {"CONTEXT": answer})
+        app.compose(req).send(transport)
+        app.maildirs.mark_seen(r.mailbox, r.key)
         echo(f"{panel.name}: {panel.primary} answered {r.message_id} on {discussion}")
         n += 1
     return n

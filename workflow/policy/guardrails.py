@@ -1,125 +1,195 @@
-"""Guardrails: workflow rules checked at delivery, each named, documented and switchable.
+"""Guardrails: workflow rules checked at delivery — rule objects in one table, each switchable.
 
-Configured under ``[guardrails]`` in workflow.toml (true/false). Every refusal names its rule
-and says what would be accepted, so a model that sent the message can correct itself:
-
-  reviewer-decisions  approvals and rejections come only from a reviewer role (``*-reviewer``),
-                      a review panel or one of its members, or a human role   (default on)
-  reply-visible       In-Reply-To must name a message the sender received or sent; a parent
-                      nobody here has seen is allowed (threads tolerate missing parents)  (on)
-  artifacts-exist     X-Artifacts must match at least one file in the project  (default off:
-                      mail may be sent before the artifact is committed)
-  state-matches       X-Workflow-State must name the state folder the (first) artifact is in
-                      now, and a review-request must name the artifact's current path  (on);
-                      an artifact not found, or found in two folders, is not judged here
-  sealed-review       a message with X-Review-Verdict to a review panel's internal address is
-                      refused while that panel's review of the artifact is sealed: assessments
-                      are filed through the panel session and unsealed together  (on)
+Each rule has the name its refusals start with, the ``[guardrails]`` switch of the same name
+(default and what it refuses: ``sections.GUARDRAILS``) and a ``check`` returning the refusal as
+an error object, or None. Every refusal says what would be accepted, so a model that sent the
+message can correct itself. ``workflow guardrails`` prints the table.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import NamedTuple, Protocol
 
-from workflow.core.locate import GLOB_CHARS, by_key, locate
-from workflow.core.config import Config
+from workflow.core.addresses import parse_internal
+from workflow.core.config import GUARDRAILS, Config
 from workflow.core.errors import GuardrailError
+from workflow.core.locate import GLOB_CHARS, by_key, locate
 from workflow.mail.index import Index
 from workflow.mail.message import Parsed
+from workflow.mail.seals import sealed_artifacts
 from workflow.policy.roster import Roster
+from workflow.policy.visibility import RULES as VISIBILITY_RULES
+from workflow.policy.visibility import FixedRule
 
 DECISIONS = ("approval", "rejection")
+# Checked by the SMTP server, where an envelope exists: the message speaks for whoever submitted it.
+SENDER_MATCHES_ENVELOPE = FixedRule("sender-matches-envelope", "a message whose From: is another identity than MAIL FROM")
+ALWAYS = (*VISIBILITY_RULES, SENDER_MATCHES_ENVELOPE)  # every rule that cannot be switched off
 
 
-def check(config: Config, roster: Roster, parsed: Parsed, sender: str, index: Index) -> None:
-    """Raise GuardrailError for the first enabled rule the message breaks."""
-    rules = config.guardrails
-    if rules.get("reviewer_decisions") and parsed.event in DECISIONS:
-        _reviewer_decisions(roster, parsed.event or "", sender)
-    if rules.get("reply_visible") and parsed.in_reply_to:
-        _reply_visible(roster, parsed.in_reply_to, sender, index)
-    if rules.get("artifacts_exist") and parsed.artifacts:
-        _artifacts_exist(config.project_dir, parsed.artifacts)
-    if rules.get("state_matches") and parsed.artifacts:
-        _state_matches(config, parsed)
-    if rules.get("sealed_review") and parsed.get("X-Review-Verdict"):
-        _sealed_review(config, roster, parsed)
+@dataclass(frozen=True)
+class Mail:
+    """What a rule may look at: the message, who sends it, and the project around it."""
+
+    config: Config
+    roster: Roster
+    parsed: Parsed
+    sender: str
+    index: Index
 
 
-def _reviewer_decisions(roster: Roster, event: str, sender: str) -> None:
-    role = roster.roles.get(sender)
-    panel = roster.panels.get(sender) or roster.members.get(sender)
-    if (role is not None and (role.name.endswith("-reviewer") or role.mode == "human")) or (
-        panel is not None and panel.kind == "review"
-    ):
-        return
-    raise GuardrailError(
-        "reviewer-decisions",
-        f"an {event} may come only from a reviewer role (*-reviewer), a review panel or a human; "
-        f"{sender} is none of these — send a status-update or question instead",
-    )
+class Rule(Protocol):
+    """One guardrail: ``check`` returns the refusal (naming the rule) or None."""
+
+    name: str
+
+    def check(self, m: Mail) -> GuardrailError | None: ...
 
 
-def _reply_visible(roster: Roster, parent: str, sender: str, index: Index) -> None:
-    rows = index.query(message_ids=[parent])
-    if not rows:
-        return
-    boxes, addresses = roster.view(sender)
-    if any(r.mailbox in boxes or r.sender in addresses for r in rows):
-        return
-    raise GuardrailError(
-        "reply-visible",
-        f"In-Reply-To {parent} names a message {sender} never received or sent; "
-        "reply only to messages in your own mailbox, or start a new thread",
-    )
+class ReviewerDecisions:
+    """Approvals and rejections come only from reviewers, review panels (or members) and humans."""
 
+    name = "reviewer-decisions"
 
-def _artifacts_exist(project: Path, artifacts: list[str]) -> None:
-    for pattern in artifacts:
-        if next(iter(project.glob(pattern)), None) is not None:
-            return
-    raise GuardrailError(
-        "artifacts-exist",
-        f"X-Artifacts {', '.join(artifacts)} match no file in {project}; "
-        "commit the artifact first or fix the path (globs like specs/*/name.md are fine)",
-    )
-
-
-def _state_matches(config: Config, parsed: Parsed) -> None:
-    ref = parsed.artifacts[0]
-    found = locate(ref, config)
-    if len(by_key(found)) != 1 or len(found) != 1:
-        return
-    now = found[0]
-    if parsed.event == "review-request" and ref != now.path and not GLOB_CHARS.search(ref):
-        raise GuardrailError(
-            "state-matches",
-            f"review-request names {ref}, but the artifact is now {now.path}; request a review of {now.path}",
-        )
-    claim = parsed.state
-    if claim and claim != now.state:
-        raise GuardrailError(
-            "state-matches",
-            f"artifact {ref} is in {now.state}/, message claims {claim}; "
-            f"move it first (workflow move {now.stem} {claim}) or claim {now.state}",
+    def check(self, m: Mail) -> GuardrailError | None:
+        if m.parsed.event not in DECISIONS:
+            return None
+        role = m.roster.roles.get(m.sender)
+        panel = m.roster.panels.get(m.sender) or m.roster.members.get(m.sender)
+        if (role is not None and (role.name.endswith("-reviewer") or role.mode == "human")) or (
+            panel is not None and panel.kind == "review"
+        ):
+            return None
+        return GuardrailError(
+            self.name,
+            f"an {m.parsed.event} may come only from a reviewer role (*-reviewer), a review panel or a human; "
+            f"{m.sender} is none of these — send a status-update or question instead",
         )
 
 
-def _sealed_review(config: Config, roster: Roster, parsed: Parsed) -> None:
-    from workflow.panels.review import sealed_for
+class ReplyVisible:
+    """In-Reply-To must name a message the sender received or sent; a parent nobody here has
+    seen is allowed (threads tolerate missing parents)."""
 
-    for addr in parsed.recipients:
-        local, _, domain = addr.rpartition("@")
-        if domain != config.domain or not local.endswith("-internal"):
-            continue
-        panel = local[: -len("-internal")]
-        if panel not in roster.panels:
-            continue
-        held = sealed_for(config, panel)
-        names = {a.rsplit("/", 1)[-1] for a in held}
-        if held and any(a.rsplit("/", 1)[-1] in names for a in parsed.artifacts):
-            raise GuardrailError(
-                "sealed-review",
-                f"{panel}'s review of {', '.join(held)} is sealed until every member has filed or the deadline "
-                "passes; assessments are filed through the panel session (workflow panel review), not sent",
+    name = "reply-visible"
+
+    def check(self, m: Mail) -> GuardrailError | None:
+        parent = m.parsed.in_reply_to
+        if not parent:
+            return None
+        rows = m.index.query(message_ids=[parent])
+        if not rows:
+            return None
+        boxes, addresses = m.roster.view(m.sender)
+        if any(r.mailbox in boxes or r.sender in addresses for r in rows):
+            return None
+        return GuardrailError(
+            self.name,
+            f"In-Reply-To {parent} names a message {m.sender} never received or sent; "
+            "reply only to messages in your own mailbox, or start a new thread",
+        )
+
+
+class ArtifactsExist:
+    """X-Artifacts must match at least one file in the project (off by default: mail may be
+    sent before the artifact is committed)."""
+
+    name = "artifacts-exist"
+
+    def check(self, m: Mail) -> GuardrailError | None:
+        artifacts = m.parsed.artifacts
+        project = m.config.project_dir
+        if not artifacts or any(next(iter(project.glob(p)), None) is not None for p in artifacts):
+            return None
+        return GuardrailError(
+            self.name,
+            f"X-Artifacts {', '.join(artifacts)} match no file in {project}; "
+            "commit the artifact first or fix the path (globs like specs/*/name.md are fine)",
+        )
+
+
+class StateMatches:
+    """X-Workflow-State names the folder the (first) artifact is in now, and a review-request
+    names the artifact's current path; an artifact not found, or in two folders, is not judged."""
+
+    name = "state-matches"
+
+    def check(self, m: Mail) -> GuardrailError | None:
+        if not m.parsed.artifacts:
+            return None
+        ref = m.parsed.artifacts[0]
+        found = locate(ref, m.config)
+        if len(by_key(found)) != 1 or len(found) != 1:
+            return None
+        now = found[0]
+        if m.parsed.event == "review-request" and ref != now.path and not GLOB_CHARS.search(ref):
+            return GuardrailError(
+                self.name, f"review-request names {ref}, but the artifact is now {now.path}; request a review of {now.path}"
             )
+        claim = m.parsed.state
+        if claim and claim != now.state:
+            return GuardrailError(
+                self.name,
+                f"artifact {ref} is in {now.state}/, message claims {claim}; "
+                f"move it first (workflow move {now.stem} {claim}) or claim {now.state}",
+            )
+        return None
+
+
+class SealedReview:
+    """No verdict reaches a review panel's internal address while its review of the artifact is
+    sealed: assessments are filed through the panel session and unsealed together."""
+
+    name = "sealed-review"
+
+    def check(self, m: Mail) -> GuardrailError | None:
+        if not m.parsed.get("X-Review-Verdict"):
+            return None
+        for addr in m.parsed.recipients:
+            local, _, domain = addr.rpartition("@")
+            panel = parse_internal(local) if domain == m.config.domain else None
+            if panel is None or panel not in m.roster.panels:
+                continue
+            held = sealed_artifacts(m.config.state, panel)
+            names = {a.rsplit("/", 1)[-1] for a in held}
+            if held and any(a.rsplit("/", 1)[-1] in names for a in m.parsed.artifacts):
+                return GuardrailError(
+                    self.name,
+                    f"{panel}'s review of {', '.join(held)} is sealed until every member has filed or the deadline "
+                    "passes; assessments are filed through the panel session (workflow panel review), not sent",
+                )
+        return None
+
+
+RULES: tuple[Rule, ...] = (ReviewerDecisions(), ReplyVisible(), ArtifactsExist(), StateMatches(), SealedReview())
+
+
+class Listed(NamedTuple):
+    """A rule as ``workflow guardrails`` shows it."""
+
+    name: str
+    on: bool
+    default: bool
+    refuses: str
+
+    def to_dict(self) -> dict[str, object]:
+        return self._asdict()
+
+
+def listing(config: Config) -> list[Listed]:
+    """Every guardrail in check order, with its switch as configured."""
+    switches = {s.name: s for s in GUARDRAILS}
+    return [Listed(r.name, config.guardrails[r.name], switches[r.name].default, switches[r.name].refuses) for r in RULES]
+
+
+def check(config: Config, roster: Roster, parsed: Parsed, sender: str, index: Index,
+          rules: Sequence[Rule] = RULES) -> None:
+    """Raise the refusal of the first enabled rule the message breaks."""
+    mail = Mail(config, roster, parsed, sender, index)
+    for rule in rules:
+        if config.guardrails[rule.name]:
+            refusal = rule.check(mail)
+            if refusal is not None:
+                raise refusal

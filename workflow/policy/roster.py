@@ -14,17 +14,20 @@ The table is data: ``workflow roster`` prints it, ``workflow route ADDRESS`` exp
 from __future__ import annotations
 
 import difflib
-import re
 from collections.abc import Mapping
 from typing import NamedTuple
 
+from workflow.core.addresses import (
+    SIDES,
+    discussion_address,
+    internal_address,
+    parse_discussion,
+    parse_internal,
+    solo_kind,
+)
 from workflow.core.config import Config, PanelConfig
 from workflow.core.errors import RosterError
 from workflow.policy.roles import Role, load_roles
-
-INTERNAL_RE = re.compile(r"^([a-z0-9][a-z0-9_-]*?)-(writer|reviewer)-panel-internal$")
-DISCUSSION_RE = re.compile(r"^([a-z0-9][a-z0-9_-]*?)-discussion$")
-
 
 OUTBOUND_SPOOL = "bridge-outbound"
 
@@ -38,6 +41,17 @@ class Route(NamedTuple):
     explanation: str
     space: str | None = None  # the internal space an internal address belongs to
     senders: tuple[str, ...] = ()  # identities allowed to send; empty means anyone in the roster
+
+
+class Decision(NamedTuple):
+    """Whether a sender may write to an address, and why; a refusal names the rule that refused."""
+
+    allowed: bool
+    reason: str
+    rule: str = ""  # set when refused
+
+
+MEMBERS_ONLY = "internal-members-only"  # the rule a refused Decision names (listed in policy.visibility)
 
 
 class Roster:
@@ -58,8 +72,8 @@ class Roster:
 
     @classmethod
     def load(cls, config: Config) -> Roster:
-        gmail = config.raw.get("bridges", {}).get("gmail", {})
-        outbound = OUTBOUND_SPOOL if isinstance(gmail, dict) and gmail.get("outbound") is True else None
+        gmail = config.bridges.gmail
+        outbound = OUTBOUND_SPOOL if gmail is not None and gmail.outbound else None
         return cls(config.domain, load_roles(config), config.panels, outbound)
 
     # ------------------------------------------------------------------ names
@@ -83,12 +97,12 @@ class Roster:
     def known_locals(self) -> list[str]:
         names = set(self.identities())
         for p in self.panels.values():
-            names.add(p.internal_address)
-            names.add(f"{p.artifact_kind}-discussion")
+            names.add(internal_address(p.name))
+            names.add(discussion_address(p.artifact_kind))
         for r in self.roles.values():
-            m = re.match(r"^(.*)-(writer|reviewer)$", r.name)
-            if m:
-                names.add(f"{m.group(1)}-discussion")
+            kind = solo_kind(r.name)
+            if kind:
+                names.add(discussion_address(kind))
         return sorted(names)
 
     def suggest(self, local: str) -> str:
@@ -96,6 +110,18 @@ class Roster:
         if not close:
             return ""
         return "; did you mean " + ", ".join(f"{c}@{self.domain}" for c in close) + "?"
+
+    def to_dict(self) -> dict[str, object]:
+        """Every role, panel and address, and the mailboxes each address reaches (``--json``)."""
+        return {
+            "domain": self.domain,
+            "roles": [{"name": r.name, "mode": r.mode, "triggers": list(r.triggers), "description": r.description}
+                      for r in self.roles.values()],
+            "panels": [{"name": p.name, "kind": p.kind, "members": [m.name for m in p.members],
+                        "mailboxes": list(p.mailboxes)} for p in self.panels.values()],
+            "addresses": [{"address": r.address, "kind": r.kind, "mailboxes": list(r.mailboxes)}
+                          for r in map(self.route, self.known_locals())],
+        }
 
     def sender(self, address: str) -> str:
         """The identity behind a From address; refuses strangers and sync roles."""
@@ -145,9 +171,9 @@ class Roster:
         if local in self.panels:
             p = self.panels[local]
             return Route(addr, "panel", p.mailboxes, f"panel {p.name} ({p.kind}) → each member: " + ", ".join(p.mailboxes))
-        m = INTERNAL_RE.match(local)
-        if m:
-            panel = self.panels.get(f"{m.group(1)}-{m.group(2)}-panel")
+        internal_of = parse_internal(local)
+        if internal_of:
+            panel = self.panels.get(internal_of)
             if panel is not None:
                 senders = panel.mailboxes + (panel.name,)
                 return Route(
@@ -159,12 +185,11 @@ class Roster:
                     space=local,
                     senders=senders,
                 )
-        m = DISCUSSION_RE.match(local)
-        if m:
-            kind = m.group(1)
+        kind = parse_discussion(local)
+        if kind:
             boxes: list[str] = []
             parts: list[str] = []
-            for side in ("writer", "reviewer"):
+            for side in SIDES:
                 panel = self.panels.get(f"{kind}-{side}-panel")
                 if panel is not None:
                     boxes.extend(panel.mailboxes)
@@ -181,13 +206,14 @@ class Roster:
                 )
         raise RosterError(f"unknown address {addr}{self.suggest(local)}")
 
-    def may_send(self, sender: str, route: Route) -> tuple[bool, str]:
+    def may_send(self, sender: str, route: Route) -> Decision:
         """Whether ``sender`` may write to ``route``, with the reason either way."""
         if route.kind == "internal":
             if sender in route.senders:
-                return True, f"{sender} is a member of {route.space}"
-            return False, (
-                f"rule internal-members-only: {route.address} is internal to a panel; "
-                f"only {', '.join(route.senders)} may send to it, not {sender}"
+                return Decision(True, f"{sender} is a member of {route.space}")
+            return Decision(
+                False,
+                f"{route.address} is internal to a panel; only {', '.join(route.senders)} may send to it, not {sender}",
+                MEMBERS_ONLY,
             )
-        return True, f"{route.kind} addresses take mail from any role"
+        return Decision(True, f"{route.kind} addresses take mail from any role")

@@ -13,9 +13,29 @@ Rules (each refusal names its rule):
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
-from workflow.core.errors import VisibilityError
+from workflow.core.errors import RosterError, VisibilityError
+from workflow.policy.roster import MEMBERS_ONLY as MEMBERS_ONLY_NAME
 from workflow.policy.roster import Roster, Route
+
+
+class FixedRule(NamedTuple):
+    """A rule that is always on (it keeps a boundary, not a workflow habit): its name and what it refuses."""
+
+    name: str
+    refuses: str
+
+
+MEMBERS_ONLY = FixedRule(MEMBERS_ONLY_NAME, "a non-member sending to {kind}-{writer|reviewer}-panel-internal@")
+NO_MIXING = FixedRule("internal-no-mixing", "internal mail that would also reach a non-member")
+NAMED_IN_HEADERS = FixedRule("internal-named-in-headers", "an internal address used on the envelope but absent from To/Cc")
+STAYS_INSIDE = FixedRule(
+    "internal-thread-stays-inside",
+    "a reply whose In-Reply-To/References point into an internal thread, sent by or to a non-member "
+    "(cross-panel mail starts a new thread)",
+)
+RULES = (MEMBERS_ONLY, NO_MIXING, NAMED_IN_HEADERS, STAYS_INSIDE)
 
 
 def check(
@@ -27,23 +47,23 @@ def check(
 ) -> None:
     """Raise VisibilityError when delivering from ``sender`` to ``routes`` would cross a boundary."""
     for r in routes:
-        ok, why = roster.may_send(sender, r)
-        if not ok:
-            raise VisibilityError("internal-members-only", why.split(": ", 1)[1])
+        decision = roster.may_send(sender, r)
+        if not decision.allowed:
+            raise VisibilityError(decision.rule, decision.reason)
     named = {roster.address(a) for a in header_recipients}
     spaces: dict[str, Route] = {}
     for r in routes:
         if r.space:
             if r.address not in named:
                 raise VisibilityError(
-                    "internal-named-in-headers",
+                    NAMED_IN_HEADERS.name,
                     f"{r.address} is a panel-internal address; name it in To or Cc, not only on the envelope",
                 )
             spaces[r.space] = r
     for addr in header_recipients:
         try:
             hr = roster.route(addr)
-        except Exception:
+        except RosterError:
             continue  # unknown header addresses are not delivered to; routing refuses envelope ones
         if hr.space:
             spaces[hr.space] = hr
@@ -52,12 +72,12 @@ def check(
         outsiders = sorted(delivered - set(r.mailboxes))
         if outsiders:
             raise VisibilityError(
-                "internal-no-mixing",
+                NO_MIXING.name,
                 f"mail for {r.address} may reach only its members; it would also reach {', '.join(outsiders)}",
             )
         if sender not in r.senders:
             raise VisibilityError(
-                "internal-members-only",
+                MEMBERS_ONLY.name,
                 f"{r.address} is internal to a panel; only {', '.join(r.senders)} may send to it, not {sender}",
             )
     for mid, space in ancestry_spaces.items():
@@ -66,7 +86,7 @@ def check(
         if outsiders or sender not in inside.senders:
             who = f"would reach {', '.join(outsiders)}" if outsiders else f"is sent by {sender}, not a member"
             raise VisibilityError(
-                "internal-thread-stays-inside",
+                STAYS_INSIDE.name,
                 f"{mid} belongs to the internal thread of {space}; this reply {who}. "
                 "Start a new thread (no In-Reply-To/References) to write across panels",
             )

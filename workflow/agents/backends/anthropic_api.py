@@ -15,22 +15,22 @@ import json
 import os
 from typing import Any
 
-from workflow.agents.tools import SCHEMAS, ToolError
-from workflow.agents.backends import RunInput, RunResult
-
-DEFAULT_MODEL = "claude-sonnet-4-5"
+from workflow.agents.backends.base import RunInput, RunResult
+from workflow.agents.tools import SCHEMAS
+from workflow.core.config import AnthropicConfig
+from workflow.core.errors import ToolError
 
 
 class AnthropicBackend:
-    def __init__(self, opts: dict[str, Any]) -> None:
-        self.model = str(opts.get("model", DEFAULT_MODEL))
-        self.max_tokens = int(opts.get("max_tokens", 4096))
-        self.max_turns = int(opts.get("max_turns", 20))
-        self.timeout = float(opts.get("timeout", 120))
-        self.max_retries = int(opts.get("max_retries", 2))
+    def __init__(self, opts: AnthropicConfig) -> None:
+        self.model = opts.model
+        self.max_tokens = opts.max_tokens
+        self.max_turns = opts.max_turns
+        self.timeout = opts.timeout
+        self.max_retries = opts.max_retries
 
     def run(self, job: RunInput) -> RunResult:
-        import anthropic
+        import anthropic  # lazy: start-up time (the SDK costs about a second to import)
 
         if not (os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")):
             return RunResult(False, "", "ANTHROPIC_API_KEY is not set (use --backend scripted or command to run without it)")

@@ -12,22 +12,19 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-from typing import TYPE_CHECKING, Any
 
-from workflow.agents.backends import RunInput, RunResult
-
-if TYPE_CHECKING:
-    from workflow.core.config import Config
+from workflow.agents.backends.base import RunInput, RunResult
+from workflow.core.config import CommandConfig, Config
 
 TAIL = 4000
 
 
 class CommandBackend:
-    def __init__(self, config: Config, opts: dict[str, Any]) -> None:
+    def __init__(self, config: Config, opts: CommandConfig) -> None:
         self.config = config
-        self.argv = [str(a) for a in opts.get("argv", ["claude", "-p"])]
-        self.timeout = float(opts.get("timeout", 1800))
-        self.model = str(opts.get("model", ""))
+        self.argv = list(opts.argv)
+        self.timeout = opts.timeout
+        self.model = opts.model
 
     def run(self, job: RunInput) -> RunResult:
         env = dict(os.environ)

@@ -21,18 +21,15 @@ import json
 import time
 import tomllib
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from workflow.core.errors import ConfigError
-from workflow.agents.tools import ToolError
-from workflow.agents.backends import RunInput, RunResult
-
-if TYPE_CHECKING:
-    from workflow.core.config import Config
+from workflow.agents.backends.base import RunInput, RunResult
+from workflow.core.config import Config, ScriptedConfig
+from workflow.core.errors import ConfigError, ToolError
 
 
 class ScriptedBackend:
-    def __init__(self, config: Config, opts: dict[str, Any], script: Path | None) -> None:
+    def __init__(self, config: Config, opts: ScriptedConfig, script: Path | None) -> None:
         self.config = config
         self.opts = opts
         self.script = script
@@ -40,9 +37,9 @@ class ScriptedBackend:
     def _script_path(self, role: str) -> Path:
         if self.script is not None:
             return self.script
-        if self.opts.get("script"):
-            return self.config.project_dir / str(self.opts["script"])
-        return self.config.project_dir / str(self.opts.get("dir", "scripted")) / f"{role}.toml"
+        if self.opts.script:
+            return self.config.project_dir / self.opts.script
+        return self.config.project_dir / self.opts.dir / f"{role}.toml"
 
     def load(self, role: str) -> list[dict[str, Any]]:
         path = self._script_path(role)
@@ -58,10 +55,9 @@ class ScriptedBackend:
         return steps
 
     def record(self, job: RunInput) -> None:
-        d = self.opts.get("record_dir")
-        if not d:
+        if not self.opts.record_dir:
             return
-        out = self.config.project_dir / str(d)
+        out = self.config.project_dir / self.opts.record_dir
         out.mkdir(parents=True, exist_ok=True)
         stamp = f"{time.time():.6f}"
         (out / f"{job.role.name}-{stamp}.prompt.md").write_text(job.prompt, encoding="utf-8")

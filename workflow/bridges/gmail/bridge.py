@@ -6,160 +6,75 @@ headers; classify each new message into seed 000's labels and put the label on t
 every enabled agent's ``on_label`` for it; then every agent's ``post_label`` (mail labelled by
 hand included); then submit the outbound spool (workflow mail addressed outside the domain)
 through SMTP with its Message-ID, In-Reply-To and References intact, so replies thread.
-Agents are an explicit registry (``AGENTS``); each reads its own ``[bridges.gmail.agents.NAME]``.
+Agents are an explicit registry (``make_agents``); each reads its own ``[bridges.gmail.agents.NAME]``.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import smtplib
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
+from workflow.app import App
+from workflow.bridges.gmail import replyloop
+from workflow.bridges.gmail.agents import Agent, Context, Result
 from workflow.bridges.gmail.classify import LABELS, classify
-from workflow.core.errors import ConfigError
-from workflow.bridges.gmail.imap import BridgeError, Fetched, Imap, ImapSettings
-from workflow.mail.message import parse
-
-if TYPE_CHECKING:
-    from workflow.app import App
-
-
-class Settings(NamedTuple):
-    imap: ImapSettings
-    role: str = "user"
-    poll_interval: float = 60.0
-    idle: bool = True
-    archive_folder: str = "Archive"
-    classify: bool = True
-    model: str = "claude-haiku-4-5"
-    dry_run: bool = False
-    outbound: bool = False
-    smtp_host: str = ""
-    smtp_port: int = 587
-    smtp_tls: str = "starttls"  # starttls | ssl | none
-    relay_host: str = ""  # where agents send (forwards); default the project's own server
-    relay_port: int = 0
-    agents: dict[str, dict[str, Any]] = {}
+from workflow.bridges.gmail.forwarder import TodoForwarder
+from workflow.bridges.gmail.imap import Fetched, Imap, secret
+from workflow.core.config import GmailConfig
+from workflow.core.errors import BridgeError, ConfigError
+from workflow.core.files import write_atomic
+from workflow.mail.message import body_text, parse
+from workflow.policy.roster import OUTBOUND_SPOOL
 
 
-KEYS: dict[str, Any] = {"imap_host": str, "imap_port": int, "imap_tls": bool, "user": str, "password_env": str, "password_file": str,
-        "xoauth2_command": str, "role": str, "poll_interval": (int, float), "idle": bool, "archive_folder": str,
-        "classify": bool, "model": str, "dry_run": bool, "outbound": bool, "smtp_host": str, "smtp_port": int,
-        "smtp_tls": str, "relay_host": str, "relay_port": int, "agents": dict}
-
-
-def settings(app: App) -> Settings:
-    file = str(app.config.path or "(defaults)")
-    table = app.config.raw.get("bridges", {}).get("gmail")
-    if not isinstance(table, dict):
-        raise ConfigError(f"{file}: [bridges.gmail] is not configured (imap_host, user, password_env…; see the README)")
-    for key, value in table.items():
-        want = KEYS.get(key)
-        if want is None:
-            raise ConfigError(f"{file}: [bridges.gmail] {key}: unknown key; expected one of {', '.join(KEYS)}")
-        if not isinstance(value, want) or (want is int and isinstance(value, bool)):
-            raise ConfigError(f"{file}: [bridges.gmail] {key}: expected {getattr(want, '__name__', 'a number')}, got {value!r}")
-    if not table.get("imap_host") or not table.get("user"):
-        raise ConfigError(f"{file}: [bridges.gmail] needs imap_host and user")
-    if table.get("smtp_tls", "starttls") not in ("starttls", "ssl", "none"):
-        raise ConfigError(f"{file}: [bridges.gmail] smtp_tls: expected starttls, ssl or none")
-    imap = ImapSettings(str(table["imap_host"]), int(table.get("imap_port", 993)), bool(table.get("imap_tls", True)),
-                        str(table["user"]), str(table.get("password_env", "")), str(table.get("password_file", "")),
-                        str(table.get("xoauth2_command", "")))
-    fields = {k: table[k] for k in Settings._fields if k in table and k not in ("imap",)}
-    s = Settings(imap, **fields)
+def settings(app: App) -> GmailConfig:
+    """``[bridges.gmail]`` (read and checked with the config), refused when absent; its role must exist."""
+    s = app.config.bridges.gmail
+    if s is None:
+        raise ConfigError(f"{app.config.file}: [bridges.gmail] is not configured (imap_host, user, password_env…; "
+                          "see the README)")
     app.roster.sender(s.role)
-    for name in s.agents:
-        if name not in AGENTS:
-            raise ConfigError(f"{file}: [bridges.gmail.agents.{name}]: unknown agent; registry: {', '.join(AGENTS)}")
     return s
 
 
 # ------------------------------------------------------------------ state
 
 
-def state_path(app: App) -> Path:
-    return app.config.mail_root / ".workflow" / "bridge-gmail.json"
-
-
 def load_state(app: App) -> dict[str, int]:
     try:
-        data = json.loads(state_path(app).read_text(encoding="utf-8"))
+        data = json.loads(app.config.state.gmail.read_text(encoding="utf-8"))
         return {"uidvalidity": int(data.get("uidvalidity", 0)), "last_uid": int(data.get("last_uid", 0))}
     except (OSError, ValueError):
         return {"uidvalidity": 0, "last_uid": 0}
 
 
 def save_state(app: App, state: dict[str, int]) -> None:
-    p = state_path(app)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(p.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(state, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, p)
+    write_atomic(app.config.state.gmail, json.dumps(state))
 
 
 # ------------------------------------------------------------------ agents
 
 
-class Result(NamedTuple):
-    agent: str
-    uid: int
-    status: str  # ok | skipped | error
-    info: str
-
-
-class Context(NamedTuple):
-    app: App
-    s: Settings
-    imap: Imap
-    dry_run: bool
-    say: Callable[[str], None]
-    uid: int = 0
-    message: Fetched | None = None
-    label: str = ""
-
-
-class Agent(Protocol):
-    """A bridge agent: on_label runs as a message is labelled; post_label scans INBOX for the rest."""
-
-    name: str
-    label: str
-
-    def enabled(self, ctx: Context) -> bool: ...
-
-    def on_label(self, ctx: Context) -> Result: ...
-
-    def post_label(self, ctx: Context) -> list[Result]: ...
-
-
 def make_agents() -> dict[str, Agent]:
-    from workflow.bridges.gmail.forwarder import TodoForwarder
-
+    """The registry: every bridge agent by name (``[bridges.gmail.agents.NAME]`` configures it)."""
     return {"todo_forwarder": TodoForwarder()}
-
-
-AGENTS = ("todo_forwarder",)
 
 
 # ------------------------------------------------------------------ the cycle
 
 
-def provenance(raw: bytes, s: Settings, uidvalidity: int, uid: int, label: str | None) -> bytes:
-    src = f"imap://{s.imap.user}@{s.imap.host}/INBOX"
+def provenance(raw: bytes, s: GmailConfig, uidvalidity: int, uid: int, label: str | None) -> bytes:
+    src = f"imap://{s.user}@{s.imap_host}/INBOX"
     extra = f"X-Bridge: gmail\r\nX-Bridge-Source: {src}\r\nX-Bridge-UID: {uidvalidity}/{uid}\r\n"
     if label:
         extra += f"X-Bridge-Label: {label}\r\n"
     return extra.encode("ascii") + raw
 
 
-def import_new(app: App, s: Settings, imap: Imap, say: Callable[[str], None]) -> list[Fetched]:
+def import_new(app: App, s: GmailConfig, imap: Imap, say: Callable[[str], None]) -> list[Fetched]:
     """New INBOX messages since the saved UID (all again after a UIDVALIDITY change; duplicates by
     Message-ID are skipped), each stored in the role's Maildir; state saved after each."""
     state = load_state(app)
@@ -189,14 +104,12 @@ def import_new(app: App, s: Settings, imap: Imap, say: Callable[[str], None]) ->
     return out
 
 
-def cycle(app: App, s: Settings, say: Callable[[str], None], dry_run: bool = False) -> list[Result]:
+def cycle(app: App, s: GmailConfig, say: Callable[[str], None], dry_run: bool = False) -> list[Result]:
     """One pass: import, classify and label, on_label, post_label, outbound."""
-    from workflow.mail.message import body_text
-
     dry = dry_run or s.dry_run
     agents = make_agents()
     results: list[Result] = []
-    with Imap(s.imap) as imap:
+    with Imap(s) as imap:
         fresh = import_new(app, s, imap, say)
         for f in fresh:
             p = parse(f.raw)
@@ -229,16 +142,13 @@ def cycle(app: App, s: Settings, say: Callable[[str], None], dry_run: bool = Fal
 def replies(app: App, fresh: list[Fetched], say: Callable[[str], None], dry: bool = False) -> None:
     """Record replies to conversations (seed 001), then trigger every conversation with unprocessed
     replies: the poll is the retry, a stale lock is cleared by the trigger."""
-    from workflow.bridges.gmail import replyloop
-    from workflow.mail.message import body_text
-
     for f in fresh:
         p = parse(f.raw)
         d = replyloop.find(app, [*(p.references or []), *([p.in_reply_to] if p.in_reply_to else [])])
         if d is not None:
             n = replyloop.record_reply(d, p.sender or "?", body_text(f.raw, p), p.message_id or "", p.get("Date") or "")
             say(f"reply #{n} to conversation {d.name} from {p.sender}")
-    base = replyloop.conversations_dir(app)
+    base = app.config.state.conversations
     if not base.is_dir():
         return
     for d in sorted(base.iterdir()):
@@ -249,11 +159,9 @@ def replies(app: App, fresh: list[Fetched], say: Callable[[str], None], dry: boo
                 say(f"conversation {d.name}: one session spawned for its new replies")
 
 
-def submit_outbound(app: App, s: Settings, say: Callable[[str], None], dry: bool = False) -> int:
+def submit_outbound(app: App, s: GmailConfig, say: Callable[[str], None], dry: bool = False) -> int:
     """Send the spool of workflow mail addressed outside the domain through SMTP submission,
     headers untouched (Message-ID, In-Reply-To, References): replies thread in Gmail."""
-    from workflow.policy.roster import OUTBOUND_SPOOL
-
     if not s.smtp_host:
         say("outbound: no smtp_host configured; the spool waits")
         return 0
@@ -272,20 +180,15 @@ def submit_outbound(app: App, s: Settings, say: Callable[[str], None], dry: bool
             with cls(s.smtp_host, s.smtp_port, timeout=30) as smtp:
                 if s.smtp_tls == "starttls":
                     smtp.starttls()
-                if s.imap.password_env or s.imap.password_file:
-                    from workflow.bridges.gmail.imap import secret
-
-                    smtp.login(s.imap.user, secret(s.imap))
-                smtp.sendmail(s.imap.user, rcpts, raw)
+                if s.password_env or s.password_file:
+                    smtp.login(s.user, secret(s))
+                smtp.sendmail(s.user, rcpts, raw)
         except (smtplib.SMTPException, OSError) as err:
             say(f"outbound: {p.message_id} not sent yet: {err}")
             continue
-        app.maildirs.set_flags(e, e.flags + "S")
+        app.maildirs.mark_seen(e.mailbox, e.key)
         sender_role = (p.sender or "").rsplit("@", 1)[0]
         if sender_role in app.roster.roles and rcpts:
-            from workflow.bridges.gmail import replyloop
-            from workflow.mail.message import body_text
-
             replyloop.start(app, p.message_id or "", sender_role, rcpts[0], p.subject or "", body_text(raw, p),
                             p.get("Date") or "")
         sent += 1
@@ -293,13 +196,13 @@ def submit_outbound(app: App, s: Settings, say: Callable[[str], None], dry: bool
     return sent
 
 
-def run(app: App, s: Settings, say: Callable[[str], None], stop: Callable[[], bool], dry_run: bool = False) -> None:
+def run(app: App, s: GmailConfig, say: Callable[[str], None], stop: Callable[[], bool], dry_run: bool = False) -> None:
     """Cycle until ``stop``; between cycles wait poll_interval (IMAP errors are logged, then retried)."""
     while not stop():
         try:
             cycle(app, s, say, dry_run)
             if s.idle:
-                with Imap(s.imap) as imap:
+                with Imap(s) as imap:
                     if "IDLE" in imap.caps:
                         imap.select("INBOX")
                         if imap.idle(s.poll_interval, stop):

@@ -1,4 +1,4 @@
-"""Todo forwarder (seed 000): every ``todo`` message still in INBOX goes, with its whole thread, to
+"""Todo forwarder (docs/bridges.md): every ``todo`` message still in INBOX goes, with its whole thread, to
 the configured address; archived on success (label kept), left in INBOX on failure (retried next
 cycle). Both hooks double-check INBOX first (another cycle or a human may have archived it).
 
@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import html
 import smtplib
+from datetime import datetime, timezone
 from email.message import EmailMessage
 from email.policy import SMTP
 from email.utils import format_datetime, make_msgid
 
-from workflow.bridges.gmail.bridge import Context, Result
-from workflow.bridges.gmail.imap import BridgeError, Fetched
+from workflow.bridges.gmail.agents import Context, Result
+from workflow.bridges.gmail.imap import Fetched
+from workflow.core.config import ForwarderConfig
+from workflow.core.errors import BridgeError
 from workflow.mail.message import body_text, parse
 
 LABEL = "todo"
@@ -27,11 +30,11 @@ class TodoForwarder:
     name = "todo_forwarder"
     label = LABEL
 
-    def opts(self, ctx: Context) -> dict[str, object]:
-        return dict(ctx.s.agents.get(self.name, {}))
+    def opts(self, ctx: Context) -> ForwarderConfig:
+        return ctx.s.agents.todo_forwarder
 
     def enabled(self, ctx: Context) -> bool:
-        return bool(self.opts(ctx).get("enabled", False))
+        return self.opts(ctx).enabled
 
     def on_label(self, ctx: Context) -> Result:
         return self.forward(ctx, ctx.uid)
@@ -40,14 +43,14 @@ class TodoForwarder:
         ctx.imap.select("INBOX")
         uids = ctx.imap.search(f'X-GM-LABELS "{LABEL}"' if ctx.imap.gmail else f"KEYWORD {LABEL}")
         results = [self.forward(ctx, uid) for uid in uids]
-        if self.opts(ctx).get("debug"):
+        if self.opts(ctx).debug:
             ok = sum(1 for r in results if r.status == "ok")
             ctx.say(f"todo_forwarder post_label: {len(uids)} in INBOX, {ok} forwarded")
         return results
 
     def forward(self, ctx: Context, uid: int) -> Result:
         opts = self.opts(ctx)
-        dest = str(opts.get("email", "")).strip()
+        dest = opts.email.strip()
         if not dest or "@" not in dest:
             return Result(self.name, uid, "error", "not configured (set [bridges.gmail.agents.todo_forwarder] email)")
         imap = ctx.imap
@@ -60,7 +63,7 @@ class TodoForwarder:
             return Result(self.name, uid, "skipped", "not labelled todo")
         thread = self.thread(ctx, msg)
         subject = parse(msg.raw).subject or "(no subject)"
-        if ctx.dry_run or opts.get("dry_run"):
+        if ctx.dry_run or opts.dry_run:
             ctx.say(f"todo_forwarder dry-run: would forward uid {uid} {subject!r} ({len(thread)} message(s)) to {dest} and archive it")
             return Result(self.name, uid, "ok", "dry-run mode")
         raw = build_forward(ctx, thread, dest, subject, uid)
@@ -103,7 +106,7 @@ class TodoForwarder:
 
 
 def build_forward(ctx: Context, thread: list[bytes], dest: str, subject: str, uid: int) -> bytes:
-    ref = f"imap://{ctx.s.imap.user}@{ctx.s.imap.host}/INBOX;UIDVALIDITY=?;UID={uid}"
+    ref = f"imap://{ctx.s.user}@{ctx.s.imap_host}/INBOX;UIDVALIDITY=?;UID={uid}"
     first = parse(thread[-1])
     if first.get("X-GM-THRID"):
         ref = f"https://mail.google.com/mail/u/0/#all/{first.get('X-GM-THRID')}"
@@ -128,7 +131,7 @@ def build_forward(ctx: Context, thread: list[bytes], dest: str, subject: str, ui
     m["From"] = ctx.app.roster.address(ctx.s.role)
     m["To"] = dest
     m["Subject"] = f"Todo: {subject}"
-    m["Date"] = format_datetime(__import__("datetime").datetime.now(__import__("datetime").timezone.utc))
+    m["Date"] = format_datetime(datetime.now(timezone.utc))
     m["Message-ID"] = make_msgid(domain=ctx.app.config.domain)
     m.set_content("\n".join(text_parts))
     m.add_alternative("\n".join(html_parts), subtype="html")

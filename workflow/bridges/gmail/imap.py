@@ -19,13 +19,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from workflow.core.errors import WorkflowError
+from workflow.core.config import GmailConfig
+from workflow.core.errors import BridgeError
 
-
-class BridgeError(WorkflowError):
-    """The IMAP or SMTP side of a bridge failed (login, network, a refused command)."""
-
-    exit_code = 12
+TIMEOUT = 30.0
 
 
 class Fetched(NamedTuple):
@@ -35,18 +32,8 @@ class Fetched(NamedTuple):
     labels: tuple[str, ...]  # Gmail labels, or the keywords elsewhere
 
 
-class ImapSettings(NamedTuple):
-    host: str
-    port: int = 993
-    tls: bool = True
-    user: str = ""
-    password_env: str = ""
-    password_file: str = ""
-    xoauth2_command: str = ""
-    timeout: float = 30.0
-
-
-def secret(s: ImapSettings) -> str:
+def secret(s: GmailConfig) -> str:
+    """The password for ``s.user``, from the environment variable or the file the config names."""
     if s.password_env:
         value = os.environ.get(s.password_env)
         if not value:
@@ -63,12 +50,12 @@ def secret(s: ImapSettings) -> str:
 class Imap:
     """One logged-in IMAP connection; use as a context manager."""
 
-    def __init__(self, s: ImapSettings) -> None:
+    def __init__(self, s: GmailConfig) -> None:
         self.s = s
         try:
-            self.c: imaplib.IMAP4 = (imaplib.IMAP4_SSL if s.tls else imaplib.IMAP4)(s.host, s.port, timeout=s.timeout)
+            self.c: imaplib.IMAP4 = (imaplib.IMAP4_SSL if s.imap_tls else imaplib.IMAP4)(s.imap_host, s.imap_port, timeout=TIMEOUT)
         except OSError as e:
-            raise BridgeError(f"cannot reach IMAP server {s.host}:{s.port}: {e}") from None
+            raise BridgeError(f"cannot reach IMAP server {s.imap_host}:{s.imap_port}: {e}") from None
         try:
             if s.xoauth2_command:
                 token = subprocess.run(shlex.split(s.xoauth2_command), capture_output=True, text=True, check=True,
@@ -78,7 +65,7 @@ class Imap:
             else:
                 self.c.login(s.user, secret(s))
         except (imaplib.IMAP4.error, subprocess.SubprocessError, OSError) as e:
-            raise BridgeError(f"IMAP login as {s.user} on {s.host} failed: {e}") from None
+            raise BridgeError(f"IMAP login as {s.user} on {s.imap_host} failed: {e}") from None
         self.caps = {c.upper() for c in self.c.capabilities}
         self.folder: str | None = None
 

@@ -1,11 +1,11 @@
-"""Reply loop (seed 001): external replies to a role's mail, answered by one agent session per batch.
+"""Reply loop (docs/bridges.md): external replies to a role's mail, answered by one agent session per batch.
 
 A conversation starts when the bridge submits a role's mail to someone outside the domain:
-``MAIL_ROOT/.workflow/conversations/<id>/`` gets ``thread.md`` (the sent mail), ``.sent`` (its
+the state directory's ``conversations/<id>/`` gets ``thread.md`` (the sent mail), ``.sent`` (its
 Message-ID, role, recipient, subject) and ``responses/``. Each reply that comes back is recorded
 as ``responses/NN-reply.md`` and appended to thread.md as ``## NEW Reply #N``. Unprocessed means
 max reply number > max response number (file numbers, not thread.md, are the state machine).
-``trigger`` is dumb (seed 001): a live ``.processing`` lock → skip; nothing unprocessed → skip;
+``trigger`` is dumb on purpose: a live ``.processing`` lock → skip; nothing unprocessed → skip;
 else take the lock and spawn one session. A lock whose process is gone or older than 10 minutes
 is stale and cleared; the next poll is the retry. The session (``respond``) inlines thread.md in
 the prompt, runs the role's backend, writes ``NN-response.md`` (NN = highest reply addressed),
@@ -23,21 +23,20 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from workflow.agents import locks
+from workflow.agents.backends import RunInput, make_backend
+from workflow.agents.tools import RoleTools
+from workflow.app import App
 from workflow.core.errors import WorkflowError
-
-if TYPE_CHECKING:
-    from workflow.app import App
+from workflow.core.files import write_atomic
+from workflow.delivery.transport import make_transport
+from workflow.mail.message import Draft, build, make_message_id, reply_subject
 
 STALE = 600.0
 NUM_RE = re.compile(r"^(\d+)-(reply|response)\.md$")
-
-
-def conversations_dir(app: App) -> Path:
-    return app.config.mail_root / ".workflow" / "conversations"
 
 
 def conv_id(message_id: str) -> str:
@@ -91,29 +90,20 @@ def remove_new_markers(thread: Path) -> None:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
 def start(app: App, message_id: str, role: str, to: str, subject: str, body: str, date: str = "") -> Path:
     """A conversation for a role's mail to an outside address (idempotent)."""
-    d = conversations_dir(app) / conv_id(message_id)
+    d = app.config.state.conversations / conv_id(message_id)
     if (d / ".sent").exists():
         return d
     (d / "responses").mkdir(parents=True, exist_ok=True)
-    _write_atomic(d / "thread.md", f"# Thread — {subject}\n\n## Sent ({date or time.strftime('%Y-%m-%d %H:%M')} to {to})\n\n{body.rstrip()}\n")
-    _write_atomic(d / ".sent", json.dumps({"message_id": message_id, "role": role, "to": to, "subject": subject}))
+    write_atomic(d / "thread.md", f"# Thread — {subject}\n\n## Sent ({date or time.strftime('%Y-%m-%d %H:%M')} to {to})\n\n{body.rstrip()}\n")
+    write_atomic(d / ".sent", json.dumps({"message_id": message_id, "role": role, "to": to, "subject": subject}))
     return d
 
 
 def find(app: App, ids: list[str]) -> Path | None:
     """The conversation a reply belongs to, from its In-Reply-To/References."""
-    base = conversations_dir(app)
+    base = app.config.state.conversations
     for mid in ids:
         d = base / conv_id(mid)
         if (d / ".sent").exists():
@@ -142,7 +132,7 @@ def record_reply(d: Path, sender: str, body: str, message_id: str, date: str = "
         os.fsync(f.fileno())
     append(d / "thread.md", f"NEW Reply #{n} ({date or time.strftime('%Y-%m-%d %H:%M')} from {sender})", body)
     known[message_id] = n
-    _write_atomic(seen, json.dumps(known))
+    write_atomic(seen, json.dumps(known))
     return n
 
 
@@ -151,7 +141,7 @@ def lock_path(d: Path) -> Path:
 
 
 def trigger(app: App, d: Path, spawn: Callable[[Path], int] | None = None) -> bool:
-    """Seed 001's triggerProcessing: True when a session was spawned."""
+    """Start one session for a conversation's unprocessed replies; True when one was spawned."""
     if not unprocessed(d / "responses"):
         return False
     held = locks.acquire(lock_path(d), STALE)  # clears a stale lock (dead pid, or older than 10 min)
@@ -160,7 +150,7 @@ def trigger(app: App, d: Path, spawn: Callable[[Path], int] | None = None) -> bo
     pid = (spawn or (lambda conv: _spawn(app, conv)))(d)
     # The lock now names the session's process, so a crashed session's lock goes stale at once.
     data = {"pid": pid, "host": held.host, "started": held.started}
-    _write_atomic(lock_path(d), json.dumps(data))
+    write_atomic(lock_path(d), json.dumps(data))
     return True
 
 
@@ -187,11 +177,6 @@ def prompt(d: Path) -> str:
 
 def respond(app: App, d: Path, say: Callable[[str], None], backend: str | None = None) -> Path | None:
     """One session: answer every NEW reply, send it threaded, record it, drop the lock."""
-    from workflow.agents.backends import RunInput, make_backend
-    from workflow.mail.message import make_message_id
-    from workflow.agents.tools import RoleTools
-    from workflow.delivery.transport import make_transport
-
     sent = json.loads((d / ".sent").read_text())
     role = app.roster.roles[sent["role"]]
     try:
@@ -205,7 +190,7 @@ def respond(app: App, d: Path, say: Callable[[str], None], backend: str | None =
             say(f"session failed: {res.error}; the replies stay unprocessed for the next poll")
             return None
         out = d / "responses" / f"{n:02d}-response.md"
-        _write_atomic(out, res.summary.strip() + "\n")
+        write_atomic(out, res.summary.strip() + "\n")
         replies = [json.loads((d / ".replies.json").read_text())] if (d / ".replies.json").exists() else [{}]
         chain = [sent["message_id"], *sorted(replies[0], key=lambda m: replies[0][m])]
         raw = _reply_bytes(app, sent, chain, res.summary, make_message_id(role.name, app.config.domain))
@@ -222,10 +207,6 @@ def respond(app: App, d: Path, say: Callable[[str], None], backend: str | None =
 
 
 def _reply_bytes(app: App, sent: dict[str, str], chain: list[str], body: str, mid: str) -> bytes:
-    from datetime import datetime, timezone
-
-    from workflow.mail.message import Draft, build, reply_subject
-
     return build(Draft(sender=app.roster.address(sent["role"]), to=[sent["to"]], subject=reply_subject(sent["subject"]),
                        body=body.rstrip() + "\n", message_id=mid, in_reply_to=chain[-1], references=chain,
                        date=datetime.now(timezone.utc)))
@@ -249,5 +230,5 @@ def rebuild_thread(d: Path) -> str:
         if resp.exists():
             parts.append(f"\n## Response to Reply #{n}\n\n{resp.read_text(encoding='utf-8').rstrip()}\n")
     text = "".join(parts)
-    _write_atomic(d / "thread.md", text)
+    write_atomic(d / "thread.md", text)
     return text

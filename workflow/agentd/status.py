@@ -1,0 +1,94 @@
+"""Status: what ``agentd status`` shows — the queue, running roles, pauses, oldest unread mail.
+
+Read from the task store, the run locks and the index; typed rows, with ``to_dict`` giving the
+``--json`` shape.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+from workflow.agentd.tasks import Tasks, TaskStatus
+from workflow.agents import locks
+from workflow.app import App
+from workflow.mail.inbox import select
+
+
+class Queued(NamedTuple):
+    task: int
+    role: str
+    messages: int
+    due_in: int  # seconds until it may start
+    attempts: int
+    error: str
+
+
+class Running(NamedTuple):
+    task: int
+    role: str
+    pid: int | None  # the run lock's holder when there is one
+    age: int  # seconds since it started
+
+
+class Failure(NamedTuple):
+    task: int
+    role: str
+    dead: bool
+    error: str
+
+
+class DaemonStatus(NamedTuple):
+    queued: tuple[Queued, ...]
+    running: tuple[Running, ...]
+    paused: Mapping[str, str]  # role → why
+    oldest_unread: Mapping[str, int]  # role → age in seconds of its oldest unread trigger mail
+    recent_failures: tuple[Failure, ...]
+    tokens_today: Mapping[str, int]
+    stopped_threads: Mapping[str, str]  # thread root → why loop detection stopped it
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "queued": [q._asdict() for q in self.queued],
+            "running": [r._asdict() for r in self.running],
+            "paused": dict(self.paused),
+            "oldest_unread": dict(self.oldest_unread),
+            "recent_failures": [f._asdict() for f in self.recent_failures],
+            "tokens_today": dict(self.tokens_today),
+            "stopped_threads": dict(self.stopped_threads),
+        }
+
+
+def status(app: App) -> DaemonStatus:
+    """Where agentd stands now (it need not be running)."""
+    now = time.time()
+    with Tasks(app.config.state.tasks) as tasks:
+        queued = tasks.list((TaskStatus.QUEUED, TaskStatus.PENDING, TaskStatus.WAITING))
+        running = tasks.list((TaskStatus.RUNNING,))
+        failed = tasks.list((TaskStatus.FAILED,), 10)
+        paused = tasks.paused()
+        usage = tasks.usage_today()
+        stopped = tasks.stopped()
+    oldest: dict[str, int] = {}
+    with app.index() as index:
+        for name in app.roster.roles:
+            role = app.roster.roles[name]
+            if role.mode != "async" or not role.triggers:
+                continue
+            boxes = app.roster.mailboxes_of(name)
+            index.refresh(boxes)
+            rows = select(index, boxes)
+            if rows:
+                oldest[name] = min(r.date for r in rows)
+    holders = {i.name: i for i in locks.scan(app.config.state)}
+    return DaemonStatus(
+        queued=tuple(Queued(t.id, t.role, len(t.mids), max(0, round(t.due - now)), t.attempts, t.error) for t in queued),
+        running=tuple(Running(t.id, t.role, holders[t.role].pid if t.role in holders else t.pid,
+                              round(now - (t.started or now))) for t in running),
+        paused={r: why for r, (why, _) in paused.items()},
+        oldest_unread={r: round(now - d) for r, d in sorted(oldest.items())},
+        recent_failures=tuple(Failure(t.id, t.role, t.dead, t.error[:200]) for t in failed),
+        tokens_today=usage,
+        stopped_threads=stopped,
+    )

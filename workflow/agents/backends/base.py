@@ -1,0 +1,42 @@
+"""Backend protocol: what every backend takes (``RunInput``), returns (``RunResult``) and does (``run``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from types import MappingProxyType
+from typing import NamedTuple, Protocol
+
+from workflow.agents.tools import RoleTools
+from workflow.mail.index import Row
+from workflow.policy.roles import Role
+
+
+def _no_mail() -> list[str]:
+    return []
+
+
+class RunInput(NamedTuple):
+    role: Role
+    prompt: str
+    tools: RoleTools
+    messages: tuple[Row, ...] = ()
+    model: str = ""
+    max_turns: int = 20
+    poll: Callable[[], list[str]] = _no_mail  # new mail that arrived during the run, as text
+    new_mail_file: Path | None = None  # where the command backend's agent is told to look
+    interactive_input: Sequence[str] = ()
+
+
+class RunResult(NamedTuple):
+    ok: bool
+    summary: str
+    error: str = ""
+    usage: Mapping[str, int] = MappingProxyType({})
+    turns: int = 0
+
+
+class Backend(Protocol):
+    """Run an agent on one prompt with the role's tools; never raises for the agent's failures."""
+
+    def run(self, job: RunInput) -> RunResult: ...

@@ -1,0 +1,41 @@
+"""CLI board: ``workflow status`` — artifacts by state, with the last workflow mail about each."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from workflow.artifacts.board import cards, history, render, to_dict
+from workflow.cli.base import Command, app, json_option
+from workflow.core.locate import find
+
+
+@click.command(cls=Command)
+@click.argument("artifact", required=False)
+@json_option
+@click.pass_context
+def status(ctx: click.Context, artifact: str | None, as_json: bool) -> None:
+    """Show the board: artifacts by state with the last workflow mail about each.
+
+    A card is flagged (!) when the latest X-Workflow-State claim disagrees with the folder or the
+    artifact is in two folders. With ARTIFACT, show that artifact's whole mail history.
+
+    Example:
+
+        workflow status
+
+        workflow status user-auth
+    """
+    a = app(ctx)
+    only = find(artifact, a.config) if artifact else None
+    with a.index() as index:
+        index.refresh()
+        rows = index.with_artifacts()
+    board = cards(a.config, rows, only)
+    if as_json:
+        click.echo(json.dumps(to_dict(a.config, board), indent=2))
+    elif only is not None:
+        click.echo(history(board[0]))
+    else:
+        click.echo(render(a.config, board))

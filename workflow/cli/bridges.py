@@ -1,0 +1,126 @@
+"""CLI bridges: ``workflow bridge gmail|respond|rebuild-thread|slack`` — the outside world's mail and chat."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import click
+
+from workflow.bridges.gmail.bridge import cycle, run, settings
+from workflow.bridges.gmail.replyloop import rebuild_thread, respond
+from workflow.bridges.slack.bridge import Bridge, configured
+from workflow.bridges.slack.endpoint import replay, serve
+from workflow.cli.base import Command, Group, app, backend_option
+
+
+@click.group(cls=Group)
+def bridge() -> None:
+    """Bridges to the outside world's mail.
+
+    Example:
+
+        workflow bridge gmail --once
+    """
+
+
+def _say(name: str) -> Callable[[str], None]:
+    def say(line: str) -> None:
+        click.echo(f"{time.strftime('%H:%M:%S')} {name}: {line}", err=True)
+
+    return say
+
+
+@bridge.command("gmail", cls=Command)
+@click.option("--once", is_flag=True, help="One cycle, then exit (default: cycle every poll_interval).")
+@click.option("--dry-run", is_flag=True, help="Change nothing on the server and send nothing; say what would happen.")
+@click.pass_context
+def bridge_gmail(ctx: click.Context, once: bool, dry_run: bool) -> None:
+    """Import INBOX into the mapped role, label it (reply_needed, review, todo, summarize), run the
+    agents (todo forwarder…), and submit workflow mail addressed outside the domain.
+
+    Configured under [bridges.gmail] (imap_host, user, password_env or xoauth2_command, role…).
+
+    Example:
+
+        workflow bridge gmail --once --dry-run
+    """
+    a = app(ctx)
+    s = settings(a)
+    say = _say("gmail")
+    if once:
+        for r in cycle(a, s, say, dry_run):
+            click.echo(f"{r.agent} uid {r.uid}: {r.status} ({r.info})")
+        return
+    stopping = {"now": False}
+
+    def stop(signum: int, frame: object) -> None:
+        stopping["now"] = True
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    run(a, s, say, lambda: stopping["now"], dry_run)
+
+
+@bridge.command("respond", cls=Command)
+@click.argument("conversation", type=click.Path(path_type=Path, exists=True, file_okay=False))
+@backend_option
+@click.pass_context
+def bridge_respond(ctx: click.Context, conversation: Path, backend: str | None) -> None:
+    """One reply-loop session for CONVERSATION (the bridge spawns this for new replies).
+
+    Example:
+
+        workflow bridge respond ~/.maildir/workflow/.workflow/conversations/20261126.abc.user_workflow.local
+    """
+    out = respond(app(ctx), conversation, lambda s: click.echo(s, err=True), backend)
+    click.echo(str(out) if out else "nothing answered")
+
+
+@bridge.command("rebuild-thread", cls=Command)
+@click.argument("conversation", type=click.Path(path_type=Path, exists=True, file_okay=False))
+def bridge_rebuild(conversation: Path) -> None:
+    """Rebuild CONVERSATION/thread.md from its numbered reply and response files.
+
+    Example:
+
+        workflow bridge rebuild-thread ~/.maildir/workflow/.workflow/conversations/ID
+    """
+    click.echo(rebuild_thread(conversation), nl=False)
+
+
+@bridge.command("slack", cls=Command)
+@click.option("--replay", "replay_file", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Feed recorded event payloads (JSON array or JSON lines) through the same path, run them, exit.")
+@click.option("--port", type=int, default=None, help="Listen port (default [bridges.slack] port, 3000; 0 picks one).")
+@click.pass_context
+def bridge_slack(ctx: click.Context, replay_file: str | None, port: int | None) -> None:
+    """The Slack Events API endpoint: verified events become classified tasks, tasks become workflow
+    mail run through run-role, results go back to the thread with status reactions.
+
+    Configured under [bridges.slack] (signing_secret_env, bot_token_env, api_base_url, roles…).
+
+    Example:
+
+        workflow bridge slack --replay events.jsonl
+    """
+    a = app(ctx)
+    s, keys = configured(a)
+    if port is not None:
+        s = s._replace(port=port)
+    say = _say("slack")
+    b = Bridge(a, s, keys, say)
+    if replay_file:
+        n = replay(b, replay_file)
+        click.echo(f"replayed {n} event(s): " + ", ".join(f"{k} {v}" for k, v in sorted(b.store.counts().items())))
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        b.stopping.set()
+        b.wake.set()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    serve(b, lambda p: say(f"listening on http://{s.host}:{p}/slack/events"))

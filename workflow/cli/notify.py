@@ -1,0 +1,64 @@
+"""CLI notify: ``workflow notify`` and the ``workflow-notify`` script — render a template and send it."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from workflow.cli.base import Command, app, run_script, standalone, via_option
+from workflow.delivery.notify import NotifyRequest, split_list
+from workflow.delivery.transport import make_transport
+from workflow.mail.templates import parse_vars
+
+
+@click.command("notify", cls=Command)
+@click.option("--in-reply-to", "in_reply_to", metavar="ID", help="Message-ID this replies to (threads it).")
+@click.option("--from", "sender", metavar="ROLE", help="Sending role (default $WORKFLOW_ROLE, then 'user').")
+@click.option("--stdout", is_flag=True, help="Print the message instead of sending it.")
+@via_option
+@click.argument("event")
+@click.argument("artifact")
+@click.argument("to")
+@click.argument("pairs", nargs=-1, metavar="[KEY=VALUE]...")
+@click.pass_context
+def notify(ctx: click.Context, in_reply_to: str | None, sender: str | None, stdout: bool, via: str, event: str,
+           artifact: str, to: str, pairs: tuple[str, ...]) -> None:
+    """Send a workflow message: render EVENT's template and deliver it.
+
+    TO is one role or several separated by commas (spec-reviewer,test-writer); a panel, a panel
+    member or a panel address (spec-discussion) works too. KEY=VALUE pairs fill the template
+    (CONTEXT, QUESTION, BLOCKING, NEXT_STATE, NEXT_ROLES, BLOCKING_DETAILS, NEXT_ACTIONS, REASON…).
+    An approval with NEXT_ROLES is copied to those roles. The sender is --from, else $WORKFLOW_ROLE,
+    else [workflow] default_sender ("user"). Prints the new Message-ID.
+
+    Example:
+
+        workflow-notify review-request specs/proposed/user-auth.md spec-reviewer CONTEXT="Focus on error handling"
+
+        workflow-notify --in-reply-to "<20251114103000.spec-writer@workflow.local>" clarification-request specs/proposed/user-auth.md spec-writer QUESTION="Expire or refresh?" BLOCKING=no
+    """
+    a = app(ctx)
+    req = NotifyRequest(
+        event=event,
+        artifacts=tuple(x for x in artifact.split(",") if x.strip()),
+        to=tuple(split_list(to)),
+        sender=sender or os.environ.get("WORKFLOW_ROLE") or a.config.default_sender,
+        in_reply_to=in_reply_to,
+        variables=parse_vars(list(pairs)),
+    )
+    composed = a.compose(req)
+    if stdout:
+        click.echo(composed.raw.decode("utf-8", "replace").replace("\r\n", "\n"), nl=False)
+        return
+    where = composed.send(make_transport(a.config, a.deliverer, via))
+    click.echo(composed.message_id)
+    click.echo(f"sent {event} to {', '.join(composed.recipients)} ({where})", err=True)
+
+
+script = standalone(notify, "workflow-notify")
+
+
+def main() -> None:
+    """The ``workflow-notify`` script."""
+    run_script(script, "workflow-notify")

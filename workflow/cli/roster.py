@@ -1,0 +1,92 @@
+"""CLI roster: who reaches whom — ``roster``, ``route ADDRESS`` — and the rules mail must pass (``guardrails``)."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from workflow.cli.base import Command, app, json_option
+from workflow.core.errors import RosterError, VisibilityError
+from workflow.policy.guardrails import ALWAYS, listing
+
+
+@click.command(cls=Command)
+@json_option
+@click.pass_context
+def roster(ctx: click.Context, as_json: bool) -> None:
+    """Print every role, panel and address, and the mailboxes each address reaches.
+
+    Example:
+
+        workflow roster
+    """
+    ros = app(ctx).roster
+    if as_json:
+        click.echo(json.dumps(ros.to_dict(), indent=2))
+        return
+    click.echo(f"Roles ({len(ros.roles)}):")
+    for r in ros.roles.values():
+        click.echo(f"  {r.name:<30} {r.mode:<6} triggers: {', '.join(r.triggers) or '-'}")
+    click.echo(f"\nPanels ({len(ros.panels)}):")
+    for p in ros.panels.values():
+        click.echo(f"  {p.name:<30} {p.kind:<8} members: {', '.join(m.name for m in p.members)}")
+    click.echo(f"\nAddresses (@{ros.domain}):")
+    for route in map(ros.route, ros.known_locals()):
+        click.echo(f"  {route.address:<48} {route.kind:<10} → {', '.join(route.mailboxes) or '-'}")
+    click.echo("\nSync helper roles (*-writing-helper) take no mail. Anything outside the domain is refused"
+               " unless an outbound bridge is configured.")
+
+
+@click.command(cls=Command)
+@click.argument("address")
+@click.option("--from", "sender", metavar="ROLE", help="Also say whether ROLE may send to it.")
+@click.pass_context
+def route(ctx: click.Context, address: str, sender: str | None) -> None:
+    """Explain whom ADDRESS reaches and, with --from, whether ROLE may send to it.
+
+    Exits 0 when the mail would be delivered, non-zero with the rule when not.
+
+    Example:
+
+        workflow route spec-reviewer-panel-internal --from spec-writer
+    """
+    ros = app(ctx).roster
+    r = ros.route(address)
+    click.echo(f"{r.address}: {r.kind}")
+    click.echo(f"  {r.explanation}")
+    click.echo(f"  mailboxes: {', '.join(r.mailboxes) or '(none)'}")
+    if r.kind == "external" and not r.mailboxes:
+        raise RosterError(f"{r.address}: relaying denied: no outbound bridge is configured")
+    if sender:
+        who = ros.sender(sender)
+        decision = ros.may_send(who, r)
+        click.echo(f"  from {who}: {'allowed' if decision.allowed else 'refused'} ({decision.reason})")
+        if not decision.allowed:
+            raise VisibilityError(decision.rule, decision.reason)
+
+
+@click.command(cls=Command)
+@json_option
+@click.pass_context
+def guardrails(ctx: click.Context, as_json: bool) -> None:
+    """List every rule delivery checks: the guardrails ([guardrails], on or off) and the rules
+    that are always on (visibility boundaries, sender identity), with what each refuses.
+
+    Example:
+
+        workflow guardrails
+    """
+    rules = listing(app(ctx).config)
+    if as_json:
+        click.echo(json.dumps({"guardrails": [r.to_dict() for r in rules],
+                               "always": [r._asdict() for r in ALWAYS]}, indent=2))
+        return
+    width = max(len(name) for name in [*(r.name for r in rules), *(f.name for f in ALWAYS)])
+    click.echo("Guardrails ([guardrails] in workflow.toml; default in brackets):")
+    for r in rules:
+        state = ("on " if r.on else "off") + ("" if r.on == r.default else f" [{'on' if r.default else 'off'}]")
+        click.echo(f"  {r.name:<{width}}  {state:<9} refuses {r.refuses}")
+    click.echo("\nAlways on:")
+    for f in ALWAYS:
+        click.echo(f"  {f.name:<{width}}  {'on':<9} refuses {f.refuses}")

@@ -1,0 +1,170 @@
+"""Schema: read one TOML table against its declared shape — every key checked at load.
+
+A section is a NamedTuple (field names, types and defaults) plus a ``Spec`` per field saying what
+a value must be (an integer in a range, a name, a list of names…). ``read`` refuses unknown keys
+(naming the nearest known one) and wrong values with ``FILE: [SECTION] KEY: expected …, got …``
+and fills every missing key with its default, so no later code ever validates config again.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar, cast
+
+from workflow.core.errors import ConfigError
+
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+T = TypeVar("T", bound=NamedTuple)
+
+
+class Bad(Exception):
+    """A value does not fit its spec; ``expected`` says what would."""
+
+    def __init__(self, expected: str) -> None:
+        super().__init__(expected)
+        self.expected = expected
+
+
+class Spec(Protocol):
+    """What one key's value must be; ``read`` returns the value as the section stores it."""
+
+    def read(self, value: object) -> object: ...
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+class Str(NamedTuple):
+    pattern: re.Pattern[str] | None = None
+    choices: tuple[str, ...] = ()
+
+    def read(self, value: object) -> object:
+        if self.choices:
+            if value not in self.choices:
+                *head, last = [repr(c) for c in self.choices]
+                raise Bad(f"{', '.join(head)} or {last}" if head else last)
+            return value
+        if not isinstance(value, str) or (self.pattern is not None and not self.pattern.match(value)):
+            raise Bad("a string" + (f" matching {self.pattern.pattern}" if self.pattern else ""))
+        return value
+
+
+class Bool(NamedTuple):
+    """true or false."""
+
+    def read(self, value: object) -> object:
+        if not isinstance(value, bool):
+            raise Bad("true or false")
+        return value
+
+
+class Int(NamedTuple):
+    lo: int
+    hi: int
+
+    def read(self, value: object) -> object:
+        if not isinstance(value, int) or isinstance(value, bool) or not self.lo <= value <= self.hi:
+            raise Bad(f"an integer from {self.lo} to {self.hi}")
+        return value
+
+
+class Num(NamedTuple):
+    lo: float
+    hi: float
+
+    def read(self, value: object) -> object:
+        if not _number(value) or not self.lo <= value <= self.hi:  # type: ignore[operator]
+            raise Bad(f"a number from {self.lo:g} to {self.hi:g}")
+        return float(value)  # type: ignore[arg-type]
+
+
+class Names(NamedTuple):
+    """A list of distinct lower-case names (role, state, event names)."""
+
+    empty: bool = False
+
+    def read(self, value: object) -> object:
+        if (
+            not isinstance(value, list)
+            or (not value and not self.empty)
+            or not all(isinstance(v, str) and NAME_RE.match(v) for v in value)
+            or len(set(value)) != len(value)
+        ):
+            raise Bad(("a list" if self.empty else "a non-empty list") + " of distinct lower-case names")
+        return tuple(value)
+
+
+class Strs(NamedTuple):
+    """A non-empty list of strings (an argv)."""
+
+    def read(self, value: object) -> object:
+        if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+            raise Bad("a non-empty list of strings")
+        return tuple(value)
+
+
+class NumTable(NamedTuple):
+    """A table of name = number (per-role timeouts, budgets)."""
+
+    def read(self, value: object) -> object:
+        if not isinstance(value, dict) or not all(isinstance(k, str) and _number(v) and v >= 0 for k, v in value.items()):
+            raise Bad("a table of name = non-negative number")
+        return MappingProxyType({k: float(v) for k, v in value.items()})
+
+
+class NameTable(NamedTuple):
+    """A table of key = name (intent = role)."""
+
+    def read(self, value: object) -> object:
+        if not isinstance(value, dict) or not all(isinstance(v, str) and NAME_RE.match(v) for v in value.values()):
+            raise Bad("a table of key = lower-case name")
+        return MappingProxyType(dict(value))
+
+
+class Custom(NamedTuple):
+    """A check written out for one key (panel members, transitions)."""
+
+    fn: Callable[[object], object]
+
+    def read(self, value: object) -> object:
+        return self.fn(value)
+
+
+class Section(NamedTuple, Generic[T]):
+    """A table's shape: the NamedTuple it becomes and the spec of each of its fields."""
+
+    type: type[T]
+    specs: Mapping[str, Spec]
+
+
+def where(file: str, section: str, key: str = "") -> str:
+    return f"{file}: [{section}]" + (f" {key}" if key else "")
+
+
+def suggest(key: str, known: list[str]) -> str:
+    import difflib  # lazy: start-up time; only a mistake needs a suggestion
+
+    close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def read(file: str, name: str, table: object, section: Section[T], /, **fixed: Any) -> T:
+    """The section's NamedTuple from a TOML table; ``fixed`` values are set by the caller."""
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where(file, name)}: expected a table, got {table!r}")
+    known = list(section.specs)
+    assert set(section.type._fields) <= set(known), f"{section.type.__name__}: a field without a spec"
+    values: dict[str, Any] = {}
+    for key, value in table.items():
+        spec = section.specs.get(key)
+        if spec is None or key in fixed:
+            raise ConfigError(f"{where(file, name, key)}: unknown key{suggest(key, known)}; expected one of {', '.join(known)}")
+        try:
+            values[key] = spec.read(value)
+        except Bad as e:
+            raise ConfigError(f"{where(file, name, key)}: expected {e.expected}, got {value!r}") from None
+    make = cast(Callable[..., T], section.type)
+    return make(**{**fixed, **values})

@@ -1,0 +1,367 @@
+"""Sections: the typed shape of every workflow.toml section — keys, types, defaults and limits.
+
+Declared once, read once: ``config.load_config`` reads each table through ``schema.read``, so a
+typo anywhere (``[agentd] max_concurent``) fails at load naming the file, the key and what was
+expected, and the code that uses a section gets a typed NamedTuple, never a raw dict.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any, NamedTuple
+
+from workflow.core.addresses import member_mailbox, parse_panel
+from workflow.core.errors import ConfigError
+from workflow.core.schema import (
+    NAME_RE,
+    Bad,
+    Bool,
+    Custom,
+    Int,
+    Names,
+    NameTable,
+    Num,
+    NumTable,
+    Section,
+    Str,
+    Strs,
+    read,
+    suggest,
+    where,
+)
+
+DAY = 86400.0
+EMPTY: Mapping[str, float] = MappingProxyType({})
+DEFAULT_STATES = ("proposed", "todo", "doing", "blocked", "done")
+DEFAULT_EVENTS = (
+    "review-request",
+    "approval",
+    "rejection",
+    "clarification-request",
+    "blocker-report",
+    "status-update",
+    "question",
+    "answer",
+)
+DOMAIN_RE = re.compile(r"^(?=.{1,253}$)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$")
+BACKENDS = ("anthropic", "command", "scripted")
+
+
+class SmtpConfig(NamedTuple):
+    host: str = "127.0.0.1"
+    port: int = 8025
+    timeout: float = 60.0  # client: per connection; server: idle per command, and a whole DATA phase
+    max_message_size: int = 10 * 1024 * 1024
+    max_connections: int = 64
+    auth_users_file: str = ""
+
+
+SMTP = Section(SmtpConfig, {
+    "host": Str(), "port": Int(0, 65535), "timeout": Num(0.1, 3600.0),
+    "max_message_size": Int(1024, 1 << 30), "max_connections": Int(1, 100_000), "auth_users_file": Str(),
+})
+
+
+class Switch(NamedTuple):
+    """One guardrail's switch under ``[guardrails]``: its name, its default and what it refuses.
+    The check itself is the rule object of the same name in ``policy.guardrails``."""
+
+    name: str
+    default: bool
+    refuses: str
+
+
+GUARDRAILS = (
+    Switch("reviewer-decisions", True,
+           "an approval or rejection not from a *-reviewer role, a review panel (or member) or a human role"),
+    Switch("reply-visible", True,
+           "an In-Reply-To naming a stored message the sender never received or sent (unknown parents pass)"),
+    Switch("artifacts-exist", False, "X-Artifacts that match no file in the project"),
+    Switch("state-matches", True,
+           "an X-Workflow-State other than the folder the (first) artifact is in now, and a review-request "
+           "naming an old path of a moved artifact"),
+    Switch("sealed-review", True,
+           "a message with X-Review-Verdict to a review panel's internal address while that panel's review of "
+           "the artifact is sealed"),
+)
+
+
+def read_guardrails(file: str, table: object) -> Mapping[str, bool]:
+    """``[guardrails]``: each rule on or off by its name (``reviewer_decisions`` is read as
+    ``reviewer-decisions``: TOML users reach for underscores; the rule has one name)."""
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where(file, 'guardrails')}: expected a table, got {table!r}")
+    names = [s.name for s in GUARDRAILS]
+    out = {s.name: s.default for s in GUARDRAILS}
+    for key, value in table.items():
+        name = key.replace("_", "-")
+        if name not in out:
+            raise ConfigError(
+                f"{where(file, 'guardrails', key)}: unknown key{suggest(name, names)}; expected one of {', '.join(names)}"
+            )
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where(file, 'guardrails', key)}: expected true or false, got {value!r}")
+        out[name] = value
+    return MappingProxyType(out)
+
+
+class PanelMember(NamedTuple):
+    name: str
+    backend: str = "scripted"
+    model: str = ""
+
+
+class PanelConfig(NamedTuple):
+    """A panel of several members; its name is ``{artifact_kind}-{writer|reviewer}-panel``."""
+
+    name: str
+    kind: str  # "review" | "writing"
+    artifact_kind: str
+    members: tuple[PanelMember, ...]
+    primary: str | None = None
+    consensus: str = "majority"
+    deadline: float = 600.0  # seconds a member has to file its assessment (and per discussion turn)
+    rounds: int = 1  # discussion rounds after the assessments are unsealed
+
+    def mailbox(self, member: str) -> str:
+        return member_mailbox(self.name, member)
+
+    @property
+    def mailboxes(self) -> tuple[str, ...]:
+        return tuple(self.mailbox(m.name) for m in self.members)
+
+
+def _members(value: object) -> object:
+    expected = "a non-empty list of names or {name, backend, model} tables"
+    if not isinstance(value, list) or not value:
+        raise Bad(expected)
+    out: list[PanelMember] = []
+    for item in value:
+        if isinstance(item, str):
+            item = {"name": item}
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not NAME_RE.match(item["name"]):
+            raise Bad("names matching [a-z0-9][a-z0-9_-]* or {name, backend, model} tables")
+        extra = set(item) - {"name", "backend", "model"}
+        if extra:
+            raise Bad(f"member keys name, backend, model (not {', '.join(sorted(extra))})")
+        backend = item.get("backend", "scripted")
+        if backend not in BACKENDS or not isinstance(item.get("model", ""), str):
+            raise Bad(f"a member backend among {', '.join(BACKENDS)} and a string model")
+        out.append(PanelMember(item["name"], backend, str(item.get("model", ""))))
+    if len({m.name for m in out}) != len(out):
+        raise Bad("distinct member names")
+    return tuple(out)
+
+
+PANEL = Section(PanelConfig, {
+    "kind": Str(choices=("review", "writing")), "members": Custom(_members), "primary": Str(NAME_RE),
+    "consensus": Str(choices=("unanimous", "majority", "any-reject")), "deadline": Num(0.1, 7 * DAY),
+    "rounds": Int(0, 10), "name": Str(), "artifact_kind": Str(),
+})
+
+
+def read_panel(file: str, name: str, table: object) -> PanelConfig:
+    section = f"panels.{name}"
+    parsed = parse_panel(name)
+    if parsed is None:
+        raise ConfigError(f"{where(file, section)}: expected a panel name like 'spec-reviewer-panel' or 'spec-writer-panel'")
+    kind = "review" if parsed.side == "reviewer" else "writing"
+    if isinstance(table, dict) and "members" not in table:
+        raise ConfigError(f"{where(file, section, 'members')}: expected a non-empty list of names or "
+                          "{name, backend, model} tables, got None")
+    panel = read(file, section, table, PANEL, name=name, artifact_kind=parsed.kind, **(
+        {"kind": kind} if not isinstance(table, dict) or "kind" not in table else {}))
+    names = [m.name for m in panel.members]
+    if panel.primary is not None and panel.primary not in names:
+        raise ConfigError(f"{where(file, section, 'primary')}: expected one of the members ({', '.join(names)}), "
+                          f"got {panel.primary!r}")
+    return panel
+
+
+class AgentdConfig(NamedTuple):
+    rescan: float = 30.0  # seconds between safety rescans
+    max_concurrent: int = 3
+    timeout: float = 1800.0  # per run
+    role_timeouts: Mapping[str, float] = EMPTY
+    max_attempts: int = 3
+    retry_backoff: float = 30.0
+    pause_after: int = 3
+    thread_cap: int = 40
+    repeat_limit: int = 3
+    repeat_window: float = 3600.0
+    daily_tokens: int = 0  # 0: no budget
+    role_budgets: Mapping[str, float] = EMPTY
+    grace: float = 30.0
+    nice: int = 10  # runs are background work: the daemon and the server keep the CPU first
+    settle: float = 0.5  # a burst coalescing into a queued task: start it after this much quiet …
+    settle_max: float = 10.0  # … or this long after the task was created, whichever is first
+    lock_ttl: float = 600.0
+    roles: tuple[str, ...] = ()  # empty: every async role with triggers
+    backend: str = ""  # force one backend for every run (demo, tests)
+
+
+AGENTD = Section(AgentdConfig, {
+    "rescan": Num(0.01, DAY), "max_concurrent": Int(1, 1000), "timeout": Num(0.1, 7 * DAY),
+    "role_timeouts": NumTable(), "max_attempts": Int(1, 1000), "retry_backoff": Num(0, DAY),
+    "pause_after": Int(1, 1000), "thread_cap": Int(1, 1_000_000), "repeat_limit": Int(1, 1_000_000),
+    "repeat_window": Num(0, 30 * DAY), "daily_tokens": Int(0, 10**12), "role_budgets": NumTable(),
+    "grace": Num(0, DAY), "nice": Int(0, 19), "settle": Num(0, 3600), "settle_max": Num(0, DAY),
+    "lock_ttl": Num(1.0, 7 * DAY), "roles": Names(empty=True), "backend": Str(choices=("", *BACKENDS)),
+})
+
+
+class AnthropicConfig(NamedTuple):
+    model: str = "claude-sonnet-4-5"
+    max_tokens: int = 4096
+    max_turns: int = 20
+    timeout: float = 120.0
+    max_retries: int = 2
+
+
+class CommandConfig(NamedTuple):
+    argv: tuple[str, ...] = ("claude", "-p")
+    timeout: float = 1800.0
+    model: str = ""
+
+
+class ScriptedConfig(NamedTuple):
+    dir: str = "scripted"
+    record_dir: str = ""  # save every prompt here (tests prove what a run saw)
+    script: str = ""
+
+
+class BackendsConfig(NamedTuple):
+    anthropic: AnthropicConfig = AnthropicConfig()
+    command: CommandConfig = CommandConfig()
+    scripted: ScriptedConfig = ScriptedConfig()
+
+
+BACKEND_SECTIONS: dict[str, Section[NamedTuple]] = {
+    "anthropic": Section(AnthropicConfig, {
+        "model": Str(), "max_tokens": Int(1, 1_000_000), "max_turns": Int(1, 1000), "timeout": Num(0.1, DAY),
+        "max_retries": Int(0, 100)}),
+    "command": Section(CommandConfig, {"argv": Strs(), "timeout": Num(0.1, 7 * DAY), "model": Str()}),
+    "scripted": Section(ScriptedConfig, {"dir": Str(), "record_dir": Str(), "script": Str()}),
+}
+
+
+class ForwarderConfig(NamedTuple):
+    """``[bridges.gmail.agents.todo_forwarder]``."""
+
+    enabled: bool = False
+    email: str = ""  # missing → the agent says "not configured"
+    debug: bool = False
+    dry_run: bool = False
+
+
+class GmailAgents(NamedTuple):
+    todo_forwarder: ForwarderConfig = ForwarderConfig()
+
+
+GMAIL_AGENT_SECTIONS: dict[str, Section[NamedTuple]] = {
+    "todo_forwarder": Section(ForwarderConfig, {"enabled": Bool(), "email": Str(), "debug": Bool(), "dry_run": Bool()}),
+}
+
+
+class GmailConfig(NamedTuple):
+    imap_host: str
+    user: str
+    imap_port: int = 993
+    imap_tls: bool = True
+    password_env: str = ""
+    password_file: str = ""
+    xoauth2_command: str = ""
+    role: str = "user"
+    poll_interval: float = 60.0
+    idle: bool = True
+    archive_folder: str = "Archive"
+    classify: bool = True
+    model: str = "claude-haiku-4-5"
+    dry_run: bool = False
+    outbound: bool = False
+    smtp_host: str = ""
+    smtp_port: int = 587
+    smtp_tls: str = "starttls"  # starttls | ssl | none
+    relay_host: str = ""  # where agents send (forwards); default the project's own server
+    relay_port: int = 0
+    agents: GmailAgents = GmailAgents()
+
+
+class SlackConfig(NamedTuple):
+    signing_secret_env: str = "SLACK_SIGNING_SECRET"
+    bot_token_env: str = "SLACK_BOT_TOKEN"
+    api_base_url: str = "https://slack.com/api/"
+    host: str = "127.0.0.1"
+    port: int = 3000
+    bot_user_id: str = ""
+    default_role: str = "coordinator"
+    roles: Mapping[str, str] = MappingProxyType({})  # intent → role
+    artifact: str = "specs/*/slack-inbox.md"
+    max_concurrent: int = 3
+    backend: str = ""
+    model: str = "claude-haiku-4-5-20251001"
+
+
+class BridgesConfig(NamedTuple):
+    gmail: GmailConfig | None = None
+    slack: SlackConfig | None = None
+
+
+def _gmail_agents(file: str) -> Custom:
+    def check(value: object) -> object:
+        if not isinstance(value, dict):
+            raise Bad("a table of agent tables ([bridges.gmail.agents.NAME])")
+        for name in value:
+            if name not in GMAIL_AGENT_SECTIONS:
+                raise ConfigError(f"{where(file, f'bridges.gmail.agents.{name}')}: unknown agent"
+                                  f"{suggest(name, list(GMAIL_AGENT_SECTIONS))}; registry: {', '.join(GMAIL_AGENT_SECTIONS)}")
+        agents: dict[str, Any] = {n: read(file, f"bridges.gmail.agents.{n}", t, GMAIL_AGENT_SECTIONS[n])
+                                  for n, t in value.items()}
+        return GmailAgents(**agents)
+    return Custom(check)
+
+
+def read_bridges(file: str, table: object) -> BridgesConfig:
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where(file, 'bridges')}: expected a table, got {table!r}")
+    out: dict[str, object] = {}
+    for name, sub in table.items():
+        if name == "gmail":
+            gmail = Section(GmailConfig, {
+                "imap_host": Str(re.compile(r"^\S+$")), "user": Str(re.compile(r"^\S+$")), "imap_port": Int(1, 65535),
+                "imap_tls": Bool(), "password_env": Str(), "password_file": Str(), "xoauth2_command": Str(),
+                "role": Str(NAME_RE), "poll_interval": Num(0.1, DAY), "idle": Bool(), "archive_folder": Str(),
+                "classify": Bool(), "model": Str(), "dry_run": Bool(), "outbound": Bool(), "smtp_host": Str(),
+                "smtp_port": Int(1, 65535), "smtp_tls": Str(choices=("starttls", "ssl", "none")), "relay_host": Str(),
+                "relay_port": Int(0, 65535), "agents": _gmail_agents(file),
+            })
+            if isinstance(sub, dict) and not (sub.get("imap_host") and sub.get("user")):
+                raise ConfigError(f"{where(file, 'bridges.gmail')}: needs imap_host and user")
+            out["gmail"] = read(file, "bridges.gmail", sub, gmail)
+        elif name == "slack":
+            slack = Section(SlackConfig, {
+                "signing_secret_env": Str(), "bot_token_env": Str(), "api_base_url": Str(re.compile(r"^https?://")),
+                "host": Str(), "port": Int(0, 65535), "bot_user_id": Str(), "default_role": Str(NAME_RE),
+                "roles": NameTable(), "artifact": Str(), "max_concurrent": Int(1, 100), "backend": Str(choices=("", *BACKENDS)),
+                "model": Str(),
+            })
+            out["slack"] = read(file, "bridges.slack", sub, slack)
+        else:
+            raise ConfigError(f"{where(file, f'bridges.{name}')}: unknown bridge{suggest(name, ['gmail', 'slack'])}; "
+                              "expected gmail or slack")
+    return BridgesConfig(**out)  # type: ignore[arg-type]
+
+
+def read_backends(file: str, table: object) -> BackendsConfig:
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where(file, 'backends')}: expected a table, got {table!r}")
+    out: dict[str, object] = {}
+    for name, sub in table.items():
+        section = BACKEND_SECTIONS.get(name)
+        if section is None:
+            raise ConfigError(f"{where(file, f'backends.{name}')}: unknown backend{suggest(name, list(BACKENDS))}; "
+                              f"expected one of {', '.join(BACKENDS)}")
+        out[name] = read(file, f"backends.{name}", sub, section)
+    return BackendsConfig(**out)  # type: ignore[arg-type]

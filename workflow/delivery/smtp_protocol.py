@@ -1,0 +1,152 @@
+"""SMTP protocol: our subclass of aiosmtpd's ``SMTP`` — the one module that touches its internals.
+
+aiosmtpd reads DATA one line at a time in Python and refuses long lines; we read to each
+``.\\r\\n`` instead, allow long body lines, cap connections and parse the plain ``<a@b>`` path
+without the email package. Doing so uses private parts of aiosmtpd, so they are named here
+(``PRIVATE_METHODS``, ``PRIVATE_ATTRIBUTES``), ``missing_private_api`` says which of them an
+installed aiosmtpd lacks (a test calls it), and pyproject.toml pins aiosmtpd below 1.5.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import re
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from aiosmtpd.smtp import SMTP
+
+# <dot-atom@domain> with an optional tail of ESMTP parameters: the common case of MAIL and RCPT.
+SIMPLE_PATH = re.compile(
+    r"^\s*<([A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*)>(.*)$"
+)
+# Private members of aiosmtpd.smtp.SMTP this module relies on (checked by missing_private_api):
+# methods, and the stream attributes ``_cb_client_connected`` sets.
+PRIVATE_METHODS = ("_set_post_data_state", "_call_handler_hook", "_getaddr", "_cb_client_connected")
+PRIVATE_ATTRIBUTES = ("_reader", "_writer")
+
+
+class Counters(Protocol):
+    """What the protocol counts for the server (``smtpd.Stats``)."""
+
+    connections: int
+
+
+def missing_private_api() -> list[str]:
+    """The private aiosmtpd members we use that the installed aiosmtpd does not have."""
+    missing = [name for name in PRIVATE_METHODS if not callable(getattr(SMTP, name, None))]
+    try:
+        source = inspect.getsource(SMTP._cb_client_connected)
+    except (AttributeError, OSError, TypeError):
+        source = ""
+    return missing + [name for name in PRIVATE_ATTRIBUTES if f"self.{name} =" not in source]
+
+
+async def read_data(proto: SMTP, arg: str, limit: int) -> None:
+    """DATA for our server: the same protocol as aiosmtpd's, read by terminator, not by line.
+
+    Reads up to each ``.\\r\\n`` and checks whether it ends a line that is only a dot — the one
+    terminator RFC 5321 allows, so a bare ``\\n.\\r\\n`` ends nothing (the handler then refuses the
+    bare LF). Dot-stuffing is undone exactly as aiosmtpd does (the first dot of every line that
+    starts with one). Beyond ``limit`` the rest is drained to the terminator and ``552`` sent, as
+    RFC 5321 4.2.5 implies.
+    """
+    if await proto.check_helo_needed():
+        return
+    if await proto.check_auth_needed("DATA"):
+        return
+    assert proto.envelope is not None
+    if not proto.envelope.rcpt_tos:
+        await proto.push("503 Error: need RCPT command")
+        return
+    if arg:
+        await proto.push("501 Syntax: DATA")
+        return
+    await proto.push("354 End data with <CR><LF>.<CR><LF>")
+    reader = proto._reader
+    chunks: list[bytes] = []
+    size = 0
+    too_big = False
+    prev_tail = b"\r\n"  # the data starts at the beginning of a line
+    while True:
+        try:
+            chunk = await reader.readuntil(b".\r\n")
+        except asyncio.LimitOverrunError as e:
+            chunk = await reader.read(e.consumed)  # no terminator in the buffer yet: keep draining
+            too_big = True
+        except asyncio.IncompleteReadError:
+            proto._writer.close()  # the client went away in the middle of the data
+            return
+        size += len(chunk)
+        if not too_big:
+            if size > limit + 3:
+                too_big = True
+                chunks.clear()
+            else:
+                chunks.append(chunk)
+        if chunk.endswith(b".\r\n"):
+            before = (prev_tail + chunk[:-3])[-2:]
+            if before == b"\r\n":
+                break
+        prev_tail = (prev_tail + chunk)[-2:]
+    if too_big:
+        await proto.push("552 5.3.4 message larger than the size limit")
+        proto._set_post_data_state()  # type: ignore[no-untyped-call]
+        return
+    data = b"".join(chunks)[:-3]  # without the final ".\r\n"; the CRLF before it ends the last line
+    if b"\r\n." in data or data.startswith(b"."):
+        data = (b"\r\n" + data).replace(b"\r\n.", b"\r\n")[2:]
+    proto.envelope.content = data
+    proto.envelope.original_content = data
+    status = await proto._call_handler_hook("DATA")
+    proto._set_post_data_state()  # type: ignore[no-untyped-call]
+    await proto.push(status)
+
+
+def protocol_factory(
+    handler: object,
+    *,
+    max_message_size: int,
+    max_connections: int,
+    counters: Counters,
+    protocols: set[SMTP],
+    **smtp_options: Any,
+) -> Callable[[], SMTP]:
+    """A factory of connections for ``loop.create_server``: aiosmtpd's SMTP with our DATA
+    reader, our address fast path, no per-line cap and a connection cap."""
+
+    class WorkflowSMTP(SMTP):
+        # No per-line cap below the message size: see smtpd's long-line policy.
+        line_length_limit = max_message_size + 2
+
+        def connection_made(self, transport: Any) -> None:
+            if counters.connections >= max_connections:
+                transport.write(b"421 4.7.0 too many connections; try again later\r\n")
+                transport.close()
+                self._over_cap = True
+                return
+            self._over_cap = False
+            counters.connections += 1
+            protocols.add(self)
+            super().connection_made(transport)
+
+        def connection_lost(self, error: Exception | None) -> None:
+            if getattr(self, "_over_cap", True):
+                return
+            counters.connections -= 1
+            protocols.discard(self)
+            super().connection_lost(error)
+
+        async def smtp_DATA(self, arg: str) -> None:  # noqa: N802 - aiosmtpd's command naming
+            await read_data(self, arg, max_message_size)
+
+        def _getaddr(self, arg: str) -> tuple[str | None, str | None]:
+            # The plain <local@domain> form every workflow client sends, without the email
+            # package's general header parser; anything else takes aiosmtpd's own path.
+            m = SIMPLE_PATH.match(arg)
+            if m:
+                return m.group(1), m.group(2)
+            return super()._getaddr(arg)
+
+    return lambda: WorkflowSMTP(handler, data_size_limit=max_message_size, **smtp_options)

@@ -1,0 +1,45 @@
+"""Members: one panel member run as its own role — its mailbox name, its backend, read-only tools.
+
+A member works under the panel's base role (``{kind}-reviewer`` or ``{kind}-writer``: its prompt
+and settings) renamed to its own mailbox (``spec-reviewer-panel.claude``), with its own model,
+and can read artifacts but never write, move or send: the panel protocol sends for it.
+"""
+
+from __future__ import annotations
+
+from workflow.agents.backends import RunInput, RunResult, make_backend
+from workflow.agents.tools import RoleTools
+from workflow.app import App
+from workflow.core.config import PanelConfig
+from workflow.core.errors import WorkflowError
+from workflow.delivery.transport import Transport
+from workflow.policy.roles import Role
+
+
+def base_role_name(panel: PanelConfig) -> str:
+    """``spec-reviewer`` for a review panel of specs, ``spec-writer`` for a writing panel."""
+    return f"{panel.artifact_kind}-{'reviewer' if panel.kind == 'review' else 'writer'}"
+
+
+def base_prompt(app: App, panel: PanelConfig) -> str:
+    name = base_role_name(panel)
+    return app.roster.roles[name].prompt.strip() if name in app.roster.roles else ""
+
+
+def member_role(app: App, panel: PanelConfig, member: str) -> Role:
+    name = base_role_name(panel)
+    spec = next(m for m in panel.members if m.name == member)
+    base = app.roster.roles[name] if name in app.roster.roles else Role(name, "async", "", "", app.config.project_dir)
+    return base._replace(name=panel.mailbox(member), model=spec.model)
+
+
+def run_member(app: App, panel: PanelConfig, member: str, prompt: str, transport: Transport,
+               backend: str | None = None) -> RunResult:
+    """One run of one member on its backend (``backend`` overrides every member's own)."""
+    spec = next(m for m in panel.members if m.name == member)
+    role = member_role(app, panel, member)
+    try:
+        agent = make_backend(app.config, backend or spec.backend)
+        return agent.run(RunInput(role, prompt, RoleTools(app, role, transport, read_only=True), (), spec.model))
+    except WorkflowError as e:
+        return RunResult(False, "", str(e))
