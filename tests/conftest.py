@@ -57,7 +57,13 @@ class Project:
         return self.app.config.mail_root
 
     def new_files(self, mailbox: str | None = None) -> list[Path]:
-        boxes = [self.mail / mailbox] if mailbox else [p for p in self.mail.iterdir() if p.is_dir() and not p.name.startswith(".")] if self.mail.exists() else []
+        boxes = (
+            [self.mail / mailbox]
+            if mailbox
+            else [p for p in self.mail.iterdir() if p.is_dir() and not p.name.startswith(".")]
+            if self.mail.exists()
+            else []
+        )
         out: list[Path] = []
         for b in boxes:
             for sub in ("new", "cur"):
@@ -73,7 +79,9 @@ class Project:
         make_transport(self.app.config, self.app.deliverer, "direct").send(c.raw, c.sender_address, c.recipients)
         return c.message_id
 
-    def run(self, *args: str, env: dict[str, str] | None = None, input: str | None = None, tool: str = "workflow") -> subprocess.CompletedProcess[str]:
+    def run(
+        self, *args: str, env: dict[str, str] | None = None, input: str | None = None, tool: str = "workflow"
+    ) -> subprocess.CompletedProcess[str]:
         full_env = {k: v for k, v in os.environ.items() if not k.startswith("WORKFLOW_")}
         full_env.update(env or {})
         if tool == "workflow":

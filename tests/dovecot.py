@@ -113,7 +113,9 @@ service lmtp {{
             except (OSError, imaplib.IMAP4.error):
                 time.sleep(0.1)
         self.stop()
-        raise RuntimeError(f"dovecot did not start: {(self.base / 'dovecot.log').read_text() if (self.base / 'dovecot.log').exists() else ''}")
+        raise RuntimeError(
+            f"dovecot did not start: {(self.base / 'dovecot.log').read_text() if (self.base / 'dovecot.log').exists() else ''}"
+        )
 
     def stop(self) -> None:
         subprocess.run(["doveadm", "-c", str(self.conf), "stop"], check=False, capture_output=True)

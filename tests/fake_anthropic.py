@@ -17,9 +17,16 @@ def tool_use(name: str, args: dict[str, Any], tid: str = "toolu_1", usage: tuple
 
 
 def message(content: list[dict[str, Any]], stop: str, usage: tuple[int, int]) -> dict[str, Any]:
-    return {"id": "msg_fake", "type": "message", "role": "assistant", "model": "claude-fake", "content": content,
-            "stop_reason": stop, "stop_sequence": None,
-            "usage": {"input_tokens": usage[0], "output_tokens": usage[1]}}
+    return {
+        "id": "msg_fake",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-fake",
+        "content": content,
+        "stop_reason": stop,
+        "stop_sequence": None,
+        "usage": {"input_tokens": usage[0], "output_tokens": usage[1]},
+    }
 
 
 class FakeAnthropic:
@@ -32,12 +39,16 @@ class FakeAnthropic:
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
                 fake.requests.append(body)
                 if fake.on_request is not None:
                     fake.on_request(len(fake.requests))
-                status, headers, payload = fake.queue.pop(0) if fake.queue else (500, {}, {"type": "error", "error": {"type": "api_error", "message": "no response queued"}})
+                status, headers, payload = (
+                    fake.queue.pop(0)
+                    if fake.queue
+                    else (500, {}, {"type": "error", "error": {"type": "api_error", "message": "no response queued"}})
+                )
                 data = json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("content-type", "application/json")

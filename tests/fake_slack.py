@@ -16,10 +16,12 @@ class FakeSlack:
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode()
                 ctype = self.headers.get("Content-Type", "")
-                params = json.loads(body) if "json" in ctype else {k: v[0] for k, v in urllib.parse.parse_qs(body).items()}
+                params = (
+                    json.loads(body) if "json" in ctype else {k: v[0] for k, v in urllib.parse.parse_qs(body).items()}
+                )
                 method = self.path.rsplit("/", 1)[-1]
                 if fake.rate_limit_next > 0:
                     fake.rate_limit_next -= 1
@@ -28,7 +30,9 @@ class FakeSlack:
                     self.send_header("Retry-After", "1")
                 else:
                     fake.calls.append((method, params))
-                    data = json.dumps({"ok": True, "ts": "1700000000.000200", "channel": params.get("channel", "")}).encode()
+                    data = json.dumps(
+                        {"ok": True, "ts": "1700000000.000200", "channel": params.get("channel", "")}
+                    ).encode()
                     self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))

@@ -14,13 +14,26 @@ from pathlib import Path
 from workflow.mail.message import Draft, build, make_message_id
 
 
-def message(sender: str = "spec-writer", to: tuple[str, ...] = ("spec-reviewer",), event: str = "question",
-            body: str = "Hello\n", mid: str | None = None, **kw: object) -> bytes:
-    return build(Draft(
-        sender=f"{sender}@workflow.local", to=[f"{t}@workflow.local" for t in to], subject=f"[{event}] user-auth",
-        body=body, message_id=mid or make_message_id(sender.split(".")[-1], "workflow.local"), event=event,
-        artifacts=["specs/*/user-auth.md"], **kw,  # type: ignore[arg-type]
-    ))
+def message(
+    sender: str = "spec-writer",
+    to: tuple[str, ...] = ("spec-reviewer",),
+    event: str = "question",
+    body: str = "Hello\n",
+    mid: str | None = None,
+    **kw: object,
+) -> bytes:
+    return build(
+        Draft(
+            sender=f"{sender}@workflow.local",
+            to=[f"{t}@workflow.local" for t in to],
+            subject=f"[{event}] user-auth",
+            body=body,
+            message_id=mid or make_message_id(sender.split(".")[-1], "workflow.local"),
+            event=event,
+            artifacts=["specs/*/user-auth.md"],
+            **kw,  # type: ignore[arg-type]
+        )
+    )
 
 
 def children(pid: int) -> list[int]:
@@ -31,14 +44,26 @@ def children(pid: int) -> list[int]:
 
 
 @contextmanager
-def server_process(project_dir: Path, *extra: str, env: dict[str, str] | None = None,
-                   wrap: list[str] | None = None, preexec: object = None) -> Iterator[tuple[subprocess.Popen[str], int]]:
+def server_process(
+    project_dir: Path,
+    *extra: str,
+    env: dict[str, str] | None = None,
+    wrap: list[str] | None = None,
+    preexec: object = None,
+) -> Iterator[tuple[subprocess.Popen[str], int]]:
     """``workflow smtpd --port 0`` as a real subprocess; yields (process, port)."""
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("WORKFLOW_")}
     full_env.update(env or {})
     cmd = [*(wrap or []), sys.executable, "-m", "workflow", "smtpd", "--port", "0", *extra]
-    proc = subprocess.Popen(cmd, cwd=project_dir, env=full_env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                            text=True, preexec_fn=preexec)  # type: ignore[arg-type]
+    proc = subprocess.Popen(
+        cmd,
+        cwd=project_dir,
+        env=full_env,
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        preexec_fn=preexec,
+    )  # type: ignore[arg-type]
     port = 0
     deadline = time.monotonic() + 30
     assert proc.stderr is not None

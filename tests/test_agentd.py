@@ -13,10 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from conftest import Project
 from test_git_workflow import GIT_ENV, git_project, mail
 from test_runrole import script, unread
-
-from conftest import Project
 
 AGENTD = """
 [backends.scripted]
@@ -40,8 +39,13 @@ class Daemon:
         env = {k: v for k, v in os.environ.items() if not k.startswith("WORKFLOW_")}
         self.out = p.dir.parent / "agentd.out"
         with open(self.out, "ab") as out:
-            self.proc = subprocess.Popen([sys.executable, "-m", "workflow", "agentd", "run"], cwd=p.dir,
-                                         env={**env, **GIT_ENV}, stdout=out, stderr=subprocess.STDOUT)
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "workflow", "agentd", "run"],
+                cwd=p.dir,
+                env={**env, **GIT_ENV},
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
         self.wait_for(lambda: len(self.boots()) > before, "agentd to start")
 
     def boots(self) -> list[dict[str, object]]:
@@ -65,7 +69,9 @@ class Daemon:
             if cond():
                 return
             if self.proc.poll() is not None:
-                raise AssertionError(f"agentd exited ({self.proc.returncode}) waiting for {what}: {self.out.read_text()[-2000:]}")
+                raise AssertionError(
+                    f"agentd exited ({self.proc.returncode}) waiting for {what}: {self.out.read_text()[-2000:]}"
+                )
             time.sleep(0.05)
         raise AssertionError(f"timed out waiting for {what}; log: {self.events()}")
 
@@ -138,8 +144,12 @@ def test_a_live_lock_means_no_second_run_and_a_stale_lock_is_cleared(tmp_path: P
     locks = p.app.config.mail_root / ".workflow" / "locks"
     locks.mkdir(parents=True, exist_ok=True)
     holder = subprocess.Popen(["sleep", "3"])
-    (locks / "spec-reviewer.lock").write_text(json.dumps({"pid": holder.pid, "host": os.uname().nodename, "started": time.time()}))
-    (locks / "spec-writer.lock").write_text(json.dumps({"pid": 999_999, "host": os.uname().nodename, "started": time.time()}))
+    (locks / "spec-reviewer.lock").write_text(
+        json.dumps({"pid": holder.pid, "host": os.uname().nodename, "started": time.time()})
+    )
+    (locks / "spec-writer.lock").write_text(
+        json.dumps({"pid": 999_999, "host": os.uname().nodename, "started": time.time()})
+    )
     d = Daemon(p)
     cleanup.append(d)
     assert any(e["event"] == "stale-lock" and e["role"] == "spec-writer" for e in d.events())
@@ -149,15 +159,32 @@ def test_a_live_lock_means_no_second_run_and_a_stale_lock_is_cleared(tmp_path: P
     time.sleep(1.0)
     assert prompts(p, "spec-reviewer") == []  # held by a live process: no run yet
     holder.wait()
-    d.wait_for(lambda: len(prompts(p, "spec-reviewer")) == 1 and d.idle(), "spec-reviewer to run once the holder is gone")
+    d.wait_for(
+        lambda: len(prompts(p, "spec-reviewer")) == 1 and d.idle(), "spec-reviewer to run once the holder is gone"
+    )
     d.stop()
     assert len(prompts(p, "spec-reviewer")) == 1
 
 
-def test_sigkilled_agentd_restarted_mid_run_completes_the_work_exactly_once(tmp_path: Path, cleanup: list[Daemon]) -> None:
+def test_sigkilled_agentd_restarted_mid_run_completes_the_work_exactly_once(
+    tmp_path: Path, cleanup: list[Daemon]
+) -> None:
     p = project(tmp_path, ["spec-reviewer"])
-    script(p, "spec-reviewer", [{"sleep": 2.0}, {"tool": "send_message", "event": "answer", "artifact": "specs/*/user-auth.md",
-                                                 "to": ["spec-writer"], "in_reply_to": "$first", "variables": {"CONTEXT": "done"}}])
+    script(
+        p,
+        "spec-reviewer",
+        [
+            {"sleep": 2.0},
+            {
+                "tool": "send_message",
+                "event": "answer",
+                "artifact": "specs/*/user-auth.md",
+                "to": ["spec-writer"],
+                "in_reply_to": "$first",
+                "variables": {"CONTEXT": "done"},
+            },
+        ],
+    )
     d = Daemon(p)
     cleanup.append(d)
     p.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer")
@@ -167,19 +194,47 @@ def test_sigkilled_agentd_restarted_mid_run_completes_the_work_exactly_once(tmp_
     d2 = Daemon(p)
     cleanup.append(d2)
     assert d2.events("recovered"), "the running task goes back to queued"
-    d2.wait_for(lambda: unread(p, "spec-reviewer") == 0 and d2.idle() and len(mail(p, "answer")) >= 1, "the work to finish")
+    d2.wait_for(
+        lambda: unread(p, "spec-reviewer") == 0 and d2.idle() and len(mail(p, "answer")) >= 1, "the work to finish"
+    )
     time.sleep(1.5)
     d2.stop()
     assert len(prompts(p, "spec-reviewer")) == 1
     assert len(mail(p, "answer")) == 1
 
 
-def test_two_roles_answering_each_other_forever_are_stopped_and_escalated_once(tmp_path: Path, cleanup: list[Daemon]) -> None:
+def test_two_roles_answering_each_other_forever_are_stopped_and_escalated_once(
+    tmp_path: Path, cleanup: list[Daemon]
+) -> None:
     p = project(tmp_path, ["spec-reviewer", "spec-writer", "coordinator"], "repeat_limit = 3\nrepeat_window = 600\n")
-    script(p, "spec-reviewer", [{"tool": "send_message", "event": "question", "artifact": "specs/*/user-auth.md",
-                                 "to": ["spec-writer"], "in_reply_to": "$last", "variables": {"QUESTION": "and?"}}])
-    script(p, "spec-writer", [{"tool": "send_message", "event": "answer", "artifact": "specs/*/user-auth.md",
-                               "to": ["spec-reviewer"], "in_reply_to": "$last", "variables": {"CONTEXT": "because"}}])
+    script(
+        p,
+        "spec-reviewer",
+        [
+            {
+                "tool": "send_message",
+                "event": "question",
+                "artifact": "specs/*/user-auth.md",
+                "to": ["spec-writer"],
+                "in_reply_to": "$last",
+                "variables": {"QUESTION": "and?"},
+            }
+        ],
+    )
+    script(
+        p,
+        "spec-writer",
+        [
+            {
+                "tool": "send_message",
+                "event": "answer",
+                "artifact": "specs/*/user-auth.md",
+                "to": ["spec-reviewer"],
+                "in_reply_to": "$last",
+                "variables": {"CONTEXT": "because"},
+            }
+        ],
+    )
     script(p, "coordinator", [{"say": "noted"}])
     d = Daemon(p)
     cleanup.append(d)
@@ -214,8 +269,11 @@ def test_a_role_over_its_token_budget_is_paused_and_escalated(tmp_path: Path, cl
 
 
 def test_timeouts_retry_with_backoff_then_dead_letter_escalate_and_pause(tmp_path: Path, cleanup: list[Daemon]) -> None:
-    p = project(tmp_path, ["spec-reviewer"],
-                "max_attempts = 2\nretry_backoff = 0.2\npause_after = 2\nrole_timeouts = { spec-reviewer = 1 }\n")
+    p = project(
+        tmp_path,
+        ["spec-reviewer"],
+        "max_attempts = 2\nretry_backoff = 0.2\npause_after = 2\nrole_timeouts = { spec-reviewer = 1 }\n",
+    )
     script(p, "spec-reviewer", [{"sleep": 30}])
     d = Daemon(p)
     cleanup.append(d)
@@ -261,7 +319,9 @@ def test_workflow_up_runs_server_and_agentd_together(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("WORKFLOW_")}
     log = tmp_path / "up.out"
     with open(log, "ab") as out:
-        up = subprocess.Popen([sys.executable, "-m", "workflow", "up"], cwd=p.dir, env={**env, **GIT_ENV}, stdout=out, stderr=out)
+        up = subprocess.Popen(
+            [sys.executable, "-m", "workflow", "up"], cwd=p.dir, env={**env, **GIT_ENV}, stdout=out, stderr=out
+        )
     try:
         port = p.app.config.smtp.port
         end = time.monotonic() + 30
@@ -272,8 +332,16 @@ def test_workflow_up_runs_server_and_agentd_together(tmp_path: Path) -> None:
             except OSError:
                 assert time.monotonic() < end, log.read_text()
                 time.sleep(0.1)
-        r = p.run("--via", "smtp", "--from", "spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer",
-                  tool="workflow-notify")
+        r = p.run(
+            "--via",
+            "smtp",
+            "--from",
+            "spec-writer",
+            "review-request",
+            "specs/proposed/user-auth.md",
+            "spec-reviewer",
+            tool="workflow-notify",
+        )
         assert r.returncode == 0, r.stderr
         end = time.monotonic() + 30
         while not prompts(p, "spec-reviewer") or unread(p, "spec-reviewer"):

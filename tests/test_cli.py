@@ -45,11 +45,22 @@ def test_every_seed_example_works_as_written(project: Project, via: str) -> None
     by_box: dict[str, list[bytes]] = {}
     for f in files:
         by_box.setdefault(f.parent.parent.name, []).append(f.read_bytes())
-    assert sorted(by_box) == ["coordinator", "implementer", "skeleton-writer", "spec-reviewer", "spec-writer", "test-writer"]
+    assert sorted(by_box) == [
+        "coordinator",
+        "implementer",
+        "skeleton-writer",
+        "spec-reviewer",
+        "spec-writer",
+        "test-writer",
+    ]
     approval = next(parse(b) for b in by_box["test-writer"])
     assert approval.event == "approval" and approval.state == "todo"
     assert approval.next_roles == ["skeleton-writer", "test-writer"]
-    assert approval.recipients == ["spec-writer@workflow.local", "skeleton-writer@workflow.local", "test-writer@workflow.local"]
+    assert approval.recipients == [
+        "spec-writer@workflow.local",
+        "skeleton-writer@workflow.local",
+        "test-writer@workflow.local",
+    ]
     clar = next(p for p in map(parse, by_box["spec-writer"]) if p.event == "clarification-request")
     assert clar.in_reply_to == "<20251114103000.spec-writer@workflow.local>"
     assert clar.references == ["<20251114103000.spec-writer@workflow.local>"]
@@ -57,15 +68,43 @@ def test_every_seed_example_works_as_written(project: Project, via: str) -> None
 
 
 def test_from_and_env_set_the_sender_and_replies_thread(project: Project) -> None:
-    r1 = project.run("review-request", "specs/proposed/user-auth.md", "spec-reviewer", tool="workflow-notify", env={"WORKFLOW_ROLE": "spec-writer"})
+    r1 = project.run(
+        "review-request",
+        "specs/proposed/user-auth.md",
+        "spec-reviewer",
+        tool="workflow-notify",
+        env={"WORKFLOW_ROLE": "spec-writer"},
+    )
     root = r1.stdout.strip()
     assert root.endswith(".spec-writer@workflow.local>")
-    r2 = project.run("--from", "spec-reviewer", "--in-reply-to", root, "clarification-request", "specs/*/user-auth.md", "spec-writer",
-                     "QUESTION=Which?", tool="workflow-notify")
-    r3 = project.run("--from", "spec-writer", "--in-reply-to", r2.stdout.strip(), "answer", "specs/*/user-auth.md", "spec-reviewer",
-                     "CONTEXT=That one.", tool="workflow-notify")
+    r2 = project.run(
+        "--from",
+        "spec-reviewer",
+        "--in-reply-to",
+        root,
+        "clarification-request",
+        "specs/*/user-auth.md",
+        "spec-writer",
+        "QUESTION=Which?",
+        tool="workflow-notify",
+    )
+    r3 = project.run(
+        "--from",
+        "spec-writer",
+        "--in-reply-to",
+        r2.stdout.strip(),
+        "answer",
+        "specs/*/user-auth.md",
+        "spec-reviewer",
+        "CONTEXT=That one.",
+        tool="workflow-notify",
+    )
     assert r3.returncode == 0, r3.stderr
-    [ans] = [parse(f.read_bytes()) for f in project.new_files("spec-reviewer") if b"answer" in f.read_bytes().split(b"X-Event-Type: ")[1][:8]]
+    [ans] = [
+        parse(f.read_bytes())
+        for f in project.new_files("spec-reviewer")
+        if b"answer" in f.read_bytes().split(b"X-Event-Type: ")[1][:8]
+    ]
     assert ans.references == [root, r2.stdout.strip()]
     assert ans.in_reply_to == r2.stdout.strip()
     assert ans.subject == "Re: [REVIEW REQUEST] user-auth ready for review"
@@ -82,8 +121,14 @@ def test_stdout_prints_without_sending(project: Project) -> None:
     ("args", "needle"),
     [
         (["party", "specs/proposed/a.md", "spec-reviewer"], "unknown event type 'party'"),
-        (["question", "specs/proposed/a.md", "spec-reveiwer", "QUESTION=q"], "did you mean spec-reviewer@workflow.local"),
-        (["--from", "ghost", "question", "specs/proposed/a.md", "spec-reviewer", "QUESTION=q"], "unknown sender role 'ghost'"),
+        (
+            ["question", "specs/proposed/a.md", "spec-reveiwer", "QUESTION=q"],
+            "did you mean spec-reviewer@workflow.local",
+        ),
+        (
+            ["--from", "ghost", "question", "specs/proposed/a.md", "spec-reviewer", "QUESTION=q"],
+            "unknown sender role 'ghost'",
+        ),
         (["approval", "specs/proposed/a.md", "spec-writer", "NEXT_STATE=limbo"], "NEXT_STATE 'limbo' is not a state"),
         (["question", "../../etc/passwd", "spec-reviewer", "QUESTION=q"], "contains '..'"),
         (["question", "/etc/passwd", "spec-reviewer", "QUESTION=q"], "absolute"),
@@ -91,7 +136,10 @@ def test_stdout_prints_without_sending(project: Project) -> None:
         (["question", "specs/proposed/a.md", "spec-reviewer", "QUESTION=a\r\nBcc: evil@x"], "carriage return"),
         (["question", "specs/proposed/a.md", "spec-reviewer", "QUESTION=a\nb"], "line feed"),
         (["question", "specs/proposed/a.md", "spec-reviewer", "lower=x"], "upper case"),
-        (["--in-reply-to", "not an id", "answer", "specs/proposed/a.md", "spec-reviewer", "CONTEXT=x"], "is not a Message-ID"),
+        (
+            ["--in-reply-to", "not an id", "answer", "specs/proposed/a.md", "spec-reviewer", "CONTEXT=x"],
+            "is not a Message-ID",
+        ),
         (["question", "specs/proposed/a.md", "someone@gmail.com", "QUESTION=q"], "relaying denied"),
         (["question", "specs/proposed/a.md", "spec-writing-helper", "QUESTION=q"], "sync helper role"),
     ],
@@ -111,7 +159,14 @@ def test_broken_project_template_and_unwritable_mail_root(project: Project, tmp_
     assert r.returncode != 0 and "question.txt" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     blocker = tmp_path / "a-file"
     blocker.write_text("")
-    r = project.run("--mail-root", str(blocker / "mail"), "review-request", "specs/proposed/a.md", "spec-reviewer", tool="workflow-notify")
+    r = project.run(
+        "--mail-root",
+        str(blocker / "mail"),
+        "review-request",
+        "specs/proposed/a.md",
+        "spec-reviewer",
+        tool="workflow-notify",
+    )
     assert r.returncode != 0 and str(blocker) in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert project.new_files() == []
 
@@ -122,30 +177,53 @@ def test_inbox_priorities_grouping_filters_and_reading_marks_nothing(project: Pr
     p.send("user", "approval", "specs/todo/search.md", "spec-reviewer")
     rr = p.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer")
     p.send("implementer", "blocker-report", "specs/blocked/billing.md", "spec-reviewer", BLOCKING_DETAILS="x")
-    cl = p.send("spec-reviewer", "clarification-request", "specs/proposed/user-auth.md", "spec-writer", rr, QUESTION="q")
+    cl = p.send(
+        "spec-reviewer", "clarification-request", "specs/proposed/user-auth.md", "spec-writer", rr, QUESTION="q"
+    )
     p.send("spec-writer", "answer", "specs/proposed/user-auth.md", "spec-reviewer", cl, CONTEXT="a")
     before = sorted(str(f) for f in p.new_files())
     r = p.run("inbox", "spec-reviewer", "--json")
     assert r.returncode == 0, r.stderr
     threads = json.loads(r.stdout)["threads"]
     assert [[m["event"] for m in t["messages"]] for t in threads] == [
-        ["blocker-report"], ["review-request", "answer"], ["approval"], ["status-update"],
+        ["blocker-report"],
+        ["review-request", "answer"],
+        ["approval"],
+        ["status-update"],
     ]
     r = p.run("inbox", "spec-reviewer", "--artifact", "specs/*/user-auth.md", "--json")
     assert [m["event"] for t in json.loads(r.stdout)["threads"] for m in t["messages"]] == ["review-request", "answer"]
     r = p.run("inbox", "spec-reviewer", "--event", "blocker-report", "--state", "blocked")
     assert "1 unread message in 1 thread" in r.stdout and "blocker-report" in r.stdout
     r = p.run("inbox", "spec-reviewer")
-    assert r.stdout.index("blocker-report") < r.stdout.index("review-request") < r.stdout.index("approval") < r.stdout.index("status-update")
+    assert (
+        r.stdout.index("blocker-report")
+        < r.stdout.index("review-request")
+        < r.stdout.index("approval")
+        < r.stdout.index("status-update")
+    )
     assert sorted(str(f) for f in p.new_files()) == before  # nothing was marked read
 
 
 def test_thread_transcript_respects_visibility(project: Project) -> None:
     p = project
     rr = p.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer", CONTEXT="ctx-one")
-    cl = p.send("spec-reviewer", "clarification-request", "specs/proposed/user-auth.md", "spec-writer", rr, QUESTION="question-two")
+    cl = p.send(
+        "spec-reviewer",
+        "clarification-request",
+        "specs/proposed/user-auth.md",
+        "spec-writer",
+        rr,
+        QUESTION="question-two",
+    )
     p.send("spec-writer", "answer", "specs/proposed/user-auth.md", "spec-reviewer", cl, CONTEXT="answer-three")
-    inner = p.send("spec-reviewer-panel.claude", "question", "specs/*/user-auth.md", "spec-reviewer-panel-internal", QUESTION="panel-secret")
+    inner = p.send(
+        "spec-reviewer-panel.claude",
+        "question",
+        "specs/*/user-auth.md",
+        "spec-reviewer-panel-internal",
+        QUESTION="panel-secret",
+    )
     r = p.run("thread", rr, "--as", "spec-writer")
     assert r.returncode == 0, r.stderr
     out = r.stdout
@@ -163,7 +241,12 @@ def test_thread_transcript_respects_visibility(project: Project) -> None:
 def test_roster_and_route(project: Project) -> None:
     r = project.run("roster")
     assert r.returncode == 0
-    for needle in ("spec-reviewer-panel-internal@workflow.local", "spec-discussion@workflow.local", "spec-writing-helper", "sync"):
+    for needle in (
+        "spec-reviewer-panel-internal@workflow.local",
+        "spec-discussion@workflow.local",
+        "spec-writing-helper",
+        "sync",
+    ):
         assert needle in r.stdout
     data = json.loads(project.run("roster", "--json").stdout)
     assert any(a["kind"] == "internal" for a in data["addresses"])

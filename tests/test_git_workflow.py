@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import smtplib
 import subprocess
 from collections.abc import Callable
@@ -13,12 +13,14 @@ from pathlib import Path
 import pytest
 from conftest import Project, make_project
 
-from workflow.mail.message import parse
 from workflow.delivery.smtpd import BackgroundServer
+from workflow.mail.message import parse
 
 GIT_ENV = {
-    "GIT_AUTHOR_NAME": "Test", "GIT_AUTHOR_EMAIL": "test@example.com",
-    "GIT_COMMITTER_NAME": "Test", "GIT_COMMITTER_EMAIL": "test@example.com",
+    "GIT_AUTHOR_NAME": "Test",
+    "GIT_AUTHOR_EMAIL": "test@example.com",
+    "GIT_COMMITTER_NAME": "Test",
+    "GIT_COMMITTER_EMAIL": "test@example.com",
 }
 
 
@@ -120,8 +122,20 @@ def test_init_keeps_an_existing_hook_and_runs_it_first(tmp_path: Path) -> None:
 def test_move_commits_once_with_role_transition_and_reason_and_notifies(gp: Project) -> None:
     (gp.dir / "unrelated.txt").write_text("staged, not part of the move")
     sh(gp, "git", "add", "unrelated.txt")
-    r = gp.run("move", "specs/*/user-auth.md", "todo", "--as", "spec-reviewer", "--reason", "Complete and testable",
-               "--notify", "spec-writer", "--var", "NEXT_ROLES=skeleton-writer,test-writer", env=GIT_ENV)
+    r = gp.run(
+        "move",
+        "specs/*/user-auth.md",
+        "todo",
+        "--as",
+        "spec-reviewer",
+        "--reason",
+        "Complete and testable",
+        "--notify",
+        "spec-writer",
+        "--var",
+        "NEXT_ROLES=skeleton-writer,test-writer",
+        env=GIT_ENV,
+    )
     assert r.returncode == 0, r.stderr
     assert (gp.dir / "specs" / "todo" / "user-auth.md").exists()
     assert not (gp.dir / "specs" / "proposed" / "user-auth.md").exists()
@@ -163,15 +177,35 @@ def test_move_refusals_name_the_problem(gp: Project) -> None:
 
 
 def test_rejection_stays_put_and_still_notifies(gp: Project) -> None:
-    r = gp.run("move", "user-auth", "proposed", "--as", "spec-reviewer", "--reason", "error cases missing",
-               "--notify", "spec-writer", env=GIT_ENV)
+    r = gp.run(
+        "move",
+        "user-auth",
+        "proposed",
+        "--as",
+        "spec-reviewer",
+        "--reason",
+        "error cases missing",
+        "--notify",
+        "spec-writer",
+        env=GIT_ENV,
+    )
     assert r.returncode == 0, r.stderr
     assert "stays in proposed/" in r.stdout
     assert sh(gp, "git", "rev-list", "--count", "HEAD").stdout.strip() == "1"
     assert mail(gp) == [("spec-writer", "rejection", "proposed", ("specs/proposed/user-auth.md",))]
     # A template variable that is missing refuses before anything changes.
-    r = gp.run("move", "user-auth", "todo", "--as", "spec-reviewer", "--notify", "spec-writer", "--event", "question",
-               env=GIT_ENV)
+    r = gp.run(
+        "move",
+        "user-auth",
+        "todo",
+        "--as",
+        "spec-reviewer",
+        "--notify",
+        "spec-writer",
+        "--event",
+        "question",
+        env=GIT_ENV,
+    )
     assert r.returncode != 0 and "QUESTION" in r.stderr
     assert (gp.dir / "specs" / "proposed" / "user-auth.md").exists()
 
@@ -216,7 +250,9 @@ def test_pre_commit_refuses_illegal_moves_and_second_copies(gp: Project) -> None
 
 
 def test_custom_transition_graph(tmp_path: Path) -> None:
-    p = git_project(tmp_path / "g", '[artifacts]\ntransitions = ["proposed -> done"]\ncommit_notify = ["coordinator"]\n')
+    p = git_project(
+        tmp_path / "g", '[artifacts]\ntransitions = ["proposed -> done"]\ncommit_notify = ["coordinator"]\n'
+    )
     r = p.run("move", "user-auth", "todo", "--as", "spec-reviewer", env=GIT_ENV)
     assert r.returncode != 0 and "legal from proposed/: proposed → done" in r.stderr
     r = p.run("move", "user-auth", "done", "--as", "spec-reviewer", env=GIT_ENV)
@@ -273,8 +309,16 @@ def test_hooks_work_for_a_project_in_a_subdirectory(tmp_path: Path) -> None:
 
 def test_server_refuses_a_wrong_state_claim_and_accepts_it_after_the_move(gp: Project) -> None:
     def approval() -> bytes:
-        r = gp.run("--from", "spec-reviewer", "--stdout", "approval", "specs/*/user-auth.md", "spec-writer",
-                   "NEXT_STATE=todo", tool="workflow-notify")
+        r = gp.run(
+            "--from",
+            "spec-reviewer",
+            "--stdout",
+            "approval",
+            "specs/*/user-auth.md",
+            "spec-writer",
+            "NEXT_STATE=todo",
+            tool="workflow-notify",
+        )
         assert r.returncode == 0, r.stderr
         return r.stdout.replace("\n", "\r\n").encode()
 
@@ -285,16 +329,32 @@ def test_server_refuses_a_wrong_state_claim_and_accepts_it_after_the_move(gp: Pr
                 s.sendmail("spec-reviewer@workflow.local", ["spec-writer@workflow.local"], approval())
         assert e.value.smtp_code == 550
         text = e.value.smtp_error.decode()
-        assert text.startswith("5.7.1 state-matches: artifact specs/*/user-auth.md is in proposed/, message claims todo")
+        assert text.startswith(
+            "5.7.1 state-matches: artifact specs/*/user-auth.md is in proposed/, message claims todo"
+        )
         r = gp.run("move", "user-auth", "todo", "--as", "spec-reviewer", env=GIT_ENV)
         assert r.returncode == 0, r.stderr
         with smtplib.SMTP("127.0.0.1", port) as s:
             s.sendmail("spec-reviewer@workflow.local", ["spec-writer@workflow.local"], approval())
-            with pytest.raises(smtplib.SMTPDataError, match="review-request names specs/proposed/user-auth.md, but the artifact is now specs/todo/user-auth.md"):
-                raw = gp.run("--from", "spec-writer", "--stdout", "review-request", "specs/proposed/user-auth.md",
-                             "spec-reviewer", tool="workflow-notify").stdout
-                s.sendmail("spec-writer@workflow.local", ["spec-reviewer@workflow.local"], raw.replace("\n", "\r\n").encode())
-    assert [m for m in mail(gp) if m[1] == "approval"] == [("spec-writer", "approval", "todo", ("specs/*/user-auth.md",))]
+            with pytest.raises(
+                smtplib.SMTPDataError,
+                match="review-request names specs/proposed/user-auth.md, but the artifact is now specs/todo/user-auth.md",
+            ):
+                raw = gp.run(
+                    "--from",
+                    "spec-writer",
+                    "--stdout",
+                    "review-request",
+                    "specs/proposed/user-auth.md",
+                    "spec-reviewer",
+                    tool="workflow-notify",
+                ).stdout
+                s.sendmail(
+                    "spec-writer@workflow.local", ["spec-reviewer@workflow.local"], raw.replace("\n", "\r\n").encode()
+                )
+    assert [m for m in mail(gp) if m[1] == "approval"] == [
+        ("spec-writer", "approval", "todo", ("specs/*/user-auth.md",))
+    ]
 
 
 # ------------------------------------------------------------------ status and doctor
@@ -351,8 +411,10 @@ def test_doctor_finds_each_planted_problem_and_fixes_the_safe_ones(tmp_path: Pat
     checks = sorted({ln.split(":")[0] for ln in lines})
     assert checks == ["claim", "hooks", "index-drift", "missing-artifact", "stale-lock", "two-folders"], lines
     text = r.stdout
-    assert "artifact specs/*/billing.md is in 2 state folders (specs/doing/, specs/proposed/)" in text or \
-        "artifact specs/*/billing.md is in 2 state folders (specs/proposed/, specs/doing/)" in text
+    assert (
+        "artifact specs/*/billing.md is in 2 state folders (specs/doing/, specs/proposed/)" in text
+        or "artifact specs/*/billing.md is in 2 state folders (specs/proposed/, specs/doing/)" in text
+    )
     assert "claims todo; git has it in proposed/" in text
     assert "name specs/proposed/ghost.md, which is in no state folder now" in text
     assert "mailbox spec-writer: 1 copies moved or re-flagged" in text

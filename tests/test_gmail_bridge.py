@@ -8,15 +8,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import Project, make_project
 from dovecot import PASSWORD, USER, Dovecot, available
 from fake_anthropic import FakeAnthropic, text
 
-from conftest import Project, make_project
 from workflow.app import App
 from workflow.bridges.gmail.classify import by_keywords
 from workflow.core.config import load_config
-from workflow.mail.message import parse
 from workflow.delivery.smtpd import BackgroundServer
+from workflow.mail.message import parse
 
 WHY = available()
 needs_dovecot = pytest.mark.skipif(WHY is not None, reason=WHY or "")
@@ -37,8 +37,12 @@ def dovecot() -> Iterator[Dovecot]:
         shutil.rmtree(base, ignore_errors=True)
 
 
-def bridge_project(tmp_path: Path, d: Dovecot, agent: str = 'enabled = true\nemail = "tasks@todo.example"\n') -> Project:
-    p = make_project(tmp_path / "bp", f"""
+def bridge_project(
+    tmp_path: Path, d: Dovecot, agent: str = 'enabled = true\nemail = "tasks@todo.example"\n'
+) -> Project:
+    p = make_project(
+        tmp_path / "bp",
+        f"""
 [bridges.gmail]
 imap_host = "127.0.0.1"
 imap_port = {d.port}
@@ -49,17 +53,20 @@ role = "user"
 outbound = true
 
 [bridges.gmail.agents.todo_forwarder]
-{agent}""")
+{agent}""",
+    )
     return p
 
 
 def mail_msg(i: int, subject: str, body: str, refs: str = "") -> bytes:
     extra = f"In-Reply-To: {refs.split()[-1]}\r\nReferences: {refs}\r\n" if refs else ""
-    return (f"From: Alice <alice@example.org>\r\nTo: {USER}\r\nSubject: {subject}\r\nMessage-ID: <m{i}@example.org>\r\n"
-            f"Date: Thu, 26 Nov 2026 07:0{i % 10}:00 +0000\r\n{extra}\r\n{body}\r\n").encode()
+    return (
+        f"From: Alice <alice@example.org>\r\nTo: {USER}\r\nSubject: {subject}\r\nMessage-ID: <m{i}@example.org>\r\n"
+        f"Date: Thu, 26 Nov 2026 07:0{i % 10}:00 +0000\r\n{extra}\r\n{body}\r\n"
+    ).encode()
 
 
-def run_bridge(p: Project, *args: str, env: dict[str, str] | None = None) -> "object":
+def run_bridge(p: Project, *args: str, env: dict[str, str] | None = None) -> object:
     return p.run("bridge", "gmail", "--once", *args, env={"TEST_IMAP_PASSWORD": PASSWORD, **(env or {})})
 
 
@@ -98,7 +105,9 @@ def test_import_dedup_and_restart_neither_reimports_nor_skips(tmp_path: Path, do
     assert len(p.new_files("user")) == 3
     assert "already imported; skipped" in r.stderr
     # Labels are on the server as keywords (no X-GM-EXT-1 here), by the keyword fallback (no API key).
-    assert "summarize" in dovecot.keywords(1) and "reply_needed" in dovecot.keywords(2) and "review" in dovecot.keywords(3)
+    assert (
+        "summarize" in dovecot.keywords(1) and "reply_needed" in dovecot.keywords(2) and "review" in dovecot.keywords(3)
+    )
     assert "(keywords:" in r.stderr
 
 
@@ -119,12 +128,17 @@ def test_claude_classifies_when_a_key_is_set_and_falls_back_on_failure(tmp_path:
 
 
 @needs_dovecot
-def test_todo_forwarder_on_label_and_post_label_archive_and_reforward_when_moved_back(tmp_path: Path, dovecot: Dovecot) -> None:
+def test_todo_forwarder_on_label_and_post_label_archive_and_reforward_when_moved_back(
+    tmp_path: Path, dovecot: Dovecot
+) -> None:
     p = bridge_project(tmp_path, dovecot)
-    with BackgroundServer(p.app.config, App(load_config(p.dir / "workflow.toml", env={})).deliverer,
-                          port=p.app.config.smtp.port):
+    with BackgroundServer(
+        p.app.config, App(load_config(p.dir / "workflow.toml", env={})).deliverer, port=p.app.config.smtp.port
+    ):
         dovecot.append(mail_msg(1, "Plan", "Original plan."))
-        dovecot.append(mail_msg(2, "Re: Plan <b>", "Action required: <script>alert(1)</script> by Friday", "<m1@example.org>"))
+        dovecot.append(
+            mail_msg(2, "Re: Plan <b>", "Action required: <script>alert(1)</script> by Friday", "<m1@example.org>")
+        )
         r = run_bridge(p)
         assert r.returncode == 0, r.stderr
         assert "todo_forwarder uid 2: ok (forwarded to tasks@todo.example)" in r.stdout
@@ -161,14 +175,17 @@ def test_todo_forwarder_on_label_and_post_label_archive_and_reforward_when_moved
 
 
 @needs_dovecot
-def test_a_failing_relay_leaves_the_message_in_inbox_and_the_next_cycle_forwards_it(tmp_path: Path, dovecot: Dovecot) -> None:
+def test_a_failing_relay_leaves_the_message_in_inbox_and_the_next_cycle_forwards_it(
+    tmp_path: Path, dovecot: Dovecot
+) -> None:
     p = bridge_project(tmp_path, dovecot)
     dovecot.append(mail_msg(1, "Do this", "Action required: file the report by Friday"))
     r = run_bridge(p)  # nothing listens on the relay port
     assert r.returncode == 0, r.stderr
     assert "send failed" in r.stdout and dovecot.uids("INBOX") == [1]
-    with BackgroundServer(p.app.config, App(load_config(p.dir / "workflow.toml", env={})).deliverer,
-                          port=p.app.config.smtp.port):
+    with BackgroundServer(
+        p.app.config, App(load_config(p.dir / "workflow.toml", env={})).deliverer, port=p.app.config.smtp.port
+    ):
         r = run_bridge(p)
     assert "ok (forwarded to tasks@todo.example)" in r.stdout
     assert dovecot.uids("INBOX") == [] and len(spool(p)) == 1
@@ -201,7 +218,15 @@ def test_outbound_relay_is_refused_without_a_bridge_and_spooled_with_one(project
     r = project.run("question", "specs/*/user-auth.md", "bob@example.org", "QUESTION=q", tool="workflow-notify")
     assert r.returncode != 0 and "relaying denied" in r.stderr
     p = make_project(tmp_path / "ob", '[bridges.gmail]\nimap_host = "x"\nuser = "u"\noutbound = true\n')
-    r = p.run("--from", "spec-writer", "question", "specs/*/user-auth.md", "bob@example.org", "QUESTION=q", tool="workflow-notify")
+    r = p.run(
+        "--from",
+        "spec-writer",
+        "question",
+        "specs/*/user-auth.md",
+        "bob@example.org",
+        "QUESTION=q",
+        tool="workflow-notify",
+    )
     assert r.returncode == 0, r.stderr
     assert len(spool(p)) == 1 and b"To: bob@example.org" in spool(p)[0]
     assert os.environ.get("TEST_IMAP_PASSWORD") is None
@@ -218,8 +243,14 @@ def test_the_bridge_idles_and_imports_new_mail_at_once(tmp_path: Path, dovecot: 
     toml = p.dir / "workflow.toml"
     toml.write_text(toml.read_text().replace('role = "user"\n', 'role = "user"\npoll_interval = 60\n'))
     env = {k: v for k, v in os.environ.items() if not k.startswith("WORKFLOW_")}
-    proc = subprocess.Popen([sys.executable, "-m", "workflow", "bridge", "gmail"], cwd=p.dir,
-                            env={**env, "TEST_IMAP_PASSWORD": PASSWORD}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "workflow", "bridge", "gmail"],
+        cwd=p.dir,
+        env={**env, "TEST_IMAP_PASSWORD": PASSWORD},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         time.sleep(2.0)  # the first cycle is done; the bridge is in IDLE for up to 60 s
         t0 = time.monotonic()
@@ -250,10 +281,22 @@ def test_outbound_spool_is_submitted_with_threading_headers_intact(tmp_path: Pat
     provider = Controller(Provider(), hostname="127.0.0.1", port=port)
     provider.start()
     try:
-        p = make_project(tmp_path / "sub", f'[bridges.gmail]\nimap_host = "127.0.0.1"\nimap_port = {free_port()}\nimap_tls = false\n'
-                         f'user = "me@example.com"\noutbound = true\nsmtp_host = "127.0.0.1"\nsmtp_port = {port}\nsmtp_tls = "none"\n')
-        r = p.run("--from", "user", "--in-reply-to", "<their-1@example.org>", "question", "specs/*/user-auth.md",
-                  "bob@example.org", "QUESTION=When?", tool="workflow-notify")
+        p = make_project(
+            tmp_path / "sub",
+            f'[bridges.gmail]\nimap_host = "127.0.0.1"\nimap_port = {free_port()}\nimap_tls = false\n'
+            f'user = "me@example.com"\noutbound = true\nsmtp_host = "127.0.0.1"\nsmtp_port = {port}\nsmtp_tls = "none"\n',
+        )
+        r = p.run(
+            "--from",
+            "user",
+            "--in-reply-to",
+            "<their-1@example.org>",
+            "question",
+            "specs/*/user-auth.md",
+            "bob@example.org",
+            "QUESTION=When?",
+            tool="workflow-notify",
+        )
         assert r.returncode == 0, r.stderr
         mid = r.stdout.strip()
         from workflow.bridges.gmail.bridge import settings, submit_outbound

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-
 from conftest import Project
+
 from workflow.core.errors import GuardrailError
 
 
@@ -24,7 +24,9 @@ def test_reviewer_decisions(project: Project) -> None:
 
 def test_reply_visible(project: Project) -> None:
     private = project.send("spec-writer", "question", "specs/*/user-auth.md", "coordinator", QUESTION="q")
-    with pytest.raises(GuardrailError, match=f"reply-visible: In-Reply-To {private} names a message implementer never received or sent"):
+    with pytest.raises(
+        GuardrailError, match=f"reply-visible: In-Reply-To {private} names a message implementer never received or sent"
+    ):
         project.send("implementer", "answer", "specs/*/user-auth.md", "spec-writer", private, CONTEXT="a")
     assert project.send("coordinator", "answer", "specs/*/user-auth.md", "spec-writer", private, CONTEXT="a")
     assert project.send("spec-writer", "status-update", "specs/*/user-auth.md", "coordinator", private)  # its own

@@ -16,18 +16,55 @@ from workflow.mail.message import parse
 
 def scenario(p: Project) -> dict[str, str]:
     ids = {}
-    ids["rr"] = p.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer", CONTEXT="Focus on errors")
-    ids["cl"] = p.send("spec-reviewer", "clarification-request", "specs/proposed/user-auth.md", "spec-writer", ids["rr"], QUESTION="Refresh tokens?")
-    ids["an"] = p.send("spec-writer", "answer", "specs/proposed/user-auth.md", "spec-reviewer", ids["cl"], CONTEXT="Use refresh tokens")
-    ids["bl"] = p.send("implementer", "blocker-report", "specs/doing/billing.md", "spec-reviewer", BLOCKING_DETAILS="API mismatch")
-    ids["in"] = p.send("spec-reviewer-panel.claude", "question", "specs/*/user-auth.md", "spec-reviewer-panel-internal", QUESTION="secret quokka")
+    ids["rr"] = p.send(
+        "spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer", CONTEXT="Focus on errors"
+    )
+    ids["cl"] = p.send(
+        "spec-reviewer",
+        "clarification-request",
+        "specs/proposed/user-auth.md",
+        "spec-writer",
+        ids["rr"],
+        QUESTION="Refresh tokens?",
+    )
+    ids["an"] = p.send(
+        "spec-writer", "answer", "specs/proposed/user-auth.md", "spec-reviewer", ids["cl"], CONTEXT="Use refresh tokens"
+    )
+    ids["bl"] = p.send(
+        "implementer", "blocker-report", "specs/doing/billing.md", "spec-reviewer", BLOCKING_DETAILS="API mismatch"
+    )
+    ids["in"] = p.send(
+        "spec-reviewer-panel.claude",
+        "question",
+        "specs/*/user-auth.md",
+        "spec-reviewer-panel-internal",
+        QUESTION="secret quokka",
+    )
     return ids
 
 
 def snapshot(p: Project, ids: dict[str, str]) -> object:
     def strip(rows: list) -> list:  # type: ignore[type-arg]
-        return [(r.mailbox, r.key, r.subdir, r.flags, r.message_id, r.in_reply_to, r.refs, r.sender, r.recipients,
-                 r.subject, r.date, r.event, r.state, r.artifacts, r.space) for r in rows]
+        return [
+            (
+                r.mailbox,
+                r.key,
+                r.subdir,
+                r.flags,
+                r.message_id,
+                r.in_reply_to,
+                r.refs,
+                r.sender,
+                r.recipients,
+                r.subject,
+                r.date,
+                r.event,
+                r.state,
+                r.artifacts,
+                r.space,
+            )
+            for r in rows
+        ]
 
     with p.app.index() as ix:
         ix.refresh()
@@ -67,7 +104,9 @@ def test_refresh_sees_changes_made_by_other_mail_clients(project: Project) -> No
             f.unlink()
     import mailbox
 
-    mailbox.Maildir(box, create=False).add(b"From: user@workflow.local\nSubject: hand-made\nMessage-ID: <hand@x>\n\nhi\n")
+    mailbox.Maildir(box, create=False).add(
+        b"From: user@workflow.local\nSubject: hand-made\nMessage-ID: <hand@x>\n\nhi\n"
+    )
     with project.app.index() as ix:
         assert ix.refresh(["spec-reviewer"]) == 1
         assert {r.message_id for r in select(ix, ["spec-reviewer"])} == {ids["rr"], "<hand@x>"}

@@ -92,9 +92,20 @@ def test_fsync_order_file_then_rename_then_directory(tmp_path: Path) -> None:
     )
     log = tmp_path / "trace"
     subprocess.run(
-        ["strace", "-f", "-qq", "-o", str(log), "-e", "trace=openat,write,fsync,link,rename,unlink,unlinkat",
-         sys.executable, "-c", script],
-        check=True, capture_output=True,
+        [
+            "strace",
+            "-f",
+            "-qq",
+            "-o",
+            str(log),
+            "-e",
+            "trace=openat,write,fsync,link,rename,unlink,unlinkat",
+            sys.executable,
+            "-c",
+            script,
+        ],
+        check=True,
+        capture_output=True,
     )
     lines = log.read_text().splitlines()
     begin = next(i for i, ln in enumerate(lines) if "BEGIN" in ln)
@@ -109,7 +120,9 @@ def test_fsync_order_file_then_rename_then_directory(tmp_path: Path) -> None:
     assert i_open < i_fsync_file < i_link < i_open_dir < i_fsync_dir
 
 
-@pytest.mark.skipif(shutil.which("notmuch") is None, reason="notmuch not installed (scripts/system-packages installs it)")
+@pytest.mark.skipif(
+    shutil.which("notmuch") is None, reason="notmuch not installed (scripts/system-packages installs it)"
+)
 def test_notmuch_indexes_and_finds_by_message_id(tmp_path: Path) -> None:
     md = Maildirs(tmp_path / "mail")
     md.deliver(["spec-reviewer"], RAW)
@@ -117,7 +130,13 @@ def test_notmuch_indexes_and_finds_by_message_id(tmp_path: Path) -> None:
     cfg.write_text(f"[database]\npath={tmp_path / 'mail'}\n[new]\ntags=unread\n")
     env = {**os.environ, "NOTMUCH_CONFIG": str(cfg)}
     subprocess.run(["notmuch", "new", "--quiet"], env=env, check=True, capture_output=True)
-    out = subprocess.run(["notmuch", "search", "--output=files", "id:m1@workflow.local"], env=env, capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        ["notmuch", "search", "--output=files", "id:m1@workflow.local"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert "/spec-reviewer/new/" in out.stdout
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import email
 import email.policy
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from hypothesis import given, settings
@@ -27,21 +27,33 @@ from workflow.mail.message import (
 
 MID = "<20261126030000.abcdef012345.spec-writer@workflow.local>"
 EXPECTED_NAMES = [
-    "Date", "From", "To", "Subject", "Message-ID", "X-Event-Type", "X-Workflow-State", "X-Artifacts",
-    "MIME-Version", "Content-Type", "Content-Transfer-Encoding",
+    "Date",
+    "From",
+    "To",
+    "Subject",
+    "Message-ID",
+    "X-Event-Type",
+    "X-Workflow-State",
+    "X-Artifacts",
+    "MIME-Version",
+    "Content-Type",
+    "Content-Transfer-Encoding",
 ]
 # Any Unicode text except the three characters a header value may never hold (and surrogates).
-header_text = st.text(
-    st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\n\0"), max_size=300
-)
+header_text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\n\0"), max_size=300)
 
 
 def draft(**kw: object) -> Draft:
-    base: dict[str, object] = dict(
-        sender="spec-writer@workflow.local", to=["spec-reviewer@workflow.local"], subject="hello",
-        body="body\n", message_id=MID, event="review-request", state="proposed",
-        artifacts=["specs/proposed/user-auth.md"],
-    )
+    base: dict[str, object] = {
+        "sender": "spec-writer@workflow.local",
+        "to": ["spec-reviewer@workflow.local"],
+        "subject": "hello",
+        "body": "body\n",
+        "message_id": MID,
+        "event": "review-request",
+        "state": "proposed",
+        "artifacts": ["specs/proposed/user-auth.md"],
+    }
     base.update(kw)
     return Draft(**base)  # type: ignore[arg-type]
 
@@ -51,7 +63,7 @@ def check(raw: bytes) -> None:
 
 
 def test_message_id_format() -> None:
-    mid = make_message_id("spec-writer", "workflow.local", datetime(2025, 11, 14, 10, 30, tzinfo=timezone.utc))
+    mid = make_message_id("spec-writer", "workflow.local", datetime(2025, 11, 14, 10, 30, tzinfo=UTC))
     assert mid.startswith("<20251114103000.") and mid.endswith(".spec-writer@workflow.local>")
     assert make_message_id("a", "b.c") != make_message_id("a", "b.c")
 
@@ -77,7 +89,7 @@ def test_header_values_round_trip_and_never_add_a_header(subject: str, context: 
     assert names == EXPECTED_NAMES[:8] + ["X-Context"] + EXPECTED_NAMES[8:]
     # The stdlib's own parser agrees on the header set: nothing was smuggled in.
     std = email.message_from_bytes(raw, policy=email.policy.compat32)
-    assert [k for k in std.keys()] == names
+    assert list(std.keys()) == names
     assert all(len(line) <= 998 for line in raw.split(b"\r\n"))
     check(raw)
 
@@ -149,7 +161,9 @@ def test_validate_refuses_overlong_header_line() -> None:
         check(raw)
 
 
-@pytest.mark.parametrize("path", ["/abs/x.md", "~/x.md", "../x.md", "specs/../../x", "a b.md", "a,b.md", "C:/x", "a\\b", ""])
+@pytest.mark.parametrize(
+    "path", ["/abs/x.md", "~/x.md", "../x.md", "specs/../../x", "a b.md", "a,b.md", "C:/x", "a\\b", ""]
+)
 def test_artifact_paths_refused(path: str) -> None:
     with pytest.raises(MessageError):
         validate_artifact(path)

@@ -7,11 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import Project
 from fake_anthropic import FakeAnthropic, text
 from test_git_workflow import GIT_ENV, git_project, mail
 from test_runrole import anthropic_env
 
-from conftest import Project
 from workflow.mail.message import parse
 from workflow.panels.review import consensus, parse_verdict
 
@@ -32,7 +32,9 @@ def set_panel(p: Project, block: str) -> None:
     toml.write_text(text.replace(DEFAULT_PANEL, block))
 
 
-def panel_project(tmp_path: Path, verdicts: dict[str, str], panel: str = "", sleep: dict[str, float] | None = None) -> Project:
+def panel_project(
+    tmp_path: Path, verdicts: dict[str, str], panel: str = "", sleep: dict[str, float] | None = None
+) -> Project:
     p = git_project(tmp_path / "panel", PANEL)
     if panel:
         set_panel(p, panel)
@@ -53,7 +55,7 @@ def prompts(p: Project, member: str) -> list[str]:
 @pytest.mark.parametrize("rule", ["unanimous", "majority", "any-reject"])
 def test_each_consensus_rule_on_each_verdict_mix(rule: str) -> None:
     for mix in itertools.product(["approve", "reject", "revise", None], repeat=3):
-        votes = dict(zip(["a", "b", "c"], mix))
+        votes = dict(zip(["a", "b", "c"], mix, strict=True))
         approve = mix.count("approve")
         expected = {
             "unanimous": approve == 3,
@@ -74,8 +76,12 @@ def test_parse_verdict() -> None:
 def test_a_2_1_panel_decides_once_with_dissent_and_moves_the_artifact_once(tmp_path: Path) -> None:
     p = panel_project(tmp_path, {"claude": "approve", "gpt-5": "approve", "gemini": "reject"})
     secret = "WRITERS-ONLY-PLAN"
-    p.send("spec-writer-panel.claude", "question", "specs/*/user-auth.md", "spec-writer-panel-internal", QUESTION=secret)
-    req = p.send("spec-writer-panel", "review-request", "specs/proposed/user-auth.md", "spec-reviewer-panel", CONTEXT="go")
+    p.send(
+        "spec-writer-panel.claude", "question", "specs/*/user-auth.md", "spec-writer-panel-internal", QUESTION=secret
+    )
+    req = p.send(
+        "spec-writer-panel", "review-request", "specs/proposed/user-auth.md", "spec-reviewer-panel", CONTEXT="go"
+    )
     r = p.run("panel", "review", "spec-reviewer-panel", env=GIT_ENV)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "approve (majority: 2 approve, 1 reject, 0 revise)" in r.stdout
@@ -88,10 +94,16 @@ def test_a_2_1_panel_decides_once_with_dissent_and_moves_the_artifact_once(tmp_p
         assert not any(f"SECRET-{o.upper()}" in first for o in ("claude", "gpt-5", "gemini"))
     # The discussion round (after unsealing) does see the others' findings.
     assert "SECRET-GEMINI" in prompts(p, "claude")[1]
-    decisions = [m for m in mail(p, "approval")]
-    assert [m[0] for m in decisions] == ["spec-writer-panel.claude", "spec-writer-panel.gemini", "spec-writer-panel.gpt-5"]
+    decisions = list(mail(p, "approval"))
+    assert [m[0] for m in decisions] == [
+        "spec-writer-panel.claude",
+        "spec-writer-panel.gemini",
+        "spec-writer-panel.gpt-5",
+    ]
     # The unified decision: a new thread, no reference into internal mail, dissent recorded.
-    raw = next(f for f in p.new_files("spec-writer-panel.claude") if parse(f.read_bytes()).event == "approval").read_bytes()
+    raw = next(
+        f for f in p.new_files("spec-writer-panel.claude") if parse(f.read_bytes()).event == "approval"
+    ).read_bytes()
     d = parse(raw)
     assert d.in_reply_to is None and d.references == []
     assert d.sender == "spec-reviewer-panel@workflow.local" and d.state == "todo"
@@ -118,32 +130,53 @@ def test_a_rejecting_panel_leaves_the_artifact_and_lists_findings(tmp_path: Path
     assert (p.dir / "specs" / "proposed" / "user-auth.md").exists()
 
 
-def test_sealed_assessments_are_refused_at_delivery_and_a_late_member_is_handled_by_the_deadline(tmp_path: Path) -> None:
-    p = panel_project(tmp_path, {"claude": "approve", "gpt-5": "approve", "gemini": "approve"},
-                      DEFAULT_PANEL + "deadline = 1.5\n", sleep={"gemini": 6})
+def test_sealed_assessments_are_refused_at_delivery_and_a_late_member_is_handled_by_the_deadline(
+    tmp_path: Path,
+) -> None:
+    p = panel_project(
+        tmp_path,
+        {"claude": "approve", "gpt-5": "approve", "gemini": "approve"},
+        DEFAULT_PANEL + "deadline = 1.5\n",
+        sleep={"gemini": 6},
+    )
     p.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer-panel")
     # While a review is sealed, a member cannot send its assessment to the others directly.
-    from workflow.panels.store import PanelStore
-
     from workflow.app import App
     from workflow.core.config import load_config
+    from workflow.panels.store import PanelStore
 
     app = App(load_config(p.dir / "workflow.toml", env={}))
     panel = app.config.panel("spec-reviewer-panel")
     assert panel is not None and panel.deadline == 1.5
     with PanelStore(app.config.state.panels) as store:
         store.open("<x@y>", panel, "specs/proposed/user-auth.md", "spec-writer")
-    r = p.run("--from", "spec-reviewer-panel.claude", "status-update", "specs/*/user-auth.md", "spec-reviewer-panel-internal",
-              "STATUS=mine", tool="workflow-notify")
+    r = p.run(
+        "--from",
+        "spec-reviewer-panel.claude",
+        "status-update",
+        "specs/*/user-auth.md",
+        "spec-reviewer-panel-internal",
+        "STATUS=mine",
+        tool="workflow-notify",
+    )
     assert r.returncode == 0  # ordinary internal mail passes
-    from workflow.delivery.notify import NotifyRequest, compose
     from workflow.core.errors import GuardrailError
+    from workflow.delivery.notify import NotifyRequest, compose
 
-    req = NotifyRequest("status-update", ("specs/*/user-auth.md",), ("spec-reviewer-panel-internal",),
-                        "spec-reviewer-panel.claude", None, {"STATUS": "assessment"}, (("X-Review-Verdict", "approve"),))
+    req = NotifyRequest(
+        "status-update",
+        ("specs/*/user-auth.md",),
+        ("spec-reviewer-panel-internal",),
+        "spec-reviewer-panel.claude",
+        None,
+        {"STATUS": "assessment"},
+        (("X-Review-Verdict", "approve"),),
+    )
     with app.index() as index:
         c = compose(req, app.config, app.roster, index)
-    with pytest.raises(GuardrailError, match="sealed-review: spec-reviewer-panel's review of specs/proposed/user-auth.md is sealed"):
+    with pytest.raises(
+        GuardrailError, match="sealed-review: spec-reviewer-panel's review of specs/proposed/user-auth.md is sealed"
+    ):
         app.deliverer.deliver(c.raw, c.recipients)
     with PanelStore(app.config.state.panels) as store:
         store.update("<x@y>", state="decided")
@@ -155,10 +188,15 @@ def test_sealed_assessments_are_refused_at_delivery_and_a_late_member_is_handled
 
 def test_an_anthropic_member_gets_only_its_own_fresh_context(tmp_path: Path) -> None:
     p = git_project(tmp_path / "mixed")
-    set_panel(p, '[panels.spec-reviewer-panel]\nmembers = [{ name = "claude", backend = "anthropic" }, "gpt-5"]\n'
-                 'consensus = "unanimous"\nrounds = 0\n')
+    set_panel(
+        p,
+        '[panels.spec-reviewer-panel]\nmembers = [{ name = "claude", backend = "anthropic" }, "gpt-5"]\n'
+        'consensus = "unanimous"\nrounds = 0\n',
+    )
     (p.dir / "scripted").mkdir(exist_ok=True)
-    (p.dir / "scripted" / "spec-reviewer-panel.gpt-5.toml").write_text('[[step]]\nsay = "GPT-FINDING\\nVERDICT: approve"\n')
+    (p.dir / "scripted" / "spec-reviewer-panel.gpt-5.toml").write_text(
+        '[[step]]\nsay = "GPT-FINDING\\nVERDICT: approve"\n'
+    )
     p.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer-panel", CONTEXT="ctx")
     with FakeAnthropic() as fake:
         fake.add(text("Looks right.\nVERDICT: approve"))
@@ -175,7 +213,9 @@ def test_writing_panel_writes_by_sections_sends_the_review_request_and_answers_o
     p = panel_project(tmp_path, {"claude": "approve", "gpt-5": "approve", "gemini": "approve"})
     for m in ("claude", "gpt-5", "gemini"):
         (p.dir / "scripted" / f"spec-writer-panel.{m}.toml").write_text(f'[[step]]\nsay = "TEXT-BY-{m.upper()}"\n')
-    r = p.run("panel", "write", "spec-writer-panel", "billing", "--section", "Overview", "--section", "Errors", env=GIT_ENV)
+    r = p.run(
+        "panel", "write", "spec-writer-panel", "billing", "--section", "Overview", "--section", "Errors", env=GIT_ENV
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     doc = (p.dir / "specs" / "proposed" / "billing.md").read_text()
     assert doc.startswith("# Billing\n") and "## Overview\n\nTEXT-BY-CLAUDE" in doc and "## Errors" in doc
@@ -184,12 +224,21 @@ def test_writing_panel_writes_by_sections_sends_the_review_request_and_answers_o
     assert len(statuses) == 8  # per section: announce, two contributions, decision
     # Nothing of the writers' internal thread reaches a reviewer's mailbox.
     assert not [f for f in p.new_files("spec-reviewer-panel.claude") if b"TEXT-BY-GPT-5" in f.read_bytes()]
-    rr = [m for m in mail(p, "review-request")]
-    assert {m[0] for m in rr} == {"spec-reviewer-panel.claude", "spec-reviewer-panel.gpt-5", "spec-reviewer-panel.gemini"}
+    rr = list(mail(p, "review-request"))
+    assert {m[0] for m in rr} == {
+        "spec-reviewer-panel.claude",
+        "spec-reviewer-panel.gpt-5",
+        "spec-reviewer-panel.gemini",
+    }
     assert "spec-writer-panel: draft billing (2 sections)" in p.run("log", "--format=%s", "-1", tool="git").stdout
     # A reviewer asks on the discussion address; the primary answers in that thread.
-    q = p.send("spec-reviewer-panel.gemini", "clarification-request", "specs/proposed/billing.md", "spec-discussion",
-               QUESTION="Refunds?")
+    q = p.send(
+        "spec-reviewer-panel.gemini",
+        "clarification-request",
+        "specs/proposed/billing.md",
+        "spec-discussion",
+        QUESTION="Refunds?",
+    )
     r = p.run("run-role", "--with-email", "spec-writer-panel", env=GIT_ENV)
     assert r.returncode == 0, r.stdout + r.stderr
     answers = [parse(f.read_bytes()) for f in p.new_files("spec-reviewer-panel.gemini")]
@@ -202,8 +251,9 @@ def test_agentd_wakes_a_review_panel(tmp_path: Path) -> None:
     from test_agentd import Daemon
 
     p = panel_project(tmp_path, {"claude": "approve", "gpt-5": "reject", "gemini": "reject"})
-    (p.dir / "workflow.toml").write_text((p.dir / "workflow.toml").read_text()
-                                         + '\n[agentd]\nrescan = 1\nroles = ["spec-reviewer-panel"]\n')
+    (p.dir / "workflow.toml").write_text(
+        (p.dir / "workflow.toml").read_text() + '\n[agentd]\nrescan = 1\nroles = ["spec-reviewer-panel"]\n'
+    )
     d = Daemon(p)
     try:
         p.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer-panel")

@@ -10,15 +10,17 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import Project
 from test_gmail_bridge import PASSWORD, bridge_project, dovecot, needs_dovecot, run_bridge, spool  # noqa: F401
 
-from conftest import Project
 from workflow.bridges.gmail import replyloop as rl
 from workflow.mail.message import parse
 
 
 def conv(p: Project) -> Path:
-    return rl.start(p.app, "<first@workflow.local>", "user", "sam@test.com", "Briefing", "The briefing body.", "2026-11-26 05:00")
+    return rl.start(
+        p.app, "<first@workflow.local>", "user", "sam@test.com", "Briefing", "The briefing body.", "2026-11-26 05:00"
+    )
 
 
 def test_state_detection(tmp_path: Path) -> None:
@@ -46,7 +48,10 @@ def test_thread_order_special_characters_and_new_markers(project: Project) -> No
     assert rl.record_reply(d, "sam@test.com", "third", "<r3@test.com>") == 3
     assert rl.record_reply(d, "sam@test.com", "third", "<r3@test.com>") == 3  # the same reply again: not twice
     text = (d / "thread.md").read_text()
-    order = [text.index(s) for s in ("## Sent", "## Reply #1", "## Response to Reply #1", "## NEW Reply #2", "## NEW Reply #3")]
+    order = [
+        text.index(s)
+        for s in ("## Sent", "## Reply #1", "## Response to Reply #1", "## NEW Reply #2", "## NEW Reply #3")
+    ]
     assert order == sorted(order)
     assert weird.rstrip() in text
     rl.remove_new_markers(d / "thread.md")
@@ -60,7 +65,9 @@ def test_thread_order_special_characters_and_new_markers(project: Project) -> No
 
 def test_concurrent_appends_lose_nothing(project: Project) -> None:
     d = conv(project)
-    threads = [threading.Thread(target=rl.append, args=(d / "thread.md", f"Section {i}", f"body {i}")) for i in range(20)]
+    threads = [
+        threading.Thread(target=rl.append, args=(d / "thread.md", f"Section {i}", f"body {i}")) for i in range(20)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -130,14 +137,20 @@ def test_the_loop_end_to_end_through_dovecot(tmp_path: Path, dovecot: object) ->
     (p.dir / "scripted" / "user.toml").write_text('[[step]]\nsay = "3pm works. See you then."\n')
     d = rl.start(p.app, "<brief-1@workflow.local>", "user", "sam@test.com", "Briefing", "Meeting at 2pm.")
     for i, text in enumerate(("Can we do 3pm?", "Also, bring the deck."), 1):
-        dovecot.append((f"From: sam@test.com\r\nTo: me@example.com\r\nSubject: Re: Briefing\r\nMessage-ID: <sam-{i}@test.com>\r\n"
-                        f"In-Reply-To: <brief-1@workflow.local>\r\nReferences: <brief-1@workflow.local>\r\n\r\n{text}\r\n").encode())
+        dovecot.append(
+            (
+                f"From: sam@test.com\r\nTo: me@example.com\r\nSubject: Re: Briefing\r\nMessage-ID: <sam-{i}@test.com>\r\n"
+                f"In-Reply-To: <brief-1@workflow.local>\r\nReferences: <brief-1@workflow.local>\r\n\r\n{text}\r\n"
+            ).encode()
+        )
     r = run_bridge(p)
     assert r.returncode == 0, r.stderr
     assert "one session spawned" in r.stderr
     end = time.monotonic() + 30
     while not (d / "responses" / "02-response.md").exists() or rl.lock_path(d).exists():
-        assert time.monotonic() < end, (d / "responses" / "session.log").read_text() if (d / "responses" / "session.log").exists() else ""
+        assert time.monotonic() < end, (
+            (d / "responses" / "session.log").read_text() if (d / "responses" / "session.log").exists() else ""
+        )
         time.sleep(0.1)
     thread = (d / "thread.md").read_text()
     assert "## Reply #1" in thread and "## Reply #2" in thread and "NEW" not in thread

@@ -11,9 +11,15 @@ from workflow.core.config import DEFAULT_EVENTS
 from workflow.core.errors import RosterError
 from workflow.policy.roles import parse_role
 
-SEED_ROLES = [
-    f"{k}-{side}" for k in ("vision", "scope", "roadmap", "spec", "skeleton", "test", "implementation") for side in ("writer", "reviewer")
-] + ["implementer", "coordinator", "platform-lead"] + [f"{k}-writing-helper" for k in ("vision", "scope", "roadmap", "spec")]
+SEED_ROLES = (
+    [
+        f"{k}-{side}"
+        for k in ("vision", "scope", "roadmap", "spec", "skeleton", "test", "implementation")
+        for side in ("writer", "reviewer")
+    ]
+    + ["implementer", "coordinator", "platform-lead"]
+    + [f"{k}-writing-helper" for k in ("vision", "scope", "roadmap", "spec")]
+)
 
 
 def test_shipped_roles_cover_the_seed(project: Project) -> None:
@@ -30,11 +36,27 @@ def test_shipped_roles_cover_the_seed(project: Project) -> None:
     [
         ("spec-reviewer", "role", ["spec-reviewer"]),
         ("Spec-Reviewer@workflow.local", "role", ["spec-reviewer"]),
-        ("spec-reviewer-panel", "panel", ["spec-reviewer-panel.claude", "spec-reviewer-panel.gpt-5", "spec-reviewer-panel.gemini"]),
+        (
+            "spec-reviewer-panel",
+            "panel",
+            ["spec-reviewer-panel.claude", "spec-reviewer-panel.gpt-5", "spec-reviewer-panel.gemini"],
+        ),
         ("spec-reviewer-panel.gpt-5", "member", ["spec-reviewer-panel.gpt-5"]),
-        ("spec-reviewer-panel-internal", "internal", ["spec-reviewer-panel.claude", "spec-reviewer-panel.gpt-5", "spec-reviewer-panel.gemini"]),
-        ("spec-writer-panel-internal", "internal", ["spec-writer-panel.claude", "spec-writer-panel.gpt-5", "spec-writer-panel.gemini"]),
-        ("spec-discussion", "discussion", [f"spec-{s}-panel.{m}" for s in ("writer", "reviewer") for m in ("claude", "gpt-5", "gemini")]),
+        (
+            "spec-reviewer-panel-internal",
+            "internal",
+            ["spec-reviewer-panel.claude", "spec-reviewer-panel.gpt-5", "spec-reviewer-panel.gemini"],
+        ),
+        (
+            "spec-writer-panel-internal",
+            "internal",
+            ["spec-writer-panel.claude", "spec-writer-panel.gpt-5", "spec-writer-panel.gemini"],
+        ),
+        (
+            "spec-discussion",
+            "discussion",
+            [f"spec-{s}-panel.{m}" for s in ("writer", "reviewer") for m in ("claude", "gpt-5", "gemini")],
+        ),
         ("vision-discussion", "discussion", ["vision-writer", "vision-reviewer"]),
         ("someone@gmail.com", "external", []),
     ],
@@ -46,7 +68,9 @@ def test_routes(project: Project, address: str, kind: str, boxes: list[str]) -> 
 
 
 def test_unknown_address_suggests_nearest(project: Project) -> None:
-    with pytest.raises(RosterError, match="unknown address spec-reveiwer@workflow.local; did you mean spec-reviewer@workflow.local"):
+    with pytest.raises(
+        RosterError, match="unknown address spec-reveiwer@workflow.local; did you mean spec-reviewer@workflow.local"
+    ):
         project.app.roster.route("spec-reveiwer")
 
 
@@ -68,7 +92,9 @@ def test_internal_senders(project: Project) -> None:
 def test_project_role_overrides_builtin(project_factory: object) -> None:
     p = project_factory()  # type: ignore[operator]
     (p.dir / "roles").mkdir()
-    (p.dir / "roles" / "spec-reviewer.md").write_text('+++\nmode = "async"\ntriggers = ["question"]\n+++\nCustom prompt.\n')
+    (p.dir / "roles" / "spec-reviewer.md").write_text(
+        '+++\nmode = "async"\ntriggers = ["question"]\n+++\nCustom prompt.\n'
+    )
     (p.dir / "roles" / "security-reviewer.md").write_text('+++\nmode = "async"\n+++\nSecurity.\n')
     from workflow.app import App
     from workflow.core.config import load_config

@@ -11,16 +11,21 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import Project
 from fake_anthropic import FakeAnthropic, text, tool_use
 from test_git_workflow import GIT_ENV, git_project, mail
-
-from conftest import Project
 
 REVIEW = [
     {"tool": "read_artifact", "path": "specs/*/user-auth.md"},
     {"tool": "move_artifact", "artifact": "user-auth", "state": "todo", "reason": "Complete"},
-    {"tool": "send_message", "event": "approval", "artifact": "specs/*/user-auth.md", "to": ["spec-writer"],
-     "in_reply_to": "$first", "variables": {"NEXT_STATE": "todo", "NEXT_ROLES": "test-writer"}},
+    {
+        "tool": "send_message",
+        "event": "approval",
+        "artifact": "specs/*/user-auth.md",
+        "to": ["spec-writer"],
+        "in_reply_to": "$first",
+        "variables": {"NEXT_STATE": "todo", "NEXT_ROLES": "test-writer"},
+    },
 ]
 
 
@@ -58,11 +63,21 @@ def test_scripted_reviewer_approves_moves_and_marks_read(gp: Project) -> None:
 
 def test_a_failed_run_leaves_mail_unread_and_sends_nothing(gp: Project) -> None:
     gp.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer")
-    script(gp, "spec-reviewer", [
-        {"tool": "send_message", "event": "question", "artifact": "specs/*/user-auth.md", "to": ["spec-writer"],
-         "in_reply_to": "$first", "variables": {"QUESTION": "q"}},
-        {"fail": "the agent crashed"},
-    ])
+    script(
+        gp,
+        "spec-reviewer",
+        [
+            {
+                "tool": "send_message",
+                "event": "question",
+                "artifact": "specs/*/user-auth.md",
+                "to": ["spec-writer"],
+                "in_reply_to": "$first",
+                "variables": {"QUESTION": "q"},
+            },
+            {"fail": "the agent crashed"},
+        ],
+    )
     r = gp.run("run-role", "--with-email", "spec-reviewer", env=GIT_ENV)
     assert r.returncode == 1
     assert "run failed" in r.stdout and "the agent crashed" in r.stdout
@@ -80,15 +95,35 @@ def test_tools_enforce_the_rules(gp: Project) -> None:
     outside.write_text("top secret")
     os.symlink(outside, gp.dir / "specs" / "proposed" / "link.md")
     cases = [
-        ("test-writer", {"tool": "move_artifact", "artifact": "user-auth", "state": "todo"}, "test-writer may not move"),
+        (
+            "test-writer",
+            {"tool": "move_artifact", "artifact": "user-auth", "state": "todo"},
+            "test-writer may not move",
+        ),
         ("spec-writer", {"tool": "read_artifact", "path": "specs/proposed/../../../secret.txt"}, "'..' is not allowed"),
         ("spec-writer", {"tool": "read_artifact", "path": "specs/proposed/link.md"}, "leads outside specs/"),
         ("spec-writer", {"tool": "write_artifact", "path": "README.md", "content": "x"}, "not ROOT/STATE/NAME"),
-        ("spec-writer", {"tool": "write_artifact", "path": "specs/todo/user-auth.md", "content": "x"}, "already exists as specs/proposed/user-auth.md"),
-        ("spec-writer", {"tool": "send_message", "event": "question", "artifact": "specs/*/user-auth.md",
-                         "to": ["spec-reviewer-panel-internal"], "variables": {"QUESTION": "q"}}, "internal-members-only"),
-        ("spec-writer", {"tool": "send_message", "event": "approval", "artifact": "specs/*/user-auth.md",
-                         "to": ["spec-reviewer"]}, "reviewer-decisions"),
+        (
+            "spec-writer",
+            {"tool": "write_artifact", "path": "specs/todo/user-auth.md", "content": "x"},
+            "already exists as specs/proposed/user-auth.md",
+        ),
+        (
+            "spec-writer",
+            {
+                "tool": "send_message",
+                "event": "question",
+                "artifact": "specs/*/user-auth.md",
+                "to": ["spec-reviewer-panel-internal"],
+                "variables": {"QUESTION": "q"},
+            },
+            "internal-members-only",
+        ),
+        (
+            "spec-writer",
+            {"tool": "send_message", "event": "approval", "artifact": "specs/*/user-auth.md", "to": ["spec-reviewer"]},
+            "reviewer-decisions",
+        ),
     ]
     for role, step, refusal in cases:
         gp.send("coordinator", "question", "specs/*/user-auth.md", role, QUESTION="go")
@@ -100,16 +135,23 @@ def test_tools_enforce_the_rules(gp: Project) -> None:
 
 
 def test_reviewer_context_holds_nothing_from_writer_internal_mail(tmp_path: Path) -> None:
+    from workflow.agents.context import build
     from workflow.app import App
     from workflow.core.config import load_config
-    from workflow.agents.context import build
     from workflow.mail.inbox import select
 
     p = git_project(tmp_path / "iso", '[backends.scripted]\nrecord_dir = "prompts"\n')
     secret = "ZEBRA-CONFIDENTIAL-42"
-    internal = p.send("spec-writer-panel.claude", "question", "specs/*/user-auth.md", "spec-writer-panel-internal",
-                      QUESTION=f"between us writers: {secret}")
-    p.send("spec-writer-panel", "review-request", "specs/proposed/user-auth.md", "spec-reviewer-panel", CONTEXT="please")
+    internal = p.send(
+        "spec-writer-panel.claude",
+        "question",
+        "specs/*/user-auth.md",
+        "spec-writer-panel-internal",
+        QUESTION=f"between us writers: {secret}",
+    )
+    p.send(
+        "spec-writer-panel", "review-request", "specs/proposed/user-auth.md", "spec-reviewer-panel", CONTEXT="please"
+    )
     p.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer", CONTEXT="solo please")
     # The solo reviewer, through the real CLI; the recording scripted backend keeps the prompt it got.
     script(p, "spec-reviewer", [{"say": "read it"}])
@@ -129,7 +171,8 @@ def test_reviewer_context_holds_nothing_from_writer_internal_mail(tmp_path: Path
 
 def test_command_backend_runs_an_agent_cli_that_calls_workflow_notify(gp: Project) -> None:
     agent = gp.dir / "agent.py"
-    agent.write_text(textwrap.dedent(f"""\
+    agent.write_text(
+        textwrap.dedent(f"""\
         import os, subprocess, sys
         prompt = sys.stdin.read()
         assert "# Role: spec-reviewer" in prompt and "CONTEXT-MARKER" in prompt, prompt[:300]
@@ -143,9 +186,12 @@ def test_command_backend_runs_an_agent_cli_that_calls_workflow_notify(gp: Projec
         subprocess.run([{sys.executable!r}, "-c", "from workflow.cli.notify import main; main()",
                         "question", "specs/*/user-auth.md", "spec-writer", "QUESTION=from the agent CLI"], check=True)
         print("asked a question")
-    """))
-    (gp.dir / "workflow.toml").write_text((gp.dir / "workflow.toml").read_text()
-                                          + f'\n[backends.command]\nargv = ["{sys.executable}", "agent.py"]\ntimeout = 5\n')
+    """)
+    )
+    (gp.dir / "workflow.toml").write_text(
+        (gp.dir / "workflow.toml").read_text()
+        + f'\n[backends.command]\nargv = ["{sys.executable}", "agent.py"]\ntimeout = 5\n'
+    )
     gp.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer", CONTEXT="CONTEXT-MARKER")
     (gp.dir / "mode").write_text("fail")
     r = gp.run("run-role", "--with-email", "--backend", "command", "spec-reviewer", env=GIT_ENV)
@@ -156,7 +202,9 @@ def test_command_backend_runs_an_agent_cli_that_calls_workflow_notify(gp: Projec
     r = gp.run("run-role", "--with-email", "--backend", "command", "spec-reviewer", env=GIT_ENV)
     assert r.returncode == 1 and "timed out after 5s" in r.stdout and time.monotonic() - t0 < 30
     (gp.dir / "mode").write_text("ok")
-    r = gp.run("run-role", "--with-email", "--email-poll-interval", "0.2", "--backend", "command", "spec-reviewer", env=GIT_ENV)
+    r = gp.run(
+        "run-role", "--with-email", "--email-poll-interval", "0.2", "--backend", "command", "spec-reviewer", env=GIT_ENV
+    )
     assert r.returncode == 0, r.stdout
     assert "asked a question" in r.stdout
     assert mail(gp, "question") == [("spec-writer", "question", "proposed", ("specs/*/user-auth.md",))]
@@ -172,16 +220,33 @@ def test_anthropic_backend_round_trips_tools_and_reports_usage(gp: Project) -> N
     with FakeAnthropic() as fake:
         fake.add(tool_use("read_artifact", {"path": "specs/*/user-auth.md"}, "toolu_a", (100, 20)))
         fake.add(tool_use("move_artifact", {"artifact": "user-auth", "state": "done"}, "toolu_b", (120, 10)))
-        fake.add(tool_use("send_message", {"event": "rejection", "artifact": "specs/*/user-auth.md", "to": ["spec-writer"],
-                                           "variables": {"REASON": "needs error cases"}}, "toolu_c", (130, 30)))
+        fake.add(
+            tool_use(
+                "send_message",
+                {
+                    "event": "rejection",
+                    "artifact": "specs/*/user-auth.md",
+                    "to": ["spec-writer"],
+                    "variables": {"REASON": "needs error cases"},
+                },
+                "toolu_c",
+                (130, 30),
+            )
+        )
         fake.add(text("Rejected: error cases missing.", usage=(140, 8)))
         r = gp.run("run-role", "--with-email", "--backend", "anthropic", "spec-reviewer", env=anthropic_env(fake))
         reqs = fake.requests
     assert r.returncode == 0, r.stdout + r.stderr
     assert len(reqs) == 4
     assert reqs[0]["messages"][0]["content"].startswith("# Role: spec-reviewer")
-    assert {t["name"] for t in reqs[0]["tools"]} == {"read_artifact", "write_artifact", "move_artifact", "send_message",
-                                                     "list_inbox", "read_thread"}
+    assert {t["name"] for t in reqs[0]["tools"]} == {
+        "read_artifact",
+        "write_artifact",
+        "move_artifact",
+        "send_message",
+        "list_inbox",
+        "read_thread",
+    }
     first_result = reqs[1]["messages"][-1]["content"][0]
     assert first_result["tool_use_id"] == "toolu_a" and "# User auth" in first_result["content"]
     refused = reqs[2]["messages"][-1]["content"][0]
@@ -191,13 +256,18 @@ def test_anthropic_backend_round_trips_tools_and_reports_usage(gp: Project) -> N
     assert unread(gp, "spec-reviewer") == 0
 
 
-@pytest.mark.parametrize("status,kind,expect", [
-    (401, "authentication_error", "Anthropic API 401: authentication failed"),
-    (500, "api_error", "Anthropic API 500: server error"),
-    (429, "rate_limit_error", "Anthropic API 429: rate limited; retry after 7s"),
-])
+@pytest.mark.parametrize(
+    "status,kind,expect",
+    [
+        (401, "authentication_error", "Anthropic API 401: authentication failed"),
+        (500, "api_error", "Anthropic API 500: server error"),
+        (429, "rate_limit_error", "Anthropic API 429: rate limited; retry after 7s"),
+    ],
+)
 def test_anthropic_errors_fail_the_run_cleanly(gp: Project, status: int, kind: str, expect: str) -> None:
-    (gp.dir / "workflow.toml").write_text((gp.dir / "workflow.toml").read_text() + "\n[backends.anthropic]\nmax_retries = 0\n")
+    (gp.dir / "workflow.toml").write_text(
+        (gp.dir / "workflow.toml").read_text() + "\n[backends.anthropic]\nmax_retries = 0\n"
+    )
     gp.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer")
     with FakeAnthropic() as fake:
         fake.error(status, kind, {"retry-after": "7"} if status == 429 else None)
@@ -220,8 +290,16 @@ def test_anthropic_429_is_retried_after_retry_after_and_new_mail_reaches_the_nex
                 time.sleep(0.6)
 
         fake.on_request = during
-        r = gp.run("run-role", "--with-email", "--email-poll-interval", "0.1", "--backend", "anthropic", "spec-reviewer",
-                   env=anthropic_env(fake))
+        r = gp.run(
+            "run-role",
+            "--with-email",
+            "--email-poll-interval",
+            "0.1",
+            "--backend",
+            "anthropic",
+            "spec-reviewer",
+            env=anthropic_env(fake),
+        )
         reqs = fake.requests
     assert r.returncode == 0, r.stdout + r.stderr
     assert len(reqs) == 3
@@ -237,15 +315,26 @@ def test_sync_helper_refuses_email_and_runs_interactively_in_a_pty(gp: Project) 
 
     r = gp.run("run-role", "--with-email", "spec-writing-helper", env=GIT_ENV)
     assert r.returncode != 0 and "sync helper role: it never reads or sends mail" in r.stderr
-    script(gp, "spec-writing-helper", [
-        {"say": "What problem does search solve?"},
-        {"say": "Who searches, and for what?"},
-        {"say": "# Search\n\nUsers search specs by title."},
-    ])
+    script(
+        gp,
+        "spec-writing-helper",
+        [
+            {"say": "What problem does search solve?"},
+            {"say": "Who searches, and for what?"},
+            {"say": "# Search\n\nUsers search specs by title."},
+        ],
+    )
     master, slave = pty.openpty()
     env = {k: v for k, v in os.environ.items() if not k.startswith("WORKFLOW_")}
-    proc = subprocess.Popen([sys.executable, "-c", "from workflow.cli.run import main; main()", "-i", "spec-writing-helper", "search"],
-                            cwd=gp.dir, stdin=slave, stdout=slave, stderr=slave, env={**env, **GIT_ENV}, close_fds=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from workflow.cli.run import main; main()", "-i", "spec-writing-helper", "search"],
+        cwd=gp.dir,
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env={**env, **GIT_ENV},
+        close_fds=True,
+    )
     os.close(slave)
     out = b""
 
@@ -274,7 +363,11 @@ def test_sync_helper_refuses_email_and_runs_interactively_in_a_pty(gp: Project) 
     assert (gp.dir / "specs" / "proposed" / "search.md").read_text() == "# Search\n\nUsers search specs by title.\n"
     got = mail(gp, "review-request")
     assert [m[3] for m in got] and all(m[3] == ("specs/proposed/search.md",) for m in got)
-    assert {b for b, *_ in got} == {"spec-reviewer-panel.claude", "spec-reviewer-panel.gpt-5", "spec-reviewer-panel.gemini"}
+    assert {b for b, *_ in got} == {
+        "spec-reviewer-panel.claude",
+        "spec-reviewer-panel.gpt-5",
+        "spec-reviewer-panel.gemini",
+    }
 
 
 def test_scripts_run_role_sh_runs_it(gp: Project) -> None:
@@ -283,5 +376,9 @@ def test_scripts_run_role_sh_runs_it(gp: Project) -> None:
     gp.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer")
     r = gp.run("--dry-run", "--with-email", "spec-reviewer", tool=str(ROOT / "scripts" / "run-role.sh"), env=GIT_ENV)
     assert r.returncode == 0, r.stderr
-    assert "--- context (dry run" in r.stdout and "# Artifacts referenced" in r.stdout and "## specs/proposed/user-auth.md" in r.stdout
+    assert (
+        "--- context (dry run" in r.stdout
+        and "# Artifacts referenced" in r.stdout
+        and "## specs/proposed/user-auth.md" in r.stdout
+    )
     assert unread(gp, "spec-reviewer") == 1

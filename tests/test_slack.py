@@ -16,10 +16,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import Project, free_port
 from fake_slack import FakeSlack
 from test_git_workflow import GIT_ENV, git_project
 
-from conftest import Project, free_port
 from workflow.bridges.slack.intents import by_keywords, failed, waiting
 
 SECRET = "s3cret"
@@ -33,7 +33,9 @@ def slack() -> Iterator[FakeSlack]:
 
 
 def slack_project(tmp_path: Path, fake: FakeSlack, roles: str = '{ research = "spec-writer" }') -> Project:
-    p = git_project(tmp_path / "sl", f"""
+    p = git_project(
+        tmp_path / "sl",
+        f"""
 [bridges.slack]
 api_base_url = "{fake.url}"
 port = {free_port()}
@@ -41,7 +43,8 @@ bot_user_id = "UBOT"
 default_role = "coordinator"
 roles = {roles}
 backend = "scripted"
-""")
+""",
+    )
     (p.dir / "scripted").mkdir(exist_ok=True)
     (p.dir / "scripted" / "coordinator.toml").write_text('[[step]]\nsay = "Done: the summary is ready."\n')
     return p
@@ -53,10 +56,16 @@ def sign(body: bytes, ts: int | None = None, secret: str = SECRET) -> dict[str, 
     return {"X-Slack-Request-Timestamp": t, "X-Slack-Signature": sig, "Content-Type": "application/json"}
 
 
-def post(port: int, payload: dict[str, object], headers: dict[str, str] | None = None, raw: bytes | None = None) -> tuple[int, str]:
+def post(
+    port: int, payload: dict[str, object], headers: dict[str, str] | None = None, raw: bytes | None = None
+) -> tuple[int, str]:
     body = raw if raw is not None else json.dumps(payload).encode()
-    req = urllib.request.Request(f"http://127.0.0.1:{port}/slack/events", data=body, method="POST",
-                                 headers=headers if headers is not None else sign(body))
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{port}/slack/events",
+        data=body,
+        method="POST",
+        headers=headers if headers is not None else sign(body),
+    )
     try:
         with urllib.request.urlopen(req, timeout=10) as r:
             return r.status, r.read().decode()
@@ -79,9 +88,13 @@ class Endpoint:
         env = {k: v for k, v in os.environ.items() if not k.startswith("WORKFLOW_") and k != "ANTHROPIC_API_KEY"}
         self.log = p.dir.parent / "slack.out"
         with open(self.log, "ab") as out:
-            self.proc = subprocess.Popen([sys.executable, "-m", "workflow", "bridge", "slack"], cwd=p.dir,
-                                         env={**env, **GIT_ENV, "SLACK_SIGNING_SECRET": SECRET, "SLACK_BOT_TOKEN": "xoxb-test"},
-                                         stdout=out, stderr=out)
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "workflow", "bridge", "slack"],
+                cwd=p.dir,
+                env={**env, **GIT_ENV, "SLACK_SIGNING_SECRET": SECRET, "SLACK_BOT_TOKEN": "xoxb-test"},
+                stdout=out,
+                stderr=out,
+            )
         end = time.monotonic() + 20
         while "listening on" not in self.text():
             assert time.monotonic() < end and self.proc.poll() is None, self.text()
@@ -109,30 +122,33 @@ def tasks(p: Project) -> list[dict[str, object]]:
     db = sqlite3.connect(p.app.config.mail_root / ".workflow" / "slack.sqlite")
     cur = db.execute("SELECT * FROM task ORDER BY id")
     cols = [c[0] for c in cur.description]
-    out = [dict(zip(cols, r)) for r in cur.fetchall()]
+    out = [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
     db.close()
     return out
 
 
-@pytest.mark.parametrize("text,intent", [
-    ("Please research the latest Python release", "research"),
-    ("Fix the login bug in auth.py", "code_change"),
-    ("Organize my notes into a list", "organize"),
-    ("What is a Maildir?", "question"),
-    ("Remind me about the dentist tomorrow", "reminder"),
-    ("todo: buy milk", "todo"),
-    ("show my todo list", "todo_check"),
-    ("complete todo 3", "todo_complete"),
-    ("hello there", "other"),
-    ("最新のPython情報を調べて", "research"),
-    ("ログイン画面を作って", "code_change"),
-    ("Maildirとは何か教えて", "question"),
-    ("メモを整理して", "organize"),
-    ("明日の会議をリマインドして", "reminder"),
-    ("牛乳を買う todo追加", "todo"),
-    ("todo一覧", "todo_check"),
-    ("todo完了 2", "todo_complete"),
-])
+@pytest.mark.parametrize(
+    "text,intent",
+    [
+        ("Please research the latest Python release", "research"),
+        ("Fix the login bug in auth.py", "code_change"),
+        ("Organize my notes into a list", "organize"),
+        ("What is a Maildir?", "question"),
+        ("Remind me about the dentist tomorrow", "reminder"),
+        ("todo: buy milk", "todo"),
+        ("show my todo list", "todo_check"),
+        ("complete todo 3", "todo_complete"),
+        ("hello there", "other"),
+        ("最新のPython情報を調べて", "research"),
+        ("ログイン画面を作って", "code_change"),
+        ("Maildirとは何か教えて", "question"),
+        ("メモを整理して", "organize"),
+        ("明日の会議をリマインドして", "reminder"),
+        ("牛乳を買う todo追加", "todo"),
+        ("todo一覧", "todo_check"),
+        ("todo完了 2", "todo_complete"),
+    ],
+)
 def test_keyword_classification_table(text: str, intent: str) -> None:
     got = by_keywords(text)
     assert got.intent == intent, (text, got.reasoning)
@@ -143,7 +159,11 @@ def test_large_scope_code_change_asks_first_and_detectors() -> None:
     assert by_keywords("新機能としてアーキテクチャを作って").clarify_question
     assert by_keywords("implement a new feature: rewrite the architecture").clarify_question
     assert by_keywords("fix the typo in the readme").clarify_question is None
-    assert failed("... 認証でエラーが発生しました") and failed("x" * 600 + "No tokens found") and not failed("failed " + "x" * 600)
+    assert (
+        failed("... 認証でエラーが発生しました")
+        and failed("x" * 600 + "No tokens found")
+        and not failed("failed " + "x" * 600)
+    )
     assert waiting("Which one? Why? When?") and not waiting("Done?")
 
 
@@ -155,7 +175,11 @@ def test_claude_classifies_with_json_and_falls_back(monkeypatch: pytest.MonkeyPa
     with FakeAnthropic() as fake:
         monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
         monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.url)
-        fake.add(text('{"intent": "research", "summary": "s", "executionPrompt": "do it", "reasoning": "r", "autonomyLevel": 3}'))
+        fake.add(
+            text(
+                '{"intent": "research", "summary": "s", "executionPrompt": "do it", "reasoning": "r", "autonomyLevel": 3}'
+            )
+        )
         got = classify("anything at all")
         assert (got.intent, got.method, got.autonomy_level, got.execution_prompt) == ("research", "claude", 2, "do it")
         fake.error(500, "api_error")
@@ -186,12 +210,14 @@ def test_signatures_retries_and_the_whole_task_path(tmp_path: Path, slack: FakeS
         assert posted, slack.calls
         assert posted[-1]["thread_ts"] == "100.1" and "the summary is ready" in posted[-1]["text"]
         # The request went to the coordinator as workflow mail.
-        qs = [f for f in p.new_files("coordinator")]
+        qs = list(p.new_files("coordinator"))
         assert qs and b"Summarize the week" in qs[0].read_bytes()
         # A follow-up in the finished thread continues it with the earlier exchange as context.
         assert post(ep.port, message("Ev3", "100.3", "and last month?", thread_ts="100.1"))[0] == 200
         wait(lambda: len(tasks(p)) == 2 and tasks(p)[1]["status"] == "completed", "the follow-up")
-        assert "Earlier in this thread" in str(tasks(p)[1]["prompt"]) and "Summarize the week" in str(tasks(p)[1]["prompt"])
+        assert "Earlier in this thread" in str(tasks(p)[1]["prompt"]) and "Summarize the week" in str(
+            tasks(p)[1]["prompt"]
+        )
         assert "retry 1" in ep.text() and "already received" in ep.text()
     finally:
         ep.stop()
@@ -212,8 +238,14 @@ def test_clarify_then_reply_queues_thumbs_down_rejects_todo_and_failure(tmp_path
         assert slack.reactions("200.1")[-1] == "x"
         post(ep.port, message("E3", "300.1", "implement a new feature: replace the architecture"))
         wait(lambda: len(tasks(p)) == 2 and tasks(p)[1]["status"] == "pending", "second pending")
-        post(ep.port, {"type": "event_callback", "event_id": "E4",
-                       "event": {"type": "reaction_added", "reaction": "-1", "item": {"ts": "300.1", "channel": "C1"}}})
+        post(
+            ep.port,
+            {
+                "type": "event_callback",
+                "event_id": "E4",
+                "event": {"type": "reaction_added", "reaction": "-1", "item": {"ts": "300.1", "channel": "C1"}},
+            },
+        )
         wait(lambda: tasks(p)[1]["status"] == "rejected", "rejected")
         post(ep.port, message("E5", "400.1", "todo: buy milk"))
         wait(lambda: len(tasks(p)) == 3 and tasks(p)[2]["status"] == "completed", "todo")
@@ -228,8 +260,11 @@ def test_clarify_then_reply_queues_thumbs_down_rejects_todo_and_failure(tmp_path
 
 
 def test_max_concurrent_holds_under_a_burst_and_a_sigkill_is_recovered(tmp_path: Path, slack: FakeSlack) -> None:
-    p = slack_project(tmp_path, slack, '{ research = "spec-writer", question = "spec-reviewer", organize = "implementer", '
-                                       'reminder = "test-writer" }')
+    p = slack_project(
+        tmp_path,
+        slack,
+        '{ research = "spec-writer", question = "spec-reviewer", organize = "implementer", reminder = "test-writer" }',
+    )
     for role in ("spec-writer", "spec-reviewer", "implementer", "test-writer", "coordinator"):
         (p.dir / "scripted" / f"{role}.toml").write_text('[[step]]\nsleep = 1.5\n[[step]]\nsay = "finished"\n')
     ep = Endpoint(p)
@@ -266,7 +301,11 @@ def test_max_concurrent_holds_under_a_burst_and_a_sigkill_is_recovered(tmp_path:
 def test_replay_and_429_retry_after(tmp_path: Path, slack: FakeSlack) -> None:
     p = slack_project(tmp_path, slack)
     events = tmp_path / "events.jsonl"
-    events.write_text("\n".join(json.dumps(e) for e in [message("R1", "800.1", "todo: call Bob"), message("R1", "800.1", "todo: call Bob")]))
+    events.write_text(
+        "\n".join(
+            json.dumps(e) for e in [message("R1", "800.1", "todo: call Bob"), message("R1", "800.1", "todo: call Bob")]
+        )
+    )
     slack.rate_limit_next = 1
     env = {"SLACK_SIGNING_SECRET": SECRET, "SLACK_BOT_TOKEN": "xoxb-test", **GIT_ENV}
     r = p.run("bridge", "slack", "--replay", str(events), env=env)

@@ -10,13 +10,13 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
-
 from conftest import Project
 from smtp_helpers import message
+
 from workflow.app import App
 from workflow.core.config import load_config
-from workflow.mail.message import parse
 from workflow.delivery.smtpd import BackgroundServer
+from workflow.mail.message import parse
 
 
 @pytest.fixture
@@ -25,7 +25,9 @@ def smtp(project: Project) -> Iterator[int]:
         yield port
 
 
-def send(port: int, raw: bytes, sender: str = "spec-writer@workflow.local", to: list[str] | None = None) -> dict[str, tuple[int, bytes]]:
+def send(
+    port: int, raw: bytes, sender: str = "spec-writer@workflow.local", to: list[str] | None = None
+) -> dict[str, tuple[int, bytes]]:
     with smtplib.SMTP("127.0.0.1", port, timeout=10) as s:
         return s.sendmail(sender, to or ["spec-reviewer@workflow.local"], raw)
 
@@ -40,7 +42,11 @@ def test_smtplib_delivers_byte_exact(project: Project, smtp: int) -> None:
 @pytest.mark.parametrize(
     ("rcpt", "code", "needle"),
     [
-        ("spec-reveiwer@workflow.local", 550, "5.1.1 unknown address spec-reveiwer@workflow.local; did you mean spec-reviewer"),
+        (
+            "spec-reveiwer@workflow.local",
+            550,
+            "5.1.1 unknown address spec-reveiwer@workflow.local; did you mean spec-reviewer",
+        ),
         ("spec-reviewer-panel-internal@workflow.local", 550, "5.7.1 rule internal-members-only"),
         ("someone@example.com", 550, "5.7.1 relaying denied"),
     ],
@@ -56,8 +62,14 @@ def test_rcpt_refusals_name_the_rule(project: Project, smtp: int, rcpt: str, cod
 @pytest.mark.parametrize(
     ("mutate", "needle"),
     [
-        (lambda r: r.replace(b"X-Event-Type: question", b"X-Event-Type: party"), "5.6.0 header X-Event-Type: unknown event type 'party'"),
-        (lambda r: r.replace(b"X-Artifacts: specs/*/user-auth.md", b"X-Artifacts: ../../etc/passwd"), "5.6.0 header X-Artifacts"),
+        (
+            lambda r: r.replace(b"X-Event-Type: question", b"X-Event-Type: party"),
+            "5.6.0 header X-Event-Type: unknown event type 'party'",
+        ),
+        (
+            lambda r: r.replace(b"X-Artifacts: specs/*/user-auth.md", b"X-Artifacts: ../../etc/passwd"),
+            "5.6.0 header X-Artifacts",
+        ),
         (lambda r: r.replace(b"Subject: ", b"Subject: " + b"s" * 1200), "5.6.0 a header line is"),
         (lambda r: r.replace(b"From: spec-writer@", b"From: test-writer@"), "5.7.1 sender-matches-envelope"),
         (lambda r: r.replace(b"X-Event-Type: question", b"X-Event-Type: approval"), "5.7.1 reviewer-decisions"),
@@ -156,8 +168,13 @@ def _dialog(port: int, payload: bytes, wait: float = 0.5) -> bytes:
 def test_smuggling_one_message_per_data(project: Project, smtp: int) -> None:
     inner = message(sender="spec-writer", body="smuggled\n")
     raw = message(body="first\n").replace(b"first\r\n", b"first\n.\r\nMAIL FROM:<spec-writer@workflow.local>\r\n")
-    payload = (b"EHLO x\r\nMAIL FROM:<spec-writer@workflow.local>\r\nRCPT TO:<spec-reviewer@workflow.local>\r\nDATA\r\n"
-               + raw + b"RCPT TO:<spec-reviewer@workflow.local>\r\nDATA\r\n" + inner + b".\r\nQUIT\r\n")
+    payload = (
+        b"EHLO x\r\nMAIL FROM:<spec-writer@workflow.local>\r\nRCPT TO:<spec-reviewer@workflow.local>\r\nDATA\r\n"
+        + raw
+        + b"RCPT TO:<spec-reviewer@workflow.local>\r\nDATA\r\n"
+        + inner
+        + b".\r\nQUIT\r\n"
+    )
     out = _dialog(smtp, payload)
     assert b"550 5.6.0 message contains a bare CR or LF" in out
     assert project.new_files() == []
@@ -196,7 +213,8 @@ def test_hostile_input_never_kills_the_server(project: Project, smtp: int) -> No
         bytes(rng.randrange(256) for _ in range(2000)),
         b"EHLO x\nMAIL FROM:<a>\nRCPT TO:<b>\n",
         b"EHLO x\r\nMAIL FROM:<spec-writer@workflow.local>\r\nRCPT TO:<spec-reviewer@workflow.local>\r\nDATA\r\n"
-        + b"X-H: v\r\n" * 100_000 + b"\r\nbody\r\n.\r\n",
+        + b"X-H: v\r\n" * 100_000
+        + b"\r\nbody\r\n.\r\n",
         b"EHLO x\r\nMAIL FROM:<spec-writer@workflow.local>\r\nRCPT TO:<spec-reviewer@workflow.local>\r\nDATA\r\nFrom: \x00\x00\r\n\r\n\x00\r\n.\r\n",
         b"NOOP\r\n" * 500 + b"GARBAGE \xff\xfe\r\n" * 100,
         b"EHLO x\r\nMAIL FROM:<spec-writer@workflow.local>\r\nRCPT TO:<spec-reviewer@workflow.local>\r\nDATA\r\nSubject: cut",
@@ -214,7 +232,10 @@ def test_hostile_input_never_kills_the_server(project: Project, smtp: int) -> No
     def fuzz(blob: bytes) -> None:
         with socket.create_connection(("127.0.0.1", smtp), timeout=5) as s:
             s.recv(1024)
-            s.sendall(b"EHLO f\r\nMAIL FROM:<spec-writer@workflow.local>\r\nRCPT TO:<spec-reviewer@workflow.local>\r\nDATA\r\n" + blob)
+            s.sendall(
+                b"EHLO f\r\nMAIL FROM:<spec-writer@workflow.local>\r\nRCPT TO:<spec-reviewer@workflow.local>\r\nDATA\r\n"
+                + blob
+            )
 
     fuzz()
     assert project.new_files() == []
@@ -225,8 +246,21 @@ def test_hostile_input_never_kills_the_server(project: Project, smtp: int) -> No
 @pytest.mark.skipif(shutil.which("swaks") is None, reason="swaks not installed (scripts/system-packages installs it)")
 def test_swaks_delivers_and_is_refused_with_the_rule(project: Project, smtp: int) -> None:
     base = ["swaks", "--server", f"127.0.0.1:{smtp}", "--from", "spec-writer@workflow.local", "--helo", "test"]
-    ok = subprocess.run(base + ["--to", "spec-reviewer@workflow.local", "--header", "X-Event-Type: question",
-                                "--header", "Subject: from swaks", "--body", "hi"], capture_output=True, text=True)
+    ok = subprocess.run(
+        base
+        + [
+            "--to",
+            "spec-reviewer@workflow.local",
+            "--header",
+            "X-Event-Type: question",
+            "--header",
+            "Subject: from swaks",
+            "--body",
+            "hi",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert ok.returncode == 0, ok.stdout
     assert "250 2.0.0" in ok.stdout
     bad = subprocess.run(base + ["--to", "spec-reviewer-panel-internal@workflow.local"], capture_output=True, text=True)
@@ -235,7 +269,9 @@ def test_swaks_delivers_and_is_refused_with_the_rule(project: Project, smtp: int
     assert parse(f.read_bytes()).subject == "from swaks"
 
 
-@pytest.mark.skipif(shutil.which("notmuch") is None, reason="notmuch not installed (scripts/system-packages installs it)")
+@pytest.mark.skipif(
+    shutil.which("notmuch") is None, reason="notmuch not installed (scripts/system-packages installs it)"
+)
 def test_notmuch_finds_what_the_server_wrote(project: Project, smtp: int, tmp_path: object) -> None:
     import os
 
@@ -245,18 +281,27 @@ def test_notmuch_finds_what_the_server_wrote(project: Project, smtp: int, tmp_pa
     cfg.write_text(f"[database]\npath={project.mail}\n")
     env = {**os.environ, "NOTMUCH_CONFIG": str(cfg)}
     subprocess.run(["notmuch", "new", "--quiet"], env=env, check=True, capture_output=True)
-    out = subprocess.run(["notmuch", "search", "--output=files", "id:served.1@workflow.local"], env=env, capture_output=True, text=True)
+    out = subprocess.run(
+        ["notmuch", "search", "--output=files", "id:served.1@workflow.local"], env=env, capture_output=True, text=True
+    )
     assert "/spec-reviewer/new/" in out.stdout
 
 
 def test_smtputf8_and_8bitmime_stored_byte_exact(project: Project, smtp: int) -> None:
-    raw = ("Date: Thu, 26 Nov 2026 03:00:00 +0000\r\nFrom: spec-writer@workflow.local\r\nTo: spec-reviewer@workflow.local\r\nSubject: Grüße — 認証\r\n"
-           "Message-ID: <utf8.1@workflow.local>\r\nX-Event-Type: question\r\nContent-Type: text/plain; charset=utf-8\r\n"
-           "Content-Transfer-Encoding: 8bit\r\n\r\nÜnïcödé body\r\n").encode("utf-8")
+    raw = (
+        "Date: Thu, 26 Nov 2026 03:00:00 +0000\r\nFrom: spec-writer@workflow.local\r\nTo: spec-reviewer@workflow.local\r\nSubject: Grüße — 認証\r\n"
+        "Message-ID: <utf8.1@workflow.local>\r\nX-Event-Type: question\r\nContent-Type: text/plain; charset=utf-8\r\n"
+        "Content-Transfer-Encoding: 8bit\r\n\r\nÜnïcödé body\r\n"
+    ).encode()
     with smtplib.SMTP("127.0.0.1", smtp) as s:
         s.ehlo()
         assert s.has_extn("smtputf8") and s.has_extn("8bitmime")
-        s.sendmail("spec-writer@workflow.local", ["spec-reviewer@workflow.local"], raw, mail_options=["SMTPUTF8", "BODY=8BITMIME"])
+        s.sendmail(
+            "spec-writer@workflow.local",
+            ["spec-reviewer@workflow.local"],
+            raw,
+            mail_options=["SMTPUTF8", "BODY=8BITMIME"],
+        )
     [f] = project.new_files("spec-reviewer")
     assert f.read_bytes() == raw
     assert parse(raw).subject == "Grüße — 認証"
@@ -269,7 +314,10 @@ def test_dot_stuffing_empty_lines_and_pipelined_commands(project: Project, smtp:
     assert f.read_bytes() == raw
     second = message(body="pipelined\n")
     stuffed = second.replace(b"\r\n.", b"\r\n..")
-    out = _dialog(smtp, b"EHLO p\r\nMAIL FROM:<spec-writer@workflow.local>\r\nRCPT TO:<spec-reviewer@workflow.local>\r\n"
-                        b"DATA\r\n" + stuffed + b".\r\nQUIT\r\n")
+    out = _dialog(
+        smtp,
+        b"EHLO p\r\nMAIL FROM:<spec-writer@workflow.local>\r\nRCPT TO:<spec-reviewer@workflow.local>\r\n"
+        b"DATA\r\n" + stuffed + b".\r\nQUIT\r\n",
+    )
     assert b"250 2.0.0 " in out and out.rstrip().endswith(b"221 Bye")
     assert any(p.read_bytes() == second for p in project.new_files("spec-reviewer"))

@@ -13,13 +13,13 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import Project
 from smtp_helpers import message, server_process
+
 from workflow.app import App
 from workflow.core.config import load_config
-from workflow.mail.message import parse
 from workflow.delivery.smtpd import BackgroundServer
+from workflow.mail.message import parse
 
 
 def send(port: int, raw: bytes, to: str = "spec-reviewer@workflow.local") -> None:
@@ -30,8 +30,17 @@ def send(port: int, raw: bytes, to: str = "spec-reviewer@workflow.local") -> Non
 @pytest.mark.skipif(shutil.which("strace") is None, reason="strace not installed (scripts/system-packages installs it)")
 def test_every_250_follows_fsync_rename_and_directory_fsync(project: Project, tmp_path: Path) -> None:
     trace = tmp_path / "trace"
-    wrap = ["strace", "-f", "-qq", "-s", "300", "-o", str(trace), "-e",
-            "trace=openat,close,fsync,link,rename,sendto,write"]
+    wrap = [
+        "strace",
+        "-f",
+        "-qq",
+        "-s",
+        "300",
+        "-o",
+        str(trace),
+        "-e",
+        "trace=openat,close,fsync,link,rename,sendto,write",
+    ]
     sent = []
     with server_process(project.dir, wrap=wrap) as (proc, port):
         for i in range(3):
@@ -46,7 +55,7 @@ def test_every_250_follows_fsync_rename_and_directory_fsync(project: Project, tm
         """fds that refer to spec-reviewer/new at line i (opened before, not closed since)."""
         fds: set[str] = set()
         for ln in lines[:i]:
-            if "/spec-reviewer/new\"" in ln and "O_DIRECTORY" in ln and ln.startswith("openat("):
+            if '/spec-reviewer/new"' in ln and "O_DIRECTORY" in ln and ln.startswith("openat("):
                 fds.add(ln.rsplit("=", 1)[1].strip())
             elif ln.startswith("close("):
                 fds.discard(ln[6:].split(")")[0])
@@ -61,10 +70,16 @@ def test_every_250_follows_fsync_rename_and_directory_fsync(project: Project, tm
         i_open, open_line = tmp_open[-1]
         fd = open_line.rsplit("=", 1)[1].strip()
         i_fsync = next(i for i, ln in enumerate(window) if i > i_open and ln.startswith(f"fsync({fd})"))
-        i_move = next(i for i, ln in enumerate(window) if i > i_fsync and ln.startswith(("rename(", "link("))
-                      and "/spec-reviewer/new/" in ln)
-        i_dirsync = next(i for i, ln in enumerate(window) if i > i_move and ln.startswith("fsync(")
-                         and ln[6:].split(")")[0] in dir_fd_at(prev + i))
+        i_move = next(
+            i
+            for i, ln in enumerate(window)
+            if i > i_fsync and ln.startswith(("rename(", "link(")) and "/spec-reviewer/new/" in ln
+        )
+        i_dirsync = next(
+            i
+            for i, ln in enumerate(window)
+            if i > i_move and ln.startswith("fsync(") and ln[6:].split(")")[0] in dir_fd_at(prev + i)
+        )
         assert i_open < i_fsync < i_move < i_dirsync
         prev = ack
 
@@ -132,7 +147,10 @@ def test_sigterm_stops_cleanly(project: Project) -> None:
 
 def _tiny_fs(path: Path) -> bool:
     path.mkdir(parents=True, exist_ok=True)
-    return subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(path)], capture_output=True).returncode == 0
+    return (
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(path)], capture_output=True).returncode
+        == 0
+    )
 
 
 def test_disk_full_is_451_new_stays_clean_and_server_keeps_serving(project: Project, tmp_path: Path) -> None:

@@ -11,14 +11,23 @@ from workflow.core.resources import builtin_dir
 from workflow.mail.templates import STANDARD_VARS, parse_vars, render
 
 BASE = {
-    "FROM_ROLE": "spec-writer", "TO_ROLE": "spec-reviewer", "ARTIFACT_PATH": "specs/proposed/user-auth.md",
-    "ARTIFACT_NAME": "user-auth", "WORKFLOW_STATE": "proposed", "DATE": "Thu, 26 Nov 2026 03:00:00 +0000",
+    "FROM_ROLE": "spec-writer",
+    "TO_ROLE": "spec-reviewer",
+    "ARTIFACT_PATH": "specs/proposed/user-auth.md",
+    "ARTIFACT_NAME": "user-auth",
+    "WORKFLOW_STATE": "proposed",
+    "DATE": "Thu, 26 Nov 2026 03:00:00 +0000",
     "MESSAGE_ID": "<1.a.spec-writer@workflow.local>",
 }
 REQUIRED = {
-    "review-request": {}, "approval": {}, "status-update": {},
-    "rejection": {"REASON": "r"}, "clarification-request": {"QUESTION": "q"}, "question": {"QUESTION": "q"},
-    "blocker-report": {"BLOCKING_DETAILS": "b"}, "answer": {"CONTEXT": "c"},
+    "review-request": {},
+    "approval": {},
+    "status-update": {},
+    "rejection": {"REASON": "r"},
+    "clarification-request": {"QUESTION": "q"},
+    "question": {"QUESTION": "q"},
+    "blocker-report": {"BLOCKING_DETAILS": "b"},
+    "answer": {"CONTEXT": "c"},
 }
 
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from workflow.ops.corpus import generate
 from workflow.mail.index import Index
 from workflow.mail.maildir import Maildirs
 from workflow.mail.threads import Threads
+from workflow.ops.corpus import generate
 
 
 def test_reply_before_parent_gives_the_same_tree() -> None:
@@ -56,7 +56,9 @@ def test_random_orders_agree() -> None:
     assert len(counts) == 1
 
 
-@pytest.mark.skipif(shutil.which("notmuch") is None, reason="notmuch not installed (scripts/system-packages installs it)")
+@pytest.mark.skipif(
+    shutil.which("notmuch") is None, reason="notmuch not installed (scripts/system-packages installs it)"
+)
 def test_thread_count_equals_notmuch(tmp_path: Path) -> None:
     root = tmp_path / "mail"
     generate(root, 1500, seed=3, missing_parent_share=0.2, mailboxes=("a", "b", "c", "d"))
@@ -66,6 +68,10 @@ def test_thread_count_equals_notmuch(tmp_path: Path) -> None:
     cfg.write_text(f"[database]\npath={root}\n[new]\ntags=unread\n")
     env = {**os.environ, "NOTMUCH_CONFIG": str(cfg)}
     subprocess.run(["notmuch", "new", "--quiet"], env=env, check=True, capture_output=True)
-    theirs = int(subprocess.run(["notmuch", "count", "--output=threads", "*"], env=env, capture_output=True, text=True, check=True).stdout)
+    theirs = int(
+        subprocess.run(
+            ["notmuch", "count", "--output=threads", "*"], env=env, capture_output=True, text=True, check=True
+        ).stdout
+    )
     assert ours == theirs
     assert ours > 100

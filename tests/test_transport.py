@@ -5,17 +5,40 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-
 from conftest import Project
-from workflow.mail.message import parse
+
 from workflow.delivery.smtpd import BackgroundServer
+from workflow.mail.message import parse
 
 CASES = [
     (["review-request", "specs/proposed/user-auth.md", "spec-reviewer", "CONTEXT=look"], None),
-    (["--from", "spec-reviewer", "approval", "specs/todo/login.md", "spec-writer", "NEXT_STATE=todo",
-      "NEXT_ROLES=skeleton-writer,test-writer"], None),
-    (["--from", "spec-reviewer-panel.claude", "question", "specs/*/user-auth.md", "spec-reviewer-panel-internal", "QUESTION=q"], None),
-    (["--from", "spec-writer", "question", "specs/*/user-auth.md", "spec-reviewer-panel-internal", "QUESTION=q"], "internal-members-only"),
+    (
+        [
+            "--from",
+            "spec-reviewer",
+            "approval",
+            "specs/todo/login.md",
+            "spec-writer",
+            "NEXT_STATE=todo",
+            "NEXT_ROLES=skeleton-writer,test-writer",
+        ],
+        None,
+    ),
+    (
+        [
+            "--from",
+            "spec-reviewer-panel.claude",
+            "question",
+            "specs/*/user-auth.md",
+            "spec-reviewer-panel-internal",
+            "QUESTION=q",
+        ],
+        None,
+    ),
+    (
+        ["--from", "spec-writer", "question", "specs/*/user-auth.md", "spec-reviewer-panel-internal", "QUESTION=q"],
+        "internal-members-only",
+    ),
     (["--from", "spec-writer", "approval", "specs/todo/login.md", "spec-reviewer"], "reviewer-decisions"),
     (["question", "specs/*/user-auth.md", "nobody@example.com", "QUESTION=q"], "relaying denied"),
     (["question", "specs/*/user-auth.md", "spec-reveiwer", "QUESTION=q"], "did you mean spec-reviewer@workflow.local"),
@@ -58,5 +81,7 @@ def test_auto_prefers_the_server_and_falls_back(project: Project) -> None:
     with BackgroundServer(project.app.config, project.app.deliverer, port=project.app.config.smtp.port):
         r = project.run("review-request", "specs/proposed/user-auth.md", "spec-reviewer", tool="workflow-notify")
     assert r.returncode == 0 and "(smtp:" in r.stderr
-    r = project.run("--via", "smtp", "review-request", "specs/proposed/user-auth.md", "spec-reviewer", tool="workflow-notify")
+    r = project.run(
+        "--via", "smtp", "review-request", "specs/proposed/user-auth.md", "spec-reviewer", tool="workflow-notify"
+    )
     assert r.returncode != 0 and "cannot reach SMTP server" in r.stderr

@@ -12,12 +12,23 @@ REVIEWERS = ["spec-reviewer-panel.claude", "spec-reviewer-panel.gpt-5", "spec-re
 WRITERS = ["spec-writer-panel.claude", "spec-writer-panel.gpt-5", "spec-writer-panel.gemini"]
 
 
-def raw(sender: str, to: list[str], reply: str | None = None, refs: list[str] | None = None, cc: list[str] | None = None) -> bytes:
-    return build(Draft(
-        sender=f"{sender}@workflow.local", to=[f"{t}@workflow.local" for t in to], cc=[f"{c}@workflow.local" for c in cc or []],
-        subject="s", body="b", message_id=make_message_id(sender.split(".")[-1], "workflow.local"),
-        event="question", artifacts=["specs/*/user-auth.md"], in_reply_to=reply, references=refs or ([reply] if reply else []),
-    ))
+def raw(
+    sender: str, to: list[str], reply: str | None = None, refs: list[str] | None = None, cc: list[str] | None = None
+) -> bytes:
+    return build(
+        Draft(
+            sender=f"{sender}@workflow.local",
+            to=[f"{t}@workflow.local" for t in to],
+            cc=[f"{c}@workflow.local" for c in cc or []],
+            subject="s",
+            body="b",
+            message_id=make_message_id(sender.split(".")[-1], "workflow.local"),
+            event="question",
+            artifacts=["specs/*/user-auth.md"],
+            in_reply_to=reply,
+            references=refs or ([reply] if reply else []),
+        )
+    )
 
 
 def boxes_holding(p: Project, mid: str) -> set[str]:
@@ -29,14 +40,18 @@ def boxes_holding(p: Project, mid: str) -> set[str]:
 
 
 def test_internal_mail_reaches_members_only(project: Project) -> None:
-    d = project.app.deliverer.deliver(raw("spec-reviewer-panel.claude", ["spec-reviewer-panel-internal"]), ["spec-reviewer-panel-internal"])
+    d = project.app.deliverer.deliver(
+        raw("spec-reviewer-panel.claude", ["spec-reviewer-panel-internal"]), ["spec-reviewer-panel-internal"]
+    )
     assert set(d.mailboxes) == set(REVIEWERS)
     assert boxes_holding(project, d.message_id) == set(REVIEWERS)
 
 
 def test_non_member_may_not_send_to_internal(project: Project) -> None:
     with pytest.raises(VisibilityError, match="internal-members-only"):
-        project.app.deliverer.deliver(raw("spec-writer-panel.claude", ["spec-reviewer-panel-internal"]), ["spec-reviewer-panel-internal"])
+        project.app.deliverer.deliver(
+            raw("spec-writer-panel.claude", ["spec-reviewer-panel-internal"]), ["spec-reviewer-panel-internal"]
+        )
     with pytest.raises(VisibilityError, match="internal-members-only"):
         project.send("spec-writer", "question", "specs/*/user-auth.md", "spec-reviewer-panel-internal", QUESTION="q")
     assert project.new_files() == []
@@ -65,14 +80,16 @@ def test_header_says_internal_but_envelope_reaches_outsider(project: Project) ->
 @pytest.mark.parametrize(
     ("sender", "to"),
     [
-        ("spec-reviewer-panel.claude", "spec-discussion"),   # a member dragging the thread cross-panel
+        ("spec-reviewer-panel.claude", "spec-discussion"),  # a member dragging the thread cross-panel
         ("spec-reviewer-panel.claude", "spec-writer"),
         ("spec-writer-panel.claude", "spec-writer-panel-internal"),  # another panel citing it in its own space
         ("spec-writer", "spec-reviewer"),
     ],
 )
 def test_replies_into_internal_threads_stay_inside(project: Project, sender: str, to: str) -> None:
-    inner = project.app.deliverer.deliver(raw("spec-reviewer-panel.claude", ["spec-reviewer-panel-internal"]), ["spec-reviewer-panel-internal"])
+    inner = project.app.deliverer.deliver(
+        raw("spec-reviewer-panel.claude", ["spec-reviewer-panel-internal"]), ["spec-reviewer-panel-internal"]
+    )
     with pytest.raises(VisibilityError, match="internal-thread-stays-inside.*new thread"):
         project.app.deliverer.deliver(raw(sender, [to], reply=inner.message_id), [to])
     # References alone (no In-Reply-To) count too.
@@ -82,18 +99,27 @@ def test_replies_into_internal_threads_stay_inside(project: Project, sender: str
 
 
 def test_reply_inside_internal_thread_allowed_and_cross_panel_new_thread_allowed(project: Project) -> None:
-    inner = project.app.deliverer.deliver(raw("spec-reviewer-panel.claude", ["spec-reviewer-panel-internal"]), ["spec-reviewer-panel-internal"])
-    ok = project.app.deliverer.deliver(raw("spec-reviewer-panel.gpt-5", ["spec-reviewer-panel-internal"], reply=inner.message_id), ["spec-reviewer-panel-internal"])
+    inner = project.app.deliverer.deliver(
+        raw("spec-reviewer-panel.claude", ["spec-reviewer-panel-internal"]), ["spec-reviewer-panel-internal"]
+    )
+    ok = project.app.deliverer.deliver(
+        raw("spec-reviewer-panel.gpt-5", ["spec-reviewer-panel-internal"], reply=inner.message_id),
+        ["spec-reviewer-panel-internal"],
+    )
     assert set(ok.mailboxes) == set(REVIEWERS)
     cross = project.app.deliverer.deliver(raw("spec-reviewer-panel", ["spec-discussion"]), ["spec-discussion"])
     assert set(cross.mailboxes) == set(REVIEWERS + WRITERS)
 
 
 def test_boundary_holds_after_index_is_deleted(project: Project) -> None:
-    inner = project.app.deliverer.deliver(raw("spec-reviewer-panel.claude", ["spec-reviewer-panel-internal"]), ["spec-reviewer-panel-internal"])
+    inner = project.app.deliverer.deliver(
+        raw("spec-reviewer-panel.claude", ["spec-reviewer-panel-internal"]), ["spec-reviewer-panel-internal"]
+    )
     for suffix in ("", "-wal", "-shm"):
         p = project.app.config.index_path.with_name("index.sqlite" + suffix)
         if p.exists():
             p.unlink()
     with pytest.raises(VisibilityError, match="internal-thread-stays-inside"):
-        project.app.deliverer.deliver(raw("spec-reviewer-panel.claude", ["spec-discussion"], reply=inner.message_id), ["spec-discussion"])
+        project.app.deliverer.deliver(
+            raw("spec-reviewer-panel.claude", ["spec-discussion"], reply=inner.message_id), ["spec-discussion"]
+        )

@@ -37,7 +37,6 @@ from workflow.delivery.notify import NotifyRequest
 from workflow.delivery.transport import make_transport
 from workflow.mail.index import Index
 
-
 LOG_MIDS = 50  # Message-IDs listed per log line (the rest are counted)
 
 
@@ -83,7 +82,9 @@ class Agentd:
                 out.append(name)
                 continue
             if name not in roster.roles:
-                raise ConfigError(f"{self.app.config.file}: [agentd] roles: unknown role or panel {name!r}{roster.suggest(name)}")
+                raise ConfigError(
+                    f"{self.app.config.file}: [agentd] roles: unknown role or panel {name!r}{roster.suggest(name)}"
+                )
             role = roster.roles[name]
             if role.mode == "async" and role.triggers:
                 self.watch_of[name] = (roster.mailboxes_of(name), role.triggers)
@@ -178,7 +179,13 @@ class Agentd:
                 if fresh:
                     task, created = self.tasks.enqueue(name, fresh)
                     busy.update(fresh)
-                    self.log("queued" if created else "coalesced", role=name, task=task.id, mids=fresh, messages=len(task.mids))
+                    self.log(
+                        "queued" if created else "coalesced",
+                        role=name,
+                        task=task.id,
+                        mids=fresh,
+                        messages=len(task.mids),
+                    )
         finally:
             if index is not None:
                 index.close()
@@ -200,8 +207,10 @@ class Agentd:
             worst = max(counts.items(), key=lambda kv: kv[1], default=None)
             if worst and worst[1] >= self.opts.repeat_limit:
                 (frm, to, ev, _), n = worst
-                reason = (f"{ev} from {frm.split('@')[0]} to {', '.join(t.split('@')[0] for t in to)} "
-                          f"repeated {n} times within {self.opts.repeat_window:.0f}s")
+                reason = (
+                    f"{ev} from {frm.split('@')[0]} to {', '.join(t.split('@')[0] for t in to)} "
+                    f"repeated {n} times within {self.opts.repeat_window:.0f}s"
+                )
         if not reason:
             return False
         stopped[root] = reason
@@ -249,8 +258,15 @@ class Agentd:
         env = {**os.environ, "WORKFLOW_RESULT_FILE": str(result), "WORKFLOW_TASK": str(t.id)}
         out = open(self.runs_dir / f"task-{t.id}.log", "ab")
         try:
-            proc = subprocess.Popen(argv, cwd=cfg.project_dir, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
+            proc = subprocess.Popen(
+                argv,
+                cwd=cfg.project_dir,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         finally:
             out.close()
         now = time.time()
@@ -293,7 +309,14 @@ class Agentd:
         mids = list(dict.fromkeys([*t.mids, *handed]))
         self.tasks.finish(t.id, TaskStatus.COMPLETED, "" if res.get("ran", True) else "nothing to do", mids=mids)
         self.tasks.failures(t.role, failed=False)
-        self.log("completed", role=t.role, task=t.id, mids=mids, ran=res.get("ran", True), took=round(time.time() - run.started, 3))
+        self.log(
+            "completed",
+            role=t.role,
+            task=t.id,
+            mids=mids,
+            ran=res.get("ran", True),
+            took=round(time.time() - run.started, 3),
+        )
         self._budget(t, res)
 
     def _budget(self, t: Task, res: dict[str, Any]) -> None:
@@ -335,9 +358,19 @@ class Agentd:
             artifacts = next((r.artifacts for r in rows if r.artifacts), ())
         artifact = artifacts[0] if artifacts else f"{app.config.artifact_roots[0]}/*/*"
         sender = t.role if t is not None and t.role != "coordinator" else app.config.default_sender
-        to = "coordinator" if sender != "coordinator" and "coordinator" in app.roster.roles else app.config.default_sender
-        req = NotifyRequest("blocker-report", (artifact,), (to,), sender, None,
-                            {"BLOCKING_DETAILS": details, "CONTEXT": "sent by agentd"})
+        to = (
+            "coordinator"
+            if sender != "coordinator" and "coordinator" in app.roster.roles
+            else app.config.default_sender
+        )
+        req = NotifyRequest(
+            "blocker-report",
+            (artifact,),
+            (to,),
+            sender,
+            None,
+            {"BLOCKING_DETAILS": details, "CONTEXT": "sent by agentd"},
+        )
         try:
             c = app.compose(req)
             c.send(make_transport(app.config, app.deliverer))

@@ -48,7 +48,9 @@ class MailScan:
                     p = parse(head)
                     mid = p.message_id or f"{box}/{e.key}"
                     refs = p.references
-                    m = self.cache[k] = Meta(mid, p.event, refs[0] if refs else (p.in_reply_to or mid), tuple(p.artifacts))
+                    m = self.cache[k] = Meta(
+                        mid, p.event, refs[0] if refs else (p.in_reply_to or mid), tuple(p.artifacts)
+                    )
                 out.append(m)
             for k in [k for k in self.cache if k[0] == box and k not in live]:
                 del self.cache[k]

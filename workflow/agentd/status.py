@@ -83,9 +83,13 @@ def status(app: App) -> DaemonStatus:
                 oldest[name] = min(r.date for r in rows)
     holders = {i.name: i for i in locks.scan(app.config.state)}
     return DaemonStatus(
-        queued=tuple(Queued(t.id, t.role, len(t.mids), max(0, round(t.due - now)), t.attempts, t.error) for t in queued),
-        running=tuple(Running(t.id, t.role, holders[t.role].pid if t.role in holders else t.pid,
-                              round(now - (t.started or now))) for t in running),
+        queued=tuple(
+            Queued(t.id, t.role, len(t.mids), max(0, round(t.due - now)), t.attempts, t.error) for t in queued
+        ),
+        running=tuple(
+            Running(t.id, t.role, holders[t.role].pid if t.role in holders else t.pid, round(now - (t.started or now)))
+            for t in running
+        ),
         paused={r: why for r, (why, _) in paused.items()},
         oldest_unread={r: round(now - d) for r, d in sorted(oldest.items())},
         recent_failures=tuple(Failure(t.id, t.role, t.dead, t.error[:200]) for t in failed),

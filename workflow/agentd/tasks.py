@@ -70,9 +70,20 @@ COLS = "id, role, status, mids, created, updated, due, attempts, pid, started, e
 
 
 def _task(row: Sequence[Any]) -> Task:
-    return Task(int(row[0]), str(row[1]), TaskStatus(row[2]), tuple(json.loads(str(row[3]))), float(row[4]),
-                float(row[5]), float(row[6]), int(row[7]), None if row[8] is None else int(row[8]),
-                None if row[9] is None else float(row[9]), str(row[10]), bool(row[11]))
+    return Task(
+        int(row[0]),
+        str(row[1]),
+        TaskStatus(row[2]),
+        tuple(json.loads(str(row[3]))),
+        float(row[4]),
+        float(row[5]),
+        float(row[6]),
+        int(row[7]),
+        None if row[8] is None else int(row[8]),
+        None if row[9] is None else float(row[9]),
+        str(row[10]),
+        bool(row[11]),
+    )
 
 
 class Tasks:
@@ -102,22 +113,28 @@ class Tasks:
         new = list(dict.fromkeys(mids))
         db = self._tx()
         try:
-            row = db.execute(f"SELECT {COLS} FROM task WHERE role=? AND status='queued' ORDER BY id LIMIT 1", (role,)).fetchone()
+            row = db.execute(
+                f"SELECT {COLS} FROM task WHERE role=? AND status='queued' ORDER BY id LIMIT 1", (role,)
+            ).fetchone()
             if row is not None:
                 t = _task(row)
                 merged = list(dict.fromkeys([*t.mids, *new]))
                 db.execute("UPDATE task SET mids=?, updated=? WHERE id=?", (json.dumps(merged), now, t.id))
                 db.execute("COMMIT")
                 return t._replace(mids=tuple(merged)), False
-            cur = db.execute("INSERT INTO task(role, status, mids, created, updated, due) VALUES (?, 'queued', ?, ?, ?, ?)",
-                             (role, json.dumps(new), now, now, now))
+            cur = db.execute(
+                "INSERT INTO task(role, status, mids, created, updated, due) VALUES (?, 'queued', ?, ?, ?, ?)",
+                (role, json.dumps(new), now, now, now),
+            )
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
             raise
         return self.get(int(cur.lastrowid or 0)), True
 
-    def claim(self, max_concurrent: int, now: float | None = None, settle: float = 0.0, settle_max: float = 0.0) -> Task | None:
+    def claim(
+        self, max_concurrent: int, now: float | None = None, settle: float = 0.0, settle_max: float = 0.0
+    ) -> Task | None:
         """Atomically start the oldest due queued task whose role is free and not paused.
 
         A task that mail keeps coalescing into (a burst) waits until its role's mail has been
@@ -135,14 +152,16 @@ class Tasks:
                 "AND (attempts>0 OR updated=created OR updated<=? OR created<=?) "
                 "AND role NOT IN (SELECT role FROM task WHERE status='running') "
                 "AND role NOT IN (SELECT role FROM role_state WHERE paused!='') ORDER BY due, id LIMIT 1",
-                (now, now - settle, now - settle_max)
+                (now, now - settle, now - settle_max),
             ).fetchone()
             if row is None:
                 db.execute("COMMIT")
                 return None
             t = _task(row)
-            db.execute("UPDATE task SET status='running', started=?, updated=?, attempts=attempts+1 WHERE id=? AND status='queued'",
-                       (now, now, t.id))
+            db.execute(
+                "UPDATE task SET status='running', started=?, updated=?, attempts=attempts+1 WHERE id=? AND status='queued'",
+                (now, now, t.id),
+            )
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
@@ -152,16 +171,28 @@ class Tasks:
     def set_pid(self, task_id: int, pid: int) -> None:
         self.db.execute("UPDATE task SET pid=? WHERE id=?", (pid, task_id))
 
-    def finish(self, task_id: int, status: TaskStatus, error: str = "", *, dead: bool = False,
-               retry_at: float | None = None, mids: Sequence[str] | None = None) -> Task:
+    def finish(
+        self,
+        task_id: int,
+        status: TaskStatus,
+        error: str = "",
+        *,
+        dead: bool = False,
+        retry_at: float | None = None,
+        mids: Sequence[str] | None = None,
+    ) -> Task:
         """Record how a run ended; with ``retry_at`` the task goes back to queued, due then."""
         now = time.time()
         if retry_at is not None:
-            self.db.execute("UPDATE task SET status='queued', due=?, error=?, pid=NULL, updated=? WHERE id=?",
-                            (retry_at, error, now, task_id))
+            self.db.execute(
+                "UPDATE task SET status='queued', due=?, error=?, pid=NULL, updated=? WHERE id=?",
+                (retry_at, error, now, task_id),
+            )
         else:
-            self.db.execute("UPDATE task SET status=?, error=?, dead=?, updated=? WHERE id=?",
-                            (str(status), error, int(dead), now, task_id))
+            self.db.execute(
+                "UPDATE task SET status=?, error=?, dead=?, updated=? WHERE id=?",
+                (str(status), error, int(dead), now, task_id),
+            )
         if mids is not None:
             self.db.execute("UPDATE task SET mids=? WHERE id=?", (json.dumps(list(mids)), task_id))
         return self.get(task_id)
@@ -177,16 +208,20 @@ class Tasks:
         """Tasks a crash left running go back to queued (their runs may still hold locks)."""
         rows = [_task(r) for r in self.db.execute(f"SELECT {COLS} FROM task WHERE status='running'")]
         if rows:
-            self.db.execute("UPDATE task SET status='queued', pid=NULL, due=?, updated=? WHERE status='running'",
-                            (time.time(), time.time()))
+            self.db.execute(
+                "UPDATE task SET status='queued', pid=NULL, due=?, updated=? WHERE status='running'",
+                (time.time(), time.time()),
+            )
         return rows
 
     def requeue(self, task_id: int) -> Task:
         t = self.get(task_id)
         if t.status == "running":
             raise WorkflowError(f"task {task_id} is running; wait for it or stop agentd first")
-        self.db.execute("UPDATE task SET status='queued', due=?, dead=0, error='', updated=? WHERE id=?",
-                        (time.time(), time.time(), task_id))
+        self.db.execute(
+            "UPDATE task SET status='queued', due=?, dead=0, error='', updated=? WHERE id=?",
+            (time.time(), time.time(), task_id),
+        )
         return self.get(task_id)
 
     def get(self, task_id: int) -> Task:
@@ -204,7 +239,9 @@ class Tasks:
         """Message-IDs already in a live task, or given up on (dead-lettered)."""
         out: set[str] = set()
         marks = ",".join("?" * len(LIVE))
-        for (mids,) in self.db.execute(f"SELECT mids FROM task WHERE status IN ({marks}) OR dead=1", [str(s) for s in LIVE]):
+        for (mids,) in self.db.execute(
+            f"SELECT mids FROM task WHERE status IN ({marks}) OR dead=1", [str(s) for s in LIVE]
+        ):
             out.update(json.loads(mids))
         return out
 
@@ -213,17 +250,24 @@ class Tasks:
     def failures(self, role: str, failed: bool) -> int:
         """Count a consecutive failure (or reset on success); returns the count."""
         if failed:
-            self.db.execute("INSERT INTO role_state(role, failures) VALUES (?, 1) "
-                            "ON CONFLICT(role) DO UPDATE SET failures=failures+1", (role,))
+            self.db.execute(
+                "INSERT INTO role_state(role, failures) VALUES (?, 1) "
+                "ON CONFLICT(role) DO UPDATE SET failures=failures+1",
+                (role,),
+            )
         else:
-            self.db.execute("INSERT INTO role_state(role, failures) VALUES (?, 0) "
-                            "ON CONFLICT(role) DO UPDATE SET failures=0", (role,))
+            self.db.execute(
+                "INSERT INTO role_state(role, failures) VALUES (?, 0) ON CONFLICT(role) DO UPDATE SET failures=0",
+                (role,),
+            )
         return int(self.db.execute("SELECT failures FROM role_state WHERE role=?", (role,)).fetchone()[0])
 
     def pause(self, role: str, why: str) -> None:
-        self.db.execute("INSERT INTO role_state(role, paused, paused_at) VALUES (?, ?, ?) "
-                        "ON CONFLICT(role) DO UPDATE SET paused=excluded.paused, paused_at=excluded.paused_at",
-                        (role, why, time.time()))
+        self.db.execute(
+            "INSERT INTO role_state(role, paused, paused_at) VALUES (?, ?, ?) "
+            "ON CONFLICT(role) DO UPDATE SET paused=excluded.paused, paused_at=excluded.paused_at",
+            (role, why, time.time()),
+        )
 
     def resume(self, role: str) -> str:
         row = self.db.execute("SELECT paused FROM role_state WHERE role=?", (role,)).fetchone()
@@ -231,12 +275,18 @@ class Tasks:
         return str(row[0]) if row else ""
 
     def paused(self) -> dict[str, tuple[str, float]]:
-        return {r: (p, float(at or 0)) for r, p, at in self.db.execute("SELECT role, paused, paused_at FROM role_state WHERE paused!=''")}
+        return {
+            r: (p, float(at or 0))
+            for r, p, at in self.db.execute("SELECT role, paused, paused_at FROM role_state WHERE paused!=''")
+        }
 
     def add_usage(self, role: str, tokens: int, day: str | None = None) -> int:
         day = day or time.strftime("%Y-%m-%d", time.gmtime())
-        self.db.execute("INSERT INTO usage(role, day, tokens) VALUES (?, ?, ?) "
-                        "ON CONFLICT(role, day) DO UPDATE SET tokens=tokens+excluded.tokens", (role, day, tokens))
+        self.db.execute(
+            "INSERT INTO usage(role, day, tokens) VALUES (?, ?, ?) "
+            "ON CONFLICT(role, day) DO UPDATE SET tokens=tokens+excluded.tokens",
+            (role, day, tokens),
+        )
         return int(self.db.execute("SELECT tokens FROM usage WHERE role=? AND day=?", (role, day)).fetchone()[0])
 
     def usage_today(self) -> dict[str, int]:
@@ -247,8 +297,10 @@ class Tasks:
 
     def stop_thread(self, root: str, reason: str) -> bool:
         """Stop auto-triggering a thread; True the first time (so it is escalated once)."""
-        cur = self.db.execute("INSERT OR IGNORE INTO stopped(root, reason, at) VALUES (?, ?, ?)", (root, reason, time.time()))
+        cur = self.db.execute(
+            "INSERT OR IGNORE INTO stopped(root, reason, at) VALUES (?, ?, ?)", (root, reason, time.time())
+        )
         return cur.rowcount == 1
 
     def stopped(self) -> dict[str, str]:
-        return {r: why for r, why in self.db.execute("SELECT root, reason FROM stopped")}
+        return dict(self.db.execute("SELECT root, reason FROM stopped"))

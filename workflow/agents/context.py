@@ -1,6 +1,6 @@
 """Context: the prompt a role's run starts from — built only from its own mailbox and the repository.
 
-Everything the agent needs is inlined, so it discovers nothing by tool calls (docs/agents.md).
+Everything the agent needs is inlined, so it discovers nothing by tool calls (docs/agentd.md).
 The role prompt; what the role may do (events, moves, tools); the new messages with their
 thread ancestry as a transcript (only rows the role may see: its own mailboxes and the mail
 it sent); the artifacts they reference, resolved through globs to where they are now.
@@ -15,7 +15,8 @@ from workflow.app import App
 from workflow.artifacts.move import role_moves
 from workflow.core.locate import Resolver, locate
 from workflow.mail.inbox import group, render_thread, thread_rows
-from workflow.mail.index import Index, Row
+from workflow.mail.index import Index
+from workflow.mail.rows import Row
 from workflow.policy.roles import Role
 
 MAX_ARTIFACT = 60_000
@@ -36,7 +37,8 @@ def may_do(app: App, role: Role) -> str:
         f"- Events you can send: {', '.join(app.config.event_types)} (approvals and rejections only "
         "if you are a reviewer). Reply in a thread with in_reply_to; a new review cycle is a new thread.",
         f"- Moves you own: {mv} (a move tells nobody by itself: send the matching message). Legal transitions: "
-        + ", ".join(f"{a} → {b}" for a, b in sorted(app.config.transitions)) + ".",
+        + ", ".join(f"{a} → {b}" for a, b in sorted(app.config.transitions))
+        + ".",
         f"- Artifacts live in {', '.join(f'{r}/' for r in app.config.artifact_roots)} under the state folders "
         f"{', '.join(app.config.states)}; a glob like specs/*/name.md finds one wherever it is.",
         "- Tools: read_artifact, write_artifact, move_artifact, send_message, list_inbox, read_thread. "
@@ -56,12 +58,16 @@ def build(app: App, role: Role, index: Index, new: Sequence[Row], artifact: str 
     threads = group(new)
     if threads:
         n = len(new)
-        parts.append(f"# New mail ({n} message{'s' if n != 1 else ''} in {len(threads)} thread{'s' if len(threads) != 1 else ''}; NEW marks unread)")
+        parts.append(
+            f"# New mail ({n} message{'s' if n != 1 else ''} in {len(threads)} thread{'s' if len(threads) != 1 else ''}; NEW marks unread)"
+        )
         parts.append("")
         for t in threads:
             seed = t.messages[-1].message_id or ""
             rows = thread_rows(index, boxes, seed, sent) if seed else list(t.messages)
-            parts.append(render_thread(rows or list(t.messages), app.maildirs, boxes).replace("# Thread:", "## Thread:", 1))
+            parts.append(
+                render_thread(rows or list(t.messages), app.maildirs, boxes).replace("# Thread:", "## Thread:", 1)
+            )
             parts.append("")
     else:
         parts += ["# New mail", "None.", ""]
@@ -76,7 +82,11 @@ def build(app: App, role: Role, index: Index, new: Sequence[Row], artifact: str 
             shown.append(a.path)
             data = (app.config.project_dir / a.path).read_bytes()
             text = data[:MAX_ARTIFACT].decode("utf-8", "replace")
-            more = f"\n[… {len(data) - MAX_ARTIFACT} more bytes: read_artifact {a.path}]" if len(data) > MAX_ARTIFACT else ""
+            more = (
+                f"\n[… {len(data) - MAX_ARTIFACT} more bytes: read_artifact {a.path}]"
+                if len(data) > MAX_ARTIFACT
+                else ""
+            )
             note = f" (mail named {ref})" if ref != a.path else ""
             texts.append(f"## {a.path} — now in {a.state}/{note}\n\n````\n{text.rstrip()}{more}\n````\n")
     parts.append("# Artifacts referenced")

@@ -28,8 +28,17 @@ def reviewer_for(app: App, role_name: str) -> str:
     return f"{kind}-reviewer"
 
 
-def session(app: App, role_name: str, draft: str, *, transport: Transport, read: Callable[[str], str],
-            echo: Callable[[str], None], backend: str | None = None, script: Path | None = None) -> str | None:
+def session(
+    app: App,
+    role_name: str,
+    draft: str,
+    *,
+    transport: Transport,
+    read: Callable[[str], str],
+    echo: Callable[[str], None],
+    backend: str | None = None,
+    script: Path | None = None,
+) -> str | None:
     """Run the session; returns the path written, or None when the human quit."""
     role = app.roster.roles[role_name] if role_name in app.roster.roles else None
     if role is None:
@@ -72,8 +81,16 @@ def session(app: App, role_name: str, draft: str, *, transport: Transport, read:
     to = reviewer_for(app, role.name)
     answer = read(f"Send a review-request for {path} to {to} now? [y/N] ").strip().lower()
     if answer in ("y", "yes"):
-        c = app.compose(NotifyRequest("review-request", (path,), (to,), app.config.default_sender, None,
-                                      {"CONTEXT": f"First draft written with {role.name}"}))
+        c = app.compose(
+            NotifyRequest(
+                "review-request",
+                (path,),
+                (to,),
+                app.config.default_sender,
+                None,
+                {"CONTEXT": f"First draft written with {role.name}"},
+            )
+        )
         where = c.send(transport)
         echo(f"sent review-request {c.message_id} to {to} ({where})")
     else:

@@ -45,7 +45,9 @@ def read(path: Path) -> LockInfo | None:
     try:
         st = path.stat()
         data = json.loads(path.read_text(encoding="utf-8") or "{}")
-        return LockInfo(path, int(data.get("pid", 0)), str(data.get("host", "")), float(data.get("started", st.st_mtime)))
+        return LockInfo(
+            path, int(data.get("pid", 0)), str(data.get("host", "")), float(data.get("started", st.st_mtime))
+        )
     except FileNotFoundError:
         return None
     except (OSError, ValueError, TypeError, AttributeError):

@@ -1,4 +1,4 @@
-"""Run-role: one session of one role — seed 002's sequence, with mail marked read only on success.
+"""Run-role: one session of one role (docs/agentd.md), with mail marked read only on success.
 
 1. check the mailbox: the role's unread mail (with ARTIFACT, only mail about it), by thread;
 2. build the context from that mail and the repository (context.build);
@@ -26,7 +26,7 @@ from workflow.core.errors import RosterError
 from workflow.core.locate import Resolver, find
 from workflow.delivery.transport import Transport
 from workflow.mail.inbox import group, render_inbox, render_thread, select
-from workflow.mail.index import Row
+from workflow.mail.rows import Row
 from workflow.policy.roles import Role
 
 
@@ -41,8 +41,15 @@ class Outcome(NamedTuple):
 class Poller:
     """Watches the role's mailboxes during a run; new unread mail is echoed and kept for the agent."""
 
-    def __init__(self, app: App, role: Role, known: set[str], interval: float, echo: Callable[[str], None],
-                 mail_file: Path | None) -> None:
+    def __init__(
+        self,
+        app: App,
+        role: Role,
+        known: set[str],
+        interval: float,
+        echo: Callable[[str], None],
+        mail_file: Path | None,
+    ) -> None:
         self.app, self.role, self.known, self.interval, self.echo = app, role, known, interval, echo
         self.mail_file = mail_file
         self.pending: list[str] = []
@@ -63,7 +70,7 @@ class Poller:
             for r in fresh:
                 self.known.add(r.message_id or r.key)
                 texts.append(render_thread([r], self.app.maildirs, boxes))
-        for r, text in zip(fresh, texts):
+        for r, text in zip(fresh, texts, strict=True):
             self.echo(f"new mail during the run: {r.event or 'mail'} from {r.sender.split('@')[0]}: {r.subject}")
             with self.lock:
                 self.pending.append(text)
@@ -114,7 +121,9 @@ def run_role(
         app.roster.sender(role_name)  # raises with a suggestion
     role = app.roster.roles[role_name]
     if not role.takes_mail:
-        raise RosterError(f"{role.name} is a {role.mode} role: it takes no mail; run it interactively with run-role -i {role.name}")
+        raise RosterError(
+            f"{role.name} is a {role.mode} role: it takes no mail; run it interactively with run-role -i {role.name}"
+        )
     if artifact:
         artifact = find(artifact, app.config).path
     if dry_run:
@@ -123,7 +132,11 @@ def run_role(
     held = locks.acquire(lock, app.config.agentd.lock_ttl)
     if held is None:
         info = locks.read(lock)
-        who = f"pid {info.pid} on {info.host}, since {time.strftime('%H:%M:%S', time.localtime(info.started))}" if info else "another run"
+        who = (
+            f"pid {info.pid} on {info.host}, since {time.strftime('%H:%M:%S', time.localtime(info.started))}"
+            if info
+            else "another run"
+        )
         echo(f"{role.name}: already running ({who}); its run takes this mail too")
         return Outcome(None, (), (), busy=who)
     try:
@@ -132,8 +145,17 @@ def run_role(
         locks.release(held)
 
 
-def _session(app: App, role: Role, transport: Transport, echo: Callable[[str], None], backend: str | None,
-             artifact: str | None, dry_run: bool, poll_interval: float | None, script: Path | None) -> Outcome:
+def _session(
+    app: App,
+    role: Role,
+    transport: Transport,
+    echo: Callable[[str], None],
+    backend: str | None,
+    artifact: str | None,
+    dry_run: bool,
+    poll_interval: float | None,
+    script: Path | None,
+) -> Outcome:
     rows = tuple(new_mail(app, role, artifact))
     resolver = Resolver(app.config)
     echo(render_inbox(role.name, group(rows), True, resolver.now).rstrip())
@@ -156,11 +178,24 @@ def _session(app: App, role: Role, transport: Transport, echo: Callable[[str], N
     poller = Poller(app, role, known, poll_interval or 0.0, echo, mail_file)
     prompt = ctx.prompt
     if poll_interval and name == "command":
-        prompt += (f"\n# Mail during your run\nNew mail that arrives while you work is appended to {mail_file} "
-                   "($WORKFLOW_NEW_MAIL); look there before you finish.\n")
-    job = RunInput(role, prompt, tools, rows, role.model, role.max_turns or 20,
-                   poller.drain if poll_interval else (lambda: []), mail_file)
-    echo(f"\n{role.name}: running the {name} backend on {len(rows)} message(s)" + (f" and {artifact}" if artifact else ""))
+        prompt += (
+            f"\n# Mail during your run\nNew mail that arrives while you work is appended to {mail_file} "
+            "($WORKFLOW_NEW_MAIL); look there before you finish.\n"
+        )
+    job = RunInput(
+        role,
+        prompt,
+        tools,
+        rows,
+        role.model,
+        role.max_turns or 20,
+        poller.drain if poll_interval else (lambda: []),
+        mail_file,
+    )
+    echo(
+        f"\n{role.name}: running the {name} backend on {len(rows)} message(s)"
+        + (f" and {artifact}" if artifact else "")
+    )
     t0 = time.monotonic()
     if poll_interval:
         with poller:
@@ -179,7 +214,9 @@ def _session(app: App, role: Role, transport: Transport, echo: Callable[[str], N
     for line in sent:
         echo(f"  {line}")
     if result.usage:
-        echo(f"  tokens: {result.usage.get('input_tokens', 0)} in, {result.usage.get('output_tokens', 0)} out, {result.turns} turn(s)")
+        echo(
+            f"  tokens: {result.usage.get('input_tokens', 0)} in, {result.usage.get('output_tokens', 0)} out, {result.turns} turn(s)"
+        )
     if result.summary.strip():
         echo("  " + result.summary.strip().replace("\n", "\n  "))
     after = [r for r in new_mail(app, role, None) if (r.message_id or r.key) not in known]

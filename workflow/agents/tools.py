@@ -29,26 +29,63 @@ from workflow.policy.roles import Role
 MAX_READ = 200_000
 
 SCHEMAS: list[dict[str, Any]] = [
-    {"name": "read_artifact", "description": "Read an artifact. Paths like specs/*/name.md find it in whatever state folder it is now.",
-     "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}},
-    {"name": "write_artifact", "description": "Write (create or replace) an artifact at ROOT/STATE/NAME, e.g. specs/proposed/name.md.",
-     "input_schema": {"type": "object", "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
-                      "required": ["path", "content"]}},
-    {"name": "move_artifact", "description": "Move an artifact to another state folder with a git commit (only moves your role owns).",
-     "input_schema": {"type": "object", "properties": {"artifact": {"type": "string"}, "state": {"type": "string"},
-                                                       "reason": {"type": "string"}}, "required": ["artifact", "state"]}},
-    {"name": "send_message", "description": "Send a workflow message (sent when your run ends successfully). "
-     "Give in_reply_to to reply in a thread; omit it to start a new thread.",
-     "input_schema": {"type": "object", "properties": {
-         "event": {"type": "string"}, "artifact": {"type": "string"},
-         "to": {"type": "array", "items": {"type": "string"}},
-         "variables": {"type": "object", "additionalProperties": {"type": "string"},
-                       "description": "Template variables: CONTEXT, QUESTION, REASON, NEXT_STATE, NEXT_ROLES, BLOCKING_DETAILS…"},
-         "in_reply_to": {"type": "string"}}, "required": ["event", "artifact", "to"]}},
-    {"name": "list_inbox", "description": "List your unread mail by thread.",
-     "input_schema": {"type": "object", "properties": {}}},
-    {"name": "read_thread", "description": "Read a thread you can see, as a transcript.",
-     "input_schema": {"type": "object", "properties": {"message_id": {"type": "string"}}, "required": ["message_id"]}},
+    {
+        "name": "read_artifact",
+        "description": "Read an artifact. Paths like specs/*/name.md find it in whatever state folder it is now.",
+        "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+    },
+    {
+        "name": "write_artifact",
+        "description": "Write (create or replace) an artifact at ROOT/STATE/NAME, e.g. specs/proposed/name.md.",
+        "input_schema": {
+            "type": "object",
+            "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
+            "required": ["path", "content"],
+        },
+    },
+    {
+        "name": "move_artifact",
+        "description": "Move an artifact to another state folder with a git commit (only moves your role owns).",
+        "input_schema": {
+            "type": "object",
+            "properties": {"artifact": {"type": "string"}, "state": {"type": "string"}, "reason": {"type": "string"}},
+            "required": ["artifact", "state"],
+        },
+    },
+    {
+        "name": "send_message",
+        "description": "Send a workflow message (sent when your run ends successfully). "
+        "Give in_reply_to to reply in a thread; omit it to start a new thread.",
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "event": {"type": "string"},
+                "artifact": {"type": "string"},
+                "to": {"type": "array", "items": {"type": "string"}},
+                "variables": {
+                    "type": "object",
+                    "additionalProperties": {"type": "string"},
+                    "description": "Template variables: CONTEXT, QUESTION, REASON, NEXT_STATE, NEXT_ROLES, BLOCKING_DETAILS…",
+                },
+                "in_reply_to": {"type": "string"},
+            },
+            "required": ["event", "artifact", "to"],
+        },
+    },
+    {
+        "name": "list_inbox",
+        "description": "List your unread mail by thread.",
+        "input_schema": {"type": "object", "properties": {}},
+    },
+    {
+        "name": "read_thread",
+        "description": "Read a thread you can see, as a transcript.",
+        "input_schema": {
+            "type": "object",
+            "properties": {"message_id": {"type": "string"}},
+            "required": ["message_id"],
+        },
+    },
 ]
 
 
@@ -61,7 +98,9 @@ class Outgoing(NamedTuple):
 class RoleTools:
     """The tools of one run of one role."""
 
-    def __init__(self, app: App, role: Role, transport: Transport, *, may_send: bool = True, read_only: bool = False) -> None:
+    def __init__(
+        self, app: App, role: Role, transport: Transport, *, may_send: bool = True, read_only: bool = False
+    ) -> None:
         self.app = app
         self.role = role
         self.transport = transport
@@ -79,8 +118,10 @@ class RoleTools:
         if fn is None or name not in {s["name"] for s in SCHEMAS}:
             raise ToolError(f"unknown tool {name!r}; tools: {', '.join(s['name'] for s in SCHEMAS)}")
         if self.read_only and name in ("write_artifact", "move_artifact", "send_message"):
-            raise ToolError(f"{name}: this session is read-only (an independent panel review); "
-                            "give your findings and end with a line VERDICT: approve|reject|revise")
+            raise ToolError(
+                f"{name}: this session is read-only (an independent panel review); "
+                "give your findings and end with a line VERDICT: approve|reject|revise"
+            )
         try:
             return str(fn(**args))
         except TypeError as e:
@@ -102,8 +143,10 @@ class RoleTools:
         a = parse_path(rel, config)
         if a is None:
             roots = ", ".join(f"{r}/" for r in config.artifact_roots)
-            raise ToolError(f"artifact path {rel!r} is not ROOT/STATE/NAME under an artifact root ({roots}) "
-                            f"with a state ({', '.join(config.states)})")
+            raise ToolError(
+                f"artifact path {rel!r} is not ROOT/STATE/NAME under an artifact root ({roots}) "
+                f"with a state ({', '.join(config.states)})"
+            )
         root = (config.project_dir / a.root).resolve()
         full = config.project_dir / rel
         real = Path(os.path.realpath(full))
@@ -116,7 +159,9 @@ class RoleTools:
         if GLOB_CHARS.search(path) or not (self.app.config.project_dir / path).exists():
             found = locate(path, self.app.config)
             if len(found) != 1:
-                raise ToolError(f"{path}: {'no artifact matches' if not found else 'several match: ' + ', '.join(a.path for a in found)}")
+                raise ToolError(
+                    f"{path}: {'no artifact matches' if not found else 'several match: ' + ', '.join(a.path for a in found)}"
+                )
             target = found[0].path
         real = self._inside(target)
         if not real.is_file():
@@ -143,13 +188,21 @@ class RoleTools:
         if result.commit is None:
             return f"{result.before.path} is already in {state}/"
         self.moved.append(result.after.path)
-        return (f"moved {result.before.path} → {result.after.path} (commit {result.commit[:10]}); "
-                "nobody is told by the move itself: send the approval or status-update")
+        return (
+            f"moved {result.before.path} → {result.after.path} (commit {result.commit[:10]}); "
+            "nobody is told by the move itself: send the approval or status-update"
+        )
 
     # -- mail
 
-    def tool_send_message(self, event: str, artifact: str, to: list[str] | str,
-                          variables: dict[str, str] | None = None, in_reply_to: str | None = None) -> str:
+    def tool_send_message(
+        self,
+        event: str,
+        artifact: str,
+        to: list[str] | str,
+        variables: dict[str, str] | None = None,
+        in_reply_to: str | None = None,
+    ) -> str:
         if not self.may_send:
             raise ToolError(f"{self.role.name} does not send mail (a {self.role.mode} role); tell the human instead")
         recipients = tuple(split_list(to) if isinstance(to, str) else [str(t) for t in to])
@@ -189,6 +242,14 @@ class RoleTools:
                 lines.append(f"sent {o.event} {c.message_id} to {', '.join(c.recipients)} ({where})")
             except (RuleError, TransportError, DeliveryError) as e:
                 failed = isinstance(e, RuleError)
-                q = outbox.put(self.app.config, c.raw, c.sender_address, c.recipients, f"{o.event} for {o.artifact}", str(e), failed=failed)
+                q = outbox.put(
+                    self.app.config,
+                    c.raw,
+                    c.sender_address,
+                    c.recipients,
+                    f"{o.event} for {o.artifact}",
+                    str(e),
+                    failed=failed,
+                )
                 lines.append(f"not sent {o.event} {c.message_id}: {e} (kept in {q})")
         return lines

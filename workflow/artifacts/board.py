@@ -12,10 +12,10 @@ import time
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from workflow.core.locate import Artifact, by_key, locate, scan, split_ref
 from workflow.core.config import Config
+from workflow.core.locate import Artifact, by_key, locate, scan, split_ref
 from workflow.mail.inbox import unique
-from workflow.mail.index import Row
+from workflow.mail.rows import Row
 
 
 class Card(NamedTuple):
@@ -93,7 +93,11 @@ def render(config: Config, board: Sequence[Card], now: float | None = None) -> s
             lines.append("  -")
         for c in here:
             last = c.last
-            said = f"{last.event or 'mail'} from {last.sender.split('@')[0]}, {age(last.date, now)}" if last else "no mail yet"
+            said = (
+                f"{last.event or 'mail'} from {last.sender.split('@')[0]}, {age(last.date, now)}"
+                if last
+                else "no mail yet"
+            )
             flag = "  ! " + "; ".join(c.flags) if c.flags else ""
             lines.append(f"  {c.artifact.path:<{width}}  {said}{flag}")
         lines.append("")
@@ -110,15 +114,24 @@ def history(card: Card, now: float | None = None) -> str:
     for r in card.mail:
         to = ", ".join(x.split("@")[0] for x in r.recipients)
         claim = f" [{r.state}]" if r.state else ""
-        out.append(f"  {age(r.date, now):>8}  {r.event or 'mail':<22} {r.sender.split('@')[0]} → {to}{claim}  {r.message_id or ''}")
+        out.append(
+            f"  {age(r.date, now):>8}  {r.event or 'mail':<22} {r.sender.split('@')[0]} → {to}{claim}  {r.message_id or ''}"
+        )
     if not card.mail:
         out.append("  no mail about it yet")
     return "\n".join(out)
 
 
 def row_json(r: Row) -> dict[str, Any]:
-    return {"message_id": r.message_id, "event": r.event, "from": r.sender, "to": list(r.recipients),
-            "state": r.state, "date": r.date, "subject": r.subject}
+    return {
+        "message_id": r.message_id,
+        "event": r.event,
+        "from": r.sender,
+        "to": list(r.recipients),
+        "state": r.state,
+        "date": r.date,
+        "subject": r.subject,
+    }
 
 
 def to_dict(config: Config, board: Sequence[Card]) -> dict[str, Any]:
@@ -126,10 +139,17 @@ def to_dict(config: Config, board: Sequence[Card]) -> dict[str, Any]:
     return {
         "states": {
             s: [
-                {"path": c.artifact.path, "root": c.artifact.root, "name": c.artifact.name,
-                 "last": row_json(c.last) if c.last else None,
-                 "claim": c.claim.state if c.claim else None, "flags": c.flags, "messages": len(c.mail)}
-                for c in board if c.artifact.state == s
+                {
+                    "path": c.artifact.path,
+                    "root": c.artifact.root,
+                    "name": c.artifact.name,
+                    "last": row_json(c.last) if c.last else None,
+                    "claim": c.claim.state if c.claim else None,
+                    "flags": c.flags,
+                    "messages": len(c.mail),
+                }
+                for c in board
+                if c.artifact.state == s
             ]
             for s in config.states
         }

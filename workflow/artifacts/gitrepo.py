@@ -14,9 +14,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from workflow.core.locate import Artifact, parse_path
 from workflow.core.config import Config
 from workflow.core.errors import GitError
+from workflow.core.locate import Artifact, parse_path
 
 
 class Move(NamedTuple):
@@ -35,7 +35,11 @@ def run_git(args: Sequence[str], cwd: Path, *, check: bool = True, env: dict[str
     """Run git; return stdout. A failure raises GitError carrying git's own message."""
     try:
         p = subprocess.run(
-            ["git", *args], cwd=cwd, capture_output=True, text=True, check=False,
+            ["git", *args],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            check=False,
             env={**os.environ, **(env or {})},
         )
     except FileNotFoundError:
@@ -76,7 +80,7 @@ class Repo:
         """A top-relative path as project-relative, or None when it is outside the project."""
         if not path.startswith(self.prefix):
             return None
-        return path[len(self.prefix):]
+        return path[len(self.prefix) :]
 
     def to_top(self, path: str) -> str:
         return self.prefix + path
@@ -101,7 +105,9 @@ class Repo:
 
     def committed(self, sha: str) -> list[Change]:
         """What commit ``sha`` changed against its first parent (everything for a root commit)."""
-        return self._changes(self.git("diff-tree", "-r", "--root", "--no-commit-id", "--name-status", "--no-renames", "-z", sha))
+        return self._changes(
+            self.git("diff-tree", "-r", "--root", "--no-commit-id", "--name-status", "--no-renames", "-z", sha)
+        )
 
     def head(self) -> str | None:
         out = self.git("rev-parse", "--verify", "-q", "HEAD", check=False).strip()

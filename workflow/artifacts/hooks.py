@@ -193,14 +193,22 @@ def post_commit(app: App, repo: Repo, transport: Transport, say: Callable[[str],
             continue
         to = recipients(app, m.after.path, sender)
         if not to:
-            say(f"{m.after.path}: moved {m.before.state} → {m.after.state}; no role's artifact globs match, nobody to notify")
+            say(
+                f"{m.after.path}: moved {m.before.state} → {m.after.state}; no role's artifact globs match, nobody to notify"
+            )
             _record(repo, key)
             continue
         subject = message.strip().splitlines()[0] if message.strip() else ""
         req = NotifyRequest(
-            config.commit_event, (m.after.path,), tuple(to), sender, None,
-            {"CONTEXT": f"{m.before.path} → {m.after.path} in commit {sha[:10]}: {subject}",
-             "STATUS": f"moved {m.before.state} → {m.after.state}"},
+            config.commit_event,
+            (m.after.path,),
+            tuple(to),
+            sender,
+            None,
+            {
+                "CONTEXT": f"{m.before.path} → {m.after.path} in commit {sha[:10]}: {subject}",
+                "STATUS": f"moved {m.before.state} → {m.after.state}",
+            },
         )
         try:
             composed = app.compose(req)
@@ -225,7 +233,15 @@ def _sender(app: App, from_trailer: str | None, say: Callable[[str], None]) -> s
     return app.roster.sender(app.config.default_sender)
 
 
-def _send(config: Config, transport: Transport, raw: bytes, sender: str, to: tuple[str, ...], what: str, say: Callable[[str], None]) -> None:
+def _send(
+    config: Config,
+    transport: Transport,
+    raw: bytes,
+    sender: str,
+    to: tuple[str, ...],
+    what: str,
+    say: Callable[[str], None],
+) -> None:
     try:
         where = transport.send(raw, sender, to)
         say(f"sent {what} ({where})")

@@ -132,8 +132,11 @@ def move(app: App, req: MoveRequest, transport: Transport) -> MoveResult:
     sha: str | None = None
     if before.state != after.state:
         sha = _commit(config, req, before, after, event)
-    subject = transitions.commit_subject(role, before.state, after.state, before.stem) if sha else (
-        f"{before.path} stays in {before.state}/")
+    subject = (
+        transitions.commit_subject(role, before.state, after.state, before.stem)
+        if sha
+        else (f"{before.path} stays in {before.state}/")
+    )
     if note is None:
         return MoveResult(before, after, sha, subject)
     composed = note[1]

@@ -50,7 +50,9 @@ def agentd() -> None:
 
 @agentd.command("run", cls=Command)
 @backend_option
-@click.option("--rescan", type=float, default=None, help="Seconds between safety rescans (default [agentd] rescan, 30).")
+@click.option(
+    "--rescan", type=float, default=None, help="Seconds between safety rescans (default [agentd] rescan, 30)."
+)
 @click.pass_context
 def run(ctx: click.Context, backend: str | None, rescan: float | None) -> None:
     """Run in the foreground (for systemd or tmux); SIGTERM stops it cleanly.
@@ -79,11 +81,16 @@ def status(ctx: click.Context, as_json: bool) -> None:
         return
     click.echo(f"running ({len(s.running)}):")
     for r in s.running:
-        click.echo(f"  task {r.task:<5} {r.role:<24} pid {r.pid}  running for {age(int(now - r.age), now).replace(' ago', '')}")
+        click.echo(
+            f"  task {r.task:<5} {r.role:<24} pid {r.pid}  running for {age(int(now - r.age), now).replace(' ago', '')}"
+        )
     click.echo(f"queued ({len(s.queued)}):")
     for q in s.queued:
         due = f" in {q.due_in}s" if q.due_in else ""
-        click.echo(f"  task {q.task:<5} {q.role:<24} {q.messages} message(s){due}" + (f"  last error: {q.error}" if q.error else ""))
+        click.echo(
+            f"  task {q.task:<5} {q.role:<24} {q.messages} message(s){due}"
+            + (f"  last error: {q.error}" if q.error else "")
+        )
     click.echo(f"paused ({len(s.paused)}):")
     for role, why in s.paused.items():
         click.echo(f"  {role:<24} {why}   (agentd resume {role})")
@@ -146,8 +153,12 @@ def up(ctx: click.Context, port: int | None, backend: str | None) -> None:
     """
     a = app(ctx)
     cfg = a.config
-    argv = [sys.executable, "-m", "workflow"] + (["--config", str(cfg.path)] if cfg.path else []) + [
-        "--mail-root", str(cfg.mail_root), "smtpd"] + (["--port", str(port)] if port is not None else [])
+    argv = (
+        [sys.executable, "-m", "workflow"]
+        + (["--config", str(cfg.path)] if cfg.path else [])
+        + ["--mail-root", str(cfg.mail_root), "smtpd"]
+        + (["--port", str(port)] if port is not None else [])
+    )
     server = subprocess.Popen(argv, cwd=cfg.project_dir)
     time.sleep(0.3)
     if server.poll() is not None:

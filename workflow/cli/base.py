@@ -69,20 +69,32 @@ def app(ctx: click.Context) -> App:
 def root_params() -> list[click.Parameter]:
     """``--config`` and ``--mail-root``: the root group's options, and every standalone script's."""
     return [
-        click.Option(["--config", "config_path"], type=click.Path(path_type=Path), default=None,
-                     help="workflow.toml to use (default: the nearest one above the current directory, "
-                          "or $WORKFLOW_CONFIG)."),
-        click.Option(["--mail-root"], type=click.Path(path_type=Path), default=None,
-                     help="Mail root (default: $WORKFLOW_MAIL_ROOT, then [workflow] mail_root, then "
-                          "~/.maildir/workflow)."),
+        click.Option(
+            ["--config", "config_path"],
+            type=click.Path(path_type=Path),
+            default=None,
+            help="workflow.toml to use (default: the nearest one above the current directory, or $WORKFLOW_CONFIG).",
+        ),
+        click.Option(
+            ["--mail-root"],
+            type=click.Path(path_type=Path),
+            default=None,
+            help="Mail root (default: $WORKFLOW_MAIL_ROOT, then [workflow] mail_root, then ~/.maildir/workflow).",
+        ),
     ]
 
+
 backend_option = click.option(
-    "--backend", type=click.Choice(BACKENDS), default=None,
+    "--backend",
+    type=click.Choice(BACKENDS),
+    default=None,
     help="Agent backend for every run (default: each role's or member's own).",
 )
 via_option = click.option(
-    "--via", type=click.Choice(VIAS), default="auto", show_default=True,
+    "--via",
+    type=click.Choice(VIAS),
+    default="auto",
+    show_default=True,
     help="auto: the SMTP server when it answers, else direct delivery (through the same checks).",
 )
 json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
@@ -99,8 +111,9 @@ def standalone(cmd: click.Command, name: str) -> click.Command:
 
     params = [*root_params(), *cmd.params]
     if isinstance(cmd, click.Group):
-        return Group(name, commands=cmd.commands, callback=callback, params=params, help=cmd.help,
-                     context_settings=CONTEXT)
+        return Group(
+            name, commands=cmd.commands, callback=callback, params=params, help=cmd.help, context_settings=CONTEXT
+        )
     return Command(name, callback=callback, params=params, help=cmd.help, context_settings=CONTEXT)
 
 

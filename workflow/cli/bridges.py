@@ -92,8 +92,13 @@ def bridge_rebuild(conversation: Path) -> None:
 
 
 @bridge.command("slack", cls=Command)
-@click.option("--replay", "replay_file", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="Feed recorded event payloads (JSON array or JSON lines) through the same path, run them, exit.")
+@click.option(
+    "--replay",
+    "replay_file",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="Feed recorded event payloads (JSON array or JSON lines) through the same path, run them, exit.",
+)
 @click.option("--port", type=int, default=None, help="Listen port (default [bridges.slack] port, 3000; 0 picks one).")
 @click.pass_context
 def bridge_slack(ctx: click.Context, replay_file: str | None, port: int | None) -> None:

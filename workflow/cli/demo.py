@@ -11,10 +11,15 @@ from workflow.ops.demo import run_demo
 
 
 @click.command(cls=Command)
-@click.option("--dir", "directory", type=click.Path(path_type=Path), default=None,
-              help="Where to create the scratch project (default: a new temporary directory).")
+@click.option(
+    "--dir",
+    "directory",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Where to create the scratch project (default: a new temporary directory).",
+)
 def demo(directory: Path | None) -> None:
-    """Run the design's Examples 1 and 2 (docs/workflow.md) in a scratch project and show every
+    """Run the design's Examples 1 and 2 (docs/roles-and-panels.md) in a scratch project and show every
     inbox and the thread.
 
     Needs no API key and no network.

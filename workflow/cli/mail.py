@@ -19,13 +19,22 @@ from workflow.mail.message import normalize_msgid
 @click.command(cls=Command)
 @click.argument("role")
 @click.option("--event", help="Only this X-Event-Type.")
-@click.option("--artifact", "artifact", metavar="GLOB", help="Only mail whose X-Artifacts match (glob or part of a name).")
+@click.option(
+    "--artifact", "artifact", metavar="GLOB", help="Only mail whose X-Artifacts match (glob or part of a name)."
+)
 @click.option("--state", help="Only this X-Workflow-State.")
 @click.option("--all", "show_all", is_flag=True, help="Read mail too, not only unread.")
 @json_option
 @click.pass_context
-def inbox(ctx: click.Context, role: str, event: str | None, artifact: str | None, state: str | None, show_all: bool,
-          as_json: bool) -> None:
+def inbox(
+    ctx: click.Context,
+    role: str,
+    event: str | None,
+    artifact: str | None,
+    state: str | None,
+    show_all: bool,
+    as_json: bool,
+) -> None:
     """Show ROLE's unread mail: blockers first, then requests, then decisions, then status; by thread.
 
     Reading marks nothing.
@@ -38,8 +47,9 @@ def inbox(ctx: click.Context, role: str, event: str | None, artifact: str | None
     boxes = a.roster.mailboxes_of(role)
     with a.index() as index:
         index.refresh(boxes)
-        rows = select(index, boxes, unread=not show_all, event=event, state=state, artifact=artifact,
-                      states=a.config.states)
+        rows = select(
+            index, boxes, unread=not show_all, event=event, state=state, artifact=artifact, states=a.config.states
+        )
     threads = group(rows)
     where = Resolver(a.config)
     if as_json:
@@ -119,4 +129,6 @@ def reindex(ctx: click.Context) -> None:
 
     count = reset(a.config.index_path, a.maildirs, a.config.domain, progress if sys.stderr.isatty() else None)
     dt = time.perf_counter() - t0
-    click.echo(f"\rindexed {count} messages in {dt:.2f}s ({count / dt if dt else 0:.0f} msg/s) into {a.config.index_path}")
+    click.echo(
+        f"\rindexed {count} messages in {dt:.2f}s ({count / dt if dt else 0:.0f} msg/s) into {a.config.index_path}"
+    )

@@ -22,8 +22,17 @@ from workflow.mail.templates import parse_vars
 @click.argument("to")
 @click.argument("pairs", nargs=-1, metavar="[KEY=VALUE]...")
 @click.pass_context
-def notify(ctx: click.Context, in_reply_to: str | None, sender: str | None, stdout: bool, via: str, event: str,
-           artifact: str, to: str, pairs: tuple[str, ...]) -> None:
+def notify(
+    ctx: click.Context,
+    in_reply_to: str | None,
+    sender: str | None,
+    stdout: bool,
+    via: str,
+    event: str,
+    artifact: str,
+    to: str,
+    pairs: tuple[str, ...],
+) -> None:
     """Send a workflow message: render EVENT's template and deliver it.
 
     TO is one role or several separated by commas (spec-reviewer,test-writer); a panel, a panel

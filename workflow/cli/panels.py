@@ -69,13 +69,16 @@ def panel_status(ctx: click.Context, artifact: str | None, as_json: bool) -> Non
 @panel.command("write", cls=Command)
 @click.argument("name")
 @click.argument("artifact")
-@click.option("--section", "sections", multiple=True, required=True, metavar="TITLE", help="A section, in order (repeatable).")
+@click.option(
+    "--section", "sections", multiple=True, required=True, metavar="TITLE", help="A section, in order (repeatable)."
+)
 @click.option("--brief", default="", help="What the artifact is about (given to every member).")
 @backend_option
 @via_option
 @click.pass_context
-def panel_write(ctx: click.Context, name: str, artifact: str, sections: tuple[str, ...], brief: str,
-                backend: str | None, via: str) -> None:
+def panel_write(
+    ctx: click.Context, name: str, artifact: str, sections: tuple[str, ...], brief: str, backend: str | None, via: str
+) -> None:
     """Writing panel NAME writes ARTIFACT section by section, then sends the review-request.
 
     Example:
@@ -83,7 +86,9 @@ def panel_write(ctx: click.Context, name: str, artifact: str, sections: tuple[st
         workflow panel write spec-writer-panel search --section Overview --section Errors --brief "Search specs"
     """
     a = app(ctx)
-    write(a, _panel(a, name), artifact, sections, make_transport(a.config, a.deliverer, via), click.echo, backend, brief)
+    write(
+        a, _panel(a, name), artifact, sections, make_transport(a.config, a.deliverer, via), click.echo, backend, brief
+    )
 
 
 @panel.command("answer", cls=Command)

@@ -19,13 +19,20 @@ from workflow.ops.scaffold import init as make_project
 
 @click.command(cls=Command)
 @click.argument("directory", type=click.Path(path_type=Path), default=".")
-@click.option("--root", "roots", multiple=True, metavar="NAME",
-              help="An artifact root to create state folders for (repeatable; default: specs).")
+@click.option(
+    "--root",
+    "roots",
+    multiple=True,
+    metavar="NAME",
+    help="An artifact root to create state folders for (repeatable; default: specs).",
+)
 @click.option("--domain", default="workflow.local", show_default=True, help="Mail domain of the roles.")
 @click.option("--mail-root", "mail_root", default=None, help="Mail root to write into a new workflow.toml.")
 @click.option("--templates", is_flag=True, help="Copy the email templates into email-templates/ to edit them.")
 @click.option("--no-hooks", is_flag=True, help="Do not install the git hooks.")
-def init(directory: Path, roots: tuple[str, ...], domain: str, mail_root: str | None, templates: bool, no_hooks: bool) -> None:
+def init(
+    directory: Path, roots: tuple[str, ...], domain: str, mail_root: str | None, templates: bool, no_hooks: bool
+) -> None:
     """Make DIRECTORY (default: here) a workflow project; creates only what is missing.
 
     Writes workflow.toml, the state folders (proposed/ todo/ doing/ blocked/ done/) of every
@@ -42,7 +49,9 @@ def init(directory: Path, roots: tuple[str, ...], domain: str, mail_root: str | 
         if s.action not in ("exists", "up to date"):
             changed += 1
         click.echo(f"{s.action:>10}  {s.what}")
-    click.echo(f"{directory.resolve()}: " + (f"{changed} change(s)" if changed else "already initialized; nothing changed"))
+    click.echo(
+        f"{directory.resolve()}: " + (f"{changed} change(s)" if changed else "already initialized; nothing changed")
+    )
 
 
 @click.command(cls=Command)
@@ -50,16 +59,34 @@ def init(directory: Path, roots: tuple[str, ...], domain: str, mail_root: str | 
 @click.argument("state")
 @click.option("--as", "role", required=True, metavar="ROLE", help="The role making the move (named in the commit).")
 @click.option("--reason", default="", help="Why; goes into the commit message and the notification.")
-@click.option("--notify", "notify", multiple=True, metavar="ROLE",
-              help="Send the matching notification to ROLE (repeatable or comma-separated).")
-@click.option("--event", default=None, metavar="TYPE",
-              help="Notification event (default by transition: approval to todo/, blocker-report to blocked/, "
-                   "rejection when it stays in proposed/, else status-update).")
+@click.option(
+    "--notify",
+    "notify",
+    multiple=True,
+    metavar="ROLE",
+    help="Send the matching notification to ROLE (repeatable or comma-separated).",
+)
+@click.option(
+    "--event",
+    default=None,
+    metavar="TYPE",
+    help="Notification event (default by transition: approval to todo/, blocker-report to blocked/, "
+    "rejection when it stays in proposed/, else status-update).",
+)
 @click.option("--var", "pairs", multiple=True, metavar="KEY=VALUE", help="More template variables (NEXT_ROLES=…).")
 @via_option
 @click.pass_context
-def move(ctx: click.Context, artifact: str, state: str, role: str, reason: str, notify: tuple[str, ...],
-         event: str | None, pairs: tuple[str, ...], via: str) -> None:
+def move(
+    ctx: click.Context,
+    artifact: str,
+    state: str,
+    role: str,
+    reason: str,
+    notify: tuple[str, ...],
+    event: str | None,
+    pairs: tuple[str, ...],
+    via: str,
+) -> None:
     """Move ARTIFACT to STATE with git mv and one commit; with --notify, send the notification too.
 
     ARTIFACT is a path (specs/proposed/user-auth.md), a glob (specs/*/user-auth.md) or a name

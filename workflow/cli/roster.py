@@ -34,8 +34,10 @@ def roster(ctx: click.Context, as_json: bool) -> None:
     click.echo(f"\nAddresses (@{ros.domain}):")
     for route in map(ros.route, ros.known_locals()):
         click.echo(f"  {route.address:<48} {route.kind:<10} → {', '.join(route.mailboxes) or '-'}")
-    click.echo("\nSync helper roles (*-writing-helper) take no mail. Anything outside the domain is refused"
-               " unless an outbound bridge is configured.")
+    click.echo(
+        "\nSync helper roles (*-writing-helper) take no mail. Anything outside the domain is refused"
+        " unless an outbound bridge is configured."
+    )
 
 
 @click.command(cls=Command)
@@ -79,8 +81,9 @@ def guardrails(ctx: click.Context, as_json: bool) -> None:
     """
     rules = listing(app(ctx).config)
     if as_json:
-        click.echo(json.dumps({"guardrails": [r.to_dict() for r in rules],
-                               "always": [r._asdict() for r in ALWAYS]}, indent=2))
+        click.echo(
+            json.dumps({"guardrails": [r.to_dict() for r in rules], "always": [r._asdict() for r in ALWAYS]}, indent=2)
+        )
         return
     width = max(len(name) for name in [*(r.name for r in rules), *(f.name for f in ALWAYS)])
     click.echo("Guardrails ([guardrails] in workflow.toml; default in brackets):")

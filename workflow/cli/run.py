@@ -10,7 +10,8 @@ from pathlib import Path
 import click
 
 from workflow.agents.interactive import session
-from workflow.agents.runrole import Outcome, run_role as run_role_session
+from workflow.agents.runrole import Outcome
+from workflow.agents.runrole import run_role as run_role_session
 from workflow.app import App
 from workflow.cli.base import Command, app, backend_option, run_script, standalone, via_option
 from workflow.core.config import PanelConfig
@@ -24,12 +25,17 @@ def _result(ok: bool, ran: bool, busy: str, error: str, usage: dict[str, int], t
     """What agentd reads back when it spawned this run (``$WORKFLOW_RESULT_FILE``)."""
     path = os.environ.get("WORKFLOW_RESULT_FILE")
     if path:
-        Path(path).write_text(json.dumps({"ok": ok, "ran": ran, "busy": busy, "error": error, "usage": usage,
-                                          "turns": turns, "handed": handed}), encoding="utf-8")
+        Path(path).write_text(
+            json.dumps(
+                {"ok": ok, "ran": ran, "busy": busy, "error": error, "usage": usage, "turns": turns, "handed": handed}
+            ),
+            encoding="utf-8",
+        )
 
 
-def _panel(a: App, panel: PanelConfig, transport: Transport, with_email: bool, artifact: str | None,
-           backend: str | None) -> None:
+def _panel(
+    a: App, panel: PanelConfig, transport: Transport, with_email: bool, artifact: str | None, backend: str | None
+) -> None:
     """A panel runs its protocol, not one agent: a review panel reviews, a writing panel answers."""
     if not with_email and not artifact:
         raise click.UsageError("nothing to do: give --with-email")
@@ -42,8 +48,15 @@ def _panel(a: App, panel: PanelConfig, transport: Transport, with_email: bool, a
 
 def _outcome(outcome: Outcome) -> None:
     res = outcome.result
-    _result(bool(res.ok) if res else outcome.busy == "", res is not None, outcome.busy, res.error if res else "",
-            dict(res.usage) if res else {}, res.turns if res else 0, [r.message_id or "" for r in outcome.handed])
+    _result(
+        bool(res.ok) if res else outcome.busy == "",
+        res is not None,
+        outcome.busy,
+        res.error if res else "",
+        dict(res.usage) if res else {},
+        res.turns if res else 0,
+        [r.message_id or "" for r in outcome.handed],
+    )
     if outcome.busy:
         sys.exit(75)  # EX_TEMPFAIL: try again later
     if res is not None and not res.ok:
@@ -52,19 +65,38 @@ def _outcome(outcome: Outcome) -> None:
 
 @click.command("run-role", cls=Command)
 @click.option("--with-email", is_flag=True, help="Process the role's unread mail.")
-@click.option("--email-poll-interval", type=float, default=None, metavar="SECONDS",
-              help="During the run, show new mail as it arrives and hand it to the agent.")
+@click.option(
+    "--email-poll-interval",
+    type=float,
+    default=None,
+    metavar="SECONDS",
+    help="During the run, show new mail as it arrives and hand it to the agent.",
+)
 @click.option("-i", "--interactive", is_flag=True, help="An interactive session in this terminal.")
 @backend_option
 @click.option("--dry-run", is_flag=True, help="Show the mail and the context; run nothing, mark nothing.")
-@click.option("--script", type=click.Path(path_type=Path, dir_okay=False), default=None,
-              help="Script for the scripted backend (default scripted/ROLE.toml).")
+@click.option(
+    "--script",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Script for the scripted backend (default scripted/ROLE.toml).",
+)
 @via_option
 @click.argument("role")
 @click.argument("artifact", required=False)
 @click.pass_context
-def run_role(ctx: click.Context, with_email: bool, email_poll_interval: float | None, interactive: bool,
-             backend: str | None, dry_run: bool, script: Path | None, via: str, role: str, artifact: str | None) -> None:
+def run_role(
+    ctx: click.Context,
+    with_email: bool,
+    email_poll_interval: float | None,
+    interactive: bool,
+    backend: str | None,
+    dry_run: bool,
+    script: Path | None,
+    via: str,
+    role: str,
+    artifact: str | None,
+) -> None:
     """Run ROLE once: read its new mail, build the context, run the agent, send what it decided.
 
     With --with-email the role processes its unread mail (blockers first, by thread); with ARTIFACT
@@ -101,16 +133,37 @@ def run_role(ctx: click.Context, with_email: bool, email_poll_interval: float | 
                 raise EOFError
             return line
 
-        session(a, role, artifact or click.prompt("Artifact name"), transport=transport, read=read,
-                echo=click.echo, backend=backend, script=script)
+        session(
+            a,
+            role,
+            artifact or click.prompt("Artifact name"),
+            transport=transport,
+            read=read,
+            echo=click.echo,
+            backend=backend,
+            script=script,
+        )
         return
     if not r.takes_mail:
-        raise RosterError(f"{role} is a sync helper role: it never reads or sends mail (--with-email refused); "
-                          f"run it interactively: run-role -i {role} NAME")
+        raise RosterError(
+            f"{role} is a sync helper role: it never reads or sends mail (--with-email refused); "
+            f"run it interactively: run-role -i {role} NAME"
+        )
     if not with_email and not artifact:
         raise click.UsageError("nothing to do: give --with-email, an ARTIFACT, or -i")
-    _outcome(run_role_session(a, role, transport=transport, echo=click.echo, backend=backend, artifact=artifact,
-                              dry_run=dry_run, poll_interval=email_poll_interval, script=script))
+    _outcome(
+        run_role_session(
+            a,
+            role,
+            transport=transport,
+            echo=click.echo,
+            backend=backend,
+            artifact=artifact,
+            dry_run=dry_run,
+            poll_interval=email_poll_interval,
+            script=script,
+        )
+    )
 
 
 script = standalone(run_role, "run-role")

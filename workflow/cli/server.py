@@ -16,10 +16,14 @@ from workflow.delivery.smtpd import check_bind, serve
 @click.option("--host", default=None, help="Address to listen on (default [smtp] host, 127.0.0.1).")
 @click.option("--port", type=int, default=None, help="Port (default [smtp] port, 8025; 0 picks a free one).")
 @click.option("--allow-remote", is_flag=True, help="Allow a non-loopback address (needs [smtp] auth_users_file).")
-@click.option("--hash-password", "hash_pw", is_flag=True, help="Read a password on stdin, print a users-file secret, exit.")
+@click.option(
+    "--hash-password", "hash_pw", is_flag=True, help="Read a password on stdin, print a users-file secret, exit."
+)
 @click.option("-v", "--verbose", is_flag=True, help="Log at DEBUG.")
 @click.pass_context
-def smtpd(ctx: click.Context, host: str | None, port: int | None, allow_remote: bool, hash_pw: bool, verbose: bool) -> None:
+def smtpd(
+    ctx: click.Context, host: str | None, port: int | None, allow_remote: bool, hash_pw: bool, verbose: bool
+) -> None:
     """Run the SMTP server: validate and persist workflow mail into the Maildirs.
 
     Listens on 127.0.0.1:8025 by default; SIGTERM or Ctrl-C stops it after the transactions in
@@ -32,8 +36,9 @@ def smtpd(ctx: click.Context, host: str | None, port: int | None, allow_remote: 
     if hash_pw:
         click.echo(hash_password(sys.stdin.readline().rstrip("\n")))
         return
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
-                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s"
+    )
     a = app(ctx)
     host = host or a.config.smtp.host
     check_bind(host, allow_remote, a.config)

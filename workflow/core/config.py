@@ -18,26 +18,26 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from workflow.core.errors import ConfigError
-from workflow.core.schema import NAME_RE, Bad, Custom, Names, Section, Str, read, suggest, where
+from workflow.core.schema import NAME_RE, BadValueError, Custom, Names, Section, Str, read, suggest, where
 from workflow.core.sections import (
     AGENTD,
     BACKENDS,
-    AnthropicConfig,
-    CommandConfig,
-    ForwarderConfig,
-    GmailConfig,
-    ScriptedConfig,
-    SlackConfig,
     DEFAULT_EVENTS,
     DEFAULT_STATES,
     DOMAIN_RE,
     GUARDRAILS,
     SMTP,
     AgentdConfig,
+    AnthropicConfig,
     BackendsConfig,
     BridgesConfig,
+    CommandConfig,
+    ForwarderConfig,
+    GmailConfig,
     PanelConfig,
     PanelMember,
+    ScriptedConfig,
+    SlackConfig,
     SmtpConfig,
     read_backends,
     read_bridges,
@@ -58,10 +58,30 @@ DEFAULT_TRANSITIONS = (
 )
 TRANSITION_RE = re.compile(r"^\s*(\*|[a-z0-9][a-z0-9_-]*)\s*->\s*([a-z0-9][a-z0-9_-]*)\s*$")
 __all__ = [
-    "BACKENDS", "CONFIG_NAME", "DEFAULT_EVENTS", "DEFAULT_STATES", "DEFAULT_TRANSITIONS", "DOMAIN_RE", "GUARDRAILS",
-    "NAME_RE", "TRANSITION_RE", "AgentdConfig", "AnthropicConfig", "BackendsConfig", "BridgesConfig", "CommandConfig",
-    "Config", "ForwarderConfig", "GmailConfig", "PanelConfig", "PanelMember", "ScriptedConfig", "SlackConfig",
-    "SmtpConfig", "find_config", "load_config",
+    "BACKENDS",
+    "CONFIG_NAME",
+    "DEFAULT_EVENTS",
+    "DEFAULT_STATES",
+    "DEFAULT_TRANSITIONS",
+    "DOMAIN_RE",
+    "GUARDRAILS",
+    "NAME_RE",
+    "TRANSITION_RE",
+    "AgentdConfig",
+    "AnthropicConfig",
+    "BackendsConfig",
+    "BridgesConfig",
+    "CommandConfig",
+    "Config",
+    "ForwarderConfig",
+    "GmailConfig",
+    "PanelConfig",
+    "PanelMember",
+    "ScriptedConfig",
+    "SlackConfig",
+    "SmtpConfig",
+    "find_config",
+    "load_config",
 ]
 
 
@@ -79,10 +99,19 @@ class WorkflowSection(NamedTuple):
     default_sender: str = "user"
 
 
-WORKFLOW = Section(WorkflowSection, {
-    "domain": Str(DOMAIN_RE), "mail_root": Str(), "roles_dir": Str(), "templates_dir": Str(), "states": Names(),
-    "event_types": Names(), "artifact_roots": Names(), "default_sender": Str(NAME_RE),
-})
+WORKFLOW = Section(
+    WorkflowSection,
+    {
+        "domain": Str(DOMAIN_RE),
+        "mail_root": Str(),
+        "roles_dir": Str(),
+        "templates_dir": Str(),
+        "states": Names(),
+        "event_types": Names(),
+        "artifact_roots": Names(),
+        "default_sender": Str(NAME_RE),
+    },
+)
 
 
 class ArtifactsSection(NamedTuple):
@@ -94,13 +123,18 @@ class ArtifactsSection(NamedTuple):
 def _transition_list(value: object) -> object:
     expected = 'a list of "FROM -> TO" strings over the states (FROM may be *)'
     if not isinstance(value, list) or not all(isinstance(v, str) and TRANSITION_RE.match(v) for v in value):
-        raise Bad(expected)
+        raise BadValueError(expected)
     return tuple(value)
 
 
-ARTIFACTS = Section(ArtifactsSection, {
-    "transitions": Custom(_transition_list), "commit_event": Str(), "commit_notify": Names(),
-})
+ARTIFACTS = Section(
+    ArtifactsSection,
+    {
+        "transitions": Custom(_transition_list),
+        "commit_event": Str(),
+        "commit_notify": Names(),
+    },
+)
 
 
 class Config(NamedTuple):
@@ -169,8 +203,10 @@ def _transitions(file: str, items: tuple[str, ...], states: tuple[str, ...]) -> 
         src, dst = m.groups()
         for name in (src, dst):
             if name != "*" and name not in states:
-                raise ConfigError(f"{where(file, 'artifacts', 'transitions')}: expected states from [workflow] states "
-                                  f"({', '.join(states)}), got {item!r}")
+                raise ConfigError(
+                    f"{where(file, 'artifacts', 'transitions')}: expected states from [workflow] states "
+                    f"({', '.join(states)}), got {item!r}"
+                )
         for s in states if src == "*" else (src,):
             if s != dst:
                 edges.add((s, dst))
@@ -208,8 +244,10 @@ def load_config(
     file = str(path) if path else "(defaults)"
     for section in data:
         if section not in KNOWN_SECTIONS:
-            raise ConfigError(f"{file}: [{section}]: unknown section{suggest(section, list(KNOWN_SECTIONS))}; "
-                              f"expected one of {', '.join(KNOWN_SECTIONS)}")
+            raise ConfigError(
+                f"{file}: [{section}]: unknown section{suggest(section, list(KNOWN_SECTIONS))}; "
+                f"expected one of {', '.join(KNOWN_SECTIONS)}"
+            )
         if not isinstance(data[section], dict):
             raise ConfigError(f"{file}: {section}: expected a table, got {data[section]!r}")
     project_dir = path.parent if path else cwd
@@ -226,8 +264,10 @@ def load_config(
         root = default_mail_root(env)
     art = read(file, "artifacts", data.get("artifacts", {}), ARTIFACTS)
     if art.commit_event not in wf.event_types:
-        raise ConfigError(f"{where(file, 'artifacts', 'commit_event')}: expected one of the event types "
-                          f"({', '.join(wf.event_types)}), got {art.commit_event!r}")
+        raise ConfigError(
+            f"{where(file, 'artifacts', 'commit_event')}: expected one of the event types "
+            f"({', '.join(wf.event_types)}), got {art.commit_event!r}"
+        )
     return Config(
         path=path,
         project_dir=project_dir,

@@ -30,7 +30,7 @@ def write_atomic(path: Path, data: bytes | str, *, mode: int = 0o644) -> None:
     try:
         view = memoryview(raw)
         while view:
-            view = view[os.write(fd, view):]
+            view = view[os.write(fd, view) :]
         os.fsync(fd)
     except BaseException:
         os.close(fd)

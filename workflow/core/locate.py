@@ -152,7 +152,9 @@ def find(arg: str, config: Config) -> Artifact:
         found = locate(arg, config, everything)
         if not found and split_ref(arg, config) is None:
             roots = ", ".join(f"{r}/" for r in config.artifact_roots)
-            raise ArtifactError(f"{arg}: not under an artifact root ({roots}); expected ROOT/STATE/NAME like specs/proposed/x.md")
+            raise ArtifactError(
+                f"{arg}: not under an artifact root ({roots}); expected ROOT/STATE/NAME like specs/proposed/x.md"
+            )
     else:
         found = [a for a in everything if a.name == arg or PurePosixPath(a.name).name == arg or a.stem == arg]
     if not found:

@@ -19,7 +19,7 @@ NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 T = TypeVar("T", bound=NamedTuple)
 
 
-class Bad(Exception):
+class BadValueError(Exception):
     """A value does not fit its spec; ``expected`` says what would."""
 
     def __init__(self, expected: str) -> None:
@@ -45,10 +45,10 @@ class Str(NamedTuple):
         if self.choices:
             if value not in self.choices:
                 *head, last = [repr(c) for c in self.choices]
-                raise Bad(f"{', '.join(head)} or {last}" if head else last)
+                raise BadValueError(f"{', '.join(head)} or {last}" if head else last)
             return value
         if not isinstance(value, str) or (self.pattern is not None and not self.pattern.match(value)):
-            raise Bad("a string" + (f" matching {self.pattern.pattern}" if self.pattern else ""))
+            raise BadValueError("a string" + (f" matching {self.pattern.pattern}" if self.pattern else ""))
         return value
 
 
@@ -57,7 +57,7 @@ class Bool(NamedTuple):
 
     def read(self, value: object) -> object:
         if not isinstance(value, bool):
-            raise Bad("true or false")
+            raise BadValueError("true or false")
         return value
 
 
@@ -67,7 +67,7 @@ class Int(NamedTuple):
 
     def read(self, value: object) -> object:
         if not isinstance(value, int) or isinstance(value, bool) or not self.lo <= value <= self.hi:
-            raise Bad(f"an integer from {self.lo} to {self.hi}")
+            raise BadValueError(f"an integer from {self.lo} to {self.hi}")
         return value
 
 
@@ -77,7 +77,7 @@ class Num(NamedTuple):
 
     def read(self, value: object) -> object:
         if not _number(value) or not self.lo <= value <= self.hi:  # type: ignore[operator]
-            raise Bad(f"a number from {self.lo:g} to {self.hi:g}")
+            raise BadValueError(f"a number from {self.lo:g} to {self.hi:g}")
         return float(value)  # type: ignore[arg-type]
 
 
@@ -93,7 +93,7 @@ class Names(NamedTuple):
             or not all(isinstance(v, str) and NAME_RE.match(v) for v in value)
             or len(set(value)) != len(value)
         ):
-            raise Bad(("a list" if self.empty else "a non-empty list") + " of distinct lower-case names")
+            raise BadValueError(("a list" if self.empty else "a non-empty list") + " of distinct lower-case names")
         return tuple(value)
 
 
@@ -102,7 +102,7 @@ class Strs(NamedTuple):
 
     def read(self, value: object) -> object:
         if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
-            raise Bad("a non-empty list of strings")
+            raise BadValueError("a non-empty list of strings")
         return tuple(value)
 
 
@@ -110,8 +110,10 @@ class NumTable(NamedTuple):
     """A table of name = number (per-role timeouts, budgets)."""
 
     def read(self, value: object) -> object:
-        if not isinstance(value, dict) or not all(isinstance(k, str) and _number(v) and v >= 0 for k, v in value.items()):
-            raise Bad("a table of name = non-negative number")
+        if not isinstance(value, dict) or not all(
+            isinstance(k, str) and _number(v) and v >= 0 for k, v in value.items()
+        ):
+            raise BadValueError("a table of name = non-negative number")
         return MappingProxyType({k: float(v) for k, v in value.items()})
 
 
@@ -120,7 +122,7 @@ class NameTable(NamedTuple):
 
     def read(self, value: object) -> object:
         if not isinstance(value, dict) or not all(isinstance(v, str) and NAME_RE.match(v) for v in value.values()):
-            raise Bad("a table of key = lower-case name")
+            raise BadValueError("a table of key = lower-case name")
         return MappingProxyType(dict(value))
 
 
@@ -161,10 +163,12 @@ def read(file: str, name: str, table: object, section: Section[T], /, **fixed: A
     for key, value in table.items():
         spec = section.specs.get(key)
         if spec is None or key in fixed:
-            raise ConfigError(f"{where(file, name, key)}: unknown key{suggest(key, known)}; expected one of {', '.join(known)}")
+            raise ConfigError(
+                f"{where(file, name, key)}: unknown key{suggest(key, known)}; expected one of {', '.join(known)}"
+            )
         try:
             values[key] = spec.read(value)
-        except Bad as e:
+        except BadValueError as e:
             raise ConfigError(f"{where(file, name, key)}: expected {e.expected}, got {value!r}") from None
     make = cast(Callable[..., T], section.type)
     return make(**{**fixed, **values})

@@ -16,7 +16,7 @@ from workflow.core.addresses import member_mailbox, parse_panel
 from workflow.core.errors import ConfigError
 from workflow.core.schema import (
     NAME_RE,
-    Bad,
+    BadValueError,
     Bool,
     Custom,
     Int,
@@ -58,10 +58,17 @@ class SmtpConfig(NamedTuple):
     auth_users_file: str = ""
 
 
-SMTP = Section(SmtpConfig, {
-    "host": Str(), "port": Int(0, 65535), "timeout": Num(0.1, 3600.0),
-    "max_message_size": Int(1024, 1 << 30), "max_connections": Int(1, 100_000), "auth_users_file": Str(),
-})
+SMTP = Section(
+    SmtpConfig,
+    {
+        "host": Str(),
+        "port": Int(0, 65535),
+        "timeout": Num(0.1, 3600.0),
+        "max_message_size": Int(1024, 1 << 30),
+        "max_connections": Int(1, 100_000),
+        "auth_users_file": Str(),
+    },
+)
 
 
 class Switch(NamedTuple):
@@ -74,17 +81,29 @@ class Switch(NamedTuple):
 
 
 GUARDRAILS = (
-    Switch("reviewer-decisions", True,
-           "an approval or rejection not from a *-reviewer role, a review panel (or member) or a human role"),
-    Switch("reply-visible", True,
-           "an In-Reply-To naming a stored message the sender never received or sent (unknown parents pass)"),
+    Switch(
+        "reviewer-decisions",
+        True,
+        "an approval or rejection not from a *-reviewer role, a review panel (or member) or a human role",
+    ),
+    Switch(
+        "reply-visible",
+        True,
+        "an In-Reply-To naming a stored message the sender never received or sent (unknown parents pass)",
+    ),
     Switch("artifacts-exist", False, "X-Artifacts that match no file in the project"),
-    Switch("state-matches", True,
-           "an X-Workflow-State other than the folder the (first) artifact is in now, and a review-request "
-           "naming an old path of a moved artifact"),
-    Switch("sealed-review", True,
-           "a message with X-Review-Verdict to a review panel's internal address while that panel's review of "
-           "the artifact is sealed"),
+    Switch(
+        "state-matches",
+        True,
+        "an X-Workflow-State other than the folder the (first) artifact is in now, and a review-request "
+        "naming an old path of a moved artifact",
+    ),
+    Switch(
+        "sealed-review",
+        True,
+        "a message with X-Review-Verdict to a review panel's internal address while that panel's review of "
+        "the artifact is sealed",
+    ),
 )
 
 
@@ -136,47 +155,68 @@ class PanelConfig(NamedTuple):
 def _members(value: object) -> object:
     expected = "a non-empty list of names or {name, backend, model} tables"
     if not isinstance(value, list) or not value:
-        raise Bad(expected)
+        raise BadValueError(expected)
     out: list[PanelMember] = []
     for item in value:
         if isinstance(item, str):
             item = {"name": item}
         if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not NAME_RE.match(item["name"]):
-            raise Bad("names matching [a-z0-9][a-z0-9_-]* or {name, backend, model} tables")
+            raise BadValueError("names matching [a-z0-9][a-z0-9_-]* or {name, backend, model} tables")
         extra = set(item) - {"name", "backend", "model"}
         if extra:
-            raise Bad(f"member keys name, backend, model (not {', '.join(sorted(extra))})")
+            raise BadValueError(f"member keys name, backend, model (not {', '.join(sorted(extra))})")
         backend = item.get("backend", "scripted")
         if backend not in BACKENDS or not isinstance(item.get("model", ""), str):
-            raise Bad(f"a member backend among {', '.join(BACKENDS)} and a string model")
+            raise BadValueError(f"a member backend among {', '.join(BACKENDS)} and a string model")
         out.append(PanelMember(item["name"], backend, str(item.get("model", ""))))
     if len({m.name for m in out}) != len(out):
-        raise Bad("distinct member names")
+        raise BadValueError("distinct member names")
     return tuple(out)
 
 
-PANEL = Section(PanelConfig, {
-    "kind": Str(choices=("review", "writing")), "members": Custom(_members), "primary": Str(NAME_RE),
-    "consensus": Str(choices=("unanimous", "majority", "any-reject")), "deadline": Num(0.1, 7 * DAY),
-    "rounds": Int(0, 10), "name": Str(), "artifact_kind": Str(),
-})
+PANEL = Section(
+    PanelConfig,
+    {
+        "kind": Str(choices=("review", "writing")),
+        "members": Custom(_members),
+        "primary": Str(NAME_RE),
+        "consensus": Str(choices=("unanimous", "majority", "any-reject")),
+        "deadline": Num(0.1, 7 * DAY),
+        "rounds": Int(0, 10),
+        "name": Str(),
+        "artifact_kind": Str(),
+    },
+)
 
 
 def read_panel(file: str, name: str, table: object) -> PanelConfig:
     section = f"panels.{name}"
     parsed = parse_panel(name)
     if parsed is None:
-        raise ConfigError(f"{where(file, section)}: expected a panel name like 'spec-reviewer-panel' or 'spec-writer-panel'")
+        raise ConfigError(
+            f"{where(file, section)}: expected a panel name like 'spec-reviewer-panel' or 'spec-writer-panel'"
+        )
     kind = "review" if parsed.side == "reviewer" else "writing"
     if isinstance(table, dict) and "members" not in table:
-        raise ConfigError(f"{where(file, section, 'members')}: expected a non-empty list of names or "
-                          "{name, backend, model} tables, got None")
-    panel = read(file, section, table, PANEL, name=name, artifact_kind=parsed.kind, **(
-        {"kind": kind} if not isinstance(table, dict) or "kind" not in table else {}))
+        raise ConfigError(
+            f"{where(file, section, 'members')}: expected a non-empty list of names or "
+            "{name, backend, model} tables, got None"
+        )
+    panel = read(
+        file,
+        section,
+        table,
+        PANEL,
+        name=name,
+        artifact_kind=parsed.kind,
+        **({"kind": kind} if not isinstance(table, dict) or "kind" not in table else {}),
+    )
     names = [m.name for m in panel.members]
     if panel.primary is not None and panel.primary not in names:
-        raise ConfigError(f"{where(file, section, 'primary')}: expected one of the members ({', '.join(names)}), "
-                          f"got {panel.primary!r}")
+        raise ConfigError(
+            f"{where(file, section, 'primary')}: expected one of the members ({', '.join(names)}), "
+            f"got {panel.primary!r}"
+        )
     return panel
 
 
@@ -202,14 +242,30 @@ class AgentdConfig(NamedTuple):
     backend: str = ""  # force one backend for every run (demo, tests)
 
 
-AGENTD = Section(AgentdConfig, {
-    "rescan": Num(0.01, DAY), "max_concurrent": Int(1, 1000), "timeout": Num(0.1, 7 * DAY),
-    "role_timeouts": NumTable(), "max_attempts": Int(1, 1000), "retry_backoff": Num(0, DAY),
-    "pause_after": Int(1, 1000), "thread_cap": Int(1, 1_000_000), "repeat_limit": Int(1, 1_000_000),
-    "repeat_window": Num(0, 30 * DAY), "daily_tokens": Int(0, 10**12), "role_budgets": NumTable(),
-    "grace": Num(0, DAY), "nice": Int(0, 19), "settle": Num(0, 3600), "settle_max": Num(0, DAY),
-    "lock_ttl": Num(1.0, 7 * DAY), "roles": Names(empty=True), "backend": Str(choices=("", *BACKENDS)),
-})
+AGENTD = Section(
+    AgentdConfig,
+    {
+        "rescan": Num(0.01, DAY),
+        "max_concurrent": Int(1, 1000),
+        "timeout": Num(0.1, 7 * DAY),
+        "role_timeouts": NumTable(),
+        "max_attempts": Int(1, 1000),
+        "retry_backoff": Num(0, DAY),
+        "pause_after": Int(1, 1000),
+        "thread_cap": Int(1, 1_000_000),
+        "repeat_limit": Int(1, 1_000_000),
+        "repeat_window": Num(0, 30 * DAY),
+        "daily_tokens": Int(0, 10**12),
+        "role_budgets": NumTable(),
+        "grace": Num(0, DAY),
+        "nice": Int(0, 19),
+        "settle": Num(0, 3600),
+        "settle_max": Num(0, DAY),
+        "lock_ttl": Num(1.0, 7 * DAY),
+        "roles": Names(empty=True),
+        "backend": Str(choices=("", *BACKENDS)),
+    },
+)
 
 
 class AnthropicConfig(NamedTuple):
@@ -239,9 +295,16 @@ class BackendsConfig(NamedTuple):
 
 
 BACKEND_SECTIONS: dict[str, Section[NamedTuple]] = {
-    "anthropic": Section(AnthropicConfig, {
-        "model": Str(), "max_tokens": Int(1, 1_000_000), "max_turns": Int(1, 1000), "timeout": Num(0.1, DAY),
-        "max_retries": Int(0, 100)}),
+    "anthropic": Section(
+        AnthropicConfig,
+        {
+            "model": Str(),
+            "max_tokens": Int(1, 1_000_000),
+            "max_turns": Int(1, 1000),
+            "timeout": Num(0.1, DAY),
+            "max_retries": Int(0, 100),
+        },
+    ),
     "command": Section(CommandConfig, {"argv": Strs(), "timeout": Num(0.1, 7 * DAY), "model": Str()}),
     "scripted": Section(ScriptedConfig, {"dir": Str(), "record_dir": Str(), "script": Str()}),
 }
@@ -312,14 +375,18 @@ class BridgesConfig(NamedTuple):
 def _gmail_agents(file: str) -> Custom:
     def check(value: object) -> object:
         if not isinstance(value, dict):
-            raise Bad("a table of agent tables ([bridges.gmail.agents.NAME])")
+            raise BadValueError("a table of agent tables ([bridges.gmail.agents.NAME])")
         for name in value:
             if name not in GMAIL_AGENT_SECTIONS:
-                raise ConfigError(f"{where(file, f'bridges.gmail.agents.{name}')}: unknown agent"
-                                  f"{suggest(name, list(GMAIL_AGENT_SECTIONS))}; registry: {', '.join(GMAIL_AGENT_SECTIONS)}")
-        agents: dict[str, Any] = {n: read(file, f"bridges.gmail.agents.{n}", t, GMAIL_AGENT_SECTIONS[n])
-                                  for n, t in value.items()}
+                raise ConfigError(
+                    f"{where(file, f'bridges.gmail.agents.{name}')}: unknown agent"
+                    f"{suggest(name, list(GMAIL_AGENT_SECTIONS))}; registry: {', '.join(GMAIL_AGENT_SECTIONS)}"
+                )
+        agents: dict[str, Any] = {
+            n: read(file, f"bridges.gmail.agents.{n}", t, GMAIL_AGENT_SECTIONS[n]) for n, t in value.items()
+        }
         return GmailAgents(**agents)
+
     return Custom(check)
 
 
@@ -329,28 +396,59 @@ def read_bridges(file: str, table: object) -> BridgesConfig:
     out: dict[str, object] = {}
     for name, sub in table.items():
         if name == "gmail":
-            gmail = Section(GmailConfig, {
-                "imap_host": Str(re.compile(r"^\S+$")), "user": Str(re.compile(r"^\S+$")), "imap_port": Int(1, 65535),
-                "imap_tls": Bool(), "password_env": Str(), "password_file": Str(), "xoauth2_command": Str(),
-                "role": Str(NAME_RE), "poll_interval": Num(0.1, DAY), "idle": Bool(), "archive_folder": Str(),
-                "classify": Bool(), "model": Str(), "dry_run": Bool(), "outbound": Bool(), "smtp_host": Str(),
-                "smtp_port": Int(1, 65535), "smtp_tls": Str(choices=("starttls", "ssl", "none")), "relay_host": Str(),
-                "relay_port": Int(0, 65535), "agents": _gmail_agents(file),
-            })
+            gmail = Section(
+                GmailConfig,
+                {
+                    "imap_host": Str(re.compile(r"^\S+$")),
+                    "user": Str(re.compile(r"^\S+$")),
+                    "imap_port": Int(1, 65535),
+                    "imap_tls": Bool(),
+                    "password_env": Str(),
+                    "password_file": Str(),
+                    "xoauth2_command": Str(),
+                    "role": Str(NAME_RE),
+                    "poll_interval": Num(0.1, DAY),
+                    "idle": Bool(),
+                    "archive_folder": Str(),
+                    "classify": Bool(),
+                    "model": Str(),
+                    "dry_run": Bool(),
+                    "outbound": Bool(),
+                    "smtp_host": Str(),
+                    "smtp_port": Int(1, 65535),
+                    "smtp_tls": Str(choices=("starttls", "ssl", "none")),
+                    "relay_host": Str(),
+                    "relay_port": Int(0, 65535),
+                    "agents": _gmail_agents(file),
+                },
+            )
             if isinstance(sub, dict) and not (sub.get("imap_host") and sub.get("user")):
                 raise ConfigError(f"{where(file, 'bridges.gmail')}: needs imap_host and user")
             out["gmail"] = read(file, "bridges.gmail", sub, gmail)
         elif name == "slack":
-            slack = Section(SlackConfig, {
-                "signing_secret_env": Str(), "bot_token_env": Str(), "api_base_url": Str(re.compile(r"^https?://")),
-                "host": Str(), "port": Int(0, 65535), "bot_user_id": Str(), "default_role": Str(NAME_RE),
-                "roles": NameTable(), "artifact": Str(), "max_concurrent": Int(1, 100), "backend": Str(choices=("", *BACKENDS)),
-                "model": Str(),
-            })
+            slack = Section(
+                SlackConfig,
+                {
+                    "signing_secret_env": Str(),
+                    "bot_token_env": Str(),
+                    "api_base_url": Str(re.compile(r"^https?://")),
+                    "host": Str(),
+                    "port": Int(0, 65535),
+                    "bot_user_id": Str(),
+                    "default_role": Str(NAME_RE),
+                    "roles": NameTable(),
+                    "artifact": Str(),
+                    "max_concurrent": Int(1, 100),
+                    "backend": Str(choices=("", *BACKENDS)),
+                    "model": Str(),
+                },
+            )
             out["slack"] = read(file, "bridges.slack", sub, slack)
         else:
-            raise ConfigError(f"{where(file, f'bridges.{name}')}: unknown bridge{suggest(name, ['gmail', 'slack'])}; "
-                              "expected gmail or slack")
+            raise ConfigError(
+                f"{where(file, f'bridges.{name}')}: unknown bridge{suggest(name, ['gmail', 'slack'])}; "
+                "expected gmail or slack"
+            )
     return BridgesConfig(**out)  # type: ignore[arg-type]
 
 
@@ -361,7 +459,9 @@ def read_backends(file: str, table: object) -> BackendsConfig:
     for name, sub in table.items():
         section = BACKEND_SECTIONS.get(name)
         if section is None:
-            raise ConfigError(f"{where(file, f'backends.{name}')}: unknown backend{suggest(name, list(BACKENDS))}; "
-                              f"expected one of {', '.join(BACKENDS)}")
+            raise ConfigError(
+                f"{where(file, f'backends.{name}')}: unknown backend{suggest(name, list(BACKENDS))}; "
+                f"expected one of {', '.join(BACKENDS)}"
+            )
         out[name] = read(file, f"backends.{name}", sub, section)
     return BackendsConfig(**out)  # type: ignore[arg-type]

@@ -85,7 +85,7 @@ class Committer:
                         break
                     batch.append(nxt)
                 results = self._commit([p for p, _, _ in batch])
-                for (plan, _, _), result in zip(batch, results):
+                for (plan, _, _), result in zip(batch, results, strict=True):
                     if not isinstance(result, BaseException) and result:
                         self._backlog.append((plan, result))
                         self.unindexed.setdefault(plan.message_id, []).extend(result)
@@ -121,7 +121,7 @@ class Committer:
                     tmp, name, fd = md.stage(str(md.ensure(mb)), plan.raw)
                     files.append((mb, tmp, name, fd))
                 written[i] = files
-            except BaseException as e:  # noqa: BLE001 - one plan's failure must not sink the batch
+            except BaseException as e:
                 for _, _, _, fd in files:
                     os.close(fd)
                 md.undo(plan.mailboxes, [], [t for _, t, _, _ in files])
@@ -151,7 +151,7 @@ class Committer:
                 for mb, tmp, name in synced:
                     done.append((mb, md.move_new(tmp, name)))
                 moved[i] = done
-            except BaseException as e:  # noqa: BLE001
+            except BaseException as e:
                 md.undo(plans[i].mailboxes, [t for _, t in done], [t for _, t, _ in synced])
                 results[i] = md.failure(e)
         failed: dict[str, BaseException] = {}
@@ -172,7 +172,7 @@ class Committer:
 
 def _wake(batch: Sequence[Job], results: Sequence[Result]) -> None:
     by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[list[Entry]], Result]]] = {}
-    for (_, fut, loop), result in zip(batch, results):
+    for (_, fut, loop), result in zip(batch, results, strict=True):
         by_loop.setdefault(loop, []).append((fut, result))
     for loop, items in by_loop.items():
         loop.call_soon_threadsafe(_settle, items)

@@ -15,15 +15,15 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Container, Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import NamedTuple
 
-from workflow.policy import guardrails
 from workflow.core.config import Config
 from workflow.core.errors import MailIndexError, MessageError, RosterError
 from workflow.mail.index import Index
 from workflow.mail.maildir import Entry, Maildirs
 from workflow.mail.message import Parsed, make_message_id, parse, split_head, thread_ids, validate
+from workflow.policy import guardrails
 from workflow.policy.roster import Roster, Route
 from workflow.policy.visibility import check as check_visibility
 
@@ -60,7 +60,7 @@ def complete_headers(raw: bytes, sender_hint: str, domain: str) -> bytes:
     if b"\ndate:" not in lower:
         from email.utils import format_datetime  # lazy: start-up time (the email package)
 
-        extra += b"Date: " + format_datetime(datetime.now(timezone.utc)).encode("ascii") + eol
+        extra += b"Date: " + format_datetime(datetime.now(UTC)).encode("ascii") + eol
     return extra + raw
 
 

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from email.utils import format_datetime
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from workflow.core.config import Config
-from workflow.core.locate import GLOB_CHARS
 from workflow.core.errors import MessageError
+from workflow.core.locate import GLOB_CHARS
 from workflow.mail.index import Index
 from workflow.mail.message import (
     Draft,
@@ -97,7 +97,7 @@ def compose(req: NotifyRequest, config: Config, roster: Roster, index: Index) ->
         state = req.variables["NEXT_STATE"].strip()
     if state is not None and state not in config.states:
         raise MessageError(f"NEXT_STATE {state!r} is not a state; expected one of {', '.join(config.states)}")
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     message_id = make_message_id(sender, config.domain, now)
     references: list[str] = []
     parent_subject: str | None = None

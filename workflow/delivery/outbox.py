@@ -33,15 +33,23 @@ class Queued(NamedTuple):
     queued: float
 
 
-def put(config: Config, raw: bytes, sender: str, recipients: Sequence[str], what: str, error: str, *, failed: bool = False) -> Path:
+def put(
+    config: Config, raw: bytes, sender: str, recipients: Sequence[str], what: str, error: str, *, failed: bool = False
+) -> Path:
     """Queue one message durably; returns its file."""
     d = config.state.outbox_failed if failed else config.state.outbox
     now = time.time()
     final = d / f"{now:.6f}.{os.getpid()}.{os.urandom(3).hex()}.json"
-    body = json.dumps({
-        "sender": sender, "recipients": list(recipients), "what": what, "error": error, "queued": now,
-        "raw": base64.b64encode(raw).decode("ascii"),
-    })
+    body = json.dumps(
+        {
+            "sender": sender,
+            "recipients": list(recipients),
+            "what": what,
+            "error": error,
+            "queued": now,
+            "raw": base64.b64encode(raw).decode("ascii"),
+        }
+    )
     write_atomic(final, body, mode=0o600)
     return final
 
@@ -49,8 +57,15 @@ def put(config: Config, raw: bytes, sender: str, recipients: Sequence[str], what
 def _load(path: Path) -> Queued | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        return Queued(path, str(data["sender"]), tuple(data["recipients"]), base64.b64decode(data["raw"]),
-                      str(data.get("what", "")), str(data.get("error", "")), float(data.get("queued", 0)))
+        return Queued(
+            path,
+            str(data["sender"]),
+            tuple(data["recipients"]),
+            base64.b64decode(data["raw"]),
+            str(data.get("what", "")),
+            str(data.get("error", "")),
+            float(data.get("queued", 0)),
+        )
     except (OSError, ValueError, KeyError, TypeError):
         return None
 

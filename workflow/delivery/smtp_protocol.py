@@ -138,7 +138,7 @@ def protocol_factory(
             protocols.discard(self)
             super().connection_lost(error)
 
-        async def smtp_DATA(self, arg: str) -> None:  # noqa: N802 - aiosmtpd's command naming
+        async def smtp_DATA(self, arg: str) -> None:
             await read_data(self, arg, max_message_size)
 
         def _getaddr(self, arg: str) -> tuple[str | None, str | None]:

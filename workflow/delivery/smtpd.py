@@ -31,12 +31,12 @@ from typing import Any
 
 from aiosmtpd.smtp import SMTP, Envelope, Session
 
-from workflow.delivery.smtp_protocol import protocol_factory
-from workflow.delivery.smtpauth import load_users, make_authenticator
 from workflow.core.config import Config
+from workflow.core.errors import GuardrailError, MessageError, RosterError, VisibilityError, WorkflowError
 from workflow.delivery.commit import Committer
 from workflow.delivery.deliverer import Deliverer
-from workflow.core.errors import GuardrailError, MessageError, RosterError, VisibilityError, WorkflowError
+from workflow.delivery.smtp_protocol import protocol_factory
+from workflow.delivery.smtpauth import load_users, make_authenticator
 from workflow.mail.index import Index
 from workflow.mail.maildir import Maildirs
 from workflow.policy.guardrails import SENDER_MATCHES_ENVELOPE
@@ -85,7 +85,9 @@ class Handler:
         self.committer = committer
         self.stats = stats
 
-    async def handle_MAIL(self, server: SMTP, session: Session, envelope: Envelope, address: str, options: list[str]) -> str:
+    async def handle_MAIL(
+        self, server: SMTP, session: Session, envelope: Envelope, address: str, options: list[str]
+    ) -> str:
         try:
             self.roster.sender(address)
         except RosterError as e:
@@ -94,7 +96,9 @@ class Handler:
         envelope.mail_options.extend(options)
         return "250 2.1.0 OK"
 
-    async def handle_RCPT(self, server: SMTP, session: Session, envelope: Envelope, address: str, options: list[str]) -> str:
+    async def handle_RCPT(
+        self, server: SMTP, session: Session, envelope: Envelope, address: str, options: list[str]
+    ) -> str:
         try:
             route = self.roster.route(address)
         except RosterError as e:
@@ -119,13 +123,19 @@ class Handler:
             if raw.count(b"\n") != crlf or raw.count(b"\r") != crlf:  # a bare LF or CR somewhere
                 raise MessageError("message contains a bare CR or LF; SMTP lines must end in CRLF")
             plan = self.deliverer.prepare(
-                raw, envelope.rcpt_tos, self.index, envelope.mail_from or "", self.committer.unindexed, self.committer.known
+                raw,
+                envelope.rcpt_tos,
+                self.index,
+                envelope.mail_from or "",
+                self.committer.unindexed,
+                self.committer.known,
             )
             mid = plan.message_id
             from_header = self.roster.sender(envelope.mail_from or "")
             if plan.sender != from_header:
                 raise GuardrailError(
-                    SENDER_MATCHES_ENVELOPE.name, f"From: is {plan.sender} but MAIL FROM is {from_header}; they must agree"
+                    SENDER_MATCHES_ENVELOPE.name,
+                    f"From: is {plan.sender} but MAIL FROM is {from_header}; they must agree",
                 )
             if plan.mailboxes:
                 await self.committer.submit(plan)
@@ -135,23 +145,37 @@ class Handler:
             return self._refuse(mid, peer, envelope, f"550 5.7.1 {_one_line(e)}")
         except RosterError as e:
             return self._refuse(mid, peer, envelope, f"550 5.1.1 {_one_line(e)}")
-        except Exception:  # noqa: BLE001 - any failure is temporary: the sender must retry, not bounce
+        except Exception:
             self.stats.failed += 1
-            log.exception("%s from %s (peer %s): delivery failed; answered 451", mid, sanitize(envelope.mail_from), peer)
+            log.exception(
+                "%s from %s (peer %s): delivery failed; answered 451", mid, sanitize(envelope.mail_from), peer
+            )
             return "451 4.3.0 temporary failure storing the message; nothing was delivered, try again later"
         finally:
             self.stats.in_flight -= 1
         self.stats.delivered += 1
         where = ", ".join(plan.mailboxes) or "-"
         note = f" (already in {', '.join(plan.already)})" if plan.already else ""
-        log.info("%s from %s to %s: delivered to %s%s", mid, sanitize(envelope.mail_from),
-                 sanitize(",".join(envelope.rcpt_tos)), where, note)
+        log.info(
+            "%s from %s to %s: delivered to %s%s",
+            mid,
+            sanitize(envelope.mail_from),
+            sanitize(",".join(envelope.rcpt_tos)),
+            where,
+            note,
+        )
         return f"250 2.0.0 {mid} delivered" + (" (duplicate of a stored copy)" if not plan.mailboxes else "")
 
     def _refuse(self, mid: str, peer: str, envelope: Envelope, reply: str) -> str:
         self.stats.refused += 1
-        log.info("%s from %s to %s (peer %s): refused: %s", mid, sanitize(envelope.mail_from),
-                 sanitize(",".join(envelope.rcpt_tos)), peer, sanitize(reply, 400))
+        log.info(
+            "%s from %s to %s (peer %s): refused: %s",
+            mid,
+            sanitize(envelope.mail_from),
+            sanitize(",".join(envelope.rcpt_tos)),
+            peer,
+            sanitize(reply, 400),
+        )
         return reply[:990]
 
     async def handle_exception(self, error: Exception) -> str:
@@ -162,7 +186,9 @@ class Handler:
 class Server:
     """The listening server: start, serve, stop cleanly."""
 
-    def __init__(self, config: Config, deliverer: Deliverer, *, host: str | None = None, port: int | None = None) -> None:
+    def __init__(
+        self, config: Config, deliverer: Deliverer, *, host: str | None = None, port: int | None = None
+    ) -> None:
         self.config = config
         self.host = host or config.smtp.host
         self.port = config.smtp.port if port is None else port
@@ -178,8 +204,11 @@ class Server:
         auth: dict[str, Any] = {}
         if cfg.auth_users_file and not is_loopback(self.host):
             # AUTH over plain text is acceptable only because TLS is expected in front (stunnel, a VPN).
-            auth = dict(authenticator=make_authenticator(load_users(cfg.auth_users_file)),
-                        auth_required=True, auth_require_tls=False)
+            auth = {
+                "authenticator": make_authenticator(load_users(cfg.auth_users_file)),
+                "auth_required": True,
+                "auth_require_tls": False,
+            }
         return protocol_factory(
             handler,
             max_message_size=cfg.max_message_size,
@@ -222,7 +251,9 @@ class Server:
         self.committer.stop()
         if self.index is not None:
             self.index.close()
-        log.info("stopped: %d delivered, %d refused, %d failed", self.stats.delivered, self.stats.refused, self.stats.failed)
+        log.info(
+            "stopped: %d delivered, %d refused, %d failed", self.stats.delivered, self.stats.refused, self.stats.failed
+        )
 
 
 def check_bind(host: str, allow_remote: bool, config: Config) -> None:
@@ -230,7 +261,9 @@ def check_bind(host: str, allow_remote: bool, config: Config) -> None:
     if is_loopback(host):
         return
     if not allow_remote:
-        raise WorkflowError(f"refusing to listen on {host}: not a loopback address (use --allow-remote with AUTH configured)")
+        raise WorkflowError(
+            f"refusing to listen on {host}: not a loopback address (use --allow-remote with AUTH configured)"
+        )
     if not config.smtp.auth_users_file:
         raise WorkflowError(
             f"refusing to listen on {host}: --allow-remote needs AUTH; set [smtp] auth_users_file in {config.path or 'workflow.toml'}"
@@ -271,7 +304,9 @@ class BackgroundServer:
         self.loop.close()
 
 
-def serve(config: Config, deliverer: Deliverer, host: str | None, port: int | None, ready: Callable[[int], None]) -> Stats:
+def serve(
+    config: Config, deliverer: Deliverer, host: str | None, port: int | None, ready: Callable[[int], None]
+) -> Stats:
     """Run until SIGTERM or SIGINT, then stop cleanly."""
 
     # aiosmtpd logs every command at INFO; our one line per message is the log that matters.

@@ -8,13 +8,12 @@ configured port; a server that answers and refuses is a refusal, never a silent 
 from __future__ import annotations
 
 import smtplib
-import socket
 from collections.abc import Sequence
 from typing import Protocol
 
 from workflow.core.config import Config
-from workflow.delivery.deliverer import Deliverer
 from workflow.core.errors import TransportError
+from workflow.delivery.deliverer import Deliverer
 
 
 class Transport(Protocol):
@@ -54,7 +53,9 @@ class SmtpTransport:
             code, text = next(iter(e.recipients.values()))
             raise TransportError(f"SMTP server refused a recipient: {code} {_text(text)}", code) from None
         except smtplib.SMTPResponseException as e:
-            raise TransportError(f"SMTP server refused the message: {e.smtp_code} {_text(e.smtp_error)}", e.smtp_code) from None
+            raise TransportError(
+                f"SMTP server refused the message: {e.smtp_code} {_text(e.smtp_error)}", e.smtp_code
+            ) from None
         except (smtplib.SMTPException, OSError) as e:
             raise TransportError(f"SMTP conversation with {self.host}:{self.port} failed: {e}") from None
         return f"smtp: {self.host}:{self.port}"
@@ -69,7 +70,7 @@ class AutoTransport:
     def send(self, raw: bytes, sender: str, recipients: Sequence[str]) -> str:
         try:
             conn = self.smtp.connect()
-        except (ConnectionRefusedError, socket.timeout, OSError):
+        except (TimeoutError, ConnectionRefusedError, OSError):
             return self.direct.send(raw, sender, recipients)
         return self.smtp.send_on(conn, raw, sender, recipients)
 

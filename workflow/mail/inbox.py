@@ -1,6 +1,6 @@
 """Inbox: what a role should read next — filtered, prioritised, grouped by thread — and transcripts.
 
-Priority ("blockers first, then reviews, then status"; docs/agents.md): blocker-report;
+Priority ("blockers first, then reviews, then status"; docs/message-format.md): blocker-report;
 review-request, clarification-request, question; approval, rejection, answer; status-update;
 anything else last. Reading never marks a message.
 """
@@ -13,9 +13,10 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple
 
 from workflow.core.locate import GLOB_CHARS
-from workflow.mail.index import Index, Row
+from workflow.mail.index import Index
 from workflow.mail.maildir import Maildirs
 from workflow.mail.message import body_text, parse
+from workflow.mail.rows import Row
 from workflow.mail.threads import Threads
 
 PRIORITY = {
@@ -72,7 +73,8 @@ class InboxThread(NamedTuple):
     def to_dict(self, now: Callable[[str], list[str]]) -> dict[str, object]:
         """The thread for ``--json``; ``now`` says where each named artifact is today."""
         return {
-            "root": self.root, "priority": self.priority,
+            "root": self.root,
+            "priority": self.priority,
             "messages": [{**m.to_dict(), "artifacts_now": {a: now(a) for a in m.artifacts}} for m in self.messages],
         }
 
@@ -129,10 +131,13 @@ def group(rows: Sequence[Row]) -> list[InboxThread]:
             if other != root:
                 parent[other] = root
     groups: dict[str, list[Row]] = {}
-    for mid, r in zip(own, rows):
+    for mid, r in zip(own, rows, strict=True):
         groups.setdefault(find(mid), []).append(r)
     threads = [
-        InboxThread(msgs[0].refs[0] if msgs[0].refs else (msgs[0].message_id or ""), tuple(sorted(msgs, key=lambda m: (m.date, m.key, m.mailbox))))
+        InboxThread(
+            msgs[0].refs[0] if msgs[0].refs else (msgs[0].message_id or ""),
+            tuple(sorted(msgs, key=lambda m: (m.date, m.key, m.mailbox))),
+        )
         for msgs in groups.values()
     ]
     threads.sort(key=lambda t: (t.priority, t.messages[0].date, t.messages[0].key))
@@ -201,7 +206,7 @@ def render_inbox(
 
 
 def render_thread(rows: Sequence[Row], maildirs: Maildirs, mailboxes: Sequence[str] = ()) -> str:
-    """The thread as a Markdown transcript (seed 001's thread.md shape); the reader's unread say NEW."""
+    """The thread as a Markdown transcript (the reply loop's thread.md shape, docs/bridges.md); the reader's unread say NEW."""
     if not rows:
         return ""
     out = [f"# Thread: {rows[0].subject}", ""]

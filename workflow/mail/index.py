@@ -19,13 +19,23 @@ import re
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import NamedTuple
 
-from workflow.core.addresses import parse_internal
 from workflow.core.db import open_db
 from workflow.core.errors import MailIndexError
 from workflow.mail.maildir import Entry, Maildirs
-from workflow.mail.message import Parsed, body_text, parse
+from workflow.mail.message import Parsed
+from workflow.mail.rows import (
+    COLUMNS,
+    N_COLUMNS,
+    DbRow,
+    Row,
+    decode,
+    describe,
+    encode,
+    numbers,
+    read_copy,
+    strings,
+)
 
 SCHEMA_VERSION = 2
 SCHEMA = """
@@ -43,87 +53,7 @@ CREATE INDEX IF NOT EXISTS msg_root ON msg(root);
 CREATE TABLE IF NOT EXISTS dirstate(mailbox TEXT PRIMARY KEY, new_mtime INTEGER NOT NULL, cur_mtime INTEGER NOT NULL);
 CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(subject, body, content='', tokenize='unicode61 remove_diacritics 2', detail=none);
 """
-COLUMNS = (
-    "box, key, subdir, flags, seen, mid, irt, refs, sender, rcpt, "
-    "subject, date, event, state, artifacts, space, size, root"
-)
-N_COLUMNS = 18
 REBUILD = "run `workflow reindex` to rebuild it from the Maildirs"
-
-
-class Row(NamedTuple):
-    """One stored copy as the index knows it."""
-
-    id: int
-    mailbox: str
-    key: str
-    subdir: str
-    flags: str
-    seen: bool
-    message_id: str | None
-    in_reply_to: str | None
-    refs: tuple[str, ...]
-    sender: str
-    recipients: tuple[str, ...]
-    subject: str
-    date: int
-    event: str | None
-    state: str | None
-    artifacts: tuple[str, ...]
-    space: str | None
-    size: int
-    root: str | None
-
-    @property
-    def ancestry(self) -> list[str]:
-        out = list(self.refs)
-        if self.in_reply_to and self.in_reply_to not in out:
-            out.append(self.in_reply_to)
-        return out
-
-    def to_dict(self) -> dict[str, object]:
-        """The row as the CLI's ``--json`` shows it."""
-        return {
-            "message_id": self.message_id, "mailbox": self.mailbox, "from": self.sender, "to": list(self.recipients),
-            "subject": self.subject, "date": self.date, "event": self.event, "state": self.state,
-            "artifacts": list(self.artifacts), "in_reply_to": self.in_reply_to, "seen": self.seen,
-        }
-
-
-def internal_space(recipients: Iterable[str], domain: str) -> str | None:
-    """The panel-internal space a message belongs to, from the addresses it names."""
-    for addr in recipients:
-        local, _, dom = addr.rpartition("@")
-        if dom == domain and parse_internal(local):
-            return local
-    return None
-
-
-def _date(value: str | None) -> int:
-    if not value:
-        return 0
-    from email.utils import mktime_tz, parsedate_tz  # lazy: start-up time (the email package)
-
-    try:
-        t = parsedate_tz(value)
-        return int(mktime_tz(t)) if t else 0
-    except (TypeError, ValueError, IndexError, OverflowError):
-        return 0
-
-
-def describe(entry: Entry, raw: bytes, parsed: Parsed, domain: str) -> tuple[tuple[object, ...], tuple[str, str]]:
-    """The msg row and the FTS (subject, body) for one stored copy."""
-    rcpt = parsed.recipients
-    refs = parsed.references
-    # The thread's root as far as this message knows it: the first Reference, else the parent.
-    root = refs[0] if refs else (parsed.in_reply_to or parsed.message_id)
-    row = (
-        entry.mailbox, entry.key, entry.subdir, entry.flags, int("S" in entry.flags),
-        parsed.message_id, parsed.in_reply_to, refs, parsed.sender,
-        rcpt, parsed.subject, _date(parsed.get("Date")), parsed.event, parsed.state,
-        ",".join(parsed.artifacts), internal_space(rcpt, domain), len(raw), root,
-    )
-    return row, (parsed.subject, body_text(raw, parsed))
 
 
 def _fts_query(text: str) -> str:
@@ -147,7 +77,9 @@ class Index:
         try:
             version = self.db.execute("PRAGMA user_version").fetchone()[0]
             if version not in (0, SCHEMA_VERSION):
-                raise MailIndexError(f"index {path} has schema {version}, expected {SCHEMA_VERSION}; run `workflow reindex`")
+                raise MailIndexError(
+                    f"index {path} has schema {version}, expected {SCHEMA_VERSION}; run `workflow reindex`"
+                )
             if version == 0:
                 self.db.executescript(SCHEMA)
                 self.db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
@@ -170,7 +102,9 @@ class Index:
         try:
             return self.db.execute(sql, args)
         except sqlite3.DatabaseError as e:
-            raise MailIndexError(f"index {self.path} is unreadable ({e}); run `workflow reindex` to rebuild it") from None
+            raise MailIndexError(
+                f"index {self.path} is unreadable ({e}); run `workflow reindex` to rebuild it"
+            ) from None
 
     # ---------------------------------------------------------------- interning
 
@@ -207,56 +141,15 @@ class Index:
                 self._ids[v] = n
         return self._names
 
-    def _encode(self, row: tuple[object, ...], ids: dict[str, int]) -> tuple[object, ...]:
-        (mb, key, sub, flags, seen, mid, irt, refs, sender, rcpt, subj, date, ev, st, arts, space, size, root) = row
-        return (
-            ids[mb], key, sub, flags, seen,  # type: ignore[index]
-            ids[mid] if mid else None, ids[irt] if irt else None,  # type: ignore[index]
-            " ".join(str(ids[r]) for r in refs), ids[sender],  # type: ignore[attr-defined, index]
-            " ".join(str(ids[a]) for a in rcpt), subj, date, ev, st, arts, space, size,  # type: ignore[attr-defined]
-            ids[root] if root else None,  # type: ignore[index]
-        )
-
-    @staticmethod
-    def _strings(row: tuple[object, ...]) -> list[str]:
-        out = [row[0], row[8], *row[7], *row[9]]  # type: ignore[misc]
-        out.extend(v for v in (row[5], row[6], row[17]) if v)
-        return out
-
-    def _rows(self, tuples: Iterable[tuple[object, ...]]) -> list[Row]:
+    def _rows(self, tuples: Iterable[DbRow]) -> list[Row]:
         raw = list(tuples)
-        ns: set[int] = set()
-        for t in raw:
-            (_, box, _, _, _, _, mid, irt, refs, sender, rcpt, *_rest, root) = t
-            ns.update(n for n in (box, mid, irt, sender, root) if n is not None)  # type: ignore[misc]
-            ns.update(int(x) for x in str(refs).split())
-            ns.update(int(x) for x in str(rcpt).split())
-        names = self._name_map(ns)
-        out = []
-        for t in raw:
-            (i, box, key, sub, flags, seen, mid, irt, refs, sender, rcpt, subj, date, ev, st, arts, space, size, root) = t
-            out.append(Row(
-                int(i), names[box], str(key), str(sub), str(flags), bool(seen),  # type: ignore[call-overload, index]
-                names[mid] if mid is not None else None,  # type: ignore[index]
-                names[irt] if irt is not None else None,  # type: ignore[index]
-                tuple(names[int(x)] for x in str(refs).split()),
-                names[sender],  # type: ignore[index]
-                tuple(names[int(x)] for x in str(rcpt).split()),
-                str(subj), int(date),  # type: ignore[call-overload]
-                ev if isinstance(ev, str) else None,
-                st if isinstance(st, str) else None,
-                tuple(a for a in str(arts).split(",") if a),
-                space if isinstance(space, str) else None,
-                int(size),  # type: ignore[call-overload]
-                names[root] if root is not None else None,  # type: ignore[index]
-            ))
-        return out
+        return decode(raw, self._name_map(numbers(raw)))
 
     # ---------------------------------------------------------------- writing
 
     def add_many(self, items: Sequence[tuple[Sequence[Entry], bytes, Parsed]]) -> None:
         """Record several deliveries in one transaction (the server batches concurrent ones)."""
-        rows: list[tuple[object, ...]] = []
+        rows: list[DbRow] = []
         fts: list[tuple[str, str]] = []
         for entries, raw, parsed in items:
             if not entries:
@@ -268,15 +161,15 @@ class Index:
         if rows:
             self._insert(rows, fts)
 
-    def _insert(self, rows: Sequence[tuple[object, ...]], fts: Sequence[tuple[str, str]]) -> None:
+    def _insert(self, rows: Sequence[DbRow], fts: Sequence[tuple[str, str]]) -> None:
         try:
             self.db.execute("BEGIN IMMEDIATE")
-            ids = self._intern(v for row in rows for v in self._strings(row))
-            for row, (subj, body) in zip(rows, fts):
+            ids = self._intern(v for row in rows for v in strings(row))
+            for row, (subj, body) in zip(rows, fts, strict=True):
                 # IGNORE, never REPLACE: a row already there came from a rescan that saw the file more
                 # recently (a reader may have marked it seen since the server's batch was made).
                 cur = self.db.execute(
-                    f"INSERT OR IGNORE INTO msg({COLUMNS}) VALUES ({','.join('?' * N_COLUMNS)})", self._encode(row, ids)
+                    f"INSERT OR IGNORE INTO msg({COLUMNS}) VALUES ({','.join('?' * N_COLUMNS)})", encode(row, ids)
                 )
                 if cur.rowcount == 1:
                     self.db.execute("INSERT INTO fts(rowid, subject, body) VALUES (?,?,?)", (cur.lastrowid, subj, body))
@@ -301,9 +194,7 @@ class Index:
     def refresh(self, mailboxes: Iterable[str] | None = None) -> int:
         """Rescan mailboxes whose directories changed since their last scan; returns how many."""
         boxes = self.maildirs.mailboxes() if mailboxes is None else list(mailboxes)
-        known = dict(
-            ((mb, (n, c)) for mb, n, c in self._exec("SELECT mailbox, new_mtime, cur_mtime FROM dirstate"))
-        )
+        known = {mb: (n, c) for mb, n, c in self._exec("SELECT mailbox, new_mtime, cur_mtime FROM dirstate")}
         changed = 0
         for mb in boxes:
             now = self._mtimes(mb)
@@ -320,15 +211,15 @@ class Index:
                 self._exec("SELECT id, key, subdir, flags FROM msg WHERE box=?", (box[0],)) if box else ()
             )
         }
-        add_rows: list[tuple[object, ...]] = []
+        add_rows: list[DbRow] = []
         add_fts: list[tuple[str, str]] = []
-        updates: list[tuple[object, ...]] = []
+        updates: list[DbRow] = []
         seen_keys: set[str] = set()
         for e in self.maildirs.scan(mailbox):
             seen_keys.add(e.key)
             old = have.get(e.key)
             if old is None:
-                got = _read(e)
+                got = read_copy(e)
                 if got is not None:
                     row, fts = describe(e, got[0], got[1], self.domain)
                     add_rows.append(row)
@@ -366,21 +257,21 @@ class Index:
             boxes = self.maildirs.mailboxes()
             for n, mb in enumerate(boxes, 1):
                 mtimes = self._mtimes(mb)
-                batch: list[tuple[tuple[object, ...], tuple[str, str]]] = []
+                batch: list[tuple[DbRow, tuple[str, str]]] = []
                 for e in self.maildirs.scan(mb):
-                    got = _read(e)
+                    got = read_copy(e)
                     if got is not None:
                         batch.append(describe(e, got[0], got[1], self.domain))
                 fresh: list[tuple[int, str]] = []
                 for row, _ in batch:
-                    for v in self._strings(row):
+                    for v in strings(row):
                         if v not in ids:
                             ids[v] = len(ids) + 1
                             fresh.append((ids[v], v))
                 self.db.executemany("INSERT INTO str(n, v) VALUES (?,?)", fresh)
                 self.db.executemany(
                     f"INSERT INTO msg({COLUMNS}) VALUES ({','.join('?' * N_COLUMNS)})",
-                    [self._encode(b[0], ids) for b in batch],
+                    [encode(b[0], ids) for b in batch],
                 )
                 first = self.db.execute("SELECT coalesce(max(id),0) FROM msg").fetchone()[0] - len(batch) + 1
                 self.db.executemany(
@@ -402,7 +293,9 @@ class Index:
 
     # ---------------------------------------------------------------- reading
 
-    def _visible(self, mailboxes: Sequence[str] | None, senders: Sequence[str], prefix: str = "") -> tuple[str, list[object]] | None:
+    def _visible(
+        self, mailboxes: Sequence[str] | None, senders: Sequence[str], prefix: str = ""
+    ) -> tuple[str, list[object]] | None:
         """SQL for 'in these mailboxes, or sent by these addresses'; None when nothing can match."""
         if mailboxes is None:
             return "1", []
@@ -488,8 +381,10 @@ class Index:
         if visible is None:
             return []
         cols = ", ".join("m." + c.strip() for c in COLUMNS.split(","))
-        sql = (f"SELECT m.id, {cols} FROM fts JOIN msg m ON m.id = fts.rowid WHERE fts MATCH ? AND {visible[0]} "
-               "ORDER BY m.date DESC, m.key DESC, m.box LIMIT ?")
+        sql = (
+            f"SELECT m.id, {cols} FROM fts JOIN msg m ON m.id = fts.rowid WHERE fts MATCH ? AND {visible[0]} "
+            "ORDER BY m.date DESC, m.key DESC, m.box LIMIT ?"
+        )
         return self._rows(self._exec(sql, [query, *visible[1], limit]))
 
     def thread_links(self) -> Iterator[tuple[str, str | None, str]]:
@@ -535,21 +430,3 @@ def reset(path: Path, maildirs: Maildirs, domain: str, progress: Callable[[int, 
     with Index(path, maildirs, domain, rebuild_if_new=False) as index:
         index.rebuild(progress)
         return index.count()
-
-
-def _read(e: Entry) -> tuple[bytes, Parsed] | None:
-    try:
-        fd = os.open(e.file, os.O_RDONLY | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return None  # moved or removed while we scanned; the next refresh sees where it went
-    try:
-        chunks = []
-        while True:
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                break
-            chunks.append(chunk)
-    finally:
-        os.close(fd)
-    raw = b"".join(chunks)
-    return raw, parse(raw)

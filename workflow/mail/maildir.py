@@ -107,7 +107,9 @@ class Maildirs:
         if not self.root.is_dir():
             return []
         return sorted(
-            d.name for d in os.scandir(self.root) if d.is_dir() and not d.name.startswith(".") and (Path(d.path) / "new").is_dir()
+            d.name
+            for d in os.scandir(self.root)
+            if d.is_dir() and not d.name.startswith(".") and (Path(d.path) / "new").is_dir()
         )
 
     def ensure(self, mailbox: str) -> Path:

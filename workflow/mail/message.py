@@ -14,7 +14,7 @@ import os
 import quopri
 import re
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import NamedTuple
 
 from workflow.core.errors import MessageError
@@ -54,7 +54,7 @@ def validate_artifact(path: str) -> str:
 
 def make_message_id(role: str, domain: str, now: datetime | None = None) -> str:
     """``<YYYYMMDDHHMMSS.<unique>.<role>@domain>`` (ARCHITECTURE.md)."""
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     return f"<{now.strftime('%Y%m%d%H%M%S')}.{os.urandom(6).hex()}.{role}@{domain}>"
 
 
@@ -99,11 +99,7 @@ def encode_header(name: str, value: str) -> str:
         value.encode("utf-8")
     except UnicodeEncodeError:
         raise MessageError(f"header {name}: value is not valid Unicode text") from None
-    plain = (
-        PLAIN_HEADER_CHARS.match(value) is not None
-        and "=?" not in value
-        and value == value.strip(" \t")
-    )
+    plain = PLAIN_HEADER_CHARS.match(value) is not None and "=?" not in value and value == value.strip(" \t")
     if plain:
         folded = _fold_plain(name, value)
         if folded is not None:
@@ -218,9 +214,24 @@ class Draft(NamedTuple):
 RESERVED_HEADERS = frozenset(
     h.lower()
     for h in (
-        "From", "To", "Cc", "Bcc", "Date", "Message-ID", "In-Reply-To", "References", "Subject",
-        "X-Event-Type", "X-Workflow-State", "X-Artifacts", "X-Next-Roles", "MIME-Version",
-        "Content-Type", "Content-Transfer-Encoding", "Return-Path", "Received",
+        "From",
+        "To",
+        "Cc",
+        "Bcc",
+        "Date",
+        "Message-ID",
+        "In-Reply-To",
+        "References",
+        "Subject",
+        "X-Event-Type",
+        "X-Workflow-State",
+        "X-Artifacts",
+        "X-Next-Roles",
+        "MIME-Version",
+        "Content-Type",
+        "Content-Transfer-Encoding",
+        "Return-Path",
+        "Received",
     )
 )
 HEADER_NAME_RE = re.compile(r"^[!-9;-~]+$")
@@ -237,7 +248,7 @@ def build(d: Draft) -> bytes:
 
     arts = [validate_artifact(a) for a in d.artifacts]
     headers: list[tuple[str, str]] = [
-        ("Date", format_datetime(d.date or datetime.now(timezone.utc))),
+        ("Date", format_datetime(d.date or datetime.now(UTC))),
         ("From", d.sender),
         ("To", ", ".join(d.to)),
     ]

@@ -29,8 +29,10 @@ class Seals:
 
     def seal(self, panel: str, request: str, artifact: str) -> None:
         """Hold verdicts about ``artifact`` back from ``panel``'s internal address (idempotent)."""
-        self.db.execute("INSERT OR IGNORE INTO seal(request, panel, artifact, at) VALUES (?,?,?,?)",
-                        (request, panel, artifact, time.time()))
+        self.db.execute(
+            "INSERT OR IGNORE INTO seal(request, panel, artifact, at) VALUES (?,?,?,?)",
+            (request, panel, artifact, time.time()),
+        )
 
     def unseal(self, request: str) -> None:
         self.db.execute("DELETE FROM seal WHERE request=?", (request,))

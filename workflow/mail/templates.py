@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workflow.core.errors import TemplateError
-from workflow.mail.message import HEADER_NAME_RE, RESERVED_HEADERS, check_value
 from workflow.core.resources import builtin_dir
+from workflow.mail.message import HEADER_NAME_RE, RESERVED_HEADERS, check_value
 
 KEY_RE = re.compile(r"^[A-Z][A-Z0-9_]{0,63}$")
 STANDARD_VARS = ("FROM_ROLE", "TO_ROLE", "ARTIFACT_PATH", "ARTIFACT_NAME", "WORKFLOW_STATE", "DATE", "MESSAGE_ID")

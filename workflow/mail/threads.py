@@ -1,7 +1,7 @@
 """Threads: JWZ threading (RFC 5256 REFERENCES without subject merging) over Message-IDs.
 
-Parents come from References and In-Reply-To only, as notmuch does: the seed asks for a new
-thread per review cycle, so two threads about the same artifact are never merged by subject.
+Parents come from References and In-Reply-To only, as notmuch does: a new review cycle is a new
+thread (docs/message-format.md), so two threads about the same artifact are never merged by subject.
 Handles replies that arrive before their parents (placeholder containers), missing parents,
 References cycles (a link that would close a loop is skipped) and duplicate Message-IDs (the
 first copy wins).

@@ -10,16 +10,32 @@ from __future__ import annotations
 import os
 import random
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from workflow.mail.message import Draft, build, reply_subject
 
 ROLES = (
-    "spec-writer", "spec-reviewer", "skeleton-writer", "skeleton-reviewer", "test-writer", "test-reviewer",
-    "implementer", "implementation-reviewer", "coordinator", "platform-lead", "vision-writer", "vision-reviewer",
-    "scope-writer", "scope-reviewer", "roadmap-writer", "roadmap-reviewer", "implementation-writer", "user",
-    "spec-reviewer-panel.claude", "spec-reviewer-panel.gpt-5",
+    "spec-writer",
+    "spec-reviewer",
+    "skeleton-writer",
+    "skeleton-reviewer",
+    "test-writer",
+    "test-reviewer",
+    "implementer",
+    "implementation-reviewer",
+    "coordinator",
+    "platform-lead",
+    "vision-writer",
+    "vision-reviewer",
+    "scope-writer",
+    "scope-reviewer",
+    "roadmap-writer",
+    "roadmap-reviewer",
+    "implementation-writer",
+    "user",
+    "spec-reviewer-panel.claude",
+    "spec-reviewer-panel.gpt-5",
 )
 FIRST = ("review-request", "question", "blocker-report", "status-update")
 REPLY = ("clarification-request", "answer", "approval", "rejection", "status-update", "question", "answer")
@@ -59,7 +75,7 @@ def generate(
     for mb in mailboxes:
         for sub in ("tmp", "new", "cur"):
             os.makedirs(root / mb / sub, exist_ok=True)
-    start = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    start = datetime(2026, 1, 1, tzinfo=UTC)
     written = threads = unread = files = 0
     serial = 0
     while written < messages:
@@ -79,13 +95,21 @@ def generate(
             event = rng.choice(FIRST) if i == 0 else rng.choice(REPLY)
             if i == 0:
                 subject = f"[{event.upper().replace('-', ' ')}] {art.rsplit('/', 1)[-1][:-3]}"
-            raw = build(Draft(
-                sender=f"{sender}@{domain}", to=[f"{rcpt}@{domain}"],
-                subject=subject if i == 0 else reply_subject(subject),
-                body=_body(rng, rng.randint(4, 10)), message_id=mid, event=event,
-                state=rng.choice(STATES), artifacts=[art],
-                in_reply_to=chain[-1] if chain else None, references=list(chain), date=t,
-            ))
+            raw = build(
+                Draft(
+                    sender=f"{sender}@{domain}",
+                    to=[f"{rcpt}@{domain}"],
+                    subject=subject if i == 0 else reply_subject(subject),
+                    body=_body(rng, rng.randint(4, 10)),
+                    message_id=mid,
+                    event=event,
+                    state=rng.choice(STATES),
+                    artifacts=[art],
+                    in_reply_to=chain[-1] if chain else None,
+                    references=list(chain),
+                    date=t,
+                )
+            )
             chain.append(mid)
             t += timedelta(minutes=rng.randint(1, 600))
             written += 1

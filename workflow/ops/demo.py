@@ -1,4 +1,4 @@
-"""Demo: the design's Examples 1 and 2 (docs/workflow.md) in a scratch project — real Maildirs,
+"""Demo: the design's Examples 1 and 2 (docs/roles-and-panels.md) in a scratch project — real Maildirs,
 a real SMTP server, agentd and a review panel; no API key, no network."""
 
 from __future__ import annotations
@@ -10,21 +10,21 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from workflow.app import App
-from workflow.core.locate import Resolver
-from workflow.artifacts.board import cards, render
-from workflow.core.config import load_config
-from workflow.core.errors import WorkflowError
-from workflow.artifacts.gitrepo import run_git
-from workflow.mail.inbox import group, render_inbox, render_thread, select, thread_rows
-from workflow.agents.backends.scripted import dumps
 from workflow.agentd.daemon import Agentd
 from workflow.agentd.tasks import Tasks, TaskStatus
+from workflow.agents.backends.scripted import dumps
+from workflow.app import App
+from workflow.artifacts.board import cards, render
+from workflow.artifacts.gitrepo import run_git
+from workflow.core.config import load_config
+from workflow.core.errors import WorkflowError
+from workflow.core.locate import Resolver
 from workflow.delivery.notify import NotifyRequest
-from workflow.panels.review import dumps_status, run_panel, status_rows
-from workflow.ops.scaffold import init
 from workflow.delivery.smtpd import BackgroundServer
 from workflow.delivery.transport import SmtpTransport
+from workflow.mail.inbox import group, render_inbox, render_thread, select, thread_rows
+from workflow.ops.scaffold import init
+from workflow.panels.review import dumps_status, run_panel, status_rows
 
 DEMO_TOML = """\
 # A scratch workflow-mail project made by `workflow demo`.
@@ -58,13 +58,26 @@ Users sign in with email and password or OAuth 2.0; sessions are bearer tokens.
 """
 
 
-REVIEWER_SCRIPT = dumps([
-    {"tool": "read_artifact", "path": "specs/*/user-auth.md"},
-    {"tool": "move_artifact", "artifact": "user-auth", "state": "todo", "reason": "Complete, testable, errors covered"},
-    {"tool": "send_message", "event": "approval", "artifact": "specs/*/user-auth.md", "to": ["spec-writer"],
-     "in_reply_to": "$first", "variables": {"NEXT_STATE": "todo", "NEXT_ROLES": "skeleton-writer,test-writer"}},
-    {"say": "Approved user-auth: moved to todo/, skeleton-writer and test-writer notified."},
-])
+REVIEWER_SCRIPT = dumps(
+    [
+        {"tool": "read_artifact", "path": "specs/*/user-auth.md"},
+        {
+            "tool": "move_artifact",
+            "artifact": "user-auth",
+            "state": "todo",
+            "reason": "Complete, testable, errors covered",
+        },
+        {
+            "tool": "send_message",
+            "event": "approval",
+            "artifact": "specs/*/user-auth.md",
+            "to": ["spec-writer"],
+            "in_reply_to": "$first",
+            "variables": {"NEXT_STATE": "todo", "NEXT_ROLES": "skeleton-writer,test-writer"},
+        },
+        {"say": "Approved user-auth: moved to todo/, skeleton-writer and test-writer notified."},
+    ]
+)
 
 
 SEARCH_SPEC = """\
@@ -97,7 +110,9 @@ def scaffold(base: Path, port: int = 0) -> Path:
     (base / "scripted").mkdir(exist_ok=True)
     (base / "scripted" / "spec-reviewer.toml").write_text(REVIEWER_SCRIPT, encoding="utf-8")
     for member, answer in PANEL_VERDICTS.items():
-        (base / "scripted" / f"spec-reviewer-panel.{member}.toml").write_text(dumps([{"say": answer}]), encoding="utf-8")
+        (base / "scripted" / f"spec-reviewer-panel.{member}.toml").write_text(
+            dumps([{"say": answer}]), encoding="utf-8"
+        )
     spec = base / "specs" / "proposed" / "user-auth.md"
     if not any((base / "specs").glob("*/user-auth.md")):
         spec.write_text(SPEC, encoding="utf-8")
@@ -165,20 +180,45 @@ def _scenario(app: App, base: Path, transport: SmtpTransport, echo: Callable[[st
             echo(render_inbox(role, group(select(index, boxes)), True, Resolver(app.config).now))
 
     echo("== Example 1: spec-writer asks for a review ==\n")
-    request = notify("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer",
-                     CONTEXT="Focus on error handling patterns")
+    request = notify(
+        "spec-writer",
+        "review-request",
+        "specs/proposed/user-auth.md",
+        "spec-reviewer",
+        CONTEXT="Focus on error handling patterns",
+    )
     show_inbox("spec-reviewer")
 
     echo("== Example 2: the reviewer asks for a clarification mid-review; the writer answers ==\n")
-    clarify = notify("spec-reviewer", "clarification-request", "specs/proposed/user-auth.md", "spec-writer", request,
-                     QUESTION="Should OAuth tokens expire or use refresh pattern?", BLOCKING="no")
-    notify("spec-writer", "answer", "specs/proposed/user-auth.md", "spec-reviewer", clarify,
-           CONTEXT="Use refresh token pattern per OAuth 2.0 spec. Will update spec to clarify.")
+    clarify = notify(
+        "spec-reviewer",
+        "clarification-request",
+        "specs/proposed/user-auth.md",
+        "spec-writer",
+        request,
+        QUESTION="Should OAuth tokens expire or use refresh pattern?",
+        BLOCKING="no",
+    )
+    notify(
+        "spec-writer",
+        "answer",
+        "specs/proposed/user-auth.md",
+        "spec-reviewer",
+        clarify,
+        CONTEXT="Use refresh token pattern per OAuth 2.0 spec. Will update spec to clarify.",
+    )
 
     echo("== The server checks state claims: an approval claiming todo/ before the move is refused ==\n")
     try:
-        notify("spec-reviewer", "approval", "specs/todo/user-auth.md", "spec-writer", None,
-               NEXT_STATE="todo", NEXT_ROLES="skeleton-writer,test-writer")
+        notify(
+            "spec-reviewer",
+            "approval",
+            "specs/todo/user-auth.md",
+            "spec-writer",
+            None,
+            NEXT_STATE="todo",
+            NEXT_ROLES="skeleton-writer,test-writer",
+        )
     except WorkflowError as e:
         echo(f"  refused: {e}\n")
 
@@ -206,9 +246,19 @@ def _scenario(app: App, base: Path, transport: SmtpTransport, echo: Callable[[st
     with app.index() as index:
         echo(render_thread(thread_rows(index, boxes, request, sent), app.maildirs, boxes))
 
-    echo("== A review panel: three models review search.md independently (sealed), disagree 2–1, speak with one voice ==\n")
-    notify("spec-writer", "review-request", "specs/proposed/search.md", "spec-reviewer-panel", CONTEXT="Is the ranking rule enough?")
-    echo("$ workflow panel review spec-reviewer-panel   (members on the scripted backend: claude, gpt-5 approve; gemini rejects)")
+    echo(
+        "== A review panel: three models review search.md independently (sealed), disagree 2–1, speak with one voice ==\n"
+    )
+    notify(
+        "spec-writer",
+        "review-request",
+        "specs/proposed/search.md",
+        "spec-reviewer-panel",
+        CONTEXT="Is the ranking rule enough?",
+    )
+    echo(
+        "$ workflow panel review spec-reviewer-panel   (members on the scripted backend: claude, gpt-5 approve; gemini rejects)"
+    )
     panel = app.config.panel("spec-reviewer-panel")
     assert panel is not None
     run_panel(app, panel, transport, lambda t: echo("  " + t))
@@ -218,8 +268,15 @@ def _scenario(app: App, base: Path, transport: SmtpTransport, echo: Callable[[st
 
     echo("== Visibility: a writer may not post into the reviewer panel's internal space ==\n")
     try:
-        notify("spec-writer", "question", "specs/*/user-auth.md", "spec-reviewer-panel-internal",
-               QUESTION="What do you think so far?")
+        notify(
+            "spec-writer",
+            "question",
+            "specs/*/user-auth.md",
+            "spec-reviewer-panel-internal",
+            QUESTION="What do you think so far?",
+        )
     except WorkflowError as e:
         echo(f"  refused: {e}\n")
-    echo(f"Done. Look around: ls {app.config.mail_root}/*/new  ·  WORKFLOW_CONFIG={base / 'workflow.toml'} workflow roster")
+    echo(
+        f"Done. Look around: ls {app.config.mail_root}/*/new  ·  WORKFLOW_CONFIG={base / 'workflow.toml'} workflow roster"
+    )

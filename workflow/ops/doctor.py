@@ -56,39 +56,68 @@ def diagnose(app: App, now: float | None = None) -> list[Problem]:
         if claim is None or len(where) != 1 or claim.state == where[0].state:
             continue
         source = "git" if key in in_git else "the working tree"
-        out.append(Problem(
-            "claim",
-            f"latest mail about {where[0].glob} ({claim.event or 'mail'} from {claim.sender.split('@')[0]}, "
-            f"{claim.message_id}) claims {claim.state}; {source} has it in {where[0].state}/ — move it, or send a "
-            f"status-update claiming {where[0].state}",
-        ))
+        out.append(
+            Problem(
+                "claim",
+                f"latest mail about {where[0].glob} ({claim.event or 'mail'} from {claim.sender.split('@')[0]}, "
+                f"{claim.message_id}) claims {claim.state}; {source} has it in {where[0].state}/ — move it, or send a "
+                f"status-update claiming {where[0].state}",
+            )
+        )
     for ref, mail in sorted(refs_without_artifact(config, rows, artifacts).items()):
         n = len(unique(mail))
-        out.append(Problem(
-            "missing-artifact",
-            f"{n} message{'s' if n != 1 else ''} name {ref}, which is in no state folder now "
-            f"(latest {mail[-1].message_id}); restore it or tell the roles it is gone",
-        ))
+        out.append(
+            Problem(
+                "missing-artifact",
+                f"{n} message{'s' if n != 1 else ''} name {ref}, which is in no state folder now "
+                f"(latest {mail[-1].message_id}); restore it or tell the roles it is gone",
+            )
+        )
     for mailbox, unindexed, orphaned, changed in drift:
-        parts = [f"{n} {what}" for n, what in ((unindexed, "files not indexed"), (orphaned, "rows without a file"),
-                                                (changed, "copies moved or re-flagged")) if n]
-        out.append(Problem("index-drift", f"mailbox {mailbox}: {', '.join(parts)}", "rebuild the index (workflow reindex)"))
+        parts = [
+            f"{n} {what}"
+            for n, what in (
+                (unindexed, "files not indexed"),
+                (orphaned, "rows without a file"),
+                (changed, "copies moved or re-flagged"),
+            )
+            if n
+        ]
+        out.append(
+            Problem("index-drift", f"mailbox {mailbox}: {', '.join(parts)}", "rebuild the index (workflow reindex)")
+        )
     for info in locks.scan(config.state):
         why = locks.stale(info, config.agentd.lock_ttl, now)
         if why:
-            out.append(Problem("stale-lock", f"{info.path} (pid {info.pid} on {info.host or '?'}): {why}", f"remove {info.path}"))
+            out.append(
+                Problem(
+                    "stale-lock", f"{info.path} (pid {info.pid} on {info.host or '?'}): {why}", f"remove {info.path}"
+                )
+            )
     queued = outbox.pending(config)
     if queued:
-        out.append(Problem("outbox", f"{len(queued)} notification(s) queued, not yet sent (oldest: {queued[0].what}: {queued[0].error})",
-                           "send them now"))
+        out.append(
+            Problem(
+                "outbox",
+                f"{len(queued)} notification(s) queued, not yet sent (oldest: {queued[0].what}: {queued[0].error})",
+                "send them now",
+            )
+        )
     for q in outbox.pending(config, failed=True):
-        out.append(Problem("outbox", f"refused notification {q.what}: {q.error}; resend it with workflow-notify, then delete {q.path}"))
+        out.append(
+            Problem(
+                "outbox",
+                f"refused notification {q.what}: {q.error}; resend it with workflow-notify, then delete {q.path}",
+            )
+        )
     if repo is None:
         out.append(Problem("git", f"{config.project_dir} is not in a git repository; run `workflow init`"))
     else:
         missing = hooks.installed(repo)
         if missing:
-            out.append(Problem("hooks", f"git hook(s) {', '.join(missing)} not installed in {repo.hooks_dir}", "install them"))
+            out.append(
+                Problem("hooks", f"git hook(s) {', '.join(missing)} not installed in {repo.hooks_dir}", "install them")
+            )
     return out
 
 

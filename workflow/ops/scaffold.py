@@ -37,7 +37,11 @@ def config_text(roots: Sequence[str], domain: str, mail_root: str | None) -> str
     quoted = ", ".join(f'"{r}"' for r in roots)
     states = ", ".join(f'"{s}"' for s in DEFAULT_STATES)
     transitions = ",\n  ".join(f'"{t}"' for t in DEFAULT_TRANSITIONS)
-    mail = f'mail_root = "{mail_root}"' if mail_root else '# mail_root = "~/.maildir/workflow"   # or $WORKFLOW_MAIL_ROOT, or --mail-root'
+    mail = (
+        f'mail_root = "{mail_root}"'
+        if mail_root
+        else '# mail_root = "~/.maildir/workflow"   # or $WORKFLOW_MAIL_ROOT, or --mail-root'
+    )
     return f"""\
 # workflow-mail project configuration (made by `workflow init`; every key is optional).
 [workflow]
@@ -63,8 +67,14 @@ commit_event = "status-update"
 """
 
 
-def init(directory: Path, roots: Sequence[str] = (), domain: str = "workflow.local", mail_root: str | None = None,
-         templates: bool = False, hooks: bool = True) -> list[Step]:
+def init(
+    directory: Path,
+    roots: Sequence[str] = (),
+    domain: str = "workflow.local",
+    mail_root: str | None = None,
+    templates: bool = False,
+    hooks: bool = True,
+) -> list[Step]:
     """Create what is missing; return what was done, step by step."""
     for r in roots:
         if not NAME_RE.match(r):

@@ -33,8 +33,9 @@ def member_role(app: App, panel: PanelConfig, member: str) -> Role:
     return base._replace(name=panel.mailbox(member), model=spec.model)
 
 
-def run_member(app: App, panel: PanelConfig, member: str, prompt: str, transport: Transport,
-               backend: str | None = None) -> RunResult:
+def run_member(
+    app: App, panel: PanelConfig, member: str, prompt: str, transport: Transport, backend: str | None = None
+) -> RunResult:
     """One run of one member on its backend (``backend`` overrides every member's own)."""
     spec = next(m for m in panel.members if m.name == member)
     role = member_role(app, panel, member)

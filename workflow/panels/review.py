@@ -30,13 +30,15 @@ from workflow.core.locate import locate
 from workflow.delivery.notify import NotifyRequest
 from workflow.delivery.transport import Transport
 from workflow.mail.inbox import render_thread, thread_rows, unique
-from workflow.mail.index import Row
 from workflow.mail.message import body_text, parse
+from workflow.mail.rows import Row
 from workflow.panels.members import base_prompt, run_member
 from workflow.panels.store import Assessment, PanelStore, Session, SessionState
 
 VERDICTS = ("approve", "reject", "revise")
 VERDICT_RE = re.compile(r"^\s*\**\s*VERDICT\s*:\s*\**\s*(approve|reject|revise)\b\**", re.IGNORECASE | re.MULTILINE)
+
+
 def parse_verdict(text: str) -> tuple[str | None, str]:
     """The last ``VERDICT:`` line's value and the findings (everything else)."""
     found = VERDICT_RE.findall(text or "")
@@ -76,7 +78,9 @@ def member_prompt(app: App, panel: PanelConfig, member: str, artifact_path: str,
     )
 
 
-def discussion_prompt(app: App, panel: PanelConfig, member: str, artifact_path: str, thread_text: str, round_no: int) -> str:
+def discussion_prompt(
+    app: App, panel: PanelConfig, member: str, artifact_path: str, thread_text: str, round_no: int
+) -> str:
     prompt = base_prompt(app, panel)
     data = (app.config.project_dir / artifact_path).read_text(encoding="utf-8", errors="replace")
     return (
@@ -87,10 +91,17 @@ def discussion_prompt(app: App, panel: PanelConfig, member: str, artifact_path: 
     )
 
 
-def _run_members(app: App, panel: PanelConfig, prompts: dict[str, str], deadline: float, transport: Transport,
-                 echo: Callable[[str], None], backend: str | None) -> dict[str, RunResult | None]:
+def _run_members(
+    app: App,
+    panel: PanelConfig,
+    prompts: dict[str, str],
+    deadline: float,
+    transport: Transport,
+    echo: Callable[[str], None],
+    backend: str | None,
+) -> dict[str, RunResult | None]:
     """Each member on its own backend, all at once; a member still running at the deadline gets None."""
-    results: dict[str, RunResult | None] = {m: None for m in prompts}
+    results: dict[str, RunResult | None] = dict.fromkeys(prompts)
 
     def one(member: str) -> None:
         results[member] = run_member(app, panel, member, prompts[member], transport, backend)
@@ -105,8 +116,14 @@ def _run_members(app: App, panel: PanelConfig, prompts: dict[str, str], deadline
     return {m: (results[m] if not threads[m].is_alive() else None) for m in prompts}
 
 
-def review(app: App, panel: PanelConfig, request: Row, transport: Transport, echo: Callable[[str], None],
-           backend: str | None = None) -> Session:
+def review(
+    app: App,
+    panel: PanelConfig,
+    request: Row,
+    transport: Transport,
+    echo: Callable[[str], None],
+    backend: str | None = None,
+) -> Session:
     """Run (or resume) the panel session for one review-request, through to the unified decision."""
     if panel.kind != "review":
         raise WorkflowError(f"{panel.name} is a {panel.kind} panel; only review panels review")
@@ -114,21 +131,29 @@ def review(app: App, panel: PanelConfig, request: Row, transport: Transport, ech
         raise WorkflowError(f"review-request {request.message_id} names no artifact")
     found = locate(request.artifacts[0], app.config)
     if len(found) != 1:
-        raise WorkflowError(f"review-request {request.message_id}: artifact {request.artifacts[0]} "
-                            f"{'not found' if not found else 'is in several state folders'}")
+        raise WorkflowError(
+            f"review-request {request.message_id}: artifact {request.artifacts[0]} "
+            f"{'not found' if not found else 'is in several state folders'}"
+        )
     artifact = found[0]
     requester = app.roster.sender(request.sender)
     with PanelStore(app.config.state.panels) as store:
         s = store.open(request.message_id or "", panel, artifact.path, requester)
         if s.state == SessionState.SEALED:
-            echo(f"{panel.name}: independent review of {artifact.path} by {', '.join(m.name for m in panel.members)} (sealed)")
+            echo(
+                f"{panel.name}: independent review of {artifact.path} by {', '.join(m.name for m in panel.members)} (sealed)"
+            )
             entry = app.maildirs.find(request.mailbox, request.key)
             text = ""
             if entry is not None:
                 raw = entry.path.read_bytes()
                 text = f"From: {request.sender}\nSubject: {request.subject}\n\n{body_text(raw, parse(raw))}"
             filed = {a.member for a in store.assessments(s.request, "assessment")}
-            todo = {m.name: member_prompt(app, panel, m.name, artifact.path, text) for m in panel.members if m.name not in filed}
+            todo = {
+                m.name: member_prompt(app, panel, m.name, artifact.path, text)
+                for m in panel.members
+                if m.name not in filed
+            }
             if todo:
                 results = _run_members(app, panel, todo, s.deadline, transport, echo, backend)
                 for member, res in results.items():
@@ -155,22 +180,52 @@ def review(app: App, panel: PanelConfig, request: Row, transport: Transport, ech
         return s
 
 
-def _assessment_mail(app: App, panel: PanelConfig, member: str, artifact: str, verdict: str | None,
-                     findings: str, in_reply_to: str | None = None, phase: str = "assessment") -> bytes:
+def _assessment_mail(
+    app: App,
+    panel: PanelConfig,
+    member: str,
+    artifact: str,
+    verdict: str | None,
+    findings: str,
+    in_reply_to: str | None = None,
+    phase: str = "assessment",
+) -> bytes:
     v = verdict or "none"
-    req = NotifyRequest("status-update", (artifact,), (internal_address(panel.name),), panel.mailbox(member), in_reply_to,
-                        {"STATUS": f"{phase}: {v}", "CONTEXT": findings[:20000] or "(no findings)"},
-                        (("X-Review-Verdict", v), ("X-Review-Phase", phase)))
+    req = NotifyRequest(
+        "status-update",
+        (artifact,),
+        (internal_address(panel.name),),
+        panel.mailbox(member),
+        in_reply_to,
+        {"STATUS": f"{phase}: {v}", "CONTEXT": findings[:20000] or "(no findings)"},
+        (("X-Review-Verdict", v), ("X-Review-Phase", phase)),
+    )
     return app.compose(req).raw
 
 
-def _unseal(app: App, panel: PanelConfig, store: PanelStore, s: Session, artifact: str, transport: Transport,
-            echo: Callable[[str], None]) -> str:
+def _unseal(
+    app: App,
+    panel: PanelConfig,
+    store: PanelStore,
+    s: Session,
+    artifact: str,
+    transport: Transport,
+    echo: Callable[[str], None],
+) -> str:
     """Deliver the held assessments into the internal thread (opened by the panel)."""
     store.update(s.request, state=SessionState.UNSEALING)
-    opening = NotifyRequest("status-update", (artifact,), (internal_address(panel.name),), panel.name, None,
-                            {"STATUS": "assessments unsealed", "CONTEXT": f"Every member has filed (or the deadline passed) "
-                             f"for {artifact}. Assessments follow in this thread; discuss here."})
+    opening = NotifyRequest(
+        "status-update",
+        (artifact,),
+        (internal_address(panel.name),),
+        panel.name,
+        None,
+        {
+            "STATUS": "assessments unsealed",
+            "CONTEXT": f"Every member has filed (or the deadline passed) "
+            f"for {artifact}. Assessments follow in this thread; discuss here.",
+        },
+    )
     c = app.compose(opening)
     c.send(transport)
     for member, _held in store.held(s.request):
@@ -185,8 +240,17 @@ def _send_as_member(app: App, panel: PanelConfig, member: str, raw: bytes, trans
     transport.send(raw, app.roster.address(panel.mailbox(member)), (app.roster.address(internal_address(panel.name)),))
 
 
-def _discuss(app: App, panel: PanelConfig, store: PanelStore, s: Session, artifact: str, round_no: int,
-             transport: Transport, echo: Callable[[str], None], backend: str | None) -> None:
+def _discuss(
+    app: App,
+    panel: PanelConfig,
+    store: PanelStore,
+    s: Session,
+    artifact: str,
+    round_no: int,
+    transport: Transport,
+    echo: Callable[[str], None],
+    backend: str | None,
+) -> None:
     phase = f"discussion-{round_no}"
     if store.assessments(s.request, phase):
         return
@@ -196,7 +260,9 @@ def _discuss(app: App, panel: PanelConfig, store: PanelStore, s: Session, artifa
         with app.index() as index:
             index.refresh(boxes)
             rows = thread_rows(index, boxes, s.thread or "", sent)
-        prompts[m.name] = discussion_prompt(app, panel, m.name, artifact, render_thread(rows, app.maildirs, boxes), round_no)
+        prompts[m.name] = discussion_prompt(
+            app, panel, m.name, artifact, render_thread(rows, app.maildirs, boxes), round_no
+        )
     results = _run_members(app, panel, prompts, time.time() + panel.deadline, transport, echo, backend)
     for member, res in results.items():
         if res is None or not res.ok:
@@ -217,8 +283,9 @@ def verdicts_of(store: PanelStore, s: Session, panel: PanelConfig) -> dict[str, 
     return out
 
 
-def _decide(app: App, panel: PanelConfig, store: PanelStore, s: Session, transport: Transport,
-            echo: Callable[[str], None]) -> None:
+def _decide(
+    app: App, panel: PanelConfig, store: PanelStore, s: Session, transport: Transport, echo: Callable[[str], None]
+) -> None:
     """One unified decision to the requester, a new thread; on approval the artifact moves once."""
     if s.state == SessionState.DECIDED:
         return
@@ -250,8 +317,15 @@ def _decide(app: App, panel: PanelConfig, store: PanelStore, s: Session, transpo
     variables = {"CONTEXT": summary} if decision == "approve" else {"REASON": summary}
     if decision == "approve":
         variables["NEXT_STATE"] = "todo"
-    req2 = NotifyRequest(event, (artifact,), (s.requester,), panel.name, None, variables,
-                         (("X-Review-Consensus", how.replace("\n", " ")),))
+    req2 = NotifyRequest(
+        event,
+        (artifact,),
+        (s.requester,),
+        panel.name,
+        None,
+        variables,
+        (("X-Review-Consensus", how.replace("\n", " ")),),
+    )
     c = app.compose(req2)
     c.send(transport)
     store.update(s.request, state=SessionState.DECIDED, decision=decision, decision_mid=c.message_id, tally=how)
@@ -266,8 +340,9 @@ def pending_requests(app: App, panel: PanelConfig) -> list[Row]:
     return [r for r in unique(rows) if r.space is None]
 
 
-def run_panel(app: App, panel: PanelConfig, transport: Transport, echo: Callable[[str], None],
-              backend: str | None = None) -> list[Session]:
+def run_panel(
+    app: App, panel: PanelConfig, transport: Transport, echo: Callable[[str], None], backend: str | None = None
+) -> list[Session]:
     """Every pending review-request of the panel; the members' copies are marked read once decided."""
     out = []
     for r in pending_requests(app, panel):
@@ -316,13 +391,31 @@ def status_rows(app: App, artifact: str | None = None) -> list[PanelStatus]:
             sealed = s.state == SessionState.SEALED
             verdicts = verdicts_of(store, s, panel) if panel else {}
             now = locate(s.artifact, app.config)
-            out.append(PanelStatus(
-                s.panel, now[0].path if len(now) == 1 else s.artifact, s.request, s.state,
-                max(0, round(s.deadline - time.time())) if sealed else 0,
-                {m: ("filed" if m in filed and filed[m].phase != "timeout" else "timed out" if m in filed else "pending")
-                 if sealed else (verdicts.get(m) or "no verdict") for m in members},
-                s.decision, s.tally, s.decision_mid, s.moved,
-            ))
+            out.append(
+                PanelStatus(
+                    s.panel,
+                    now[0].path if len(now) == 1 else s.artifact,
+                    s.request,
+                    s.state,
+                    max(0, round(s.deadline - time.time())) if sealed else 0,
+                    {
+                        m: (
+                            "filed"
+                            if m in filed and filed[m].phase != "timeout"
+                            else "timed out"
+                            if m in filed
+                            else "pending"
+                        )
+                        if sealed
+                        else (verdicts.get(m) or "no verdict")
+                        for m in members
+                    },
+                    s.decision,
+                    s.tally,
+                    s.decision_mid,
+                    s.moved,
+                )
+            )
     return out
 
 

@@ -25,7 +25,9 @@ CREATE TABLE IF NOT EXISTS session(request TEXT PRIMARY KEY, panel TEXT NOT NULL
 CREATE TABLE IF NOT EXISTS assessment(request TEXT NOT NULL, member TEXT NOT NULL, phase TEXT NOT NULL,
   verdict TEXT, findings TEXT NOT NULL, raw BLOB, mid TEXT, filed REAL NOT NULL, PRIMARY KEY(request, member, phase));
 """
-SESSION_COLS = "request, panel, artifact, requester, opened, deadline, state, thread, decision, decision_mid, tally, moved"
+SESSION_COLS = (
+    "request, panel, artifact, requester, opened, deadline, state, thread, decision, decision_mid, tally, moved"
+)
 
 
 class SessionState(StrEnum):
@@ -65,8 +67,11 @@ class PanelStore:
         self.db = open_db(path, what="panel store", schema=SCHEMA)
         self.seals = Seals(self.db)
         # Sessions sealed by a version that kept no seal table are sealed again here.
-        self.db.execute("INSERT OR IGNORE INTO seal(request, panel, artifact, at) "
-                        "SELECT request, panel, artifact, opened FROM session WHERE state=?", (SessionState.SEALED.value,))
+        self.db.execute(
+            "INSERT OR IGNORE INTO seal(request, panel, artifact, at) "
+            "SELECT request, panel, artifact, opened FROM session WHERE state=?",
+            (SessionState.SEALED.value,),
+        )
         self.lock = threading.Lock()
 
     def close(self) -> None:
@@ -84,9 +89,10 @@ class PanelStore:
         with self.lock:
             self.db.execute("BEGIN IMMEDIATE")
             try:
-                cur = self.db.execute(f"INSERT OR IGNORE INTO session({SESSION_COLS}) VALUES (?,?,?,?,?,?,?,NULL,NULL,NULL,NULL,0)",
-                                      (request, panel.name, artifact, requester, now, now + panel.deadline,
-                                       SessionState.SEALED.value))
+                cur = self.db.execute(
+                    f"INSERT OR IGNORE INTO session({SESSION_COLS}) VALUES (?,?,?,?,?,?,?,NULL,NULL,NULL,NULL,0)",
+                    (request, panel.name, artifact, requester, now, now + panel.deadline, SessionState.SEALED.value),
+                )
                 if cur.rowcount == 1:
                     self.seals.seal(panel.name, request, artifact)
                 self.db.execute("COMMIT")
@@ -99,8 +105,20 @@ class PanelStore:
         row = self.db.execute(f"SELECT {SESSION_COLS} FROM session WHERE request=?", (request,)).fetchone()
         if row is None:
             raise WorkflowError(f"no panel session for {request}")
-        return Session(str(row[0]), str(row[1]), str(row[2]), str(row[3]), float(row[4]), float(row[5]),
-                       SessionState(row[6]), row[7], row[8], row[9], row[10], bool(row[11]))
+        return Session(
+            str(row[0]),
+            str(row[1]),
+            str(row[2]),
+            str(row[3]),
+            float(row[4]),
+            float(row[5]),
+            SessionState(row[6]),
+            row[7],
+            row[8],
+            row[9],
+            row[10],
+            bool(row[11]),
+        )
 
     def sessions(self) -> list[Session]:
         rows = self.db.execute("SELECT request FROM session ORDER BY opened").fetchall()
@@ -124,10 +142,15 @@ class PanelStore:
                 self.db.execute("ROLLBACK")
                 raise
 
-    def file(self, request: str, member: str, phase: str, verdict: str | None, findings: str, raw: bytes | None = None) -> None:
+    def file(
+        self, request: str, member: str, phase: str, verdict: str | None, findings: str, raw: bytes | None = None
+    ) -> None:
         with self.lock:
-            self.db.execute("INSERT OR REPLACE INTO assessment(request, member, phase, verdict, findings, raw, filed) "
-                            "VALUES (?,?,?,?,?,?,?)", (request, member, phase, verdict, findings, raw, time.time()))
+            self.db.execute(
+                "INSERT OR REPLACE INTO assessment(request, member, phase, verdict, findings, raw, filed) "
+                "VALUES (?,?,?,?,?,?,?)",
+                (request, member, phase, verdict, findings, raw, time.time()),
+            )
 
     def assessments(self, request: str, phase: str | None = None) -> list[Assessment]:
         sql = "SELECT member, phase, verdict, findings, filed FROM assessment WHERE request=?"
@@ -138,6 +161,10 @@ class PanelStore:
         return [Assessment(*r) for r in self.db.execute(sql + " ORDER BY filed", args)]
 
     def held(self, request: str) -> list[tuple[str, bytes]]:
-        return [(m, bytes(raw)) for m, raw in self.db.execute(
-            "SELECT member, raw FROM assessment WHERE request=? AND phase='assessment' AND raw IS NOT NULL ORDER BY filed",
-            (request,))]
+        return [
+            (m, bytes(raw))
+            for m, raw in self.db.execute(
+                "SELECT member, raw FROM assessment WHERE request=? AND phase='assessment' AND raw IS NOT NULL ORDER BY filed",
+                (request,),
+            )
+        ]

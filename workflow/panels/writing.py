@@ -31,17 +31,39 @@ def _run(app: App, panel: PanelConfig, member: str, prompt: str, transport: Tran
     return res.summary.strip()
 
 
-def _post(app: App, panel: PanelConfig, member: str, artifact: str, status: str, text: str, transport: Transport,
-          in_reply_to: str | None) -> str:
-    req = NotifyRequest("status-update", (artifact,), (internal_address(panel.name),), panel.mailbox(member), in_reply_to,
-                        {"STATUS": status, "CONTEXT": text[:20000] or "(empty)"})
+def _post(
+    app: App,
+    panel: PanelConfig,
+    member: str,
+    artifact: str,
+    status: str,
+    text: str,
+    transport: Transport,
+    in_reply_to: str | None,
+) -> str:
+    req = NotifyRequest(
+        "status-update",
+        (artifact,),
+        (internal_address(panel.name),),
+        panel.mailbox(member),
+        in_reply_to,
+        {"STATUS": status, "CONTEXT": text[:20000] or "(empty)"},
+    )
     c = app.compose(req)
     c.send(transport)
     return c.message_id
 
 
-def write(app: App, panel: PanelConfig, name: str, sections: Sequence[str], transport: Transport,
-          echo: Callable[[str], None], backend: str | None = None, brief: str = "") -> str:
+def write(
+    app: App,
+    panel: PanelConfig,
+    name: str,
+    sections: Sequence[str],
+    transport: Transport,
+    echo: Callable[[str], None],
+    backend: str | None = None,
+    brief: str = "",
+) -> str:
     """Write the artifact section by section; returns its path in proposed/."""
     if panel.kind != "writing" or panel.primary is None:
         raise WorkflowError(f"{panel.name} is not a writing panel with a primary ([panels.{panel.name}] primary)")
@@ -56,19 +78,41 @@ def write(app: App, panel: PanelConfig, name: str, sections: Sequence[str], tran
     draft: list[str] = []
     for title in sections:
         so_far = "\n\n".join(draft) or "(nothing yet)"
-        proposal = _run(app, panel, primary, f"{writer}\n\n# Section: {title}\nYou are the primary of {panel.name}. "
-                        f"Propose the section '{title}' of {path}.\n{brief}\n\n# Draft so far\n{so_far}\n", transport, backend)
+        proposal = _run(
+            app,
+            panel,
+            primary,
+            f"{writer}\n\n# Section: {title}\nYou are the primary of {panel.name}. "
+            f"Propose the section '{title}' of {path}.\n{brief}\n\n# Draft so far\n{so_far}\n",
+            transport,
+            backend,
+        )
         root_mid = _post(app, panel, primary, glob, f"section: {title}", proposal, transport, None)
         echo(f"{panel.name}: {primary} announced section '{title}'")
         notes = [f"{primary} proposed:\n{proposal}"]
         for h in helpers:
-            contribution = _run(app, panel, h, f"{writer}\n\n# Section: {title}\nYou help {primary}, the primary of "
-                                f"{panel.name}. Improve on this proposal for '{title}':\n\n{proposal}\n", transport, backend)
+            contribution = _run(
+                app,
+                panel,
+                h,
+                f"{writer}\n\n# Section: {title}\nYou help {primary}, the primary of "
+                f"{panel.name}. Improve on this proposal for '{title}':\n\n{proposal}\n",
+                transport,
+                backend,
+            )
             _post(app, panel, h, glob, f"contribution: {title}", contribution, transport, root_mid)
             notes.append(f"{h} contributed:\n{contribution}")
             echo(f"  {h} contributed")
-        decided = _run(app, panel, primary, f"{writer}\n\n# Decide section: {title}\nThe thread so far:\n\n"
-                       + "\n\n".join(notes) + "\n\nWrite the final text of this section.\n", transport, backend)
+        decided = _run(
+            app,
+            panel,
+            primary,
+            f"{writer}\n\n# Decide section: {title}\nThe thread so far:\n\n"
+            + "\n\n".join(notes)
+            + "\n\nWrite the final text of this section.\n",
+            transport,
+            backend,
+        )
         _post(app, panel, primary, glob, f"decision: {title}", decided, transport, root_mid)
         draft.append(f"## {title}\n\n{decided}")
         echo(f"  {primary} recorded the decision for '{title}'")
@@ -79,22 +123,33 @@ def write(app: App, panel: PanelConfig, name: str, sections: Sequence[str], tran
     title = name.rsplit("/", 1)[-1].removesuffix(".md").replace("-", " ").capitalize()
     full.write_text(f"# {title}\n\n" + "\n\n".join(draft).rstrip() + "\n", encoding="utf-8")
     run_git(["add", "--", path], app.config.project_dir)
-    run_git(["commit", "-q", "-m", f"{panel.name}: draft {title.lower()} ({len(sections)} sections)", "--", path],
-            app.config.project_dir)
+    run_git(
+        ["commit", "-q", "-m", f"{panel.name}: draft {title.lower()} ({len(sections)} sections)", "--", path],
+        app.config.project_dir,
+    )
     reviewer = f"{panel.artifact_kind}-reviewer-panel"
     if app.config.panel(reviewer) is None:
         reviewer = f"{panel.artifact_kind}-reviewer"
-    req = NotifyRequest("review-request", (path,), (reviewer,), panel.name, None,
-                        {"CONTEXT": f"Written by {panel.name} ({', '.join(m.name for m in panel.members)}), "
-                                    f"sections: {', '.join(sections)}"})
+    req = NotifyRequest(
+        "review-request",
+        (path,),
+        (reviewer,),
+        panel.name,
+        None,
+        {
+            "CONTEXT": f"Written by {panel.name} ({', '.join(m.name for m in panel.members)}), "
+            f"sections: {', '.join(sections)}"
+        },
+    )
     c = app.compose(req)
     c.send(transport)
     echo(f"{panel.name}: integrated {path} and sent the review-request to {reviewer} ({c.message_id})")
     return path
 
 
-def answer_discussion(app: App, panel: PanelConfig, transport: Transport, echo: Callable[[str], None],
-                      backend: str | None = None) -> int:
+def answer_discussion(
+    app: App, panel: PanelConfig, transport: Transport, echo: Callable[[str], None], backend: str | None = None
+) -> int:
     """The primary answers each unread clarification-request or question on the discussion address."""
     if panel.primary is None:
         raise WorkflowError(f"{panel.name} has no primary to answer for it")
@@ -102,17 +157,33 @@ def answer_discussion(app: App, panel: PanelConfig, transport: Transport, echo: 
     discussion = app.roster.address(discussion_address(panel.artifact_kind))
     with app.index() as index:
         index.refresh([box])
-        rows = [r for r in unique(index.query([box], unread=True)) if r.event in ("clarification-request", "question")
-                and discussion in r.recipients]
+        rows = [
+            r
+            for r in unique(index.query([box], unread=True))
+            if r.event in ("clarification-request", "question") and discussion in r.recipients
+        ]
     n = 0
     for r in rows:
         boxes, sent = app.roster.view(box)
         with app.index() as index:
             thread = render_thread(thread_rows(index, boxes, r.message_id or "", sent), app.maildirs, boxes)
-        answer = _run(app, panel, panel.primary, f"{base_prompt(app, panel)}\n\n# Answer for {panel.name}\n"
-                      f"A reviewer asks on the discussion address. Answer it clearly.\n\n{thread}\n", transport, backend)
-        req = NotifyRequest("answer", (r.artifacts[0] if r.artifacts else f"{app.config.artifact_roots[0]}/*/*",),
-                            (discussion_address(panel.artifact_kind),), box, r.message_id, {"CONTEXT": answer})
+        answer = _run(
+            app,
+            panel,
+            panel.primary,
+            f"{base_prompt(app, panel)}\n\n# Answer for {panel.name}\n"
+            f"A reviewer asks on the discussion address. Answer it clearly.\n\n{thread}\n",
+            transport,
+            backend,
+        )
+        req = NotifyRequest(
+            "answer",
+            (r.artifacts[0] if r.artifacts else f"{app.config.artifact_roots[0]}/*/*",),
+            (discussion_address(panel.artifact_kind),),
+            box,
+            r.message_id,
+            {"CONTEXT": answer},
+        )
         app.compose(req).send(transport)
         app.maildirs.mark_seen(r.mailbox, r.key)
         echo(f"{panel.name}: {panel.primary} answered {r.message_id} on {discussion}")

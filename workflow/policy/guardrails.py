@@ -25,7 +25,9 @@ from workflow.policy.visibility import FixedRule
 
 DECISIONS = ("approval", "rejection")
 # Checked by the SMTP server, where an envelope exists: the message speaks for whoever submitted it.
-SENDER_MATCHES_ENVELOPE = FixedRule("sender-matches-envelope", "a message whose From: is another identity than MAIL FROM")
+SENDER_MATCHES_ENVELOPE = FixedRule(
+    "sender-matches-envelope", "a message whose From: is another identity than MAIL FROM"
+)
 ALWAYS = (*VISIBILITY_RULES, SENDER_MATCHES_ENVELOPE)  # every rule that cannot be switched off
 
 
@@ -126,7 +128,8 @@ class StateMatches:
         now = found[0]
         if m.parsed.event == "review-request" and ref != now.path and not GLOB_CHARS.search(ref):
             return GuardrailError(
-                self.name, f"review-request names {ref}, but the artifact is now {now.path}; request a review of {now.path}"
+                self.name,
+                f"review-request names {ref}, but the artifact is now {now.path}; request a review of {now.path}",
             )
         claim = m.parsed.state
         if claim and claim != now.state:
@@ -181,11 +184,14 @@ class Listed(NamedTuple):
 def listing(config: Config) -> list[Listed]:
     """Every guardrail in check order, with its switch as configured."""
     switches = {s.name: s for s in GUARDRAILS}
-    return [Listed(r.name, config.guardrails[r.name], switches[r.name].default, switches[r.name].refuses) for r in RULES]
+    return [
+        Listed(r.name, config.guardrails[r.name], switches[r.name].default, switches[r.name].refuses) for r in RULES
+    ]
 
 
-def check(config: Config, roster: Roster, parsed: Parsed, sender: str, index: Index,
-          rules: Sequence[Rule] = RULES) -> None:
+def check(
+    config: Config, roster: Roster, parsed: Parsed, sender: str, index: Index, rules: Sequence[Rule] = RULES
+) -> None:
     """Raise the refusal of the first enabled rule the message breaks."""
     mail = Mail(config, roster, parsed, sender, index)
     for rule in rules:

@@ -75,7 +75,9 @@ def parse_role(path: Path, text: str, event_types: Iterable[str]) -> Role:
     known = tuple(event_types)
     for t in triggers:
         if t not in known:
-            raise RosterError(f"{path}: front matter key triggers: unknown event type {t!r}; expected one of {', '.join(known)}")
+            raise RosterError(
+                f"{path}: front matter key triggers: unknown event type {t!r}; expected one of {', '.join(known)}"
+            )
     for key in ("backend", "model", "panel", "description"):
         if key in meta and not isinstance(meta[key], str):
             raise RosterError(f"{path}: front matter key {key}: expected a string, got {meta[key]!r}")

@@ -57,7 +57,9 @@ MEMBERS_ONLY = "internal-members-only"  # the rule a refused Decision names (lis
 class Roster:
     """Roles and panels resolved into addresses; built once at the entry point."""
 
-    def __init__(self, domain: str, roles: Mapping[str, Role], panels: tuple[PanelConfig, ...], outbound: str | None = None) -> None:
+    def __init__(
+        self, domain: str, roles: Mapping[str, Role], panels: tuple[PanelConfig, ...], outbound: str | None = None
+    ) -> None:
         self.domain = domain
         self.outbound = outbound  # a spool mailbox for mail leaving the domain (an outbound bridge's)
         self.roles = roles
@@ -115,12 +117,18 @@ class Roster:
         """Every role, panel and address, and the mailboxes each address reaches (``--json``)."""
         return {
             "domain": self.domain,
-            "roles": [{"name": r.name, "mode": r.mode, "triggers": list(r.triggers), "description": r.description}
-                      for r in self.roles.values()],
-            "panels": [{"name": p.name, "kind": p.kind, "members": [m.name for m in p.members],
-                        "mailboxes": list(p.mailboxes)} for p in self.panels.values()],
-            "addresses": [{"address": r.address, "kind": r.kind, "mailboxes": list(r.mailboxes)}
-                          for r in map(self.route, self.known_locals())],
+            "roles": [
+                {"name": r.name, "mode": r.mode, "triggers": list(r.triggers), "description": r.description}
+                for r in self.roles.values()
+            ],
+            "panels": [
+                {"name": p.name, "kind": p.kind, "members": [m.name for m in p.members], "mailboxes": list(p.mailboxes)}
+                for p in self.panels.values()
+            ],
+            "addresses": [
+                {"address": r.address, "kind": r.kind, "mailboxes": list(r.mailboxes)}
+                for r in map(self.route, self.known_locals())
+            ],
         }
 
     def sender(self, address: str) -> str:
@@ -158,7 +166,12 @@ class Roster:
         addr = f"{local}@{dom}"
         if dom != self.domain:
             if self.outbound:
-                return Route(addr, "external", (self.outbound,), f"outside {self.domain} → the outbound bridge's spool {self.outbound}/")
+                return Route(
+                    addr,
+                    "external",
+                    (self.outbound,),
+                    f"outside {self.domain} → the outbound bridge's spool {self.outbound}/",
+                )
             return Route(addr, "external", (), f"outside {self.domain}: only an outbound bridge may take it")
         if local in self.roles:
             role = self.roles[local]
@@ -170,7 +183,9 @@ class Roster:
             return Route(addr, "member", (local,), f"member of panel {p.name} → mailbox {local}/")
         if local in self.panels:
             p = self.panels[local]
-            return Route(addr, "panel", p.mailboxes, f"panel {p.name} ({p.kind}) → each member: " + ", ".join(p.mailboxes))
+            return Route(
+                addr, "panel", p.mailboxes, f"panel {p.name} ({p.kind}) → each member: " + ", ".join(p.mailboxes)
+            )
         internal_of = parse_internal(local)
         if internal_of:
             panel = self.panels.get(internal_of)

@@ -29,7 +29,9 @@ class FixedRule(NamedTuple):
 
 MEMBERS_ONLY = FixedRule(MEMBERS_ONLY_NAME, "a non-member sending to {kind}-{writer|reviewer}-panel-internal@")
 NO_MIXING = FixedRule("internal-no-mixing", "internal mail that would also reach a non-member")
-NAMED_IN_HEADERS = FixedRule("internal-named-in-headers", "an internal address used on the envelope but absent from To/Cc")
+NAMED_IN_HEADERS = FixedRule(
+    "internal-named-in-headers", "an internal address used on the envelope but absent from To/Cc"
+)
 STAYS_INSIDE = FixedRule(
     "internal-thread-stays-inside",
     "a reply whose In-Reply-To/References point into an internal thread, sent by or to a non-member "
@@ -68,7 +70,7 @@ def check(
         if hr.space:
             spaces[hr.space] = hr
     delivered = {mb for r in routes for mb in r.mailboxes}
-    for space, r in spaces.items():
+    for r in spaces.values():
         outsiders = sorted(delivered - set(r.mailboxes))
         if outsiders:
             raise VisibilityError(

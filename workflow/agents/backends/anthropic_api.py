@@ -33,7 +33,9 @@ class AnthropicBackend:
         import anthropic  # lazy: start-up time (the SDK costs about a second to import)
 
         if not (os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")):
-            return RunResult(False, "", "ANTHROPIC_API_KEY is not set (use --backend scripted or command to run without it)")
+            return RunResult(
+                False, "", "ANTHROPIC_API_KEY is not set (use --backend scripted or command to run without it)"
+            )
         client = anthropic.Anthropic(timeout=self.timeout, max_retries=self.max_retries)
         model = job.model or self.model
         max_turns = job.role.max_turns or job.max_turns or self.max_turns
@@ -43,14 +45,18 @@ class AnthropicBackend:
         for turn in range(1, max_turns + 1):
             try:
                 resp = client.messages.create(
-                    model=model, max_tokens=self.max_tokens, messages=messages,  # type: ignore[arg-type]
+                    model=model,
+                    max_tokens=self.max_tokens,
+                    messages=messages,  # type: ignore[arg-type]
                     tools=SCHEMAS,  # type: ignore[arg-type]
                     system=f"You are the {job.role.name} role of a workflow-mail project. Use the tools to act.",
                 )
             except anthropic.APIStatusError as e:
                 return RunResult(False, "\n".join(texts), _status_error(e), usage, turn - 1)
             except anthropic.APITimeoutError:
-                return RunResult(False, "\n".join(texts), f"Anthropic API timed out after {self.timeout:.0f}s", usage, turn - 1)
+                return RunResult(
+                    False, "\n".join(texts), f"Anthropic API timed out after {self.timeout:.0f}s", usage, turn - 1
+                )
             except anthropic.APIConnectionError as e:
                 return RunResult(False, "\n".join(texts), f"cannot reach the Anthropic API: {e}", usage, turn - 1)
             u = getattr(resp, "usage", None)
@@ -72,7 +78,13 @@ class AnthropicBackend:
             for text in job.poll():
                 content.append({"type": "text", "text": f"New mail arrived during your run:\n\n{text}"})
             messages.append({"role": "user", "content": content})
-        return RunResult(False, "\n".join(texts), f"stopped after max_turns={max_turns} model turns without finishing", usage, max_turns)
+        return RunResult(
+            False,
+            "\n".join(texts),
+            f"stopped after max_turns={max_turns} model turns without finishing",
+            usage,
+            max_turns,
+        )
 
     @staticmethod
     def _call(job: RunInput, tool_id: str, name: str, args: Any) -> dict[str, Any]:
@@ -89,8 +101,16 @@ def _status_error(e: Any) -> str:
     code = getattr(e, "status_code", "?")
     headers = getattr(getattr(e, "response", None), "headers", {}) or {}
     retry = headers.get("retry-after")
-    names = {401: "authentication failed (check ANTHROPIC_API_KEY)", 403: "permission denied",
-             429: "rate limited", 529: "overloaded"}
-    what = names.get(code, "server error" if isinstance(code, int) and code >= 500 else "request refused") if isinstance(code, int) else "error"
+    names = {
+        401: "authentication failed (check ANTHROPIC_API_KEY)",
+        403: "permission denied",
+        429: "rate limited",
+        529: "overloaded",
+    }
+    what = (
+        names.get(code, "server error" if isinstance(code, int) and code >= 500 else "request refused")
+        if isinstance(code, int)
+        else "error"
+    )
     detail = str(getattr(e, "message", "") or e)[:300]
     return f"Anthropic API {code}: {what}" + (f"; retry after {retry}s" if retry else "") + f" ({detail})"

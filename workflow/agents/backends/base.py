@@ -8,7 +8,7 @@ from types import MappingProxyType
 from typing import NamedTuple, Protocol
 
 from workflow.agents.tools import RoleTools
-from workflow.mail.index import Row
+from workflow.mail.rows import Row
 from workflow.policy.roles import Role
 
 

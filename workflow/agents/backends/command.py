@@ -40,8 +40,14 @@ class CommandBackend:
             env["WORKFLOW_MODEL"] = job.model or self.model
         try:
             proc = subprocess.Popen(
-                self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                cwd=self.config.project_dir, env=env, start_new_session=True, text=True,
+                self.argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=self.config.project_dir,
+                env=env,
+                start_new_session=True,
+                text=True,
             )
         except OSError as e:
             return RunResult(False, "", f"cannot start {' '.join(self.argv)}: {e}")
@@ -53,7 +59,9 @@ class CommandBackend:
             except ProcessLookupError:
                 pass
             out, err = proc.communicate()
-            return RunResult(False, out[-TAIL:], f"{self.argv[0]} timed out after {self.timeout:.0f}s; its process group was killed")
+            return RunResult(
+                False, out[-TAIL:], f"{self.argv[0]} timed out after {self.timeout:.0f}s; its process group was killed"
+            )
         if proc.returncode != 0:
             detail = (err or out).strip()[-TAIL:]
             return RunResult(False, out[-TAIL:], f"{self.argv[0]} exited with status {proc.returncode}: {detail}")

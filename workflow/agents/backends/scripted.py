@@ -86,14 +86,18 @@ class ScriptedBackend:
                 args = {k: v for k, v in step.items() if k != "tool"}
                 if args.get("in_reply_to") in ("$first", "$last"):
                     if not job.messages:
-                        return RunResult(False, "\n".join(said), f"scripted step {i}: {args['in_reply_to']} but no new mail", turns=i)
+                        return RunResult(
+                            False, "\n".join(said), f"scripted step {i}: {args['in_reply_to']} but no new mail", turns=i
+                        )
                     pick = job.messages[0] if args["in_reply_to"] == "$first" else job.messages[-1]
                     args["in_reply_to"] = pick.message_id
                 try:
                     out = job.tools.call(str(step["tool"]), args)
                     said.append(f"{step['tool']}: {out.splitlines()[0] if out else 'ok'}")
                 except ToolError as e:
-                    return RunResult(False, "\n".join(said), f"scripted step {i} ({step['tool']}) refused: {e}", turns=i)
+                    return RunResult(
+                        False, "\n".join(said), f"scripted step {i} ({step['tool']}) refused: {e}", turns=i
+                    )
         return RunResult(True, "\n".join(said) or "done", usage=usage if any(usage.values()) else {}, turns=len(steps))
 
     def replies(self, role: str) -> list[str]:

@@ -2,7 +2,7 @@
 
 One ``cycle``: import what is new in INBOX (by UID, UIDVALIDITY/UID state persisted after each
 message, duplicates skipped by Message-ID) into the mapped role's Maildir with provenance
-headers; classify each new message into seed 000's labels and put the label on the server; run
+headers; classify each new message into the four labels (docs/bridges.md) and put the label on the server; run
 every enabled agent's ``on_label`` for it; then every agent's ``post_label`` (mail labelled by
 hand included); then submit the outbound spool (workflow mail addressed outside the domain)
 through SMTP with its Message-ID, In-Reply-To and References intact, so replies thread.
@@ -34,8 +34,9 @@ def settings(app: App) -> GmailConfig:
     """``[bridges.gmail]`` (read and checked with the config), refused when absent; its role must exist."""
     s = app.config.bridges.gmail
     if s is None:
-        raise ConfigError(f"{app.config.file}: [bridges.gmail] is not configured (imap_host, user, password_env…; "
-                          "see the README)")
+        raise ConfigError(
+            f"{app.config.file}: [bridges.gmail] is not configured (imap_host, user, password_env…; see the README)"
+        )
     app.roster.sender(s.role)
     return s
 
@@ -126,11 +127,11 @@ def cycle(app: App, s: GmailConfig, say: Callable[[str], None], dry_run: bool = 
             if label is None:
                 continue
             ctx = Context(app, s, imap, dry, say, f.uid, f, label)
-            for name, agent in agents.items():
+            for _name, agent in agents.items():
                 if agent.label == label and agent.enabled(ctx):
                     results.append(agent.on_label(ctx))
         base = Context(app, s, imap, dry, say)
-        for name, agent in agents.items():
+        for _name, agent in agents.items():
             if agent.enabled(base):
                 results.extend(agent.post_label(base))
     replies(app, fresh, say, dry)
@@ -140,7 +141,7 @@ def cycle(app: App, s: GmailConfig, say: Callable[[str], None], dry_run: bool = 
 
 
 def replies(app: App, fresh: list[Fetched], say: Callable[[str], None], dry: bool = False) -> None:
-    """Record replies to conversations (seed 001), then trigger every conversation with unprocessed
+    """Record replies to conversations (the reply loop), then trigger every conversation with unprocessed
     replies: the poll is the retry, a stale lock is cleared by the trigger."""
     for f in fresh:
         p = parse(f.raw)
@@ -189,8 +190,9 @@ def submit_outbound(app: App, s: GmailConfig, say: Callable[[str], None], dry: b
         app.maildirs.mark_seen(e.mailbox, e.key)
         sender_role = (p.sender or "").rsplit("@", 1)[0]
         if sender_role in app.roster.roles and rcpts:
-            replyloop.start(app, p.message_id or "", sender_role, rcpts[0], p.subject or "", body_text(raw, p),
-                            p.get("Date") or "")
+            replyloop.start(
+                app, p.message_id or "", sender_role, rcpts[0], p.subject or "", body_text(raw, p), p.get("Date") or ""
+            )
         sent += 1
         say(f"outbound: submitted {p.message_id} to {', '.join(rcpts)}")
     return sent

@@ -1,4 +1,4 @@
-"""Classify: put an incoming mail under one of seed 000's four labels.
+"""Classify: put an incoming mail under one of the four labels of docs/bridges.md.
 
 ``reply_needed`` (someone waits for an answer), ``review`` (something to read and judge),
 ``todo`` (an action to take), ``summarize`` (newsletters, notifications, long reads).
@@ -16,16 +16,62 @@ from typing import NamedTuple
 
 LABELS = ("reply_needed", "review", "todo", "summarize")
 KEYWORDS: dict[str, tuple[tuple[str, int], ...]] = {
-    "todo": (("todo", 6), ("to do", 5), ("action required", 8), ("action item", 7), ("please do", 5), ("deadline", 4),
-             ("by friday", 4), ("by monday", 4), ("by tomorrow", 4), ("remind me", 5), ("task", 3), ("don't forget", 5),
-             ("need you to", 5), ("make sure", 3), ("follow up", 3)),
-    "reply_needed": (("?", 2), ("can you", 4), ("could you", 4), ("would you", 4), ("let me know", 5), ("please reply", 7),
-                     ("your thoughts", 5), ("what do you think", 6), ("are you available", 6), ("rsvp", 6),
-                     ("get back to me", 6), ("question", 3)),
-    "review": (("review", 6), ("feedback", 5), ("draft", 4), ("proposal", 4), ("pull request", 7), ("attached", 3),
-               ("take a look", 5), ("approve", 4), ("sign off", 5), ("comments on", 4), ("spec", 3)),
-    "summarize": (("newsletter", 8), ("unsubscribe", 8), ("digest", 6), ("weekly update", 6), ("notification", 4),
-                  ("no-reply", 6), ("noreply", 6), ("announcement", 4), ("release notes", 5), ("fyi", 4)),
+    "todo": (
+        ("todo", 6),
+        ("to do", 5),
+        ("action required", 8),
+        ("action item", 7),
+        ("please do", 5),
+        ("deadline", 4),
+        ("by friday", 4),
+        ("by monday", 4),
+        ("by tomorrow", 4),
+        ("remind me", 5),
+        ("task", 3),
+        ("don't forget", 5),
+        ("need you to", 5),
+        ("make sure", 3),
+        ("follow up", 3),
+    ),
+    "reply_needed": (
+        ("?", 2),
+        ("can you", 4),
+        ("could you", 4),
+        ("would you", 4),
+        ("let me know", 5),
+        ("please reply", 7),
+        ("your thoughts", 5),
+        ("what do you think", 6),
+        ("are you available", 6),
+        ("rsvp", 6),
+        ("get back to me", 6),
+        ("question", 3),
+    ),
+    "review": (
+        ("review", 6),
+        ("feedback", 5),
+        ("draft", 4),
+        ("proposal", 4),
+        ("pull request", 7),
+        ("attached", 3),
+        ("take a look", 5),
+        ("approve", 4),
+        ("sign off", 5),
+        ("comments on", 4),
+        ("spec", 3),
+    ),
+    "summarize": (
+        ("newsletter", 8),
+        ("unsubscribe", 8),
+        ("digest", 6),
+        ("weekly update", 6),
+        ("notification", 4),
+        ("no-reply", 6),
+        ("noreply", 6),
+        ("announcement", 4),
+        ("release notes", 5),
+        ("fyi", 4),
+    ),
 }
 
 
@@ -42,7 +88,11 @@ def keyword_scores(subject: str, body: str, sender: str = "") -> dict[str, int]:
     for label, rules in KEYWORDS.items():
         total = 0
         for phrase, weight in rules:
-            n = text.count(phrase) if phrase == "?" else len(re.findall(r"(?<!\w)" + re.escape(phrase) + r"(?!\w)", text))
+            n = (
+                text.count(phrase)
+                if phrase == "?"
+                else len(re.findall(r"(?<!\w)" + re.escape(phrase) + r"(?!\w)", text))
+            )
             total += weight * min(n, 3)
         out[label] = total
     return out
@@ -57,11 +107,13 @@ def by_keywords(subject: str, body: str, sender: str = "", why: str = "") -> Cla
     return Classification(best, "keywords", reason, scores)
 
 
-def classify(subject: str, body: str, sender: str = "", model: str = "claude-haiku-4-5", timeout: float = 30.0) -> Classification:
+def classify(
+    subject: str, body: str, sender: str = "", model: str = "claude-haiku-4-5", timeout: float = 30.0
+) -> Classification:
     """Claude when ANTHROPIC_API_KEY is set and answers well; the keyword score otherwise."""
     if not os.environ.get("ANTHROPIC_API_KEY"):
         return by_keywords(subject, body, sender, "no ANTHROPIC_API_KEY")
-    import anthropic
+    import anthropic  # lazy: start-up time (the SDK costs about a second); keywords need none
 
     prompt = (
         "Classify this email into exactly one label: reply_needed (the sender waits for an answer), review "

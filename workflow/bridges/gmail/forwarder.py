@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import html
 import smtplib
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from email.message import EmailMessage
 from email.policy import SMTP
 from email.utils import format_datetime, make_msgid
@@ -64,7 +64,9 @@ class TodoForwarder:
         thread = self.thread(ctx, msg)
         subject = parse(msg.raw).subject or "(no subject)"
         if ctx.dry_run or opts.dry_run:
-            ctx.say(f"todo_forwarder dry-run: would forward uid {uid} {subject!r} ({len(thread)} message(s)) to {dest} and archive it")
+            ctx.say(
+                f"todo_forwarder dry-run: would forward uid {uid} {subject!r} ({len(thread)} message(s)) to {dest} and archive it"
+            )
             return Result(self.name, uid, "ok", "dry-run mode")
         raw = build_forward(ctx, thread, dest, subject, uid)
         try:
@@ -119,8 +121,12 @@ def build_forward(ctx: Context, thread: list[bytes], dest: str, subject: str, ui
     ]
     for raw in thread:
         p = parse(raw)
-        head = [("From", p.get("From") or ""), ("To", p.get("To") or ""), ("Date", p.get("Date") or ""),
-                ("Subject", p.subject or "")]
+        head = [
+            ("From", p.get("From") or ""),
+            ("To", p.get("To") or ""),
+            ("Date", p.get("Date") or ""),
+            ("Subject", p.subject or ""),
+        ]
         body = body_text(raw, p)
         text_parts += [*(f"{k}: {v}" for k, v in head), "", body.rstrip(), "", "-" * 60, ""]
         html_parts.append('<div style="background: #f5f5f5; padding: 15px; margin: 10px 0;">')
@@ -131,7 +137,7 @@ def build_forward(ctx: Context, thread: list[bytes], dest: str, subject: str, ui
     m["From"] = ctx.app.roster.address(ctx.s.role)
     m["To"] = dest
     m["Subject"] = f"Todo: {subject}"
-    m["Date"] = format_datetime(datetime.now(timezone.utc))
+    m["Date"] = format_datetime(datetime.now(UTC))
     m["Message-ID"] = make_msgid(domain=ctx.app.config.domain)
     m.set_content("\n".join(text_parts))
     m.add_alternative("\n".join(html_parts), subtype="html")

@@ -53,13 +53,16 @@ class Imap:
     def __init__(self, s: GmailConfig) -> None:
         self.s = s
         try:
-            self.c: imaplib.IMAP4 = (imaplib.IMAP4_SSL if s.imap_tls else imaplib.IMAP4)(s.imap_host, s.imap_port, timeout=TIMEOUT)
+            self.c: imaplib.IMAP4 = (imaplib.IMAP4_SSL if s.imap_tls else imaplib.IMAP4)(
+                s.imap_host, s.imap_port, timeout=TIMEOUT
+            )
         except OSError as e:
             raise BridgeError(f"cannot reach IMAP server {s.imap_host}:{s.imap_port}: {e}") from None
         try:
             if s.xoauth2_command:
-                token = subprocess.run(shlex.split(s.xoauth2_command), capture_output=True, text=True, check=True,
-                                       timeout=60).stdout.strip()
+                token = subprocess.run(
+                    shlex.split(s.xoauth2_command), capture_output=True, text=True, check=True, timeout=60
+                ).stdout.strip()
                 auth = f"user={s.user}\x01auth=Bearer {token}\x01\x01".encode()
                 self.c.authenticate("XOAUTH2", lambda _: auth)
             else:

@@ -23,7 +23,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from workflow.agents import locks
@@ -96,7 +96,10 @@ def start(app: App, message_id: str, role: str, to: str, subject: str, body: str
     if (d / ".sent").exists():
         return d
     (d / "responses").mkdir(parents=True, exist_ok=True)
-    write_atomic(d / "thread.md", f"# Thread — {subject}\n\n## Sent ({date or time.strftime('%Y-%m-%d %H:%M')} to {to})\n\n{body.rstrip()}\n")
+    write_atomic(
+        d / "thread.md",
+        f"# Thread — {subject}\n\n## Sent ({date or time.strftime('%Y-%m-%d %H:%M')} to {to})\n\n{body.rstrip()}\n",
+    )
     write_atomic(d / ".sent", json.dumps({"message_id": message_id, "role": role, "to": to, "subject": subject}))
     return d
 
@@ -155,12 +158,16 @@ def trigger(app: App, d: Path, spawn: Callable[[Path], int] | None = None) -> bo
 
 
 def _spawn(app: App, d: Path) -> int:
-    argv = [sys.executable, "-m", "workflow"] + (["--config", str(app.config.path)] if app.config.path else []) + [
-        "--mail-root", str(app.config.mail_root), "bridge", "respond", str(d)]
+    argv = (
+        [sys.executable, "-m", "workflow"]
+        + (["--config", str(app.config.path)] if app.config.path else [])
+        + ["--mail-root", str(app.config.mail_root), "bridge", "respond", str(d)]
+    )
     log = open(d / "responses" / "session.log", "ab")
     try:
-        return subprocess.Popen(argv, cwd=app.config.project_dir, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                start_new_session=True).pid
+        return subprocess.Popen(
+            argv, cwd=app.config.project_dir, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True
+        ).pid
     finally:
         log.close()
 
@@ -170,9 +177,11 @@ def prompt(d: Path) -> str:
     if not thread.exists():
         raise WorkflowError(f"{thread} is missing; rebuild it with `workflow bridge rebuild-thread {d}`")
     n = max_reply(d / "responses")
-    return (f"You answer replies to mail you sent.\n\n## Thread\n\n{thread.read_text(encoding='utf-8')}\n\n"
-            f"## Respond\nRespond to all replies marked NEW above, in one message. Your answer is sent as "
-            f"{n:02d}-response.md, a reply in this thread. Write only the text of the answer.\n")
+    return (
+        f"You answer replies to mail you sent.\n\n## Thread\n\n{thread.read_text(encoding='utf-8')}\n\n"
+        f"## Respond\nRespond to all replies marked NEW above, in one message. Your answer is sent as "
+        f"{n:02d}-response.md, a reply in this thread. Write only the text of the answer.\n"
+    )
 
 
 def respond(app: App, d: Path, say: Callable[[str], None], backend: str | None = None) -> Path | None:
@@ -185,7 +194,8 @@ def respond(app: App, d: Path, say: Callable[[str], None], backend: str | None =
             return None
         transport = make_transport(app.config, app.deliverer)
         res = make_backend(app.config, backend or role.backend).run(
-            RunInput(role, prompt(d), RoleTools(app, role, transport, read_only=True)))
+            RunInput(role, prompt(d), RoleTools(app, role, transport, read_only=True))
+        )
         if not res.ok:
             say(f"session failed: {res.error}; the replies stay unprocessed for the next poll")
             return None
@@ -207,9 +217,18 @@ def respond(app: App, d: Path, say: Callable[[str], None], backend: str | None =
 
 
 def _reply_bytes(app: App, sent: dict[str, str], chain: list[str], body: str, mid: str) -> bytes:
-    return build(Draft(sender=app.roster.address(sent["role"]), to=[sent["to"]], subject=reply_subject(sent["subject"]),
-                       body=body.rstrip() + "\n", message_id=mid, in_reply_to=chain[-1], references=chain,
-                       date=datetime.now(timezone.utc)))
+    return build(
+        Draft(
+            sender=app.roster.address(sent["role"]),
+            to=[sent["to"]],
+            subject=reply_subject(sent["subject"]),
+            body=body.rstrip() + "\n",
+            message_id=mid,
+            in_reply_to=chain[-1],
+            references=chain,
+            date=datetime.now(UTC),
+        )
+    )
 
 
 def rebuild_thread(d: Path) -> str:

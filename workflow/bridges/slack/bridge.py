@@ -46,8 +46,9 @@ def configured(app: App, env: Mapping[str, str] | None = None) -> tuple[SlackCon
     env = os.environ if env is None else env
     s = app.config.bridges.slack
     if s is None:
-        raise ConfigError(f"{app.config.file}: [bridges.slack] is not configured (signing_secret_env, bot_token_env…; "
-                          "see the README)")
+        raise ConfigError(
+            f"{app.config.file}: [bridges.slack] is not configured (signing_secret_env, bot_token_env…; see the README)"
+        )
     secret = env.get(s.signing_secret_env, "")
     if not secret:
         raise ConfigError(f"${s.signing_secret_env} is not set: every request must be verified")
@@ -66,8 +67,11 @@ class Bridge:
 
         self.app, self.s, self.keys, self.say = app, s, keys, say
         self.store = TaskQueue(app.config.state.slack)
-        self.client = WebClient(token=keys.bot_token, base_url=s.api_base_url,
-                                retry_handlers=[RateLimitErrorRetryHandler(max_retry_count=3)])
+        self.client = WebClient(
+            token=keys.bot_token,
+            base_url=s.api_base_url,
+            retry_handlers=[RateLimitErrorRetryHandler(max_retry_count=3)],
+        )
         self.events: queue.Queue[dict[str, Any] | None] = queue.Queue()
         self.wake = threading.Event()
         self.stopping = threading.Event()
@@ -124,8 +128,10 @@ class Bridge:
                 if last.status in (TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.WAITING):
                     history = "\n".join(f"Request: {t.text}\nResult: {t.result[-1500:]}" for t in earlier)
                     it = classify(text, self.s.model)
-                    it = it._replace(execution_prompt=f"Earlier in this thread:\n{history}\n\nFollow-up: {text}",
-                                     clarify_question=None)
+                    it = it._replace(
+                        execution_prompt=f"Earlier in this thread:\n{history}\n\nFollow-up: {text}",
+                        clarify_question=None,
+                    )
                     tid = self.store.add(where, user, text, it, TaskStatus.QUEUED)
                     self.say(f"task {tid}: follow-up in thread {where.thread_ts}")
                     self.wake.set()
@@ -164,7 +170,7 @@ class Bridge:
                 self.todo(t)
                 return
             self.run_role(t)
-        except Exception as e:  # noqa: BLE001 - a task failure must not take the bridge down
+        except Exception as e:
             if t is not None:
                 self.react(t.where, "x", remove="eyes")
                 self.post(t.where, f"Failed: {e}")
@@ -179,7 +185,7 @@ class Bridge:
             for prefix in TODO_PREFIXES:
                 i = text.lower().find(prefix)
                 if i >= 0:
-                    text = text[i + len(prefix):]
+                    text = text[i + len(prefix) :]
             text = text.strip(" :：") or t.text
             self.store.add_todo(text)
             result = f"Added to the todo list: {text}"
@@ -203,8 +209,14 @@ class Bridge:
         app = self.app
         role = self.s.roles.get(t.intent, self.s.default_role)
         transport = make_transport(app.config, app.deliverer)
-        req = NotifyRequest("question", (self.s.artifact,), (role,), app.config.default_sender, None,
-                            {"QUESTION": t.prompt, "CONTEXT": f"From Slack ({t.intent}): {t.summary}"})
+        req = NotifyRequest(
+            "question",
+            (self.s.artifact,),
+            (role,),
+            app.config.default_sender,
+            None,
+            {"QUESTION": t.prompt, "CONTEXT": f"From Slack ({t.intent}): {t.summary}"},
+        )
         app.compose(req).send(transport)
         lines: list[str] = []
         outcome = run_role(app, role, transport=transport, echo=lines.append, backend=self.s.backend or None)

@@ -46,14 +46,18 @@ def make_handler(bridge: Bridge) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(body)
 
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             if length > MAX_BODY:
                 self._reply(413, b"too large")
                 return
             body = self.rfile.read(length)
-            why = signature_ok(bridge.keys.signing_secret, self.headers.get("X-Slack-Request-Timestamp", ""), body,
-                               self.headers.get("X-Slack-Signature", ""))
+            why = signature_ok(
+                bridge.keys.signing_secret,
+                self.headers.get("X-Slack-Request-Timestamp", ""),
+                body,
+                self.headers.get("X-Slack-Signature", ""),
+            )
             if why:
                 bridge.say(f"refused a request from {self.client_address[0]}: {why}")
                 self._reply(401, why.encode())

@@ -86,7 +86,19 @@ class TaskQueue:
             cur = self.db.execute(
                 "INSERT INTO task(channel, ts, thread_ts, user, text, intent, summary, prompt, clarify, status, created, updated) "
                 "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                (*where, user, text, it.intent, it.summary, it.execution_prompt, it.clarify_question, str(status), now, now))
+                (
+                    *where,
+                    user,
+                    text,
+                    it.intent,
+                    it.summary,
+                    it.execution_prompt,
+                    it.clarify_question,
+                    str(status),
+                    now,
+                    now,
+                ),
+            )
         return int(cur.lastrowid or 0)
 
     def get(self, task_id: int) -> SlackTask | None:
@@ -94,7 +106,9 @@ class TaskQueue:
         return _task(row) if row else None
 
     def by_thread(self, thread_ts: str) -> list[SlackTask]:
-        return [_task(r) for r in self.db.execute(f"SELECT {COLS} FROM task WHERE thread_ts=? ORDER BY id", (thread_ts,))]
+        return [
+            _task(r) for r in self.db.execute(f"SELECT {COLS} FROM task WHERE thread_ts=? ORDER BY id", (thread_ts,))
+        ]
 
     def set(self, task_id: int, **fields: str) -> None:
         """Update a task's prompt, status or result."""
@@ -103,19 +117,30 @@ class TaskQueue:
             raise ValueError(f"a Slack task has no settable {', '.join(sorted(bad))}")
         cols = ", ".join(f"{k}=?" for k in fields)
         with self.lock:
-            self.db.execute(f"UPDATE task SET {cols}, updated=? WHERE id=?", (*map(str, fields.values()), time.time(), task_id))
+            self.db.execute(
+                f"UPDATE task SET {cols}, updated=? WHERE id=?", (*map(str, fields.values()), time.time(), task_id)
+            )
 
     def claim(self, max_concurrent: int) -> int | None:
         """Start the oldest queued task while fewer than ``max_concurrent`` run; its id, or None."""
         with self.lock:
             self.db.execute("BEGIN IMMEDIATE")
             try:
-                running = self.db.execute("SELECT count(*) FROM task WHERE status=?", (TaskStatus.RUNNING.value,)).fetchone()[0]
-                row = None if running >= max_concurrent else self.db.execute(
-                    "SELECT id FROM task WHERE status=? ORDER BY id LIMIT 1", (TaskStatus.QUEUED.value,)).fetchone()
+                running = self.db.execute(
+                    "SELECT count(*) FROM task WHERE status=?", (TaskStatus.RUNNING.value,)
+                ).fetchone()[0]
+                row = (
+                    None
+                    if running >= max_concurrent
+                    else self.db.execute(
+                        "SELECT id FROM task WHERE status=? ORDER BY id LIMIT 1", (TaskStatus.QUEUED.value,)
+                    ).fetchone()
+                )
                 if row is not None:
-                    self.db.execute("UPDATE task SET status=?, updated=? WHERE id=? AND status=?",
-                                    (TaskStatus.RUNNING.value, time.time(), row[0], TaskStatus.QUEUED.value))
+                    self.db.execute(
+                        "UPDATE task SET status=?, updated=? WHERE id=? AND status=?",
+                        (TaskStatus.RUNNING.value, time.time(), row[0], TaskStatus.QUEUED.value),
+                    )
                 self.db.execute("COMMIT")
             except BaseException:
                 self.db.execute("ROLLBACK")
@@ -125,8 +150,10 @@ class TaskQueue:
     def recover(self) -> int:
         """Queue again the tasks a crash left running; how many."""
         with self.lock:
-            cur = self.db.execute("UPDATE task SET status=?, updated=? WHERE status=?",
-                                  (TaskStatus.QUEUED.value, time.time(), TaskStatus.RUNNING.value))
+            cur = self.db.execute(
+                "UPDATE task SET status=?, updated=? WHERE status=?",
+                (TaskStatus.QUEUED.value, time.time(), TaskStatus.RUNNING.value),
+            )
         return cur.rowcount
 
     def counts(self) -> dict[str, int]:

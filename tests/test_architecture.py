@@ -1,0 +1,180 @@
+"""The folder tree is the architecture: layers (import-linter), no import cycles, small documented modules."""
+
+from __future__ import annotations
+
+import ast
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "workflow"
+MAX_LINES = 600
+MAX_TOP_LEVEL = 8
+
+
+def modules() -> dict[str, Path]:
+    out = {}
+    for p in sorted(PACKAGE.rglob("*.py")):
+        parts = list(p.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = p
+    return out
+
+
+def imports(name: str, path: Path, known: dict[str, Path]) -> list[tuple[str, int, bool]]:
+    """(imported module, line, inside a function) for every import of a package module."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found: list[tuple[str, int, bool]] = []
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            nested = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
+            if isinstance(child, ast.Import):
+                found.extend((a.name, child.lineno, in_function) for a in child.names if a.name in known)
+            elif isinstance(child, ast.ImportFrom):
+                base = child.module or ""
+                if child.level:
+                    up = package.split(".")[: len(package.split(".")) - child.level + 1]
+                    base = ".".join(up + ([child.module] if child.module else []))
+                for a in child.names:
+                    target = f"{base}.{a.name}"
+                    if target in known:
+                        found.append((target, child.lineno, in_function))
+                    elif base in known:
+                        found.append((base, child.lineno, in_function))
+            visit(child, nested)
+
+    visit(tree, False)
+    return [f for f in found if f[0] != name]
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def strong(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    sys.setrecursionlimit(10_000)
+    for v in graph:
+        if v not in index:
+            strong(v)
+    return out
+
+
+def test_zero_import_cycles_counting_every_import() -> None:
+    known = modules()
+    graph = {name: {t for t, _, _ in imports(name, path, known)} for name, path in known.items()}
+    # a package's __init__ importing its own submodules is how a package exposes them, not a cycle
+    for name in graph:
+        graph[name] = {t for t in graph[name] if not t.startswith(name + ".")}
+    assert cycles(graph) == []
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_layers_hold(tmp_path: Path) -> None:
+    exe = shutil.which("lint-imports", path=str(Path(sys.executable).parent))
+    if exe is None:
+        pytest.skip("lint-imports is not installed (pip install -e '.[dev]' installs it)")
+    r = subprocess.run([exe], cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "0 broken" in r.stdout
+
+
+def test_the_tree_reads_as_the_architecture() -> None:
+    top = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(top) <= MAX_TOP_LEVEL, top
+    packages = sorted(p.parent.name for p in PACKAGE.glob("*/__init__.py"))
+    assert packages == [
+        "agentd",
+        "agents",
+        "artifacts",
+        "bridges",
+        "cli",
+        "core",
+        "delivery",
+        "mail",
+        "ops",
+        "panels",
+        "policy",
+    ]
+
+
+@pytest.mark.parametrize("name", sorted(modules()))
+def test_every_module_is_small_and_says_its_job(name: str) -> None:
+    path = modules()[name]
+    text = path.read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= MAX_LINES, f"{path}: split it"
+    doc = ast.get_docstring(ast.parse(text))
+    assert doc and doc.strip(), f"{path}: no module docstring"
+    assert "TODO" not in doc.splitlines()[0]
+
+
+def test_function_level_imports_say_why() -> None:
+    """A function-level import of anything is allowed only to save start-up time, and says so."""
+    bad = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        tree = ast.parse("\n".join(lines))
+        for fn in ast.walk(tree):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(fn):
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    here = lines[node.lineno - 1]
+                    above = lines[node.lineno - 2] if node.lineno > 1 else ""
+                    group_head = next(
+                        (lines[i] for i in range(node.lineno - 2, max(node.lineno - 5, 0), -1) if "# lazy" in lines[i]),
+                        "",
+                    )
+                    if "# lazy" not in here and "# lazy" not in above and not group_head:
+                        bad.append(f"{path.relative_to(ROOT)}:{node.lineno}: {here.strip()}")
+    assert bad == []
+
+
+def test_no_comment_points_outside_the_repository() -> None:
+    """The design documents the code cites live in docs/, not in a seed outside the repository."""
+    cite = re.compile(r"\b[Ss]eeds?(?:'s| \d{3}| asks| says|/)|\.\./shared")
+    hits = [
+        f"{p.relative_to(ROOT)}:{i}: {line.strip()}"
+        for p in sorted(PACKAGE.rglob("*.py"))
+        for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+        if cite.search(line)
+    ]
+    assert hits == []
+    for doc in ("docs/message-format.md", "docs/roles-and-panels.md", "docs/agentd.md", "docs/bridges.md"):
+        assert (ROOT / doc).is_file(), doc
+    cited = {m for p in PACKAGE.rglob("*.py") for m in re.findall(r"docs/[\w-]+\.md", p.read_text(encoding="utf-8"))}
+    assert cited and all((ROOT / doc).is_file() for doc in cited), sorted(cited)
