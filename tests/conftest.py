@@ -1,105 +1,17 @@
-"""Shared fixtures: a scratch project with real Maildirs, and a runner for the real CLI."""
+"""Shared fixtures: a scratch project with real Maildirs (helpers.project), and the Dovecot fixture."""
 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-from collections.abc import Callable
-from dataclasses import dataclass
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from workflow.app import App
-from workflow.core.config import load_config
-from workflow.delivery.notify import NotifyRequest, compose
-from workflow.delivery.transport import make_transport
-
-ROOT = Path(__file__).resolve().parent.parent
-
-PROJECT_TOML = """\
-[workflow]
-domain = "workflow.local"
-mail_root = "mail"
-
-[smtp]
-host = "127.0.0.1"
-port = {port}
-
-[panels.spec-writer-panel]
-members = ["claude", "gpt-5", "gemini"]
-primary = "claude"
-
-[panels.spec-reviewer-panel]
-members = ["claude", "gpt-5", "gemini"]
-"""
-
-
-def free_port() -> int:
-    """A loopback port nothing listens on (so transport 'auto' falls back to direct delivery)."""
-    import socket
-
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return int(port)
-
-
-@dataclass
-class Project:
-    dir: Path
-    app: App
-
-    @property
-    def mail(self) -> Path:
-        return self.app.config.mail_root
-
-    def new_files(self, mailbox: str | None = None) -> list[Path]:
-        boxes = (
-            [self.mail / mailbox]
-            if mailbox
-            else [p for p in self.mail.iterdir() if p.is_dir() and not p.name.startswith(".")]
-            if self.mail.exists()
-            else []
-        )
-        out: list[Path] = []
-        for b in boxes:
-            for sub in ("new", "cur"):
-                d = b / sub
-                if d.is_dir():
-                    out.extend(sorted(d.iterdir()))
-        return out
-
-    def send(self, sender: str, event: str, artifact: str, to: str, reply: str | None = None, **variables: str) -> str:
-        req = NotifyRequest(event, (artifact,), tuple(to.split(",")), sender, reply, dict(variables))
-        with self.app.index() as index:
-            c = compose(req, self.app.config, self.app.roster, index)
-        make_transport(self.app.config, self.app.deliverer, "direct").send(c.raw, c.sender_address, c.recipients)
-        return c.message_id
-
-    def run(
-        self, *args: str, env: dict[str, str] | None = None, input: str | None = None, tool: str = "workflow"
-    ) -> subprocess.CompletedProcess[str]:
-        full_env = {k: v for k, v in os.environ.items() if not k.startswith("WORKFLOW_")}
-        full_env.update(env or {})
-        if tool == "workflow":
-            cmd = [sys.executable, "-m", "workflow", *args]
-        elif tool == "workflow-notify":
-            cmd = [sys.executable, "-c", "from workflow.cli.notify import main; main()", *args]
-        else:
-            cmd = [tool, *args]
-        return subprocess.run(cmd, cwd=self.dir, env=full_env, input=input, capture_output=True, text=True, timeout=60)
-
-
-def make_project(base: Path, extra_toml: str = "") -> Project:
-    base.mkdir(parents=True, exist_ok=True)
-    (base / "workflow.toml").write_text(PROJECT_TOML.format(port=free_port()) + extra_toml)
-    for state in ("proposed", "todo", "doing", "blocked", "done"):
-        (base / "specs" / state).mkdir(parents=True, exist_ok=True)
-    (base / "specs" / "proposed" / "user-auth.md").write_text("# User auth\n")
-    return Project(base, App(load_config(base / "workflow.toml", env={})))
+from helpers.dovecot import Dovecot
+from helpers.project import Project, make_project
 
 
 @pytest.fixture
@@ -111,3 +23,16 @@ def project(tmp_path: Path) -> Project:
 def project_factory(tmp_path: Path) -> Callable[..., Project]:
     counter = iter(range(1000))
     return lambda extra="": make_project(tmp_path / f"proj{next(counter)}", extra)
+
+
+@pytest.fixture
+def dovecot() -> Iterator[Dovecot]:
+    """A real Dovecot on an ephemeral loopback port (tests that use it are marked needs_dovecot)."""
+    base = Path(tempfile.mkdtemp(prefix="dovecot-"))  # pytest's own tmp dirs are 0700: Dovecot's users cannot enter
+    os.chmod(base, 0o755)
+    d = Dovecot(base / "d").start()
+    try:
+        yield d
+    finally:
+        d.stop()
+        shutil.rmtree(base, ignore_errors=True)

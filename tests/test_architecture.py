@@ -178,3 +178,14 @@ def test_no_comment_points_outside_the_repository() -> None:
         assert (ROOT / doc).is_file(), doc
     cited = {m for p in PACKAGE.rglob("*.py") for m in re.findall(r"docs/[\w-]+\.md", p.read_text(encoding="utf-8"))}
     assert cited and all((ROOT / doc).is_file() for doc in cited), sorted(cited)
+
+
+def test_tests_mirror_the_package_and_share_only_helpers() -> None:
+    tests = ROOT / "tests"
+    folders = sorted(p.name for p in tests.iterdir() if p.is_dir() and p.name not in ("helpers", "__pycache__"))
+    packages = sorted(p.parent.name for p in PACKAGE.glob("*/__init__.py"))
+    assert set(folders) <= set(packages), folders
+    for p in tests.rglob("*.py"):
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                assert not node.module.split(".")[0].startswith(("test_", "conftest")), f"{p}: imports {node.module}"

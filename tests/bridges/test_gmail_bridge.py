@@ -4,75 +4,17 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-from conftest import Project, make_project
-from dovecot import PASSWORD, USER, Dovecot, available
-from fake_anthropic import FakeAnthropic, text
-
+from helpers.dovecot import PASSWORD, USER, Dovecot
+from helpers.fake_anthropic import FakeAnthropic, text
+from helpers.gmail import bridge_project, mail_msg, needs_dovecot, run_bridge, spool
+from helpers.project import Project, make_project
 from workflow.app import App
 from workflow.bridges.gmail.classify import by_keywords
 from workflow.core.config import load_config
 from workflow.delivery.smtpd import BackgroundServer
 from workflow.mail.message import parse
-
-WHY = available()
-needs_dovecot = pytest.mark.skipif(WHY is not None, reason=WHY or "")
-
-
-@pytest.fixture
-def dovecot() -> Iterator[Dovecot]:
-    import shutil
-    import tempfile
-
-    base = Path(tempfile.mkdtemp(prefix="dovecot-"))  # pytest's own tmp dirs are 0700: Dovecot's users cannot enter
-    os.chmod(base, 0o755)
-    d = Dovecot(base / "d").start()
-    try:
-        yield d
-    finally:
-        d.stop()
-        shutil.rmtree(base, ignore_errors=True)
-
-
-def bridge_project(
-    tmp_path: Path, d: Dovecot, agent: str = 'enabled = true\nemail = "tasks@todo.example"\n'
-) -> Project:
-    p = make_project(
-        tmp_path / "bp",
-        f"""
-[bridges.gmail]
-imap_host = "127.0.0.1"
-imap_port = {d.port}
-imap_tls = false
-user = "{USER}"
-password_env = "TEST_IMAP_PASSWORD"
-role = "user"
-outbound = true
-
-[bridges.gmail.agents.todo_forwarder]
-{agent}""",
-    )
-    return p
-
-
-def mail_msg(i: int, subject: str, body: str, refs: str = "") -> bytes:
-    extra = f"In-Reply-To: {refs.split()[-1]}\r\nReferences: {refs}\r\n" if refs else ""
-    return (
-        f"From: Alice <alice@example.org>\r\nTo: {USER}\r\nSubject: {subject}\r\nMessage-ID: <m{i}@example.org>\r\n"
-        f"Date: Thu, 26 Nov 2026 07:0{i % 10}:00 +0000\r\n{extra}\r\n{body}\r\n"
-    ).encode()
-
-
-def run_bridge(p: Project, *args: str, env: dict[str, str] | None = None) -> object:
-    return p.run("bridge", "gmail", "--once", *args, env={"TEST_IMAP_PASSWORD": PASSWORD, **(env or {})})
-
-
-def spool(p: Project) -> list[bytes]:
-    box = p.mail / "bridge-outbound"
-    return [f.read_bytes() for sub in ("new", "cur") if (box / sub).is_dir() for f in sorted((box / sub).iterdir())]
 
 
 def test_keyword_fallback_labels() -> None:
@@ -275,7 +217,7 @@ def test_outbound_spool_is_submitted_with_threading_headers_intact(tmp_path: Pat
             got.append((envelope.mail_from, list(envelope.rcpt_tos), envelope.content))  # type: ignore[attr-defined]
             return "250 OK"
 
-    from conftest import free_port
+    from helpers.project import free_port
 
     port = free_port()
     provider = Controller(Provider(), hostname="127.0.0.1", port=port)

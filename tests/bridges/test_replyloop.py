@@ -10,9 +10,9 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import Project
-from test_gmail_bridge import PASSWORD, bridge_project, dovecot, needs_dovecot, run_bridge, spool  # noqa: F401
 
+from helpers.gmail import PASSWORD, bridge_project, needs_dovecot, run_bridge, spool
+from helpers.project import Project
 from workflow.bridges.gmail import replyloop as rl
 from workflow.mail.message import parse
 
@@ -128,8 +128,8 @@ def test_lock_no_double_spawn_batching_and_stale_lock(project: Project) -> None:
 
 
 @needs_dovecot
-def test_the_loop_end_to_end_through_dovecot(tmp_path: Path, dovecot: object) -> None:  # noqa: F811
-    from dovecot import Dovecot
+def test_the_loop_end_to_end_through_dovecot(tmp_path: Path, dovecot: object) -> None:
+    from helpers.dovecot import Dovecot
 
     assert isinstance(dovecot, Dovecot)
     p = bridge_project(tmp_path, dovecot, "enabled = false\n")

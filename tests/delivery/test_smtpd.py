@@ -10,9 +10,9 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
-from conftest import Project
-from smtp_helpers import message
 
+from helpers.project import Project
+from helpers.smtp import message
 from workflow.app import App
 from workflow.core.config import load_config
 from workflow.delivery.smtpd import BackgroundServer

@@ -16,10 +16,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import Project, free_port
-from fake_slack import FakeSlack
-from test_git_workflow import GIT_ENV, git_project
 
+from helpers.fake_slack import FakeSlack
+from helpers.git import GIT_ENV, git_project
+from helpers.project import Project, free_port
 from workflow.bridges.slack.intents import by_keywords, failed, waiting
 
 SECRET = "s3cret"
@@ -168,8 +168,7 @@ def test_large_scope_code_change_asks_first_and_detectors() -> None:
 
 
 def test_claude_classifies_with_json_and_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:
-    from fake_anthropic import FakeAnthropic, text
-
+    from helpers.fake_anthropic import FakeAnthropic, text
     from workflow.bridges.slack.intents import classify
 
     with FakeAnthropic() as fake:

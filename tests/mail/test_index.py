@@ -6,8 +6,8 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import Project
 
+from helpers.project import Project
 from workflow.core.errors import MailIndexError
 from workflow.mail.inbox import group, select, thread_rows
 from workflow.mail.maildir import Maildirs

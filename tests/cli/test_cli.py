@@ -8,8 +8,8 @@ import shlex
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, Project
 
+from helpers.project import ROOT, Project
 from workflow.mail.message import parse
 
 # Every workflow-notify.sh line in seed 002, as written there (each sent with the artifact in the

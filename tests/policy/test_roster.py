@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import Project
 
+from helpers.project import Project
 from workflow.core.config import DEFAULT_EVENTS
 from workflow.core.errors import RosterError
 from workflow.policy.roles import parse_role

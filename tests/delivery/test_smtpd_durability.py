@@ -13,9 +13,9 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import Project
-from smtp_helpers import message, server_process
 
+from helpers.project import Project
+from helpers.smtp import message, server_process
 from workflow.app import App
 from workflow.core.config import load_config
 from workflow.delivery.smtpd import BackgroundServer

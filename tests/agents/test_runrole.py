@@ -11,9 +11,11 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import Project
-from fake_anthropic import FakeAnthropic, text, tool_use
-from test_git_workflow import GIT_ENV, git_project, mail
+
+from helpers.fake_anthropic import FakeAnthropic, text, tool_use
+from helpers.git import GIT_ENV, git_project, mail
+from helpers.project import Project
+from helpers.runs import anthropic_env, script, unread
 
 REVIEW = [
     {"tool": "read_artifact", "path": "specs/*/user-auth.md"},
@@ -27,17 +29,6 @@ REVIEW = [
         "variables": {"NEXT_STATE": "todo", "NEXT_ROLES": "test-writer"},
     },
 ]
-
-
-def script(p: Project, role: str, steps: list[dict[str, object]]) -> None:
-    from workflow.agents.backends.scripted import dumps
-
-    (p.dir / "scripted").mkdir(exist_ok=True)
-    (p.dir / "scripted" / f"{role}.toml").write_text(dumps(steps))
-
-
-def unread(p: Project, box: str) -> int:
-    return len([f for f in p.new_files(box) if not f.name.endswith("S")])
 
 
 @pytest.fixture
@@ -211,10 +202,6 @@ def test_command_backend_runs_an_agent_cli_that_calls_workflow_notify(gp: Projec
     assert unread(gp, "spec-reviewer") == 0
 
 
-def anthropic_env(fake: FakeAnthropic) -> dict[str, str]:
-    return {**GIT_ENV, "ANTHROPIC_API_KEY": "sk-test", "ANTHROPIC_BASE_URL": fake.url}
-
-
 def test_anthropic_backend_round_trips_tools_and_reports_usage(gp: Project) -> None:
     gp.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer")
     with FakeAnthropic() as fake:
@@ -371,7 +358,7 @@ def test_sync_helper_refuses_email_and_runs_interactively_in_a_pty(gp: Project) 
 
 
 def test_scripts_run_role_sh_runs_it(gp: Project) -> None:
-    from conftest import ROOT
+    from helpers.project import ROOT
 
     gp.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer")
     r = gp.run("--dry-run", "--with-email", "spec-reviewer", tool=str(ROOT / "scripts" / "run-role.sh"), env=GIT_ENV)

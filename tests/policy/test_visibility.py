@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from conftest import Project
 
+from helpers.project import Project
 from workflow.core.errors import VisibilityError
 from workflow.mail.message import Draft, build, make_message_id
 

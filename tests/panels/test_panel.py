@@ -7,11 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import Project
-from fake_anthropic import FakeAnthropic, text
-from test_git_workflow import GIT_ENV, git_project, mail
-from test_runrole import anthropic_env
 
+from helpers.fake_anthropic import FakeAnthropic, text
+from helpers.git import GIT_ENV, git_project, mail
+from helpers.project import Project
+from helpers.runs import anthropic_env
 from workflow.mail.message import parse
 from workflow.panels.review import consensus, parse_verdict
 
@@ -248,7 +248,7 @@ def test_writing_panel_writes_by_sections_sends_the_review_request_and_answers_o
 
 
 def test_agentd_wakes_a_review_panel(tmp_path: Path) -> None:
-    from test_agentd import Daemon
+    from helpers.agentd import Daemon
 
     p = panel_project(tmp_path, {"claude": "approve", "gpt-5": "reject", "gemini": "reject"})
     (p.dir / "workflow.toml").write_text(

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from conftest import Project
 
+from helpers.project import Project
 from workflow.core.errors import GuardrailError
 
 

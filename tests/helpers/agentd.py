@@ -1,0 +1,89 @@
+"""agentd: a real agentd process over a git project, and what its log and the runs' prompts say."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from helpers.git import GIT_ENV, git_project
+from helpers.project import Project
+from workflow.agentd.status import status
+
+AGENTD = """
+[backends.scripted]
+record_dir = "prompts"
+
+[agentd]
+rescan = 1
+roles = {roles}
+{extra}
+"""
+
+
+def project(tmp_path: Path, roles: list[str], extra: str = "") -> Project:
+    return git_project(tmp_path / "ad", AGENTD.format(roles=json.dumps(roles), extra=extra))
+
+
+class Daemon:
+    def __init__(self, p: Project) -> None:
+        self.p = p
+        before = len(self.boots())
+        env = {k: v for k, v in os.environ.items() if not k.startswith("WORKFLOW_")}
+        self.out = p.dir.parent / "agentd.out"
+        with open(self.out, "ab") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "workflow", "agentd", "run"],
+                cwd=p.dir,
+                env={**env, **GIT_ENV},
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        self.wait_for(lambda: len(self.boots()) > before, "agentd to start")
+
+    def boots(self) -> list[dict[str, object]]:
+        return [e for e in self.events("started") if "roles" in e]
+
+    @property
+    def log(self) -> Path:
+        return self.p.app.config.state.agentd_log
+
+    def events(self, kind: str | None = None) -> list[dict[str, object]]:
+        try:
+            lines = self.log.read_text().splitlines()
+        except FileNotFoundError:
+            return []
+        out = [json.loads(line) for line in lines if line.strip()]
+        return [e for e in out if kind is None or e["event"] == kind]
+
+    def wait_for(self, cond: Callable[[], bool], what: str, timeout: float = 30) -> None:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if cond():
+                return
+            if self.proc.poll() is not None:
+                raise AssertionError(
+                    f"agentd exited ({self.proc.returncode}) waiting for {what}: {self.out.read_text()[-2000:]}"
+                )
+            time.sleep(0.05)
+        raise AssertionError(f"timed out waiting for {what}; log: {self.events()}")
+
+    def stop(self, sig: int = signal.SIGTERM) -> str:
+        self.proc.send_signal(sig)
+        self.proc.wait(timeout=60)
+        return self.out.read_text()
+
+    def idle(self) -> bool:
+        """Nothing queued that is due, nothing running."""
+        s = status(self.p.app)
+        return not s.running and not [q for q in s.queued if q.due_in == 0]
+
+
+def prompts(p: Project, role: str) -> list[str]:
+    d = p.dir / "prompts"
+    return [f.read_text() for f in sorted(d.glob(f"{role}-*.prompt.md"))] if d.is_dir() else []

@@ -1,0 +1,51 @@
+"""Gmail: a project with the Gmail bridge pointed at a real Dovecot, and the bridge run as a command."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from helpers.dovecot import PASSWORD, USER, Dovecot, available
+from helpers.project import Project, make_project
+
+WHY = available()
+needs_dovecot = pytest.mark.skipif(WHY is not None, reason=WHY or "")
+
+
+def bridge_project(
+    tmp_path: Path, d: Dovecot, agent: str = 'enabled = true\nemail = "tasks@todo.example"\n'
+) -> Project:
+    p = make_project(
+        tmp_path / "bp",
+        f"""
+[bridges.gmail]
+imap_host = "127.0.0.1"
+imap_port = {d.port}
+imap_tls = false
+user = "{USER}"
+password_env = "TEST_IMAP_PASSWORD"
+role = "user"
+outbound = true
+
+[bridges.gmail.agents.todo_forwarder]
+{agent}""",
+    )
+    return p
+
+
+def mail_msg(i: int, subject: str, body: str, refs: str = "") -> bytes:
+    extra = f"In-Reply-To: {refs.split()[-1]}\r\nReferences: {refs}\r\n" if refs else ""
+    return (
+        f"From: Alice <alice@example.org>\r\nTo: {USER}\r\nSubject: {subject}\r\nMessage-ID: <m{i}@example.org>\r\n"
+        f"Date: Thu, 26 Nov 2026 07:0{i % 10}:00 +0000\r\n{extra}\r\n{body}\r\n"
+    ).encode()
+
+
+def run_bridge(p: Project, *args: str, env: dict[str, str] | None = None) -> object:
+    return p.run("bridge", "gmail", "--once", *args, env={"TEST_IMAP_PASSWORD": PASSWORD, **(env or {})})
+
+
+def spool(p: Project) -> list[bytes]:
+    box = p.mail / "bridge-outbound"
+    return [f.read_bytes() for sub in ("new", "cur") if (box / sub).is_dir() for f in sorted((box / sub).iterdir())]

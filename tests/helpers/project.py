@@ -1,0 +1,97 @@
+"""Project: a scratch workflow project with real Maildirs, and a runner for the real CLI."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from workflow.app import App
+from workflow.core.config import load_config
+from workflow.delivery.notify import NotifyRequest
+from workflow.delivery.transport import make_transport
+
+ROOT = Path(__file__).resolve().parents[2]  # the checkout
+
+PROJECT_TOML = """\
+[workflow]
+domain = "workflow.local"
+mail_root = "mail"
+
+[smtp]
+host = "127.0.0.1"
+port = {port}
+
+[panels.spec-writer-panel]
+members = ["claude", "gpt-5", "gemini"]
+primary = "claude"
+
+[panels.spec-reviewer-panel]
+members = ["claude", "gpt-5", "gemini"]
+"""
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on (so transport 'auto' falls back to direct delivery)."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return int(port)
+
+
+@dataclass
+class Project:
+    dir: Path
+    app: App
+
+    @property
+    def mail(self) -> Path:
+        return self.app.config.mail_root
+
+    def new_files(self, mailbox: str | None = None) -> list[Path]:
+        boxes = (
+            [self.mail / mailbox]
+            if mailbox
+            else [p for p in self.mail.iterdir() if p.is_dir() and not p.name.startswith(".")]
+            if self.mail.exists()
+            else []
+        )
+        out: list[Path] = []
+        for b in boxes:
+            for sub in ("new", "cur"):
+                d = b / sub
+                if d.is_dir():
+                    out.extend(sorted(d.iterdir()))
+        return out
+
+    def send(self, sender: str, event: str, artifact: str, to: str, reply: str | None = None, **variables: str) -> str:
+        req = NotifyRequest(event, (artifact,), tuple(to.split(",")), sender, reply, dict(variables))
+        c = self.app.compose(req)
+        c.send(make_transport(self.app.config, self.app.deliverer, "direct"))
+        return c.message_id
+
+    def run(
+        self, *args: str, env: dict[str, str] | None = None, input: str | None = None, tool: str = "workflow"
+    ) -> subprocess.CompletedProcess[str]:
+        full_env = {k: v for k, v in os.environ.items() if not k.startswith("WORKFLOW_")}
+        full_env.update(env or {})
+        if tool == "workflow":
+            cmd = [sys.executable, "-m", "workflow", *args]
+        elif tool == "workflow-notify":
+            cmd = [sys.executable, "-c", "from workflow.cli.notify import main; main()", *args]
+        else:
+            cmd = [tool, *args]
+        return subprocess.run(cmd, cwd=self.dir, env=full_env, input=input, capture_output=True, text=True, timeout=60)
+
+
+def make_project(base: Path, extra_toml: str = "") -> Project:
+    base.mkdir(parents=True, exist_ok=True)
+    (base / "workflow.toml").write_text(PROJECT_TOML.format(port=free_port()) + extra_toml)
+    for state in ("proposed", "todo", "doing", "blocked", "done"):
+        (base / "specs" / state).mkdir(parents=True, exist_ok=True)
+    (base / "specs" / "proposed" / "user-auth.md").write_text("# User auth\n")
+    return Project(base, App(load_config(base / "workflow.toml", env={})))
