@@ -79,3 +79,86 @@ def test_panels_parsed(tmp_path: Path) -> None:
     assert p is not None and p.kind == "review" and p.artifact_kind == "spec"
     assert p.mailboxes == ("spec-reviewer-panel.claude", "spec-reviewer-panel.gpt-5")
     assert p.members[1].backend == "command"
+
+
+GMAIL = '[bridges.gmail]\nimap_host = "imap.example.org"\nuser = "me@example.org"\n'
+TYPOS = [
+    # (toml, where the error points, what it says was expected)
+    ('[workflow]\ndefault_sendr = "user"\n', "[workflow] default_sendr", "did you mean default_sender?"),
+    ("[smtp]\nmax_conections = 3\n", "[smtp] max_conections", "did you mean max_connections?"),
+    ('[artifacts]\ncommit_evnt = "status-update"\n', "[artifacts] commit_evnt", "did you mean commit_event?"),
+    ("[guardrails]\nstate_matchs = false\n", "[guardrails] state_matchs", "did you mean state-matches?"),
+    (
+        '[panels.spec-reviewer-panel]\nmembers = ["a"]\nconsensus_rule = "majority"\n',
+        "[panels.spec-reviewer-panel] consensus_rule",
+        "unknown key",
+    ),
+    ("[agentd]\nmax_concurent = 3\n", "[agentd] max_concurent", "did you mean max_concurrent?"),
+    ("[agentd]\nmax_concurrent = 0\n", "[agentd] max_concurrent", "an integer from 1 to 1000"),
+    (
+        '[agentd]\nrole_timeouts = { implementer = "long" }\n',
+        "[agentd] role_timeouts",
+        "a table of name = non-negative number",
+    ),
+    ('[agentd]\nbackend = "oracle"\n', "[agentd] backend", "'anthropic', 'command' or 'scripted'"),
+    ("[backends.anthropic]\nmax_token = 10\n", "[backends.anthropic] max_token", "did you mean max_tokens?"),
+    ('[backends.command]\nargv = "claude -p"\n', "[backends.command] argv", "a non-empty list of strings"),
+    ('[backends.scripted]\nrecord = "prompts"\n', "[backends.scripted] record", "unknown key"),
+    ('[backends.antropic]\nmodel = "x"\n', "[backends.antropic]", "unknown backend (did you mean anthropic?)"),
+    (GMAIL + "poll_intervall = 5\n", "[bridges.gmail] poll_intervall", "did you mean poll_interval?"),
+    (GMAIL + 'smtp_tls = "maybe"\n', "[bridges.gmail] smtp_tls", "'starttls', 'ssl' or 'none'"),
+    (
+        GMAIL + '[bridges.gmail.agents.todo_forwarder]\nemial = "x@y"\n',
+        "[bridges.gmail.agents.todo_forwarder] emial",
+        "did you mean email?",
+    ),
+    (
+        GMAIL + "[bridges.gmail.agents.summarizer]\nenabled = true\n",
+        "[bridges.gmail.agents.summarizer]",
+        "unknown agent",
+    ),
+    ('[bridges.gmail]\nuser = "me@example.org"\n', "[bridges.gmail]", "needs imap_host and user"),
+    ("[bridges.slack]\nportt = 3000\n", "[bridges.slack] portt", "did you mean port?"),
+    (
+        '[bridges.slack]\nroles = { research = "Spec Writer" }\n',
+        "[bridges.slack] roles",
+        "a table of key = lower-case name",
+    ),
+    ("[bridges.teams]\nx = 1\n", "[bridges.teams]", "unknown bridge"),
+]
+
+
+@pytest.mark.parametrize(("toml", "where", "expected"), TYPOS, ids=[t[1] for t in TYPOS])
+def test_a_typo_in_any_section_fails_at_load_naming_file_key_and_expectation(
+    tmp_path: Path, toml: str, where: str, expected: str
+) -> None:
+    path = tmp_path / "workflow.toml"
+    path.write_text(toml)
+    with pytest.raises(ConfigError) as e:
+        load_config(path, env={})
+    assert f"{path}: {where}" in str(e.value) and expected in str(e.value), str(e.value)
+
+
+def test_every_section_is_read_into_typed_settings(tmp_path: Path) -> None:
+    (tmp_path / "workflow.toml").write_text(
+        '[agentd]\nmax_concurrent = 5\nrole_timeouts = { implementer = 3600 }\nroles = ["spec-reviewer"]\n'
+        '[backends.command]\nargv = ["codex", "exec"]\ntimeout = 60\n'
+        + GMAIL
+        + '[bridges.gmail.agents.todo_forwarder]\nenabled = true\nemail = "t@todo.example"\n'
+        '[bridges.slack]\nport = 0\nroles = { research = "spec-writer" }\n'
+        "[guardrails]\nreviewer_decisions = false\nartifacts-exist = true\n"
+    )
+    c = load_config(cwd=tmp_path, env={})
+    assert c.agentd.max_concurrent == 5 and c.agentd.role_timeouts["implementer"] == 3600.0
+    assert c.agentd.roles == ("spec-reviewer",) and c.agentd.rescan == 30.0
+    assert c.backends.command.argv == ("codex", "exec") and c.backends.anthropic.max_turns == 20
+    assert c.bridges.gmail is not None and c.bridges.gmail.imap_port == 993
+    assert (
+        c.bridges.gmail.agents.todo_forwarder.enabled
+        and c.bridges.gmail.agents.todo_forwarder.email == "t@todo.example"
+    )
+    assert c.bridges.slack is not None and c.bridges.slack.roles == {"research": "spec-writer"}
+    # one name per rule: the underscore spelling is read as the same key
+    assert c.guardrails["reviewer-decisions"] is False and c.guardrails["artifacts-exist"] is True
+    assert c.guardrails["state-matches"] is True
+    assert c.state.index == c.mail_root / ".workflow" / "index.sqlite"

@@ -52,3 +52,40 @@ def test_unknown_guardrail_key_is_a_config_error(project_factory: Callable[..., 
 
     with pytest.raises(ConfigError, match=r"\[guardrails\] vibes: unknown key"):
         project_factory("[guardrails]\nvibes = true\n")
+
+
+def test_every_switch_has_one_rule_object_and_every_rule_a_switch() -> None:
+    from workflow.core.config import GUARDRAILS
+    from workflow.policy.guardrails import ALWAYS, RULES
+
+    assert [r.name for r in RULES] == [s.name for s in GUARDRAILS]
+    assert len({r.name for r in RULES} | {f.name for f in ALWAYS}) == len(RULES) + len(ALWAYS)
+
+
+def test_workflow_guardrails_lists_every_rule_as_configured(project_factory: Callable[..., Project]) -> None:
+    import json
+
+    p = project_factory("[guardrails]\nstate-matches = false\nartifacts_exist = true\n")
+    r = p.run("guardrails")
+    assert r.returncode == 0, r.stderr
+    for name in (
+        "reviewer-decisions",
+        "reply-visible",
+        "artifacts-exist",
+        "state-matches",
+        "sealed-review",
+        "internal-members-only",
+        "internal-thread-stays-inside",
+        "sender-matches-envelope",
+    ):
+        assert name in r.stdout, name
+    data = json.loads(p.run("guardrails", "--json").stdout)
+    on = {g["name"]: g["on"] for g in data["guardrails"]}
+    assert on == {
+        "reviewer-decisions": True,
+        "reply-visible": True,
+        "artifacts-exist": True,
+        "state-matches": False,
+        "sealed-review": True,
+    }
+    assert {a["name"] for a in data["always"]} >= {"internal-no-mixing", "sender-matches-envelope"}

@@ -56,7 +56,7 @@ def hooks_flush(ctx: click.Context) -> None:
 
 
 @hooks.command("run", cls=Command)
-@click.argument("hook", type=click.Choice(["pre-commit", "post-commit"]))
+@click.argument("hook", type=click.Choice(["pre-commit", "post-commit"]), metavar="HOOK")
 @click.argument("args", nargs=-1)
 @click.pass_context
 def hooks_run(ctx: click.Context, hook: str, args: tuple[str, ...]) -> None:

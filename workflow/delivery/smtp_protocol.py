@@ -33,11 +33,11 @@ class Counters(Protocol):
     connections: int
 
 
-def missing_private_api() -> list[str]:
-    """The private aiosmtpd members we use that the installed aiosmtpd does not have."""
-    missing = [name for name in PRIVATE_METHODS if not callable(getattr(SMTP, name, None))]
+def missing_private_api(smtp: type = SMTP) -> list[str]:
+    """The private aiosmtpd members we use that ``smtp`` (the installed aiosmtpd's SMTP) lacks."""
+    missing = [name for name in PRIVATE_METHODS if not callable(getattr(smtp, name, None))]
     try:
-        source = inspect.getsource(SMTP._cb_client_connected)
+        source = inspect.getsource(smtp._cb_client_connected)  # type: ignore[attr-defined]
     except (AttributeError, OSError, TypeError):
         source = ""
     return missing + [name for name in PRIVATE_ATTRIBUTES if f"self.{name} =" not in source]
