@@ -7,13 +7,19 @@ and can read artifacts but never write, move or send: the panel protocol sends f
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from workflow.agents.backends import RunInput, RunResult, make_backend
 from workflow.agents.tools import RoleTools
 from workflow.app import App
+from workflow.core.addresses import internal_address
 from workflow.core.config import PanelConfig
 from workflow.core.errors import WorkflowError
+from workflow.delivery.notify import NotifyRequest
 from workflow.delivery.transport import Transport
 from workflow.policy.roles import Role
+
+MAX_TEXT = 20_000  # characters of a member's text that go into one internal message
 
 
 def base_role_name(panel: PanelConfig) -> str:
@@ -44,3 +50,24 @@ def run_member(
         return agent.run(RunInput(role, prompt, RoleTools(app, role, transport, read_only=True), (), spec.model))
     except WorkflowError as e:
         return RunResult(False, "", str(e))
+
+
+def internal_note(
+    panel: PanelConfig,
+    member: str,
+    artifact: str,
+    status: str,
+    text: str,
+    in_reply_to: str | None,
+    headers: Sequence[tuple[str, str]] = (),
+) -> NotifyRequest:
+    """A member's status-update to the panel's internal address (a proposal, an assessment…)."""
+    return NotifyRequest(
+        "status-update",
+        (artifact,),
+        (internal_address(panel.name),),
+        panel.mailbox(member),
+        in_reply_to,
+        {"STATUS": status, "CONTEXT": text[:MAX_TEXT] or "(empty)"},
+        tuple(headers),
+    )

@@ -32,7 +32,7 @@ from workflow.delivery.transport import Transport
 from workflow.mail.inbox import render_thread, thread_rows, unique
 from workflow.mail.message import body_text, parse
 from workflow.mail.rows import Row
-from workflow.panels.members import base_prompt, run_member
+from workflow.panels.members import base_prompt, internal_note, run_member
 from workflow.panels.store import Assessment, PanelStore, Session, SessionState
 
 VERDICTS = ("approve", "reject", "revise")
@@ -191,16 +191,16 @@ def _assessment_mail(
     phase: str = "assessment",
 ) -> bytes:
     v = verdict or "none"
-    req = NotifyRequest(
-        "status-update",
-        (artifact,),
-        (internal_address(panel.name),),
-        panel.mailbox(member),
+    note = internal_note(
+        panel,
+        member,
+        artifact,
+        f"{phase}: {v}",
+        findings or "(no findings)",
         in_reply_to,
-        {"STATUS": f"{phase}: {v}", "CONTEXT": findings[:20000] or "(no findings)"},
         (("X-Review-Verdict", v), ("X-Review-Phase", phase)),
     )
-    return app.compose(req).raw
+    return app.compose(note).raw
 
 
 def _unseal(

@@ -15,13 +15,13 @@ from collections.abc import Callable, Sequence
 
 from workflow.app import App
 from workflow.artifacts.gitrepo import run_git
-from workflow.core.addresses import discussion_address, internal_address
+from workflow.core.addresses import discussion_address
 from workflow.core.config import PanelConfig
 from workflow.core.errors import WorkflowError
 from workflow.delivery.notify import NotifyRequest
 from workflow.delivery.transport import Transport
 from workflow.mail.inbox import render_thread, thread_rows, unique
-from workflow.panels.members import base_prompt, run_member
+from workflow.panels.members import base_prompt, internal_note, run_member
 
 
 def _run(app: App, panel: PanelConfig, member: str, prompt: str, transport: Transport, backend: str | None) -> str:
@@ -41,15 +41,7 @@ def _post(
     transport: Transport,
     in_reply_to: str | None,
 ) -> str:
-    req = NotifyRequest(
-        "status-update",
-        (artifact,),
-        (internal_address(panel.name),),
-        panel.mailbox(member),
-        in_reply_to,
-        {"STATUS": status, "CONTEXT": text[:20000] or "(empty)"},
-    )
-    c = app.compose(req)
+    c = app.compose(internal_note(panel, member, artifact, status, text, in_reply_to))
     c.send(transport)
     return c.message_id
 
