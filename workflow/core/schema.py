@@ -37,9 +37,13 @@ def _number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-class Str(NamedTuple):
-    pattern: re.Pattern[str] | None = None
-    choices: tuple[str, ...] = ()
+class Str:
+    """A string (matching ``pattern``), or one of ``choices``."""
+
+    __slots__ = ("choices", "pattern")
+
+    def __init__(self, pattern: re.Pattern[str] | None = None, choices: tuple[str, ...] = ()) -> None:
+        self.pattern, self.choices = pattern, choices
 
     def read(self, value: object) -> object:
         if self.choices:
@@ -52,8 +56,10 @@ class Str(NamedTuple):
         return value
 
 
-class Bool(NamedTuple):
+class Bool:
     """true or false."""
+
+    __slots__ = ()
 
     def read(self, value: object) -> object:
         if not isinstance(value, bool):
@@ -61,9 +67,13 @@ class Bool(NamedTuple):
         return value
 
 
-class Int(NamedTuple):
-    lo: int
-    hi: int
+class Int:
+    """An integer from ``lo`` to ``hi``."""
+
+    __slots__ = ("hi", "lo")
+
+    def __init__(self, lo: int, hi: int) -> None:
+        self.lo, self.hi = lo, hi
 
     def read(self, value: object) -> object:
         if not isinstance(value, int) or isinstance(value, bool) or not self.lo <= value <= self.hi:
@@ -71,9 +81,13 @@ class Int(NamedTuple):
         return value
 
 
-class Num(NamedTuple):
-    lo: float
-    hi: float
+class Num:
+    """A number (integer or float) from ``lo`` to ``hi``, read as a float."""
+
+    __slots__ = ("hi", "lo")
+
+    def __init__(self, lo: float, hi: float) -> None:
+        self.lo, self.hi = lo, hi
 
     def read(self, value: object) -> object:
         if not _number(value) or not self.lo <= value <= self.hi:  # type: ignore[operator]
@@ -81,10 +95,13 @@ class Num(NamedTuple):
         return float(value)  # type: ignore[arg-type]
 
 
-class Names(NamedTuple):
+class Names:
     """A list of distinct lower-case names (role, state, event names)."""
 
-    empty: bool = False
+    __slots__ = ("empty",)
+
+    def __init__(self, empty: bool = False) -> None:
+        self.empty = empty
 
     def read(self, value: object) -> object:
         if (
@@ -97,8 +114,10 @@ class Names(NamedTuple):
         return tuple(value)
 
 
-class Strs(NamedTuple):
+class Strs:
     """A non-empty list of strings (an argv)."""
+
+    __slots__ = ()
 
     def read(self, value: object) -> object:
         if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
@@ -106,8 +125,10 @@ class Strs(NamedTuple):
         return tuple(value)
 
 
-class NumTable(NamedTuple):
+class NumTable:
     """A table of name = number (per-role timeouts, budgets)."""
+
+    __slots__ = ()
 
     def read(self, value: object) -> object:
         if not isinstance(value, dict) or not all(
@@ -117,8 +138,10 @@ class NumTable(NamedTuple):
         return MappingProxyType({k: float(v) for k, v in value.items()})
 
 
-class NameTable(NamedTuple):
+class NameTable:
     """A table of key = name (intent = role)."""
+
+    __slots__ = ()
 
     def read(self, value: object) -> object:
         if not isinstance(value, dict) or not all(isinstance(v, str) and NAME_RE.match(v) for v in value.values()):
@@ -126,20 +149,25 @@ class NameTable(NamedTuple):
         return MappingProxyType(dict(value))
 
 
-class Custom(NamedTuple):
+class Custom:
     """A check written out for one key (panel members, transitions)."""
 
-    fn: Callable[[object], object]
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable[[object], object]) -> None:
+        self.fn = fn
 
     def read(self, value: object) -> object:
         return self.fn(value)
 
 
-class Section(NamedTuple, Generic[T]):
+class Section(Generic[T]):
     """A table's shape: the NamedTuple it becomes and the spec of each of its fields."""
 
-    type: type[T]
-    specs: Mapping[str, Spec]
+    __slots__ = ("specs", "type")
+
+    def __init__(self, type: type[T], specs: Mapping[str, Spec]) -> None:
+        self.type, self.specs = type, specs
 
 
 def where(file: str, section: str, key: str = "") -> str:

@@ -8,17 +8,27 @@ and the Gmail bridge's position. Nothing here is ever delivered mail.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 NAME = ".workflow"
 
 
-@dataclass(frozen=True)
 class StateDir:
     """The state directory of one mail root."""
 
-    root: Path
+    __slots__ = ("root",)
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def __repr__(self) -> str:
+        return f"StateDir({str(self.root)!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, StateDir) and other.root == self.root
+
+    def __hash__(self) -> int:
+        return hash(self.root)
 
     @classmethod
     def of(cls, mail_root: Path) -> StateDir:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import errno
 import os
-import socket
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -41,6 +40,8 @@ class Entry(NamedTuple):
 
 
 def _hostname() -> str:
+    import socket  # lazy: start-up time (~5 ms); only writers name files, and readers start often
+
     return socket.gethostname().replace("/", "\\057").replace(":", "\\072") or "localhost"
 
 

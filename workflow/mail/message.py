@@ -8,10 +8,7 @@ CR, LF or NUL in the decoded text, so no value can ever smuggle in an extra head
 
 from __future__ import annotations
 
-import base64
-import binascii
 import os
-import quopri
 import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -113,6 +110,8 @@ def _encoded_words(value: str) -> list[str]:
     Written here because email.header.Header.encode drops or rewrites some whitespace
     (a lone form feed encodes to nothing), which would break the round trip.
     """
+    import base64  # lazy: start-up time; only non-ASCII headers are encoded, and readers start often
+
     words: list[bytes] = []
     chunk = b""
     for ch in value:
@@ -130,6 +129,9 @@ ENCODED_WORD_RE = re.compile(r"=\?([^?\s]+)\?([bBqQ])\?([^?\s]*)\?=")
 
 
 def _decode_word(charset: str, enc: str, text: str) -> bytes | None:
+    import base64  # lazy: start-up time, as in _encoded_words
+    import binascii
+
     try:
         if enc in "bB":
             return base64.b64decode(text + "=" * (-len(text) % 4))
@@ -186,6 +188,8 @@ def encode_body(text: str) -> tuple[str, bytes]:
     lines = text.split("\n")[:-1]
     if all(len(line) <= MAX_LINE and PLAIN_HEADER_CHARS.match(line) for line in lines):
         return "7bit", "".join(line + "\r\n" for line in lines).encode("ascii")
+    import quopri  # lazy: start-up time; plain bodies need no encoding
+
     raw = text.encode("utf-8", "surrogatepass")
     # quotetabs keeps trailing whitespace intact; header=False keeps '_' literal.
     qp = quopri.encodestring(raw, quotetabs=False).replace(b"\r\n", b"\n").replace(b"\n", b"\r\n")
@@ -413,8 +417,13 @@ def body_text(raw: bytes, parsed: Parsed | None = None) -> str:
         charset = m.group(1) if m else "utf-8"
         data = raw[parsed.body_offset :]
         if cte == "quoted-printable":
+            import quopri  # lazy: start-up time, as in encode_body
+
             data = quopri.decodestring(data.replace(b"\r\n", b"\n"))
         elif cte == "base64":
+            import base64  # lazy: start-up time, as in _encoded_words
+            import binascii
+
             try:
                 data = base64.b64decode(data, validate=False)
             except (binascii.Error, ValueError):
