@@ -20,14 +20,6 @@ from workflow.delivery.notify import NotifyRequest
 from workflow.delivery.transport import Transport
 
 
-def reviewer_for(app: App, role_name: str) -> str:
-    """spec-writing-helper → spec-reviewer-panel when configured, else spec-reviewer."""
-    kind = role_name.split("-")[0]
-    if f"{kind}-reviewer-panel" in app.roster.panels:
-        return f"{kind}-reviewer-panel"
-    return f"{kind}-reviewer"
-
-
 def session(
     app: App,
     role_name: str,
@@ -78,7 +70,7 @@ def session(
             break
         if line:
             echo(turn(line))
-    to = reviewer_for(app, role.name)
+    to = app.roster.reviewer_of(role.name.split("-")[0])  # spec-writing-helper → the spec reviewer(s)
     answer = read(f"Send a review-request for {path} to {to} now? [y/N] ").strip().lower()
     if answer in ("y", "yes"):
         c = app.compose(

@@ -42,6 +42,13 @@ from workflow.mail.maildir import Maildirs
 from workflow.policy.guardrails import SENDER_MATCHES_ENVELOPE
 from workflow.policy.roster import Roster
 
+try:
+    import uvloop
+
+    LOOP_FACTORY: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
+except ImportError:  # uvloop is a dependency on Linux only; elsewhere asyncio's own loop serves
+    LOOP_FACTORY = asyncio.new_event_loop
+
 log = logging.getLogger(__name__)
 LOOPBACK = ("127.", "::1", "localhost")
 
@@ -274,11 +281,7 @@ def check_bind(host: str, allow_remote: bool, config: Config) -> None:
 def new_loop() -> asyncio.AbstractEventLoop:
     """uvloop's event loop where it is installed (a dependency on Linux): the SMTP protocol work
     is the server's largest CPU cost, and uvloop runs it in C; asyncio's own loop otherwise."""
-    try:
-        import uvloop  # lazy: optional (a Linux-only dependency)
-    except ImportError:
-        return asyncio.new_event_loop()
-    return uvloop.new_event_loop()
+    return LOOP_FACTORY()
 
 
 class BackgroundServer:

@@ -119,9 +119,7 @@ def write(
         ["commit", "-q", "-m", f"{panel.name}: draft {title.lower()} ({len(sections)} sections)", "--", path],
         app.config.project_dir,
     )
-    reviewer = f"{panel.artifact_kind}-reviewer-panel"
-    if app.config.panel(reviewer) is None:
-        reviewer = f"{panel.artifact_kind}-reviewer"
+    reviewer = app.roster.reviewer_of(panel.artifact_kind)
     req = NotifyRequest(
         "review-request",
         (path,),

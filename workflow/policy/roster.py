@@ -19,6 +19,7 @@ from typing import NamedTuple
 
 from workflow.core.addresses import (
     SIDES,
+    PanelName,
     discussion_address,
     internal_address,
     parse_discussion,
@@ -130,6 +131,11 @@ class Roster:
                 for r in map(self.route, self.known_locals())
             ],
         }
+
+    def reviewer_of(self, kind: str) -> str:
+        """Who reviews an artifact kind: its review panel when one is configured, else the solo reviewer."""
+        panel = PanelName(kind, "reviewer").name
+        return panel if panel in self.panels else f"{kind}-reviewer"
 
     def sender(self, address: str) -> str:
         """The identity behind a From address; refuses strangers and sync roles."""
