@@ -118,7 +118,7 @@ def test_sigkilled_agentd_restarted_mid_run_completes_the_work_exactly_once(
     d.proc.wait()
     d2 = Daemon(p)
     cleanup.append(d2)
-    assert d2.events("recovered"), "the running task goes back to queued"
+    assert d2.events("adopted"), "the restarted agentd adopts the run still at work instead of starting it again"
     d2.wait_for(
         lambda: unread(p, "spec-reviewer") == 0 and d2.idle() and len(mail(p, "answer")) >= 1, "the work to finish"
     )

@@ -87,6 +87,7 @@ class Endpoint:
         self.port = p.app.config.bridges.slack.port
         env = {k: v for k, v in os.environ.items() if not k.startswith("WORKFLOW_") and k != "ANTHROPIC_API_KEY"}
         self.log = p.dir.parent / "slack.out"
+        self.start = self.log.stat().st_size if self.log.exists() else 0  # this endpoint's part of the log
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "workflow", "bridge", "slack"],
@@ -101,7 +102,7 @@ class Endpoint:
             time.sleep(0.05)
 
     def text(self) -> str:
-        return self.log.read_text() if self.log.exists() else ""
+        return self.log.read_bytes()[self.start :].decode(errors="replace") if self.log.exists() else ""
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
         if self.proc.poll() is None:
@@ -315,3 +316,42 @@ def test_replay_and_429_retry_after(tmp_path: Path, slack: FakeSlack) -> None:
     assert "replayed 1 event(s): completed 2" in r.stdout
     assert "1. call Bob" in slack.of("chat.postMessage")[-1]["text"]
     assert slack.rate_limit_next == 0 and slack.reactions("800.1")[0] == "eyes"  # retried after Retry-After
+
+
+def test_tasks_for_one_busy_role_wait_their_turn_each_run_sees_only_its_own_question_and_a_crash_resends_nothing(
+    tmp_path: Path, slack: FakeSlack
+) -> None:
+    p = slack_project(tmp_path, slack, "{}")  # every intent goes to the default role, the coordinator
+    with open(p.dir / "workflow.toml", "a") as f:
+        f.write('\n[backends.scripted]\nrecord_dir = "prompts"\n')
+    (p.dir / "scripted" / "coordinator.toml").write_text('[[step]]\nsleep = 1.0\n[[step]]\nsay = "handled"\n')
+    ep = Endpoint(p)
+    try:
+        texts = ["summarize the week ALPHA", "what is a Maildir BRAVO?", "hello there CHARLIE"]
+        for i, t in enumerate(texts):
+            post(ep.port, message(f"F{i}", f"900.{i}", t))
+        wait(lambda: [t["status"] for t in tasks(p)] == ["completed"] * 3, "the three tasks", timeout=60)
+    finally:
+        ep.stop()
+    questions = [f.read_bytes() for f in p.new_files("coordinator")]
+    assert len(questions) == 3  # one question mail per task, however long the coordinator was busy
+    for i in range(3):
+        assert slack.reactions(f"900.{i}") == ["eyes", "white_check_mark"]
+    prompts = [f.read_text() for f in sorted((p.dir / "prompts").glob("coordinator-*.prompt.md"))]
+    assert len(prompts) == 3
+    for prompt in prompts:  # each run was handed its own request only
+        assert sum(word in prompt for word in ("ALPHA", "BRAVO", "CHARLIE")) == 1, prompt[:2000]
+    # A crash while a task runs: the restart finishes it, sending its question and reactions once.
+    (p.dir / "scripted" / "coordinator.toml").write_text('[[step]]\nsleep = 3.0\n[[step]]\nsay = "handled"\n')
+    ep = Endpoint(p)
+    post(ep.port, message("K9", "990.1", "summarize the month DELTA"))
+    wait(lambda: len(tasks(p)) == 4 and tasks(p)[3]["status"] == "running", "running")
+    wait(lambda: len(p.new_files("coordinator")) == 4, "its question mail")
+    ep.stop(signal.SIGKILL)
+    ep2 = Endpoint(p)
+    try:
+        wait(lambda: tasks(p)[3]["status"] == "completed", "the recovered task", timeout=60)
+    finally:
+        ep2.stop()
+    assert len([f for f in p.new_files("coordinator") if b"DELTA" in f.read_bytes()]) == 1
+    assert slack.reactions("990.1") == ["eyes", "white_check_mark"]

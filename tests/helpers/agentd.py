@@ -20,14 +20,14 @@ AGENTD = """
 record_dir = "prompts"
 
 [agentd]
-rescan = 1
+rescan = {rescan}
 roles = {roles}
 {extra}
 """
 
 
-def project(tmp_path: Path, roles: list[str], extra: str = "") -> Project:
-    return git_project(tmp_path / "ad", AGENTD.format(roles=json.dumps(roles), extra=extra))
+def project(tmp_path: Path, roles: list[str], extra: str = "", rescan: float = 1) -> Project:
+    return git_project(tmp_path / "ad", AGENTD.format(roles=json.dumps(roles), extra=extra, rescan=rescan))
 
 
 class Daemon:
@@ -87,3 +87,37 @@ class Daemon:
 def prompts(p: Project, role: str) -> list[str]:
     d = p.dir / "prompts"
     return [f.read_text() for f in sorted(d.glob(f"{role}-*.prompt.md"))] if d.is_dir() else []
+
+
+def alive(pid: int) -> bool:
+    """Whether a process lives (a zombie does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 2] != "Z"
+
+
+def wait_until(cond: Callable[[], bool], what: str, timeout: float = 30) -> None:
+    end = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def procs_with(marker: str) -> list[int]:
+    """Host pids of live processes whose command line holds ``marker`` (works across PID namespaces)."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if marker.encode() in (d / "cmdline").read_bytes() and alive(int(d.name)):
+                    out.append(int(d.name))
+            except OSError:
+                continue
+    return out

@@ -2,14 +2,17 @@
 
 A dumb loop (docs/agentd.md): watchdog events on every watched mailbox's new/ wake a sweep, and a
 periodic rescan is the safety net for events inotify drops. The sweep finds each async role's
-unread mail whose event is in its ``triggers``, skips mail already in a live task (or given up
-on) and threads loop detection stopped, and queues one task per role (more mail coalesces into
-it). Dispatch claims due tasks atomically — at most ``max_concurrent`` running, one per role —
-and spawns ``run-role --with-email ROLE`` in its own process group; run-role takes the role's
-lock file itself (pid, host, start), so a run outlives an agentd crash and is never doubled.
-Reaping reads the run's result file: success completes the task and counts token usage;
-failure retries with backoff, then dead-letters the task and escalates to the coordinator;
-``pause_after`` consecutive failures or a spent daily token budget pause the role.
+unread mail whose event is in its ``triggers``, skips what that role already has in a live task
+(or gave up on) and threads loop detection stopped, and queues one task per role (more mail
+coalesces into it); a message copied to several roles wakes each of them, independently.
+Dispatch claims due tasks atomically — at most ``max_concurrent`` running, one per role — and
+spawns ``run-role --with-email ROLE`` in its own session; run-role takes the role's lock itself
+and enforces the run's timeout, so a run outlives an agentd crash, and the restarted agentd
+adopts it (waits for it and reads its result) instead of starting it again. Reaping reads the
+run's result file: success completes the task and counts token usage; failure retries with
+backoff, then dead-letters the task and escalates (never to the failing role itself);
+``pause_after`` consecutive failures or a spent daily token budget pause the role. One agentd
+runs per mail root (``agentd.lock``); a second SIGINT or SIGTERM stops it at once.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from workflow.agents import locks
 from workflow.app import App
 from workflow.core.config import AgentdConfig
 from workflow.core.errors import ConfigError, WorkflowError
+from workflow.core.locate import locate
 from workflow.delivery.notify import NotifyRequest
 from workflow.delivery.transport import make_transport
 from workflow.mail.index import Index
@@ -42,9 +46,40 @@ LOG_MIDS = 50  # Message-IDs listed per log line (the rest are counted)
 
 class Running(NamedTuple):
     task: Task
-    proc: subprocess.Popen[bytes]
+    proc: subprocess.Popen[bytes] | None  # None: adopted from an agentd that crashed (watched by its lock)
     started: float
     result_file: Path
+    lock: locks.LockInfo | None = None
+
+    def exit_code(self) -> int | None:
+        """The run's exit status once it ended (an adopted run's, from its result file); None while it runs."""
+        if self.proc is not None:
+            return self.proc.poll()
+        if self.lock is not None and locks.holder_alive(self.lock) is not False:
+            return None
+        try:
+            res = json.loads(self.result_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return -1  # it ended without a word: killed
+        return 75 if res.get("busy") else 0 if res.get("ok") else 1
+
+    def kill(self, grace: float = 5.0) -> None:
+        """SIGTERM (run-role rolls its run back and kills its agent), then SIGKILL after ``grace``."""
+        pid = self.proc.pid if self.proc is not None else self.lock.pid if self.lock is not None else 0
+        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10.0)):
+            if pid <= 0:
+                return
+            try:
+                os.killpg(pid, sig)  # run-role leads its own session; its agent is contained under it
+            except (ProcessLookupError, PermissionError):
+                pass
+            end = time.monotonic() + wait
+            while time.monotonic() < end:
+                if self.proc is not None and self.proc.poll() is not None:
+                    return
+                if self.proc is None and not locks.pid_alive(pid):
+                    return
+                time.sleep(0.02)
 
 
 class Agentd:
@@ -55,6 +90,7 @@ class Agentd:
         self.tasks = Tasks(app.config.state.tasks)
         self.wake = threading.Event()
         self.stop = threading.Event()
+        self.hard = threading.Event()  # a second stop signal: kill the runs now, skip the grace period
         self.running: dict[int, Running] = {}
         self.runs_dir = app.config.state.runs
         self.runs_dir.mkdir(parents=True, exist_ok=True)
@@ -89,7 +125,17 @@ class Agentd:
             if role.mode == "async" and role.triggers:
                 self.watch_of[name] = (roster.mailboxes_of(name), role.triggers)
                 out.append(name)
+        human = self.opts.escalate_human
+        if human and (human not in roster.roles or roster.roles[human].mode != "human"):
+            raise ConfigError(f"{self.app.config.file}: [agentd] escalate_human: expected a human role, got {human!r}")
         return out
+
+    def request_stop(self) -> None:
+        """SIGINT/SIGTERM: the first stops taking work (runs get the grace period); the second stops now."""
+        if self.stop.is_set():
+            self.hard.set()
+        self.stop.set()
+        self.wake.set()
 
     # -- logging
 
@@ -135,8 +181,24 @@ class Agentd:
     # -- the loop
 
     def run(self) -> None:
-        for t in self.tasks.recover():
-            self.log("recovered", role=t.role, task=t.id, was="running")
+        me = locks.acquire(self.app.config.state.daemon_lock, self.opts.lock_ttl)
+        if me is None:
+            other = locks.read(self.app.config.state.daemon_lock)
+            who = (
+                f"pid {other.pid} since {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(other.started))}"
+                if other
+                else "?"
+            )
+            self.tasks.close()
+            raise WorkflowError(f"agentd is already running for {self.app.config.mail_root} ({who}); `agentd status`")
+        try:
+            self._run()
+        finally:
+            locks.release(me)
+
+    def _run(self) -> None:
+        for t in self.tasks.left_running():
+            self.adopt(t)
         for info in locks.scan(self.app.config.state):
             why = locks.stale(info, self.opts.lock_ttl)
             if why:
@@ -161,7 +223,7 @@ class Agentd:
 
     def sweep(self) -> None:
         """Queue (or coalesce) one task per role with untaken unread trigger mail."""
-        busy = self.tasks.busy_mids()
+        taken = self.tasks.taken()
         stopped = self.tasks.stopped()
         index: Index | None = None
         try:
@@ -169,7 +231,7 @@ class Agentd:
                 boxes, triggers = self.watch_of[name]
                 fresh: list[str] = []
                 for m in self.scan.unread(boxes):
-                    if m.event not in triggers or m.mid in busy or m.root in stopped:
+                    if m.event not in triggers or (name, m.mid) in taken or m.root in stopped:
                         continue
                     if index is None:
                         index = self.app.index()
@@ -178,7 +240,7 @@ class Agentd:
                     fresh.append(m.mid)
                 if fresh:
                     task, created = self.tasks.enqueue(name, fresh)
-                    busy.update(fresh)
+                    taken.update((name, mid) for mid in fresh)
                     self.log(
                         "queued" if created else "coalesced",
                         role=name,
@@ -274,22 +336,53 @@ class Agentd:
         self.running[t.id] = Running(t, proc, now, result)
         self.log("started", role=t.role, task=t.id, pid=proc.pid, mids=list(t.mids), attempt=t.attempts)
 
+    def adopt(self, t: Task) -> None:
+        """A task the last agentd left running: its run still holds the role's lock → wait for it and
+        read its result; otherwise the run is gone → queue the task again (the attempt not counted)."""
+        lock = locks.read(self.app.config.state.lock(t.role))
+        result = self.runs_dir / f"task-{t.id}.json"
+        if t.pid and locks.pid_alive(t.pid) and not result.exists():
+            # the run-role the last agentd spawned is still at work (maybe not yet holding the lock)
+            watch = locks.holder(self.app.config.state.lock(t.role), t.pid)
+            self.running[t.id] = Running(t, None, t.started or time.time(), result, watch)
+            self.log("adopted", role=t.role, task=t.id, pid=t.pid)
+        elif lock is not None and locks.holder_alive(lock) and locks.stale(lock, self.opts.lock_ttl) is None:
+            self.running[t.id] = Running(t, None, t.started or time.time(), result, lock)
+            self.log("adopted", role=t.role, task=t.id, pid=lock.pid)
+        elif result.exists():  # it ended while no agentd watched: its result stands
+            self.running[t.id] = Running(t, None, t.started or time.time(), result, lock)
+            self.log("adopted", role=t.role, task=t.id, pid=lock.pid if lock else 0, ended=True)
+        else:
+            self.tasks.put_back(t.id, "agentd stopped while it ran; its run is gone", time.time())
+            self.log("recovered", role=t.role, task=t.id, was="running")
+
     def reap(self) -> None:
         for tid, run in list(self.running.items()):
-            code = run.proc.poll()
+            code = run.exit_code()
             limit = self.opts.role_timeouts.get(run.task.role, self.opts.timeout)
-            if code is None and time.time() - run.started > limit:
-                _killpg(run.proc)
-                run.proc.wait()
+            # run-role ends its own run at the timeout; this is the backstop for a wedged run-role
+            if code is None and time.time() - run.started > limit + self.opts.grace + 5:
+                run.kill()
                 del self.running[tid]
-                self._failed(run.task, f"timed out after {limit:.0f}s; its process group was killed")
+                self._failed(
+                    run.task, f"timed out after {limit:.0f}s and did not stop; run-role and its agent were killed"
+                )
                 continue
             if code is None:
                 continue
             del self.running[tid]
+            if run.proc is None and code == -1:  # an adopted run that left no result: maybe not ours
+                self._unknown_end(run.task)
+                continue
             self._ended(run, code)
-        if not self.running:
-            return
+
+    def _unknown_end(self, t: Task) -> None:
+        if self._still_unread(t):
+            self.tasks.put_back(t.id, "the run that held the role ended without a result", time.time())
+            self.log("requeued", role=t.role, task=t.id, why="its run ended without a result")
+        else:
+            self.tasks.finish(t.id, TaskStatus.COMPLETED, "handled by the run that held the role")
+            self.log("completed", role=t.role, task=t.id, ran=True, adopted=True)
 
     def _ended(self, run: Running, code: int) -> None:
         t = run.task
@@ -349,20 +442,33 @@ class Agentd:
             self.tasks.pause(t.role, why)
             self.log("paused", role=t.role, why=why)
 
+    def escalation(self, failing: str | None) -> tuple[str, str]:
+        """(sender, recipient) of a report about ``failing`` (None: about a thread, not a role).
+
+        It goes to ``[agentd] escalate_to`` (the coordinator) from the failing role; never to the
+        failing role itself: when the coordinator's own runs fail, it goes to the human role."""
+        app = self.app
+        human = self.opts.escalate_human or app.config.default_sender
+        to = self.opts.escalate_to
+        if to == failing or (to not in app.roster.roles and to not in app.roster.panels):
+            to = human
+        sender = failing if failing is not None else app.config.default_sender
+        if sender == to:
+            sender = app.config.default_sender if to != app.config.default_sender else self.opts.escalate_to
+        return sender, to
+
     def escalate(self, t: Task | None, details: str, artifacts: tuple[str, ...] = ()) -> None:
-        """A blocker-report to the coordinator (from the failing role, else the default sender)."""
+        """A blocker-report about a failing role or a stopped thread, to someone who can act on it."""
         app = self.app
         if t is not None and not artifacts:
             with app.index() as index:
                 rows = index.query(message_ids=list(t.mids)) if t.mids else []
             artifacts = next((r.artifacts for r in rows if r.artifacts), ())
         artifact = artifacts[0] if artifacts else f"{app.config.artifact_roots[0]}/*/*"
-        sender = t.role if t is not None and t.role != "coordinator" else app.config.default_sender
-        to = (
-            "coordinator"
-            if sender != "coordinator" and "coordinator" in app.roster.roles
-            else app.config.default_sender
-        )
+        found = locate(artifact, app.config)
+        if len(found) == 1:
+            artifact = found[0].glob  # wherever it is now: the report claims no stale state
+        sender, to = self.escalation(t.role if t is not None else None)
         req = NotifyRequest(
             "blocker-report",
             (artifact,),
@@ -385,25 +491,17 @@ class Agentd:
             self.observer.join()
         end = time.monotonic() + self.opts.grace
         if self.running:
-            self.log("stopping", running=len(self.running), grace=self.opts.grace)
-        while self.running and time.monotonic() < end:
+            self.log("stopping", running=len(self.running), grace=0 if self.hard.is_set() else self.opts.grace)
+        while self.running and time.monotonic() < end and not self.hard.is_set():
             self.reap()
-            time.sleep(0.05)
+            self.hard.wait(0.05)
         for tid, run in list(self.running.items()):
-            _killpg(run.proc)
-            run.proc.wait()
+            run.kill(0.5 if self.hard.is_set() else 5.0)  # its run rolls back: its mail stays unread, tried later
             self.tasks.put_back(tid, "agentd stopped before the run ended", time.time())
             self.log("requeued", role=run.task.role, task=tid)
         self.running.clear()
         self.log("stopped")
         self.tasks.close()
-
-
-def _killpg(proc: subprocess.Popen[bytes]) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _tail(path: Path, n: int = 400) -> str:

@@ -39,7 +39,16 @@ class Failure(NamedTuple):
     error: str
 
 
+class Daemon(NamedTuple):
+    """The agentd at work on this mail root."""
+
+    pid: int
+    host: str
+    since: float
+
+
 class DaemonStatus(NamedTuple):
+    daemon: Daemon | None  # None: no agentd runs for this mail root
     queued: tuple[Queued, ...]
     running: tuple[Running, ...]
     paused: Mapping[str, str]  # role → why
@@ -50,6 +59,7 @@ class DaemonStatus(NamedTuple):
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "daemon": self.daemon._asdict() if self.daemon else None,
             "queued": [q._asdict() for q in self.queued],
             "running": [r._asdict() for r in self.running],
             "paused": dict(self.paused),
@@ -82,7 +92,10 @@ def status(app: App) -> DaemonStatus:
             if rows:
                 oldest[name] = min(r.date for r in rows)
     holders = {i.name: i for i in locks.scan(app.config.state)}
+    lock = locks.read(app.config.state.daemon_lock)
+    alive = lock is not None and locks.stale(lock, app.config.agentd.lock_ttl) is None
     return DaemonStatus(
+        daemon=Daemon(lock.pid, lock.host, lock.started) if lock is not None and alive else None,
         queued=tuple(
             Queued(t.id, t.role, len(t.mids), max(0, round(t.due - now)), t.attempts, t.error) for t in queued
         ),

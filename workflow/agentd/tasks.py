@@ -204,15 +204,11 @@ class Tasks:
         self.db.execute("UPDATE task SET attempts=max(attempts-1, 0) WHERE id=?", (task_id,))
         return self.get(task_id)
 
-    def recover(self) -> list[Task]:
-        """Tasks a crash left running go back to queued (their runs may still hold locks)."""
-        rows = [_task(r) for r in self.db.execute(f"SELECT {COLS} FROM task WHERE status='running'")]
-        if rows:
-            self.db.execute(
-                "UPDATE task SET status='queued', pid=NULL, due=?, updated=? WHERE status='running'",
-                (time.time(), time.time()),
-            )
-        return rows
+    def left_running(self) -> list[Task]:
+        """Tasks a crash of agentd left running (their runs may still be at work: adopt or requeue them)."""
+        return [
+            _task(r) for r in self.db.execute(f"SELECT {COLS} FROM task WHERE status=?", (TaskStatus.RUNNING.value,))
+        ]
 
     def requeue(self, task_id: int) -> Task:
         t = self.get(task_id)
@@ -235,14 +231,15 @@ class Tasks:
         args = (*(str(s) for s in statuses), limit)
         return [_task(r) for r in self.db.execute(f"SELECT {COLS} FROM task {where} ORDER BY id DESC LIMIT ?", args)]
 
-    def busy_mids(self) -> set[str]:
-        """Message-IDs already in a live task, or given up on (dead-lettered)."""
-        out: set[str] = set()
+    def taken(self) -> set[tuple[str, str]]:
+        """(role, Message-ID) pairs already in a live task of that role, or given up on for that role
+        (dead-lettered). A message copied to several roles is taken per role: one role's task,
+        failure or dead letter never hides the message from another."""
+        out: set[tuple[str, str]] = set()
         marks = ",".join("?" * len(LIVE))
-        for (mids,) in self.db.execute(
-            f"SELECT mids FROM task WHERE status IN ({marks}) OR dead=1", [str(s) for s in LIVE]
-        ):
-            out.update(json.loads(mids))
+        sql = f"SELECT role, mids FROM task WHERE status IN ({marks}) OR dead=1"
+        for role, mids in self.db.execute(sql, [str(s) for s in LIVE]):
+            out.update((str(role), m) for m in json.loads(mids))
         return out
 
     # -- role state

@@ -1,8 +1,12 @@
-"""Locks: one lock file per running role, holding pid, host and start time; stale ones are found.
+"""Locks: one lock file per running role (or reply-loop session); a lock is judged by its holder's life.
 
-A lock is created with O_EXCL, so two processes never both hold it. It is stale when its
-process is gone (same host, pid not alive) or it is older than ``lock_ttl`` — the wedged
-session a reply loop can leave behind. Lock files live in the state directory: ``locks/NAME.lock``.
+A lock records who holds it: pid, host, the boot it was taken in, the holder's start time (from
+/proc, so a reused pid is not mistaken for the holder) and when it was taken. It is published
+whole with ``link`` (two processes never both hold it, nobody reads it half-written). A lock
+whose holder is alive is never stale, however old; one whose holder is gone is stale at once;
+``ttl`` applies only when liveness cannot be judged (another host, or a lock without those
+fields). A caller with a hard rule of its own (the reply loop clears a session's lock after ten
+minutes, wedged or not) passes ``max_age``. Lock files live in the state directory's ``locks/``.
 """
 
 from __future__ import annotations
@@ -16,19 +20,42 @@ from typing import NamedTuple
 
 from workflow.core.statedir import StateDir
 
+BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+
 
 class LockInfo(NamedTuple):
     path: Path
     pid: int
     host: str
-    started: float
+    started: float  # when the lock was taken (epoch seconds)
+    boot: str = ""  # the boot it was taken in ("" when unknown)
+    pstart: int = 0  # the holder's start time in clock ticks since boot (0 when unknown)
 
     @property
     def name(self) -> str:
         return self.path.stem
 
 
+def boot_id() -> str:
+    try:
+        return BOOT_ID.read_text().strip()
+    except OSError:
+        return ""
+
+
+def process_start(pid: int) -> int:
+    """A process's start time in clock ticks since boot (0 when it is gone or cannot be read)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0
+    # the command name (field 2) may hold spaces and parentheses: fields resume after the last ')'
+    fields = stat[stat.rfind(")") + 2 :].split()
+    return int(fields[19]) if len(fields) > 19 else 0
+
+
 def pid_alive(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie, dead but not yet reaped, is not)."""
     if pid <= 0:
         return False
     try:
@@ -37,7 +64,36 @@ def pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True  # no /proc to ask: the signal said it exists
+    return stat[stat.rfind(")") + 2 : stat.rfind(")") + 3] != "Z"
+
+
+def holder_alive(info: LockInfo) -> bool | None:
+    """Whether the lock's holder lives: True or False when that can be told here, else None."""
+    if info.host != socket.gethostname():
+        return None
+    if info.boot and info.boot != boot_id():
+        return False  # taken before this machine last booted
+    if not pid_alive(info.pid):
+        return False
+    if info.pstart and info.boot:
+        return process_start(info.pid) == info.pstart  # a different process now has that pid
     return True
+
+
+def holder(path: Path, pid: int) -> LockInfo:
+    """A lock at ``path`` held by ``pid`` (this process, or a child it just spawned), taken now."""
+    return LockInfo(path, pid, socket.gethostname(), time.time(), boot_id(), process_start(pid))
+
+
+def dump(info: LockInfo) -> str:
+    """The lock file's text."""
+    return json.dumps(
+        {"pid": info.pid, "host": info.host, "started": info.started, "boot": info.boot, "pstart": info.pstart}
+    )
 
 
 def read(path: Path) -> LockInfo | None:
@@ -46,7 +102,12 @@ def read(path: Path) -> LockInfo | None:
         st = path.stat()
         data = json.loads(path.read_text(encoding="utf-8") or "{}")
         return LockInfo(
-            path, int(data.get("pid", 0)), str(data.get("host", "")), float(data.get("started", st.st_mtime))
+            path,
+            int(data.get("pid", 0)),
+            str(data.get("host", "")),
+            float(data.get("started", st.st_mtime)),
+            str(data.get("boot", "")),
+            int(data.get("pstart", 0)),
         )
     except FileNotFoundError:
         return None
@@ -57,36 +118,42 @@ def read(path: Path) -> LockInfo | None:
             return None
 
 
-def stale(info: LockInfo, ttl: float, now: float | None = None) -> str | None:
+def stale(info: LockInfo, ttl: float, now: float | None = None, *, max_age: float | None = None) -> str | None:
     """Why a lock is stale, or None while it is live."""
     age = (now if now is not None else time.time()) - info.started
     if info.pid == 0:
         return "unreadable lock file"
-    if info.host == socket.gethostname() and not pid_alive(info.pid):
+    alive = holder_alive(info)
+    if alive is False:
         return f"process {info.pid} is gone"
-    if age > ttl:
-        return f"held for {age / 60:.0f} min, longer than lock_ttl {ttl / 60:.0f} min"
+    if max_age is not None and age > max_age:
+        return f"held for {age / 60:.0f} min, longer than {max_age / 60:.0f} min"
+    if alive is None and age > ttl:
+        return (
+            f"held for {age / 60:.0f} min by pid {info.pid} on {info.host}, whose life cannot be checked "
+            f"from here, longer than lock_ttl {ttl / 60:.0f} min"
+        )
     return None
 
 
-def acquire(path: Path, ttl: float) -> LockInfo | None:
+def acquire(path: Path, ttl: float, *, max_age: float | None = None) -> LockInfo | None:
     """Take the lock, clearing a stale one first; None when a live process holds it.
 
     The lock is written whole to a private temporary file and published with ``link``, which
     fails when the lock exists: nobody ever reads a half-written lock (and takes it as stale)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     for _ in range(2):
-        info = LockInfo(path, os.getpid(), socket.gethostname(), time.time())
+        info = holder(path, os.getpid())
         tmp = path.with_name(f".{path.name}.{info.pid}.{os.urandom(4).hex()}.tmp")
         with open(tmp, "x", encoding="utf-8") as f:
-            json.dump({"pid": info.pid, "host": info.host, "started": info.started}, f)
+            f.write(dump(info))
             f.flush()
             os.fsync(f.fileno())
         try:
             os.link(tmp, path)
         except FileExistsError:
             held = read(path)
-            if held is not None and stale(held, ttl) is None:
+            if held is not None and stale(held, ttl, max_age=max_age) is None:
                 return None
             path.unlink(missing_ok=True)
             continue

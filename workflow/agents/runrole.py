@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -21,6 +21,7 @@ from workflow.agents import locks
 from workflow.agents.backends import RunInput, RunResult, make_backend
 from workflow.agents.context import build
 from workflow.agents.tools import RoleTools
+from workflow.agents.txn import Run, RunTransport, recover
 from workflow.app import App
 from workflow.core.errors import RosterError
 from workflow.core.locate import Resolver, find
@@ -99,9 +100,9 @@ def new_mail(app: App, role: Role, artifact: str | None) -> list[Row]:
         return select(index, boxes, artifact=artifact, states=app.config.states)
 
 
-def mark_seen(app: App, rows: tuple[Row, ...]) -> int:
-    """Flag the handed copies seen (those still there); returns how many."""
-    return sum(app.maildirs.mark_seen(r.mailbox, r.key) for r in rows)
+def run_timeout(app: App, role: str) -> float:
+    """How long one run of ``role`` may take ([agentd] timeout, or role_timeouts)."""
+    return app.config.agentd.role_timeouts.get(role, app.config.agentd.timeout)
 
 
 def run_role(
@@ -115,8 +116,10 @@ def run_role(
     dry_run: bool = False,
     poll_interval: float | None = None,
     script: Path | None = None,
+    only: Sequence[str] = (),
 ) -> Outcome:
-    """One session; raises only for bad input (unknown role, bad config), never for agent failures."""
+    """One session; raises only for bad input (unknown role, bad config) or an interrupt, never for
+    the agent's failures. With ``only``, the run is handed just those Message-IDs' mail."""
     if role_name not in app.roster.roles:
         app.roster.sender(role_name)  # raises with a suggestion
     role = app.roster.roles[role_name]
@@ -127,7 +130,7 @@ def run_role(
     if artifact:
         artifact = find(artifact, app.config).path
     if dry_run:
-        return _session(app, role, transport, echo, backend, artifact, True, poll_interval, script)
+        return _session(app, role, transport, echo, backend, artifact, True, poll_interval, script, only)
     lock = app.config.state.lock(role.name)
     held = locks.acquire(lock, app.config.agentd.lock_ttl)
     if held is None:
@@ -140,7 +143,8 @@ def run_role(
         echo(f"{role.name}: already running ({who}); its run takes this mail too")
         return Outcome(None, (), (), busy=who)
     try:
-        return _session(app, role, transport, echo, backend, artifact, False, poll_interval, script)
+        recover(app, role.name, transport, echo)  # what a crashed run of this role left, finished first
+        return _session(app, role, transport, echo, backend, artifact, False, poll_interval, script, only)
     finally:
         locks.release(held)
 
@@ -155,8 +159,11 @@ def _session(
     dry_run: bool,
     poll_interval: float | None,
     script: Path | None,
+    only: Sequence[str],
 ) -> Outcome:
     rows = tuple(new_mail(app, role, artifact))
+    if only:
+        rows = tuple(r for r in rows if r.message_id in only)
     resolver = Resolver(app.config)
     echo(render_inbox(role.name, group(rows), True, resolver.now).rstrip())
     if not rows and not artifact:
@@ -170,10 +177,10 @@ def _session(
         return Outcome(None, rows, (), ctx.prompt)
     name = backend or role.backend
     agent = make_backend(app.config, name, script)
-    tools = RoleTools(app, role, transport)
+    run = Run.begin(app.config.state, role.name, rows)
+    tools = RoleTools(app, role, RunTransport(app, run), journal=run.intend_move)
     known = {r.message_id or r.key for r in rows}
-    mail_file = app.config.state.runs / f"{role.name}.new-mail.md"
-    mail_file.parent.mkdir(parents=True, exist_ok=True)
+    mail_file = run.dir / "new-mail.md"
     mail_file.write_text("", encoding="utf-8")
     poller = Poller(app, role, known, poll_interval or 0.0, echo, mail_file)
     prompt = ctx.prompt
@@ -182,6 +189,7 @@ def _session(
             f"\n# Mail during your run\nNew mail that arrives while you work is appended to {mail_file} "
             "($WORKFLOW_NEW_MAIL); look there before you finish.\n"
         )
+    limit = run_timeout(app, role.name)
     job = RunInput(
         role,
         prompt,
@@ -191,31 +199,44 @@ def _session(
         role.max_turns or 20,
         poller.drain if poll_interval else (lambda: []),
         mail_file,
+        run_dir=run.dir,
+        deadline=time.monotonic() + limit,
     )
     echo(
         f"\n{role.name}: running the {name} backend on {len(rows)} message(s)"
         + (f" and {artifact}" if artifact else "")
     )
     t0 = time.monotonic()
-    if poll_interval:
-        with poller:
+    try:
+        if poll_interval:
+            with poller:
+                result = agent.run(job)
+        else:
             result = agent.run(job)
-    else:
-        result = agent.run(job)
+    except BaseException as e:  # interrupted (SIGINT, SIGTERM): nothing of the run takes effect
+        for line in run.rollback(app, f"interrupted ({type(e).__name__})"):
+            echo(f"  {line}")
+        echo(f"{role.name}: run interrupted; {len(rows)} message(s) left unread for the next run")
+        raise
     took = time.monotonic() - t0
+    if took >= limit:  # the backend stopped at the deadline, or finished past it: either way it timed out
+        result = result._replace(ok=False, error=f"timed out after {limit:.0f}s ({result.error or 'it finished late'})")
     sent: list[str] = []
     if result.ok:
-        marked = mark_seen(app, rows)
-        sent = tools.send_all()
-        echo(f"{role.name}: run succeeded in {took:.1f}s; {marked} message(s) marked read")
+        sent = run.commit(app, transport)
+        echo(f"{role.name}: run succeeded in {took:.1f}s")
     else:
         echo(f"{role.name}: run failed after {took:.1f}s: {result.error}")
-        echo(f"  {len(rows)} message(s) left unread for the next run; {len(tools.outgoing)} queued message(s) not sent")
+        dropped = len(run.staged())
+        for line in run.rollback(app, result.error[:200]):
+            echo(f"  {line}")
+        echo(f"  {len(rows)} message(s) left unread for the next run; {dropped} queued message(s) not sent")
     for line in sent:
         echo(f"  {line}")
     if result.usage:
         echo(
-            f"  tokens: {result.usage.get('input_tokens', 0)} in, {result.usage.get('output_tokens', 0)} out, {result.turns} turn(s)"
+            f"  tokens: {result.usage.get('input_tokens', 0)} in, {result.usage.get('output_tokens', 0)} out, "
+            f"{result.turns} turn(s)"
         )
     if result.summary.strip():
         echo("  " + result.summary.strip().replace("\n", "\n  "))

@@ -11,16 +11,16 @@ A refused call raises ToolError; backends hand its text back to the agent.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from workflow.app import App
 from workflow.artifacts.move import MoveRequest, move
-from workflow.core.errors import DeliveryError, RuleError, ToolError, TransportError, WorkflowError
+from workflow.core.errors import ToolError, WorkflowError
 from workflow.core.files import write_atomic
-from workflow.core.locate import GLOB_CHARS, Resolver, locate, parse_path
-from workflow.delivery import outbox
-from workflow.delivery.notify import Composed, NotifyRequest, split_list
+from workflow.core.locate import GLOB_CHARS, Artifact, Resolver, locate, parse_path
+from workflow.delivery.notify import NotifyRequest, split_list
 from workflow.delivery.transport import Transport
 from workflow.mail.inbox import group, render_inbox, render_thread, select, thread_rows
 from workflow.mail.message import normalize_msgid
@@ -89,24 +89,28 @@ SCHEMAS: list[dict[str, Any]] = [
 ]
 
 
-class Outgoing(NamedTuple):
-    composed: Composed
-    event: str
-    artifact: str
-
-
 class RoleTools:
     """The tools of one run of one role."""
 
     def __init__(
-        self, app: App, role: Role, transport: Transport, *, may_send: bool = True, read_only: bool = False
+        self,
+        app: App,
+        role: Role,
+        transport: Transport,
+        *,
+        may_send: bool = True,
+        read_only: bool = False,
+        journal: Callable[[Artifact, Artifact], None] | None = None,
     ) -> None:
+        """``transport`` is the run's (it checks each message and stages it until the run ends);
+        ``journal`` hears of every move before it is committed (the run reverts it on failure)."""
         self.app = app
         self.role = role
         self.transport = transport
         self.may_send = may_send and role.takes_mail and not read_only
         self.read_only = read_only
-        self.outgoing: list[Outgoing] = []
+        self.journal = journal
+        self.sent: list[str] = []  # Message-IDs of the messages the run has sent (staged until it ends)
         self.moved: list[str] = []
         self.written: list[str] = []
 
@@ -184,7 +188,7 @@ class RoleTools:
 
     def tool_move_artifact(self, artifact: str, state: str, reason: str = "") -> str:
         req = MoveRequest(artifact, state, self.role.name, reason, notified_by="run-role")
-        result = move(self.app, req, self.transport)
+        result = move(self.app, req, self.transport, self.journal)
         if result.commit is None:
             return f"{result.before.path} is already in {state}/"
         self.moved.append(result.after.path)
@@ -209,9 +213,8 @@ class RoleTools:
         vars_ = {str(k): str(v) for k, v in (variables or {}).items()}
         req = NotifyRequest(event, (artifact,), recipients, self.role.name, in_reply_to or None, vars_)
         composed = self.app.compose(req)
-        with self.app.index() as index:
-            self.app.deliverer.prepare(composed.raw, composed.recipients, index)  # every check, nothing written
-        self.outgoing.append(Outgoing(composed, event, artifact))
+        composed.send(self.transport)  # the run's transport checks it now and keeps it until the run ends
+        self.sent.append(composed.message_id)
         return f"{event} to {', '.join(composed.recipients)} accepted as {composed.message_id}; it is sent when your run ends"
 
     def tool_list_inbox(self) -> str:
@@ -229,27 +232,3 @@ class RoleTools:
         if not rows:
             raise ToolError(f"no thread {message_id} in your mail")
         return render_thread(rows, self.app.maildirs, boxes)
-
-    # -- after the run
-
-    def send_all(self) -> list[str]:
-        """Send what the run queued; returns one line per message (sent, or queued in the outbox)."""
-        lines = []
-        for o in self.outgoing:
-            c = o.composed
-            try:
-                where = c.send(self.transport)
-                lines.append(f"sent {o.event} {c.message_id} to {', '.join(c.recipients)} ({where})")
-            except (RuleError, TransportError, DeliveryError) as e:
-                failed = isinstance(e, RuleError)
-                q = outbox.put(
-                    self.app.config,
-                    c.raw,
-                    c.sender_address,
-                    c.recipients,
-                    f"{o.event} for {o.artifact}",
-                    str(e),
-                    failed=failed,
-                )
-                lines.append(f"not sent {o.event} {c.message_id}: {e} (kept in {q})")
-        return lines

@@ -11,7 +11,7 @@ a ``Workflow-Notify`` trailer so the post-commit hook does not notify a second t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
@@ -121,8 +121,11 @@ def check(config: Config, req: MoveRequest, roster: Roster | None = None) -> tup
     return before, after
 
 
-def move(app: App, req: MoveRequest, transport: Transport) -> MoveResult:
-    """Move and commit, then send the notification (queued on failure)."""
+def move(
+    app: App, req: MoveRequest, transport: Transport, journal: Callable[[Artifact, Artifact], None] | None = None
+) -> MoveResult:
+    """Move and commit, then send the notification (queued on failure). ``journal`` hears of the
+    move after every check and before the commit (a run records it, to revert it if the run fails)."""
     config = app.config
     role = app.roster.sender(req.role)
     req = req._replace(role=role)
@@ -131,7 +134,9 @@ def move(app: App, req: MoveRequest, transport: Transport) -> MoveResult:
     event = note[0] if note else req.notified_by
     sha: str | None = None
     if before.state != after.state:
-        sha = _commit(config, req, before, after, event)
+        if journal is not None:
+            journal(before, after)
+        sha = _git_move(config, before, after, commit_message(req, before, after, event))
     subject = (
         transitions.commit_subject(role, before.state, after.state, before.stem)
         if sha
@@ -153,7 +158,25 @@ def move(app: App, req: MoveRequest, transport: Transport) -> MoveResult:
     return MoveResult(before, after, sha, subject, composed.message_id, where)
 
 
-def _commit(config: Config, req: MoveRequest, before: Artifact, after: Artifact, event: str | None) -> str:
+def revert(config: Config, before: Artifact, after: Artifact, role: str, reason: str) -> str | None:
+    """Put an artifact a failed run moved back where it was, with one commit naming why.
+
+    None when the artifact is no longer where the run left it (someone moved it since, or the
+    run's move never happened). Hooks are skipped (``--no-verify``): the move back restores a state
+    the graph allowed before, even where the reverse transition is not itself in the graph; the
+    ``Workflow-Notify`` trailer keeps the post-commit hook quiet, since nobody was told of the move."""
+    if not (config.project_dir / after.path).is_file() or (config.project_dir / before.path).exists():
+        return None
+    message = (
+        f"{role}: revert {transitions.verb(before.state, after.state)} {before.stem} ({after.state} → {before.state})\n\n"
+        f"{reason}\n\nWorkflow-Role: {role}\nWorkflow-Transition: {after.path} -> {before.path}\n"
+        "Workflow-Notify: none (the move of a failed run, reverted)\n"
+    )
+    return _git_move(config, after, before, message, verify=False)
+
+
+def _git_move(config: Config, before: Artifact, after: Artifact, message: str, *, verify: bool = True) -> str:
+    """``git mv`` one artifact and commit just its two paths; refuses anything unclean first."""
     import git  # lazy: start-up time (gitpython costs ~110 ms); only a move commits
 
     try:
@@ -178,7 +201,7 @@ def _commit(config: Config, req: MoveRequest, before: Artifact, after: Artifact,
     except git.GitCommandError as e:
         raise GitError(f"git mv {before.path} {after.path} failed: {_git_text(e)}") from None
     try:
-        repo.git.commit("-m", commit_message(req, before, after, event), "--", src, dst)
+        repo.git.commit("-m", message, *(() if verify else ("--no-verify",)), "--", src, dst)
     except git.GitCommandError as e:
         try:
             repo.git.mv("--", dst, src)

@@ -11,6 +11,7 @@ import time
 import click
 
 from workflow.agentd.daemon import Agentd
+from workflow.agentd.status import DaemonStatus
 from workflow.agentd.status import status as daemon_status
 from workflow.agentd.tasks import Tasks
 from workflow.app import App
@@ -28,8 +29,9 @@ def run_daemon(a: App, backend: str | None, rescan: float | None) -> None:
     daemon = Agentd(a, opts, lambda line: click.echo(line, err=True))
 
     def stop(signum: int, frame: object) -> None:
-        daemon.stop.set()
-        daemon.wake.set()
+        if daemon.stop.is_set():
+            click.echo("stopping now: killing the runs (their mail stays unread and is tried again later)", err=True)
+        daemon.request_stop()
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
@@ -68,7 +70,8 @@ def run(ctx: click.Context, backend: str | None, rescan: float | None) -> None:
 @json_option
 @click.pass_context
 def status(ctx: click.Context, as_json: bool) -> None:
-    """Show the queue, running roles (pid, age), paused roles and why, oldest unread mail, failures.
+    """Show whether agentd runs (pid, since when), the queue, running roles (pid, age), paused roles
+    and why, oldest unread mail, failures. Exits 3 when no agentd runs for this mail root.
 
     Example:
 
@@ -78,7 +81,18 @@ def status(ctx: click.Context, as_json: bool) -> None:
     now = time.time()
     if as_json:
         click.echo(json.dumps(s.to_dict(), indent=2))
-        return
+    else:
+        _print_status(s, now)
+    if s.daemon is None:
+        sys.exit(3)
+
+
+def _print_status(s: DaemonStatus, now: float) -> None:
+    if s.daemon is not None:
+        since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s.daemon.since))
+        click.echo(f"agentd: running (pid {s.daemon.pid} on {s.daemon.host}, since {since})")
+    else:
+        click.echo("agentd: not running (start it with `agentd run` or `workflow up`)")
     click.echo(f"running ({len(s.running)}):")
     for r in s.running:
         click.echo(

@@ -9,6 +9,7 @@ script with those same options — ``workflow-notify``, ``run-role`` and ``agent
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -117,12 +118,30 @@ def standalone(cmd: click.Command, name: str) -> click.Command:
     return Command(name, callback=callback, params=params, help=cmd.help, context_settings=CONTEXT)
 
 
+def _terminate(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)  # SIGTERM unwinds like Ctrl-C: locks released, a run rolled back
+
+
 def run_script(cmd: click.Command, prog: str) -> None:
-    """Run a click entry point, then leave without interpreter teardown (~20 ms of a short
-    command's life): output is flushed and every file and database was closed by its owner."""
+    """Run a click entry point as users expect of a Unix command — exit 130 on Ctrl-C, 143 on
+    SIGTERM (after the command's own cleanup), the error class's code on a WorkflowError — then
+    leave without interpreter teardown (~20 ms of a short command's life): output is flushed and
+    every file and database was closed by its owner."""
+    signal.signal(signal.SIGTERM, _terminate)
+    code: object
     try:
-        cmd.main(prog_name=prog)
-        code: object = 0
+        rv = cmd.main(prog_name=prog, standalone_mode=False)
+        code = rv if isinstance(rv, int) else 0
+    except click.exceptions.Abort as e:
+        interrupted = isinstance(e.__cause__, KeyboardInterrupt) or isinstance(e.__context__, KeyboardInterrupt)
+        print("interrupted" if interrupted else "Aborted!", file=sys.stderr)
+        code = 130 if interrupted else 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        code = 130
+    except click.ClickException as e:
+        e.show()
+        code = e.exit_code
     except SystemExit as e:
         code = e.code
     import logging  # lazy: start-up time; logging is configured only by the daemons

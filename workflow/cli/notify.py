@@ -6,7 +6,9 @@ import os
 
 import click
 
+from workflow.agents.txn import RunTransport
 from workflow.cli.base import Command, app, run_script, standalone, via_option
+from workflow.cli.runs import inside_run
 from workflow.delivery.notify import NotifyRequest, split_list
 from workflow.delivery.transport import make_transport
 from workflow.mail.templates import parse_vars
@@ -41,6 +43,9 @@ def notify(
     An approval with NEXT_ROLES is copied to those roles. The sender is --from, else $WORKFLOW_ROLE,
     else [workflow] default_sender ("user"). Prints the new Message-ID.
 
+    Inside a run ($WORKFLOW_RUN, set by run-role for a command-backend agent) the message is
+    checked at once and sent only if the run succeeds; the sender is the run's role.
+
     Example:
 
         workflow-notify review-request specs/proposed/user-auth.md spec-reviewer CONTEXT="Focus on error handling"
@@ -48,11 +53,12 @@ def notify(
         workflow-notify --in-reply-to "<20251114103000.spec-writer@workflow.local>" clarification-request specs/proposed/user-auth.md spec-writer QUESTION="Expire or refresh?" BLOCKING=no
     """
     a = app(ctx)
+    run = inside_run(sender)
     req = NotifyRequest(
         event=event,
         artifacts=tuple(x for x in artifact.split(",") if x.strip()),
         to=tuple(split_list(to)),
-        sender=sender or os.environ.get("WORKFLOW_ROLE") or a.config.default_sender,
+        sender=run.role if run else sender or os.environ.get("WORKFLOW_ROLE") or a.config.default_sender,
         in_reply_to=in_reply_to,
         variables=parse_vars(list(pairs)),
     )
@@ -60,9 +66,10 @@ def notify(
     if stdout:
         click.echo(composed.raw.decode("utf-8", "replace").replace("\r\n", "\n"), nl=False)
         return
-    where = composed.send(make_transport(a.config, a.deliverer, via))
+    transport = RunTransport(a, run) if run else make_transport(a.config, a.deliverer, via)
+    where = composed.send(transport)
     click.echo(composed.message_id)
-    click.echo(f"sent {event} to {', '.join(composed.recipients)} ({where})", err=True)
+    click.echo(f"{'staged' if run else 'sent'} {event} to {', '.join(composed.recipients)} ({where})", err=True)
 
 
 script = standalone(notify, "workflow-notify")

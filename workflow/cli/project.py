@@ -7,9 +7,11 @@ from pathlib import Path
 
 import click
 
+from workflow.agents.txn import RunTransport
 from workflow.artifacts.move import MoveRequest
 from workflow.artifacts.move import move as move_artifact
 from workflow.cli.base import Command, app, via_option
+from workflow.cli.runs import inside_run
 from workflow.delivery.notify import split_list
 from workflow.delivery.transport import make_transport
 from workflow.mail.templates import parse_vars
@@ -94,6 +96,9 @@ def move(
     legal ones listed. Only the artifact is committed: other staged work is left alone. Moving to
     the state it is already in commits nothing (a rejection stays put) but still notifies.
 
+    Inside a run ($WORKFLOW_RUN) the move is the run's: reverted if the run fails, and its
+    notification is sent only if the run succeeds.
+
     Example:
 
         workflow move user-auth todo --as spec-reviewer --reason "Complete and testable" --notify spec-writer --var NEXT_ROLES=skeleton-writer,test-writer
@@ -103,7 +108,11 @@ def move(
         raise click.UsageError("--event needs --notify ROLE")
     to = tuple(r for item in notify for r in split_list(item))
     req = MoveRequest(artifact, state, role, reason, to, event, parse_vars(list(pairs)))
-    result = move_artifact(a, req, make_transport(a.config, a.deliverer, via))
+    run = inside_run(role)
+    if run is not None:
+        result = move_artifact(a, req, RunTransport(a, run), run.intend_move)
+    else:
+        result = move_artifact(a, req, make_transport(a.config, a.deliverer, via))
     if result.commit:
         click.echo(f"moved {result.before.path} → {result.after.path}")
         click.echo(f"committed {result.commit[:10]} {result.subject}")

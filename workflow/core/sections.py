@@ -240,6 +240,8 @@ class AgentdConfig(NamedTuple):
     lock_ttl: float = 600.0
     roles: tuple[str, ...] = ()  # empty: every async role with triggers
     backend: str = ""  # force one backend for every run (demo, tests)
+    escalate_to: str = "coordinator"  # who hears of failures, loops and spent budgets …
+    escalate_human: str = ""  # … and, when that role itself fails, this human role ("": default_sender)
 
 
 AGENTD = Section(
@@ -264,6 +266,8 @@ AGENTD = Section(
         "lock_ttl": Num(1.0, 7 * DAY),
         "roles": Names(empty=True),
         "backend": Str(choices=("", *BACKENDS)),
+        "escalate_to": Str(NAME_RE),
+        "escalate_human": Str(re.compile(r"^([a-z0-9][a-z0-9_-]{0,62})?$")),
     },
 )
 
@@ -280,6 +284,7 @@ class CommandConfig(NamedTuple):
     argv: tuple[str, ...] = ("claude", "-p")
     timeout: float = 1800.0
     model: str = ""
+    contain: str = "auto"  # auto | bwrap | cgroup | none (agents.contain)
 
 
 class ScriptedConfig(NamedTuple):
@@ -305,7 +310,15 @@ BACKEND_SECTIONS: dict[str, Section[NamedTuple]] = {
             "max_retries": Int(0, 100),
         },
     ),
-    "command": Section(CommandConfig, {"argv": Strs(), "timeout": Num(0.1, 7 * DAY), "model": Str()}),
+    "command": Section(
+        CommandConfig,
+        {
+            "argv": Strs(),
+            "timeout": Num(0.1, 7 * DAY),
+            "model": Str(),
+            "contain": Str(choices=("auto", "bwrap", "cgroup", "none")),
+        },
+    ),
     "scripted": Section(ScriptedConfig, {"dir": Str(), "record_dir": Str(), "script": Str()}),
 }
 
@@ -440,6 +453,8 @@ def read_bridges(file: str, table: object) -> BridgesConfig:
                     "artifact": Str(),
                     "max_concurrent": Int(1, 100),
                     "backend": Str(choices=("", *BACKENDS)),
+                    "escalate_to": Str(NAME_RE),
+                    "escalate_human": Str(re.compile(r"^([a-z0-9][a-z0-9_-]{0,62})?$")),
                     "model": Str(),
                 },
             )

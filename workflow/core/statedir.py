@@ -45,6 +45,11 @@ class StateDir:
         return self.root / "agentd.sqlite"
 
     @property
+    def daemon_lock(self) -> Path:
+        """Held by the running agentd (pid, since when): one daemon per mail root."""
+        return self.root / "agentd.lock"
+
+    @property
     def agentd_log(self) -> Path:
         """agentd's JSON-lines log, one line per task state change."""
         return self.root / "agentd.jsonl"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from typing import Any
 
 from workflow.agents.backends.base import RunInput, RunResult
@@ -37,12 +38,16 @@ class AnthropicBackend:
                 False, "", "ANTHROPIC_API_KEY is not set (use --backend scripted or command to run without it)"
             )
         client = anthropic.Anthropic(timeout=self.timeout, max_retries=self.max_retries)
+        if job.deadline is not None:  # a request never outlasts the run's own timeout
+            client = client.with_options(timeout=max(0.1, min(self.timeout, job.deadline - time.monotonic())))
         model = job.model or self.model
         max_turns = job.role.max_turns or job.max_turns or self.max_turns
         messages: list[dict[str, Any]] = [{"role": "user", "content": job.prompt}]
         usage = {"input_tokens": 0, "output_tokens": 0}
         texts: list[str] = []
         for turn in range(1, max_turns + 1):
+            if job.deadline is not None and time.monotonic() >= job.deadline:
+                return RunResult(False, "\n".join(texts), "the run's time is up", usage, turn - 1)
             try:
                 resp = client.messages.create(
                     model=model,

@@ -26,6 +26,8 @@ class RunInput(NamedTuple):
     poll: Callable[[], list[str]] = _no_mail  # new mail that arrived during the run, as text
     new_mail_file: Path | None = None  # where the command backend's agent is told to look
     interactive_input: Sequence[str] = ()
+    run_dir: Path | None = None  # the run's transaction (a command agent's CLI calls join it)
+    deadline: float | None = None  # time.monotonic() by which the run must end (its timeout)
 
 
 class RunResult(NamedTuple):

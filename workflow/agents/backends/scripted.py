@@ -71,11 +71,17 @@ class ScriptedBackend:
         said: list[str] = []
         usage = {"input_tokens": 0, "output_tokens": 0}
         for i, step in enumerate(steps, 1):
+            if job.deadline is not None and time.monotonic() >= job.deadline:
+                return RunResult(False, "\n".join(said), f"scripted step {i}: the run's time is up", usage, turns=i)
             if isinstance(step.get("usage"), dict):
                 for k in usage:
                     usage[k] += int(step["usage"].get(k, 0))
             if "sleep" in step:
-                time.sleep(float(step["sleep"]))
+                wanted = float(step["sleep"])
+                left = wanted if job.deadline is None else max(0.0, job.deadline - time.monotonic())
+                time.sleep(min(wanted, left))
+                if left < wanted:
+                    return RunResult(False, "\n".join(said), f"scripted step {i}: the run's time is up", usage, turns=i)
                 for text in job.poll():
                     said.append(f"(new mail during the run) {text.splitlines()[0] if text else ''}")
             if "say" in step:

@@ -147,13 +147,12 @@ def trigger(app: App, d: Path, spawn: Callable[[Path], int] | None = None) -> bo
     """Start one session for a conversation's unprocessed replies; True when one was spawned."""
     if not unprocessed(d / "responses"):
         return False
-    held = locks.acquire(lock_path(d), STALE)  # clears a stale lock (dead pid, or older than 10 min)
+    held = locks.acquire(lock_path(d), STALE, max_age=STALE)  # clears a stale lock (holder gone, or 10 min old)
     if held is None:
         return False
     pid = (spawn or (lambda conv: _spawn(app, conv)))(d)
     # The lock now names the session's process, so a crashed session's lock goes stale at once.
-    data = {"pid": pid, "host": held.host, "started": held.started}
-    write_atomic(lock_path(d), json.dumps(data))
+    write_atomic(lock_path(d), locks.dump(locks.holder(lock_path(d), pid)._replace(started=held.started)))
     return True
 
 

@@ -12,6 +12,8 @@ created, fast_forward skipped. Web API calls go through slack_sdk's WebClient (4
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import queue
 import re
@@ -31,6 +33,7 @@ from workflow.delivery.notify import NotifyRequest
 from workflow.delivery.transport import make_transport
 
 TODO_PREFIXES = ("todo:", "add todo", "add to my todo", "todo追加", "todoに追加")
+TODO_INTENTS = ("todo", "todo_check", "todo_complete")
 OPEN = (TaskStatus.PENDING, TaskStatus.QUEUED, TaskStatus.WAITING)
 
 
@@ -95,6 +98,17 @@ class Bridge:
     def post(self, where: Where, text: str) -> None:
         self.api("chat_postMessage", channel=where.channel, thread_ts=where.thread_ts, text=text)
 
+    def mark(self, t: SlackTask, name: str, remove: str | None = None) -> None:
+        """A task's status reaction, put once however often the task is retried or recovered."""
+        if remove and self.store.record(t.id, "unreact", remove):
+            self.api("reactions_remove", channel=t.channel, timestamp=t.ts, name=remove)
+        if self.store.record(t.id, "react", name):
+            self.api("reactions_add", channel=t.channel, timestamp=t.ts, name=name)
+
+    def role_for(self, intent: str) -> str:
+        """The role a task of this intent runs as ("" for the todo intents, which run none)."""
+        return "" if intent in TODO_INTENTS else self.s.roles.get(intent, self.s.default_role)
+
     # -- events
 
     def handle(self, payload: dict[str, Any]) -> None:
@@ -132,7 +146,7 @@ class Bridge:
                         execution_prompt=f"Earlier in this thread:\n{history}\n\nFollow-up: {text}",
                         clarify_question=None,
                     )
-                    tid = self.store.add(where, user, text, it, TaskStatus.QUEUED)
+                    tid = self.store.add(where, user, text, it, TaskStatus.QUEUED, self.role_for(it.intent))
                     self.say(f"task {tid}: follow-up in thread {where.thread_ts}")
                     self.wake.set()
                     return
@@ -145,7 +159,9 @@ class Bridge:
         if status == TaskStatus.PENDING:  # ask in the thread first: whoever sees the task pending sees the question
             self.react(where, "bell")
             self.post(where, str(it.clarify_question))
-        tid = self.store.add(where, user, text, it, status)
+        tid = self.store.add(where, user, text, it, status, self.role_for(it.intent))
+        if status == TaskStatus.PENDING:
+            self.store.record(tid, "react", "bell")
         self.say(f"task {tid}: {it.intent} ({it.method}) {status}: {it.summary}")
         self.wake.set()
 
@@ -165,14 +181,14 @@ class Bridge:
         try:
             if t is None:
                 return
-            self.react(t.where, "eyes")
-            if t.intent in ("todo", "todo_check", "todo_complete"):
+            self.mark(t, "eyes")
+            if t.intent in TODO_INTENTS:
                 self.todo(t)
                 return
             self.run_role(t)
         except Exception as e:
             if t is not None:
-                self.react(t.where, "x", remove="eyes")
+                self.mark(t, "x", remove="eyes")
                 self.post(t.where, f"Failed: {e}")
             self.store.set(tid, status=TaskStatus.FAILED, result=f"internal error: {e}")
         finally:
@@ -189,11 +205,11 @@ class Bridge:
             text = text.strip(" :：") or t.text
             self.store.add_todo(text)
             result = f"Added to the todo list: {text}"
-            self.react(t.where, "memo", remove="eyes")
+            self.mark(t, "memo", remove="eyes")
         elif t.intent == "todo_check":
             rows = self.store.open_todos()
             result = "Todo:\n" + ("\n".join(f"{i}. {x}" for i, x in rows) or "(empty)")
-            self.react(t.where, "white_check_mark", remove="eyes")
+            self.mark(t, "white_check_mark", remove="eyes")
         else:
             m = re.search(r"(\d+)", t.text)
             if m:
@@ -201,44 +217,68 @@ class Bridge:
                 result = f"Done: todo {m.group(1)}" if done else f"No open todo {m.group(1)}"
             else:
                 result = "Which todo? Give its number (todo一覧 / list todos shows them)."
-            self.react(t.where, "white_check_mark", remove="eyes")
+            self.mark(t, "white_check_mark", remove="eyes")
         self.post(t.where, result)
         self.store.set(t.id, status=TaskStatus.COMPLETED, result=result)
 
-    def run_role(self, t: SlackTask) -> None:
-        app = self.app
-        role = self.s.roles.get(t.intent, self.s.default_role)
-        transport = make_transport(app.config, app.deliverer)
+    def question(self, t: SlackTask, role: str) -> tuple[str, bytes, str, tuple[str, ...]]:
+        """The task's question mail to its role: composed and recorded the first time, the same bytes
+        after a retry or a crash (sending them again is harmless: a Message-ID is stored once)."""
+        recorded = self.store.done(t.id, "mail")
+        if recorded:
+            d = json.loads(recorded[0])
+            return str(d["mid"]), base64.b64decode(d["raw"]), str(d["sender"]), tuple(d["to"])
         req = NotifyRequest(
             "question",
             (self.s.artifact,),
             (role,),
-            app.config.default_sender,
+            self.app.config.default_sender,
             None,
             {"QUESTION": t.prompt, "CONTEXT": f"From Slack ({t.intent}): {t.summary}"},
         )
-        app.compose(req).send(transport)
+        c = self.app.compose(req)
+        self.store.record(
+            t.id,
+            "mail",
+            json.dumps(
+                {
+                    "mid": c.message_id,
+                    "raw": base64.b64encode(c.raw).decode(),
+                    "sender": c.sender_address,
+                    "to": list(c.recipients),
+                }
+            ),
+        )
+        return c.message_id, c.raw, c.sender_address, c.recipients
+
+    def run_role(self, t: SlackTask) -> None:
+        app = self.app
+        role = t.role or self.role_for(t.intent)
+        transport = make_transport(app.config, app.deliverer)
+        mid, raw, sender, to = self.question(t, role)
+        transport.send(raw, sender, to)
         lines: list[str] = []
-        outcome = run_role(app, role, transport=transport, echo=lines.append, backend=self.s.backend or None)
-        if outcome.busy:
-            self.store.set(t.id, status=TaskStatus.QUEUED)
-            self.say(f"task {t.id}: {role} is busy; queued again")
-            time.sleep(1.0)
+        outcome = run_role(
+            app, role, transport=transport, echo=lines.append, backend=self.s.backend or None, only=[mid]
+        )  # this task's question, not the role's other mail
+        if outcome.busy:  # another run holds the role: wait, quietly (nothing is sent again)
+            self.store.set(t.id, status=TaskStatus.QUEUED, due=time.time() + 2.0)
+            self.say(f"task {t.id}: {role} is busy; it waits its turn")
             return
         res = outcome.result
         output = (res.summary if res else "\n".join(lines)) or "\n".join(lines)
         # Slack first, then the status: whoever watches the status sees the thread already answered.
         if res is None or not res.ok or failed(output):
             why = res.error if res is not None and not res.ok else output[-500:]
-            self.react(t.where, "x", remove="eyes")
+            self.mark(t, "x", remove="eyes")
             self.post(t.where, f"Failed ({role}): {why}")
             self.store.set(t.id, status=TaskStatus.FAILED, result=output or why)
         elif waiting(output):
-            self.react(t.where, "bell", remove="eyes")
+            self.mark(t, "bell", remove="eyes")
             self.post(t.where, output)
             self.store.set(t.id, status=TaskStatus.WAITING, result=output)
         else:
-            self.react(t.where, "white_check_mark", remove="eyes")
+            self.mark(t, "white_check_mark", remove="eyes")
             self.post(t.where, output)
             self.store.set(t.id, status=TaskStatus.COMPLETED, result=output)
 

@@ -2,8 +2,11 @@
 
 A task is one Slack request: pending (asked a clarifying question) → queued → running →
 completed | failed | waiting | rejected (``TaskStatus``, the same life as agentd's tasks).
-``claim`` starts the oldest queued task atomically while fewer than ``max_concurrent`` run;
-``recover`` queues again what a crash left running. Rows come back as typed ``SlackTask``s.
+``claim`` starts the oldest due queued task atomically while fewer than ``max_concurrent`` run,
+one task per role at a time (a busy role's tasks wait their turn, sending nothing meanwhile);
+``recover`` queues again what a crash left running. Each task's side effects are recorded as
+they happen — the question mail it sent, the reactions it put (``step``) — so a retry or a
+restart never sends or reacts twice. Rows come back as typed ``SlackTask``s.
 """
 
 from __future__ import annotations
@@ -24,11 +27,17 @@ CREATE TABLE IF NOT EXISTS task(id INTEGER PRIMARY KEY AUTOINCREMENT, channel TE
   prompt TEXT NOT NULL, clarify TEXT, status TEXT NOT NULL, result TEXT NOT NULL DEFAULT '', created REAL NOT NULL,
   updated REAL NOT NULL, autonomy INTEGER NOT NULL DEFAULT 2);
 CREATE INDEX IF NOT EXISTS task_thread ON task(thread_ts);
+CREATE TABLE IF NOT EXISTS step(task INTEGER NOT NULL, kind TEXT NOT NULL, value TEXT NOT NULL,
+  PRIMARY KEY(task, kind, value));
 CREATE TABLE IF NOT EXISTS todo(id INTEGER PRIMARY KEY AUTOINCREMENT, text TEXT NOT NULL, done INTEGER NOT NULL DEFAULT 0,
   created REAL NOT NULL);
 """
-COLS = "id, channel, ts, thread_ts, user, text, intent, summary, prompt, clarify, status, result, created, updated, autonomy"
-SETTABLE = ("prompt", "status", "result")
+COLS = (
+    "id, channel, ts, thread_ts, user, text, intent, summary, prompt, clarify, status, result, created, updated, "
+    "autonomy, role, due"
+)
+SETTABLE = ("prompt", "status", "result", "due")
+ADDED = (("role", "TEXT NOT NULL DEFAULT ''"), ("due", "REAL NOT NULL DEFAULT 0"))  # columns newer than the table
 
 
 class Where(NamedTuple):
@@ -55,6 +64,8 @@ class SlackTask(NamedTuple):
     created: float
     updated: float
     autonomy: int
+    role: str  # the role that runs it ("" for the todo intents, which need none)
+    due: float  # not claimed before then (a busy role's task waits)
 
     @property
     def where(self) -> Where:
@@ -72,6 +83,10 @@ class TaskQueue:
 
     def __init__(self, path: Path) -> None:
         self.db = open_db(path, what="Slack task store", schema=SCHEMA)
+        have = {str(r[1]) for r in self.db.execute("PRAGMA table_info(task)")}
+        for name, decl in ADDED:
+            if name not in have:
+                self.db.execute(f"ALTER TABLE task ADD COLUMN {name} {decl}")
         self.lock = threading.Lock()
 
     def seen(self, event_id: str) -> bool:
@@ -80,24 +95,26 @@ class TaskQueue:
             cur = self.db.execute("INSERT OR IGNORE INTO event(id, at) VALUES (?, ?)", (event_id, time.time()))
         return cur.rowcount == 0
 
-    def add(self, where: Where, user: str, text: str, it: Intent, status: TaskStatus) -> int:
+    def add(self, where: Where, user: str, text: str, it: Intent, status: TaskStatus, role: str) -> int:
         now = time.time()
+        row = (
+            *where,
+            user,
+            text,
+            it.intent,
+            it.summary,
+            it.execution_prompt,
+            it.clarify_question,
+            str(status),
+            now,
+            now,
+            role,
+        )
         with self.lock:
             cur = self.db.execute(
-                "INSERT INTO task(channel, ts, thread_ts, user, text, intent, summary, prompt, clarify, status, created, updated) "
-                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                (
-                    *where,
-                    user,
-                    text,
-                    it.intent,
-                    it.summary,
-                    it.execution_prompt,
-                    it.clarify_question,
-                    str(status),
-                    now,
-                    now,
-                ),
+                "INSERT INTO task(channel, ts, thread_ts, user, text, intent, summary, prompt, clarify, status, created, "
+                "updated, role) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                row,
             )
         return int(cur.lastrowid or 0)
 
@@ -106,40 +123,52 @@ class TaskQueue:
         return _task(row) if row else None
 
     def by_thread(self, thread_ts: str) -> list[SlackTask]:
-        return [
-            _task(r) for r in self.db.execute(f"SELECT {COLS} FROM task WHERE thread_ts=? ORDER BY id", (thread_ts,))
-        ]
+        rows = self.db.execute(f"SELECT {COLS} FROM task WHERE thread_ts=? ORDER BY id", (thread_ts,))
+        return [_task(r) for r in rows]
 
-    def set(self, task_id: int, **fields: str) -> None:
-        """Update a task's prompt, status or result."""
+    def set(self, task_id: int, **fields: str | float) -> None:
+        """Update a task's prompt, status, result or due time."""
         bad = set(fields) - set(SETTABLE)
         if bad:
             raise ValueError(f"a Slack task has no settable {', '.join(sorted(bad))}")
         cols = ", ".join(f"{k}=?" for k in fields)
+        values = [str(v) if not isinstance(v, float) else v for v in fields.values()]
         with self.lock:
-            self.db.execute(
-                f"UPDATE task SET {cols}, updated=? WHERE id=?", (*map(str, fields.values()), time.time(), task_id)
-            )
+            self.db.execute(f"UPDATE task SET {cols}, updated=? WHERE id=?", (*values, time.time(), task_id))
 
-    def claim(self, max_concurrent: int) -> int | None:
-        """Start the oldest queued task while fewer than ``max_concurrent`` run; its id, or None."""
+    # -- steps: what a task has done already (idempotent by task and step)
+
+    def done(self, task_id: int, kind: str) -> list[str]:
+        rows = self.db.execute("SELECT value FROM step WHERE task=? AND kind=?", (task_id, kind))
+        return [str(v) for (v,) in rows]
+
+    def record(self, task_id: int, kind: str, value: str) -> bool:
+        """Record a step; False when it was recorded already (so it is not done again)."""
+        with self.lock:
+            cur = self.db.execute(
+                "INSERT OR IGNORE INTO step(task, kind, value) VALUES (?,?,?)", (task_id, kind, value)
+            )
+        return cur.rowcount == 1
+
+    def claim(self, max_concurrent: int, now: float | None = None) -> int | None:
+        """Start the oldest due queued task whose role has no task running, while fewer than
+        ``max_concurrent`` run; its id, or None."""
+        now = time.time() if now is None else now
+        running_, queued = TaskStatus.RUNNING.value, TaskStatus.QUEUED.value
         with self.lock:
             self.db.execute("BEGIN IMMEDIATE")
             try:
-                running = self.db.execute(
-                    "SELECT count(*) FROM task WHERE status=?", (TaskStatus.RUNNING.value,)
-                ).fetchone()[0]
-                row = (
-                    None
-                    if running >= max_concurrent
-                    else self.db.execute(
-                        "SELECT id FROM task WHERE status=? ORDER BY id LIMIT 1", (TaskStatus.QUEUED.value,)
+                running = self.db.execute("SELECT count(*) FROM task WHERE status=?", (running_,)).fetchone()[0]
+                row = None
+                if running < max_concurrent:
+                    row = self.db.execute(
+                        "SELECT id FROM task WHERE status=? AND due<=? AND (role='' OR role NOT IN "
+                        "(SELECT role FROM task WHERE status=?)) ORDER BY id LIMIT 1",
+                        (queued, now, running_),
                     ).fetchone()
-                )
                 if row is not None:
                     self.db.execute(
-                        "UPDATE task SET status=?, updated=? WHERE id=? AND status=?",
-                        (TaskStatus.RUNNING.value, time.time(), row[0], TaskStatus.QUEUED.value),
+                        "UPDATE task SET status=?, updated=? WHERE id=? AND status=?", (running_, now, row[0], queued)
                     )
                 self.db.execute("COMMIT")
             except BaseException:

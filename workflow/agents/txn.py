@@ -1,0 +1,264 @@
+"""Transaction: what a run does to the world, made real only when the run succeeds.
+
+Every message a run sends — through a tool, or through ``workflow-notify`` / ``workflow move
+--notify`` called by a command-backend agent inside the run (``$WORKFLOW_RUN`` names it) — is
+checked at once (every delivery rule, so a refusal reaches the agent while it can still act on
+it) and *staged* in the run's directory, ``<state>/runs/ROLE.run/``. Artifact moves happen at once
+(later checks must see them) and are journalled before they are committed.
+
+* **Commit** (the run succeeded): the run is marked committing, each staged message is sent
+  (a crash here is finished by the next run: resending is harmless, the server stores a
+  Message-ID with the same bytes once), the mail handed to the run is marked read, the
+  directory is removed.
+* **Roll back** (the run failed, timed out, was interrupted or killed): staged mail is dropped,
+  journalled moves are reverted with a commit each, the handed mail stays unread for the next run.
+* **Recover**: a directory left by a crashed run is finished by the next run of the role, once it
+  holds the role's lock: committed forward when it was committing, rolled back otherwise.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import NamedTuple
+
+from workflow.app import App
+from workflow.artifacts.move import revert
+from workflow.core.errors import DeliveryError, RuleError, ToolError, TransportError
+from workflow.core.files import write_atomic
+from workflow.core.locate import Artifact
+from workflow.core.statedir import StateDir
+from workflow.delivery import outbox
+from workflow.delivery.transport import Transport
+from workflow.mail.rows import Row
+
+OPEN, COMMITTING = "open", "committing"
+
+
+class Staged(NamedTuple):
+    path: Path
+    message_id: str
+    sender: str
+    recipients: tuple[str, ...]
+    what: str
+    raw: bytes
+
+
+class Journalled(NamedTuple):
+    before: Artifact
+    after: Artifact
+
+
+def run_dir(state: StateDir, role: str) -> Path:
+    return state.runs / f"{role}.run"
+
+
+class Run:
+    """One run's transaction, on disk so other processes (the agent's CLI calls) can join it."""
+
+    def __init__(self, path: Path) -> None:
+        self.dir = path
+        self.outbox = path / "outbox"
+        self.journal = path / "moves.jsonl"
+
+    # -- lifecycle
+
+    @classmethod
+    def begin(cls, state: StateDir, role: str, handed: Sequence[Row]) -> Run:
+        """A fresh run of ``role`` handed these copies (the caller holds the role's lock)."""
+        run = cls(run_dir(state, role))
+        if run.dir.exists():
+            raise ToolError(f"{run.dir} is left from an earlier run; recover it first")
+        run.outbox.mkdir(parents=True)
+        (run.dir / "handed").write_text("".join(f"{r.message_id}\n" for r in handed if r.message_id))
+        run._write(
+            {
+                "role": role,
+                "state": OPEN,
+                "pid": os.getpid(),
+                "started": time.time(),
+                "handed": [[r.mailbox, r.key] for r in handed],
+            }
+        )
+        return run
+
+    @classmethod
+    def join(cls, path: str | Path) -> Run:
+        """The open run ``$WORKFLOW_RUN`` names (a command-backend agent's CLI calls)."""
+        run = cls(Path(path))
+        info = run.info()
+        if info.get("state") != OPEN:
+            raise ToolError(f"$WORKFLOW_RUN={path}: no open run there (it ended, or never began)")
+        return run
+
+    def info(self) -> dict[str, object]:
+        try:
+            data = json.loads((self.dir / "run.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    @property
+    def role(self) -> str:
+        return str(self.info().get("role", ""))
+
+    def is_open(self) -> bool:
+        return self.info().get("state") == OPEN
+
+    def _write(self, info: dict[str, object]) -> None:
+        write_atomic(self.dir / "run.json", json.dumps(info), mode=0o600)
+
+    # -- what the run does
+
+    def stage(self, raw: bytes, sender: str, recipients: Sequence[str], message_id: str, what: str) -> Path:
+        """Keep one checked message until the run ends (the caller checked it)."""
+        if not self.is_open():
+            raise ToolError("the run has ended: nothing more is sent for it")
+        name = f"{time.time():.6f}.{os.getpid()}.{os.urandom(3).hex()}.json"
+        path = self.outbox / name
+        write_atomic(
+            path,
+            json.dumps(
+                {
+                    "message_id": message_id,
+                    "sender": sender,
+                    "recipients": list(recipients),
+                    "what": what,
+                    "raw": base64.b64encode(raw).decode("ascii"),
+                }
+            ),
+            mode=0o600,
+        )
+        return path
+
+    def staged(self) -> list[Staged]:
+        out = []
+        for p in sorted(self.outbox.glob("*.json")) if self.outbox.is_dir() else []:
+            try:
+                d = json.loads(p.read_text(encoding="utf-8"))
+                out.append(
+                    Staged(
+                        p,
+                        str(d["message_id"]),
+                        str(d["sender"]),
+                        tuple(d["recipients"]),
+                        str(d["what"]),
+                        base64.b64decode(d["raw"]),
+                    )
+                )
+            except (OSError, ValueError, KeyError, TypeError):
+                continue  # a half-written file from a killed writer: it was never acknowledged
+        return out
+
+    def intend_move(self, before: Artifact, after: Artifact) -> None:
+        """Journal a move before it is committed, so a rollback can find it whatever happens next."""
+        if not self.is_open():
+            raise ToolError("the run has ended: it moves nothing more")
+        with open(self.journal, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"before": list(before), "after": list(after)}) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def moves(self) -> list[Journalled]:
+        out: list[Journalled] = []
+        try:
+            lines = self.journal.read_text(encoding="utf-8").splitlines()
+        except FileNotFoundError:
+            return out
+        for line in lines:
+            try:
+                d = json.loads(line)
+                out.append(Journalled(Artifact(*d["before"]), Artifact(*d["after"])))
+            except (ValueError, KeyError, TypeError):
+                continue
+        return out
+
+    # -- how it ends
+
+    def commit(self, app: App, transport: Transport) -> list[str]:
+        """The run succeeded: send what it staged, mark what it was handed read, end it."""
+        info = self.info()
+        if info.get("state") != COMMITTING:
+            self._write({**info, "state": COMMITTING})
+        lines = []
+        for s in self.staged():
+            lines.append(_send(app, transport, s))
+            s.path.unlink(missing_ok=True)
+        handed = info.get("handed")
+        marked = sum(
+            app.maildirs.mark_seen(str(box), str(key)) for box, key in (handed if isinstance(handed, list) else [])
+        )
+        lines.append(f"{marked} message(s) marked read")
+        shutil.rmtree(self.dir, ignore_errors=True)
+        return lines
+
+    def rollback(self, app: App, why: str) -> list[str]:
+        """The run failed: drop what it staged, revert what it moved, leave its mail unread."""
+        info = self.info()
+        if info:
+            self._write({**info, "state": "rolling-back"})  # no stage or move may join it any more
+        lines = []
+        dropped = self.staged()
+        if dropped:
+            lines.append(f"{len(dropped)} staged message(s) not sent: " + ", ".join(s.message_id for s in dropped))
+        role = str(info.get("role", "run-role"))
+        for m in reversed(self.moves()):
+            sha = revert(app.config, m.before, m.after, role, f"The run failed ({why}); its move is undone.")
+            lines.append(
+                f"reverted the move {m.before.path} → {m.after.path} (commit {sha[:10]})"
+                if sha
+                else f"left {m.after.path} alone: it is no longer where the failed run put it"
+            )
+        shutil.rmtree(self.dir, ignore_errors=True)
+        return lines
+
+
+def _send(app: App, transport: Transport, s: Staged) -> str:
+    """Send one staged message; what cannot be sent now waits in the outbox (refused: failed/)."""
+    try:
+        where = transport.send(s.raw, s.sender, s.recipients)
+        return f"sent {s.what} {s.message_id} ({where})"
+    except (RuleError, TransportError, DeliveryError) as e:
+        failed = isinstance(e, RuleError) or (
+            isinstance(e, TransportError) and e.code is not None and 500 <= e.code < 600
+        )
+        q = outbox.put(app.config, s.raw, s.sender, s.recipients, s.what, str(e), failed=failed)
+        return f"not sent {s.what} {s.message_id}: {e} (kept in {q})"
+
+
+class RunTransport:
+    """The transport of code inside a run: checks a message at once and stages it in the run."""
+
+    def __init__(self, app: App, run: Run) -> None:
+        self.app, self.run = app, run
+
+    def send(self, raw: bytes, sender: str, recipients: Sequence[str]) -> str:
+        with self.app.index() as index:
+            plan = self.app.deliverer.prepare(raw, recipients, index)  # every check, nothing written
+        self.run.stage(plan.raw, sender, recipients, plan.message_id, _what(plan.parsed.event, plan.parsed.artifacts))
+        return f"staged in the run of {self.run.role}: sent when it succeeds"
+
+
+def _what(event: str | None, artifacts: Sequence[str]) -> str:
+    return f"{event or 'mail'}" + (f" for {artifacts[0]}" if artifacts else "")
+
+
+def recover(app: App, role: str, transport: Transport, echo: Callable[[str], None]) -> None:
+    """Finish what a crashed run of ``role`` left (call holding the role's lock)."""
+    run = Run(run_dir(app.config.state, role))
+    if not run.dir.exists():
+        return
+    info = run.info()
+    if info.get("state") == COMMITTING:
+        echo(f"{role}: finishing the commit of a run that ended before it was done")
+        lines = run.commit(app, transport)
+    else:
+        echo(f"{role}: rolling back a run that ended without succeeding (pid {info.get('pid', '?')})")
+        lines = run.rollback(app, "it was interrupted")
+    for line in lines:
+        echo(f"  {line}")
