@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from workflow.agents import locks
+from workflow.agents.contain import choose
 from workflow.app import App
 from workflow.artifacts import hooks
 from workflow.artifacts.board import mail_by_key, refs_without_artifact
@@ -23,7 +24,17 @@ from workflow.delivery.transport import make_transport
 from workflow.mail.inbox import unique
 from workflow.mail.index import reset
 
-CHECKS = ("two-folders", "claim", "missing-artifact", "index-drift", "stale-lock", "outbox", "hooks", "git")
+CHECKS = (
+    "two-folders",
+    "claim",
+    "missing-artifact",
+    "index-drift",
+    "stale-lock",
+    "outbox",
+    "hooks",
+    "git",
+    "containment",
+)
 
 
 class Problem(NamedTuple):
@@ -118,7 +129,25 @@ def diagnose(app: App, now: float | None = None) -> list[Problem]:
             out.append(
                 Problem("hooks", f"git hook(s) {', '.join(missing)} not installed in {repo.hooks_dir}", "install them")
             )
+    out.extend(containment(app))
     return out
+
+
+def uses_command_backend(app: App) -> bool:
+    roster = app.roster
+    return (
+        app.config.agentd.backend == "command"
+        or any(roster.roles[name].backend == "command" for name in roster.roles)
+        or any(m.backend == "command" for p in app.config.panels for m in p.members)
+    )
+
+
+def containment(app: App) -> list[Problem]:
+    """Whether command-backend runs are contained (only when the project has any)."""
+    if not uses_command_backend(app):
+        return []
+    mode = choose(app.config.backends.command.contain)
+    return [] if mode.complete else [Problem("containment", mode.why)]
 
 
 def repair(app: App, problems: list[Problem], say: Callable[[str], None]) -> None:
