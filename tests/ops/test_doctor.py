@@ -14,4 +14,4 @@ def test_containment_is_reported_only_when_incomplete_and_used(project_factory: 
     r = p.run("doctor")
     assert "containment: containment switched off" in r.stdout, r.stdout
     q = project_factory('[backends.command]\ncontain = "none"\n')  # nothing runs the command backend
-    assert "containment" not in q.run("doctor").stdout
+    assert "containment:" not in q.run("doctor").stdout
