@@ -16,6 +16,8 @@ import pytest
 from helpers.agentd import Daemon, project, prompts, wait_until
 from helpers.git import GIT_ENV, mail
 from helpers.runs import script, unread
+from workflow.delivery import outbox
+from workflow.delivery.notify import NotifyRequest
 
 
 @pytest.fixture
@@ -155,3 +157,18 @@ def test_ctrl_c_exits_130(tmp_path: Path) -> None:
         assert proc.returncode == 130, (args, out[-500:], err[-500:])
         assert "Aborted!" not in err
     assert unread(p, "spec-reviewer") == 1
+
+
+def test_mail_a_run_left_in_the_outbox_is_sent_on_the_next_rescan(tmp_path: Path, daemons: list[Daemon]) -> None:
+    # A run commits while the server would not take its mail: the mail waits in the outbox, and
+    # agentd's rescan sends it (no git commit or `workflow doctor` needed).
+    p = project(tmp_path, ["spec-reviewer"], rescan=0.3)
+    c = p.app.compose(
+        NotifyRequest("answer", ("specs/*/user-auth.md",), ("user",), "spec-writer", None, {"CONTEXT": "ok"})
+    )
+    outbox.put(p.app.config, c.raw, "spec-writer@workflow.local", ["user@workflow.local"], "answer", "421 busy")
+    d = Daemon(p)
+    daemons.append(d)
+    d.wait_for(lambda: not outbox.pending(p.app.config), "the outbox to be sent")
+    assert [m[:2] for m in mail(p, "answer")] == [("user", "answer")]
+    assert any(e["sent"] == 1 and e["left"] == 0 for e in d.events("outbox"))

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import signal
+import socket
+import threading
+import time
 from collections.abc import Callable
 
 import pytest
 
 from helpers.project import Project
 from workflow.delivery.smtpd import BackgroundServer
+from workflow.delivery.transport import SmtpTransport
 from workflow.mail.message import parse
 
 CASES = [
@@ -85,3 +90,56 @@ def test_auto_prefers_the_server_and_falls_back(project: Project) -> None:
         "--via", "smtp", "review-request", "specs/proposed/user-auth.md", "spec-reviewer", tool="workflow-notify"
     )
     assert r.returncode != 0 and "cannot reach SMTP server" in r.stderr
+
+
+def _late_server(ready: threading.Event, port: list[int]) -> None:
+    """An SMTP peer whose reply to the end of DATA comes late (a busy server)."""
+    with socket.socket() as srv:
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(1)
+        port.append(srv.getsockname()[1])
+        ready.set()
+        conn, _ = srv.accept()
+        with conn, conn.makefile("rb") as f:
+            conn.sendall(b"220 late ESMTP\r\n")
+            in_data = False
+            for line in f:
+                if in_data:
+                    if line == b".\r\n":
+                        in_data = False
+                        time.sleep(0.6)
+                        conn.sendall(b"250 2.0.0 queued\r\n")
+                    continue
+                verb = line[:4].upper()
+                if verb in (b"EHLO", b"HELO"):
+                    conn.sendall(b"250 late\r\n")
+                elif verb == b"DATA":
+                    in_data = True
+                    conn.sendall(b"354 go ahead\r\n")
+                elif verb == b"QUIT":
+                    conn.sendall(b"221 bye\r\n")
+                    return
+                else:
+                    conn.sendall(b"250 2.1.0 OK\r\n")
+
+
+def test_an_interrupt_during_a_send_is_not_mistaken_for_a_refusal() -> None:
+    # A run-role stopped (SIGTERM) while it sends: the interrupt must end it, not turn into
+    # "SMTP server refused the message: 250" (smtplib's QUIT on the way out read the late reply).
+    ready, port = threading.Event(), []
+    t = threading.Thread(target=_late_server, args=(ready, port), daemon=True)
+    t.start()
+    ready.wait(5)
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.2)
+        with pytest.raises(KeyboardInterrupt):
+            SmtpTransport("127.0.0.1", port[0], 5).send(b"Subject: x\r\n\r\nbody\r\n", "a@b.c", ["d@e.f"])
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    t.join(5)

@@ -12,7 +12,8 @@ adopts it (waits for it and reads its result) instead of starting it again. Reap
 run's result file: success completes the task and counts token usage; failure retries with
 backoff, then dead-letters the task and escalates (never to the failing role itself);
 ``pause_after`` consecutive failures or a spent daily token budget pause the role. One agentd
-runs per mail root (``agentd.lock``); a second SIGINT or SIGTERM stops it at once.
+runs per mail root (``agentd.lock``); a second SIGINT or SIGTERM stops it at once. Each periodic
+rescan also sends what waits in the outbox (mail a run committed while the server would not take it).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from workflow.app import App
 from workflow.core.config import AgentdConfig
 from workflow.core.errors import ConfigError, WorkflowError
 from workflow.core.locate import locate
+from workflow.delivery import outbox
 from workflow.delivery.notify import NotifyRequest
 from workflow.delivery.transport import make_transport
 from workflow.mail.index import Index
@@ -213,6 +215,8 @@ class Agentd:
                 now = time.monotonic()
                 if woke or now - last_sweep >= self.opts.rescan:
                     self.sweep()  # after the clear below: a file that woke us is seen by this sweep
+                    if now - last_sweep >= self.opts.rescan:
+                        self.flush_outbox()
                     last_sweep = now
                 self.reap()
                 self.dispatch()
@@ -220,6 +224,14 @@ class Agentd:
                 self.wake.clear()
         finally:
             self.shutdown()
+
+    def flush_outbox(self) -> None:
+        """Send what waits in the outbox; say what was sent and what still waits."""
+        if not outbox.pending(self.app.config):
+            return
+        notes: list[str] = []
+        sent, left = outbox.flush(self.app.config, make_transport(self.app.config, self.app.deliverer), notes.append)
+        self.log("outbox", sent=sent, left=left, notes=notes[:20])
 
     def sweep(self) -> None:
         """Queue (or coalesce) one task per role with untaken unread trigger mail."""

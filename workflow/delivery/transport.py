@@ -46,9 +46,12 @@ class SmtpTransport:
         return self.send_on(smtp, raw, sender, recipients)
 
     def send_on(self, smtp: smtplib.SMTP, raw: bytes, sender: str, recipients: Sequence[str]) -> str:
+        # Not ``with smtp``: its exit sends QUIT even when an interrupt (SIGTERM, Ctrl-C) cut the
+        # conversation short, reads a stale reply, and raises a "refusal" that hides the interrupt.
+        accepted = False
         try:
-            with smtp:
-                smtp.sendmail(sender, list(recipients), raw)
+            smtp.sendmail(sender, list(recipients), raw)
+            accepted = True
         except smtplib.SMTPRecipientsRefused as e:
             code, text = next(iter(e.recipients.values()))
             raise TransportError(f"SMTP server refused a recipient: {code} {_text(text)}", code) from None
@@ -58,6 +61,13 @@ class SmtpTransport:
             ) from None
         except (smtplib.SMTPException, OSError) as e:
             raise TransportError(f"SMTP conversation with {self.host}:{self.port} failed: {e}") from None
+        finally:
+            if accepted:
+                try:
+                    smtp.quit()
+                except (smtplib.SMTPException, OSError):
+                    pass  # the message was accepted: a failed goodbye changes nothing
+            smtp.close()
         return f"smtp: {self.host}:{self.port}"
 
 
