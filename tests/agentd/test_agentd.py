@@ -15,7 +15,7 @@ import pytest
 
 from helpers.agentd import Daemon, project, prompts
 from helpers.git import GIT_ENV, mail
-from helpers.runs import script, unread
+from helpers.runs import script, slow_answer, unread
 
 
 @pytest.fixture
@@ -95,21 +95,7 @@ def test_sigkilled_agentd_restarted_mid_run_completes_the_work_exactly_once(
     tmp_path: Path, cleanup: list[Daemon]
 ) -> None:
     p = project(tmp_path, ["spec-reviewer"])
-    script(
-        p,
-        "spec-reviewer",
-        [
-            {"sleep": 2.0},
-            {
-                "tool": "send_message",
-                "event": "answer",
-                "artifact": "specs/*/user-auth.md",
-                "to": ["spec-writer"],
-                "in_reply_to": "$first",
-                "variables": {"CONTEXT": "done"},
-            },
-        ],
-    )
+    script(p, "spec-reviewer", slow_answer(2.0))
     d = Daemon(p)
     cleanup.append(d)
     p.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer")

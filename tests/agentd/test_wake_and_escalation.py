@@ -15,7 +15,7 @@ import pytest
 
 from helpers.agentd import Daemon, project, prompts, wait_until
 from helpers.git import GIT_ENV, mail
-from helpers.runs import script, unread
+from helpers.runs import script, slow_answer, unread
 from workflow.delivery import outbox
 from workflow.delivery.notify import NotifyRequest
 
@@ -55,21 +55,7 @@ def test_a_run_longer_than_lock_ttl_is_not_run_twice_when_agentd_restarts(
     tmp_path: Path, daemons: list[Daemon]
 ) -> None:
     p = project(tmp_path, ["spec-reviewer"], "lock_ttl = 2\n")
-    script(
-        p,
-        "spec-reviewer",
-        [
-            {"sleep": 6.0},
-            {
-                "tool": "send_message",
-                "event": "answer",
-                "artifact": "specs/*/user-auth.md",
-                "to": ["spec-writer"],
-                "in_reply_to": "$first",
-                "variables": {"CONTEXT": "done"},
-            },
-        ],
-    )
+    script(p, "spec-reviewer", slow_answer(6.0))
     d = Daemon(p)
     daemons.append(d)
     p.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer")

@@ -13,6 +13,21 @@ def script(p: Project, role: str, steps: list[dict[str, object]]) -> None:
     (p.dir / "scripted" / f"{role}.toml").write_text(dumps(steps))
 
 
+def slow_answer(seconds: float) -> list[dict[str, object]]:
+    """A script that works ``seconds``, then answers the first message it was handed."""
+    return [
+        {"sleep": seconds},
+        {
+            "tool": "send_message",
+            "event": "answer",
+            "artifact": "specs/*/user-auth.md",
+            "to": ["spec-writer"],
+            "in_reply_to": "$first",
+            "variables": {"CONTEXT": "done"},
+        },
+    ]
+
+
 def unread(p: Project, box: str) -> int:
     return len([f for f in p.new_files(box) if not f.name.endswith("S")])
 
