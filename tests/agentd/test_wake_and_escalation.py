@@ -158,3 +158,45 @@ def test_mail_a_run_left_in_the_outbox_is_sent_on_the_next_rescan(tmp_path: Path
     d.wait_for(lambda: not outbox.pending(p.app.config), "the outbox to be sent")
     assert [m[:2] for m in mail(p, "answer")] == [("user", "answer")]
     assert any(e["sent"] == 1 and e["left"] == 0 for e in d.events("outbox"))
+
+
+DIE_IN_COMMIT = """
+import json, os
+from pathlib import Path
+from workflow.agents import locks
+from workflow.agents.runrole import new_mail
+from workflow.agents.txn import Run
+from workflow.app import App
+from workflow.core.config import load_config
+
+app = App(load_config(Path("workflow.toml"), env={}))
+rows = new_mail(app, app.roster.roles["spec-reviewer"], None)
+assert rows and locks.acquire(app.config.state.lock("spec-reviewer"), 600)
+run = Run.begin(app.config.state, "spec-reviewer", rows)
+info = json.loads((run.dir / "run.json").read_text())
+(run.dir / "run.json").write_text(json.dumps({**info, "state": "committing"}))
+for r in rows:
+    app.maildirs.mark_seen(r.mailbox, r.key)
+os.kill(os.getpid(), 9)  # after its mail was marked read, before its directory and lock were removed
+"""
+
+
+def test_a_run_killed_late_in_its_commit_is_finished_and_leaves_no_lock_or_run_behind(
+    tmp_path: Path, daemons: list[Daemon]
+) -> None:
+    p = project(tmp_path, ["spec-reviewer"], rescan=0.3)
+    script(p, "spec-reviewer", [{"say": "reviewed"}])
+    p.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WORKFLOW_")}
+    r = subprocess.run([sys.executable, "-c", DIE_IN_COMMIT], cwd=p.dir, env=env, capture_output=True, text=True)
+    assert r.returncode == -signal.SIGKILL, r.stderr
+    state = p.app.config.state
+    assert (state.runs / "spec-reviewer.run").is_dir() and state.lock("spec-reviewer").exists()
+    assert unread(p, "spec-reviewer") == 0  # nothing would wake the role again
+    d = Daemon(p)
+    daemons.append(d)
+    d.wait_for(lambda: not (state.runs / "spec-reviewer.run").exists(), "the crashed run to be finished")
+    d.wait_for(lambda: d.idle() and not state.lock("spec-reviewer").exists(), "the lock to go")
+    logs = "".join(f.read_text() for f in state.runs.glob("task-*.log"))
+    assert "finishing the commit of a run that ended before it was done" in logs, logs
+    assert prompts(p, "spec-reviewer") == []  # its mail was handled: no new session

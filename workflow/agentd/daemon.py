@@ -8,7 +8,8 @@ coalesces into it); a message copied to several roles wakes each of them, indepe
 Dispatch claims due tasks atomically — at most ``max_concurrent`` running, one per role — and
 spawns ``run-role --with-email ROLE`` in its own session; run-role takes the role's lock itself
 and enforces the run's timeout, so a run outlives an agentd crash, and the restarted agentd
-adopts it (waits for it and reads its result) instead of starting it again. Reaping reads the
+adopts it (waits for it and reads its result) instead of starting it again; a run that died in its
+commit is finished by the next run of its role, which agentd starts for it. Reaping reads the
 run's result file: success completes the task and counts token usage; failure retries with
 backoff, then dead-letters the task and escalates (never to the failing role itself);
 ``pause_after`` consecutive failures or a spent daily token budget pause the role. One agentd
@@ -34,6 +35,7 @@ from typing import Any, NamedTuple
 from workflow.agentd.scan import MailScan, Meta
 from workflow.agentd.tasks import Task, Tasks, TaskStatus
 from workflow.agents import locks
+from workflow.agents.txn import Run, run_dir
 from workflow.app import App
 from workflow.core.config import AgentdConfig
 from workflow.core.errors import ConfigError, WorkflowError
@@ -217,6 +219,7 @@ class Agentd:
                     self.sweep()  # after the clear below: a file that woke us is seen by this sweep
                     if now - last_sweep >= self.opts.rescan:
                         self.flush_outbox()
+                        self.finish_crashed()
                     last_sweep = now
                 self.reap()
                 self.dispatch()
@@ -232,6 +235,22 @@ class Agentd:
         notes: list[str] = []
         sent, left = outbox.flush(self.app.config, make_transport(self.app.config, self.app.deliverer), notes.append)
         self.log("outbox", sent=sent, left=left, notes=notes[:20])
+
+    def finish_crashed(self) -> None:
+        """A run killed late in its commit leaves its directory (and a dead lock) with its mail already
+        read, so nothing would wake its role again: queue the role, and its next run-role finishes it."""
+        taken = self.tasks.taken()
+        for name in self.roles:
+            run = Run(run_dir(self.app.config.state, name))
+            if not run.dir.is_dir():
+                continue
+            lock = locks.read(self.app.config.state.lock(name))
+            if lock is not None and locks.stale(lock, self.opts.lock_ttl) is None:
+                continue  # its run-role is at work (or is committing right now)
+            mids = run.handed_ids()
+            if mids and not any((name, m) in taken for m in mids):
+                task, _ = self.tasks.enqueue(name, mids)
+                self.log("queued", role=name, task=task.id, mids=mids, why="a crashed run left its directory")
 
     def sweep(self) -> None:
         """Queue (or coalesce) one task per role with untaken unread trigger mail."""
@@ -305,7 +324,7 @@ class Agentd:
                 # A run from before a restart (or a human's) still holds the role: wait for it.
                 self.tasks.put_back(t.id, "role locked by a live run", time.time() + 1.0)
                 continue
-            if not self._still_unread(t):
+            if not self._still_unread(t) and not run_dir(self.app.config.state, t.role).is_dir():
                 self.tasks.finish(t.id, TaskStatus.COMPLETED, "handled by an earlier run")
                 self.log("skipped", role=t.role, task=t.id, why="its mail was handled by an earlier run")
                 continue

@@ -96,6 +96,13 @@ class Run:
             raise ToolError(f"$WORKFLOW_RUN={path}: no open run there (it ended, or never began)")
         return run
 
+    def handed_ids(self) -> list[str]:
+        """The Message-IDs handed to the run."""
+        try:
+            return (self.dir / "handed").read_text(encoding="utf-8").split()
+        except OSError:
+            return []
+
     def info(self) -> dict[str, object]:
         try:
             data = json.loads((self.dir / "run.json").read_text(encoding="utf-8"))
