@@ -194,3 +194,50 @@ def test_a_crashed_run_is_rolled_back_by_the_next_run_of_its_role(tmp_path: Path
     assert "rolling back a run that ended without succeeding" in out and "1 staged message(s) not sent" in out
     assert mail(p, "answer") == []  # the crashed run's answer was never delivered
     assert unread(p, "spec-reviewer") == 0  # the second run handled the mail
+
+
+CRASH_WITH_ORPHANS = """
+import os, subprocess, sys
+from pathlib import Path
+from workflow.agents import locks
+from workflow.agents.runrole import new_mail
+from workflow.agents.txn import Run
+from workflow.app import App
+from workflow.core.config import load_config
+
+app = App(load_config(Path("workflow.toml"), env={}))
+rows = new_mail(app, app.roster.roles["spec-reviewer"], None)
+assert locks.acquire(app.config.state.lock("spec-reviewer"), 600)
+run = Run.begin(app.config.state, "spec-reviewer", rows)
+env = {**os.environ, "WORKFLOW_RUN": str(run.dir)}
+sleeper = "import time; time.sleep(120)"
+# the agent, started just as its run-role was killed (before anything could tie it to the run-role's life) …
+subprocess.Popen([sys.executable, "-c", sleeper, sys.argv[1]], env=env, start_new_session=True)
+# … and a child it moved to a session of its own
+subprocess.Popen(["setsid", sys.executable, "-c", sleeper, sys.argv[1]], env=env)
+while len([d for d in os.listdir("/proc") if d.isdigit() and sys.argv[1].encode() in open(f"/proc/{d}/cmdline", "rb").read()]) < 2:
+    pass
+os.kill(os.getpid(), 9)
+"""
+
+
+def test_the_next_run_kills_what_a_crashed_run_left_alive_before_its_agent_starts(tmp_path: Path) -> None:
+    marker = f"orphan-{os.getpid()}-{time.time_ns()}"
+    p = agent_project(
+        tmp_path,
+        f"""
+        sys.stdin.read()
+        alive = [d for d in os.listdir("/proc") if d.isdigit() and {marker.encode()!r} in open(f"/proc/{{d}}/cmdline", "rb").read()]
+        open("orphans-seen", "w").write(str(len(alive)))
+    """,
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WORKFLOW_")}
+    crash = subprocess.run([sys.executable, "-c", CRASH_WITH_ORPHANS, marker], cwd=p.dir, env=env, timeout=60)
+    assert crash.returncode == -signal.SIGKILL
+    assert len(procs_with(marker)) == 2
+    r = run_role(p)
+    out, _ = r.communicate(timeout=60)
+    assert r.returncode == 0, out
+    assert "killed 2 process(es) the crashed run left" in out, out
+    assert (p.dir / "orphans-seen").read_text() == "0"  # gone before the new agent started
+    assert not procs_with(marker)

@@ -7,15 +7,22 @@ Two kernel mechanisms cannot be escaped that way, and are used in this order:
   of a new PID namespace's init; when the agent exits, or its run-role dies (even by SIGKILL), the
   init dies and the kernel kills every process in the namespace.
 * **a cgroup v2 directory per run**: the agent is moved into it before it starts; ending the run
-  writes ``cgroup.kill``. A run-role killed with SIGKILL leaves the cgroup's processes to the
-  next run of the role, which kills them when it recovers the crashed run (``cgroup.json``).
+  writes ``cgroup.kill``.
 * otherwise only the **process group** is killed, and ``workflow doctor`` says so.
+
+A run-role killed with SIGKILL cannot end its run. bubblewrap's ``--die-with-parent`` takes the
+agent with it — unless run-role died while bubblewrap was still starting, before it could tie
+itself to its parent's life. So whatever the containment, the next run of the role, when it
+recovers the crashed run, first kills what the run left (``leftovers``): its cgroup, its agent's
+process group (``agent.json``), and every process whose environment names the run
+(``$WORKFLOW_RUN``), setsid or not.
 
 ``[backends.command] contain`` forces one (``bwrap``, ``cgroup``, ``none``); the default is ``auto``.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -24,6 +31,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any, NamedTuple
+
+from workflow.agents.locks import pid_alive, process_start
 
 MODES = ("auto", "bwrap", "cgroup", "none")
 BWRAP_ARGS = ("--dev-bind", "/", "/", "--proc", "/proc", "--unshare-pid", "--die-with-parent", "--")
@@ -102,13 +111,14 @@ class Contained:
             if root is not None:
                 self.cgroup = root / f"workflow-run-{os.getpid()}-{os.urandom(4).hex()}"
                 self.cgroup.mkdir()
-                if run_dir is not None:
-                    (run_dir / "cgroup.json").write_text(str(self.cgroup))
                 # the shell joins the cgroup, then becomes the agent: nothing runs outside it
                 full = ["sh", "-c", 'echo 0 > "$1/cgroup.procs" && shift && exec "$@"', "sh", str(self.cgroup), *full]
         self.proc: subprocess.Popen[str] = subprocess.Popen(
             full, stdin=stdin, stdout=stdout, stderr=stderr, cwd=cwd, env=env, start_new_session=True, text=True
         )
+        if run_dir is not None:  # for the next run of the role, should this run-role be killed
+            agent = {"pid": self.proc.pid, "pstart": process_start(self.proc.pid), "cgroup": str(self.cgroup or "")}
+            (run_dir / "agent.json").write_text(json.dumps(agent))
 
     @property
     def stdin(self) -> IO[Any] | None:
@@ -140,6 +150,48 @@ class Contained:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
+
+
+def leftovers(run_dir: Path) -> int:
+    """Kill every process a crashed run left alive (call holding the role's lock, before the run's
+    directory is removed); returns how many there were."""
+    victims: set[int] = set()
+    try:
+        agent = json.loads((run_dir / "agent.json").read_text())
+    except (OSError, ValueError):
+        agent = {}
+    if agent.get("cgroup") and Path(agent["cgroup"]).is_dir():
+        try:
+            victims.update(int(p) for p in (Path(agent["cgroup"]) / "cgroup.procs").read_text().split())
+        except (OSError, ValueError):
+            pass
+        kill_cgroup(Path(agent["cgroup"]))
+    pid = int(agent.get("pid") or 0)
+    if pid and agent.get("pstart") and process_start(pid) == agent.get("pstart"):
+        victims.add(pid)
+        try:
+            os.killpg(pid, signal.SIGKILL)  # the agent started its own session: its group is its pid
+        except (ProcessLookupError, PermissionError):
+            pass
+    marker = f"WORKFLOW_RUN={run_dir}".encode()
+    me = os.getpid()
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit() or int(d.name) == me:
+            continue
+        try:
+            environ = (d / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if marker in environ:
+            victims.add(int(d.name))
+            try:
+                os.kill(int(d.name), signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+    end = time.monotonic() + 5
+    while any(pid_alive(v) for v in victims) and time.monotonic() < end:
+        time.sleep(0.01)
+    return len(victims)
 
 
 def kill_cgroup(cgroup: Path) -> None:

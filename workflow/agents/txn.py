@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
+from workflow.agents.contain import leftovers
 from workflow.app import App
 from workflow.artifacts.move import revert
 from workflow.core.errors import DeliveryError, RuleError, ToolError, TransportError
@@ -260,6 +261,9 @@ def recover(app: App, role: str, transport: Transport, echo: Callable[[str], Non
     run = Run(run_dir(app.config.state, role))
     if not run.dir.exists():
         return
+    killed = leftovers(run.dir)
+    if killed:
+        echo(f"{role}: killed {killed} process(es) the crashed run left")
     info = run.info()
     if info.get("state") == COMMITTING:
         echo(f"{role}: finishing the commit of a run that ended before it was done")
