@@ -36,3 +36,8 @@ def dovecot() -> Iterator[Dovecot]:
     finally:
         d.stop()
         shutil.rmtree(base, ignore_errors=True)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Every test run has its own owner credential (never the user's ~/.config/workflow)."""
+    os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="workflow-test-config-")

@@ -19,18 +19,25 @@ from workflow.policy.roster import Roster
 
 if TYPE_CHECKING:
     from workflow.delivery.deliverer import Deliverer
-    from workflow.delivery.notify import Composed, NotifyRequest
+    from workflow.delivery.notify import Composed, NotifyRequest, Parent
 
 
 class App:
     """Config plus what is built from it on first use."""
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, parent: Parent | None = None) -> None:
         self.config = config
+        self.parent = parent  # threads replies without the index (an agent inside a run has none)
 
     @classmethod
-    def load(cls, config_path: Path | None = None, mail_root: Path | None = None, cwd: Path | None = None) -> App:
-        return cls(load_config(config_path, mail_root=mail_root, cwd=cwd))
+    def load(
+        cls,
+        config_path: Path | None = None,
+        mail_root: Path | None = None,
+        cwd: Path | None = None,
+        parent: Parent | None = None,
+    ) -> App:
+        return cls(load_config(config_path, mail_root=mail_root, cwd=cwd), parent)
 
     @cached_property
     def roster(self) -> Roster:
@@ -53,7 +60,9 @@ class App:
 
     def compose(self, req: NotifyRequest) -> Composed:
         """The message for one notification (the index threads a reply onto its parent)."""
-        from workflow.delivery.notify import compose  # lazy: start-up time, as for deliverer
+        from workflow.delivery.notify import compose, parent_in  # lazy: start-up time, as for deliverer
 
+        if self.parent is not None:
+            return compose(req, self.config, self.roster, self.parent)
         with self.index() as index:
-            return compose(req, self.config, self.roster, index)
+            return compose(req, self.config, self.roster, parent_in(index))

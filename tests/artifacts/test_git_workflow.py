@@ -14,6 +14,7 @@ import pytest
 
 from helpers.git import GIT_ENV, git_project, mail, sh
 from helpers.project import Project
+from helpers.smtp import client
 from workflow.delivery.smtpd import BackgroundServer
 
 
@@ -282,7 +283,7 @@ def test_server_refuses_a_wrong_state_claim_and_accepts_it_after_the_move(gp: Pr
 
     cfg = gp.app.config
     with BackgroundServer(cfg, gp.app.deliverer) as port:
-        with smtplib.SMTP("127.0.0.1", port) as s:
+        with client(port) as s:
             with pytest.raises(smtplib.SMTPDataError) as e:
                 s.sendmail("spec-reviewer@workflow.local", ["spec-writer@workflow.local"], approval())
         assert e.value.smtp_code == 550
@@ -292,7 +293,7 @@ def test_server_refuses_a_wrong_state_claim_and_accepts_it_after_the_move(gp: Pr
         )
         r = gp.run("move", "user-auth", "todo", "--as", "spec-reviewer", env=GIT_ENV)
         assert r.returncode == 0, r.stderr
-        with smtplib.SMTP("127.0.0.1", port) as s:
+        with client(port) as s:
             s.sendmail("spec-reviewer@workflow.local", ["spec-writer@workflow.local"], approval())
             with pytest.raises(
                 smtplib.SMTPDataError,

@@ -12,9 +12,10 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from helpers.project import Project
-from helpers.smtp import message
+from helpers.smtp import auth_plain, client, message
 from workflow.app import App
 from workflow.core.config import load_config
+from workflow.delivery.credentials import client_credential
 from workflow.delivery.smtpd import BackgroundServer
 from workflow.mail.message import parse
 
@@ -28,7 +29,7 @@ def smtp(project: Project) -> Iterator[int]:
 def send(
     port: int, raw: bytes, sender: str = "spec-writer@workflow.local", to: list[str] | None = None
 ) -> dict[str, tuple[int, bytes]]:
-    with smtplib.SMTP("127.0.0.1", port, timeout=10) as s:
+    with client(port) as s:
         return s.sendmail(sender, to or ["spec-reviewer@workflow.local"], raw)
 
 
@@ -135,7 +136,7 @@ def test_multi_recipient_is_all_or_nothing(project: Project, smtp: int) -> None:
 def test_retry_after_lost_250_is_not_delivered_twice(project: Project, smtp: int) -> None:
     raw = message()
     send(smtp, raw)
-    with smtplib.SMTP("127.0.0.1", smtp) as s:
+    with client(smtp) as s:
         s.ehlo()
         s.mail("spec-writer@workflow.local")
         s.rcpt("spec-reviewer@workflow.local")
@@ -148,6 +149,10 @@ def test_retry_after_lost_250_is_not_delivered_twice(project: Project, smtp: int
 
 
 def _dialog(port: int, payload: bytes, wait: float = 0.5) -> bytes:
+    """Send ``payload`` raw, logged in as the owner right after its first EHLO line."""
+    if payload.startswith(b"EHLO ") and b"\r\n" in payload:
+        ehlo, rest = payload.split(b"\r\n", 1)
+        payload = ehlo + b"\r\n" + auth_plain() + rest
     with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
         s.recv(1024)
         s.sendall(payload)
@@ -233,7 +238,9 @@ def test_hostile_input_never_kills_the_server(project: Project, smtp: int) -> No
         with socket.create_connection(("127.0.0.1", smtp), timeout=5) as s:
             s.recv(1024)
             s.sendall(
-                b"EHLO f\r\nMAIL FROM:<spec-writer@workflow.local>\r\nRCPT TO:<spec-reviewer@workflow.local>\r\nDATA\r\n"
+                b"EHLO f\r\n"
+                + auth_plain()
+                + b"MAIL FROM:<spec-writer@workflow.local>\r\nRCPT TO:<spec-reviewer@workflow.local>\r\nDATA\r\n"
                 + blob
             )
 
@@ -245,7 +252,9 @@ def test_hostile_input_never_kills_the_server(project: Project, smtp: int) -> No
 
 @pytest.mark.skipif(shutil.which("swaks") is None, reason="swaks not installed (scripts/system-packages installs it)")
 def test_swaks_delivers_and_is_refused_with_the_rule(project: Project, smtp: int) -> None:
+    c = client_credential()
     base = ["swaks", "--server", f"127.0.0.1:{smtp}", "--from", "spec-writer@workflow.local", "--helo", "test"]
+    base += ["--auth", "PLAIN", "--auth-user", c.login, "--auth-password", c.secret]
     ok = subprocess.run(
         base
         + [
@@ -293,7 +302,7 @@ def test_smtputf8_and_8bitmime_stored_byte_exact(project: Project, smtp: int) ->
         "Message-ID: <utf8.1@workflow.local>\r\nX-Event-Type: question\r\nContent-Type: text/plain; charset=utf-8\r\n"
         "Content-Transfer-Encoding: 8bit\r\n\r\nÜnïcödé body\r\n"
     ).encode()
-    with smtplib.SMTP("127.0.0.1", smtp) as s:
+    with client(smtp) as s:
         s.ehlo()
         assert s.has_extn("smtputf8") and s.has_extn("8bitmime")
         s.sendmail(

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from helpers.project import Project
-from helpers.smtp import message, server_process
+from helpers.smtp import client, message, server_process
 from workflow.app import App
 from workflow.core.config import load_config
 from workflow.delivery.smtpd import BackgroundServer
@@ -23,7 +23,7 @@ from workflow.mail.message import parse
 
 
 def send(port: int, raw: bytes, to: str = "spec-reviewer@workflow.local") -> None:
-    with smtplib.SMTP("127.0.0.1", port, timeout=10) as s:
+    with client(port) as s:
         s.sendmail("spec-writer@workflow.local", [to], raw)
 
 

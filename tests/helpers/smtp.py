@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import base64
 import os
 import re
+import smtplib
 import subprocess
 import sys
 import time
@@ -11,7 +13,22 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from workflow.delivery.credentials import client_credential
 from workflow.mail.message import Draft, build, make_message_id
+
+
+def auth_plain() -> bytes:
+    """The AUTH PLAIN line of the owner's credential, for raw SMTP dialogs."""
+    c = client_credential()
+    return b"AUTH PLAIN " + base64.b64encode(f"\0{c.login}\0{c.secret}".encode()) + b"\r\n"
+
+
+def client(port: int, timeout: float = 10) -> smtplib.SMTP:
+    """An SMTP client logged in as the mail root's owner, as every workflow command logs in."""
+    s = smtplib.SMTP("127.0.0.1", port, timeout=timeout)
+    credential = client_credential()
+    s.login(credential.login, credential.secret)
+    return s
 
 
 def message(

@@ -161,7 +161,7 @@ def test_sealed_assessments_are_refused_at_delivery_and_a_late_member_is_handled
     )
     assert r.returncode == 0  # ordinary internal mail passes
     from workflow.core.errors import GuardrailError
-    from workflow.delivery.notify import NotifyRequest, compose
+    from workflow.delivery.notify import NotifyRequest, compose, parent_in
 
     req = NotifyRequest(
         "status-update",
@@ -173,7 +173,7 @@ def test_sealed_assessments_are_refused_at_delivery_and_a_late_member_is_handled
         (("X-Review-Verdict", "approve"),),
     )
     with app.index() as index:
-        c = compose(req, app.config, app.roster, index)
+        c = compose(req, app.config, app.roster, parent_in(index))
     with pytest.raises(
         GuardrailError, match="sealed-review: spec-reviewer-panel's review of specs/proposed/user-auth.md is sealed"
     ):

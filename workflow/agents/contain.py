@@ -44,7 +44,7 @@ class Mode(NamedTuple):
     why: str  # what it does, or what it cannot guarantee
 
 
-def _bwrap_works(bwrap: str) -> bool:
+def bwrap_works(bwrap: str) -> bool:
     try:
         r = subprocess.run([bwrap, *BWRAP_ARGS, "true"], capture_output=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
@@ -70,7 +70,7 @@ def cgroup2_root() -> Path | None:
 def choose(wanted: str = "auto") -> Mode:
     """The containment to use (``wanted``: one of MODES)."""
     bwrap = shutil.which("bwrap")
-    if wanted in ("auto", "bwrap") and bwrap and _bwrap_works(bwrap):
+    if wanted in ("auto", "bwrap") and bwrap and bwrap_works(bwrap):
         return Mode("bwrap", True, "a PID namespace per run (bubblewrap): nothing an agent starts outlives it")
     root = cgroup2_root() if wanted in ("auto", "cgroup") else None
     if root is not None and (root / "cgroup.kill").exists():
@@ -100,12 +100,14 @@ class Contained:
         stderr: int,
         cwd: Path,
         env: dict[str, str],
+        view: Sequence[str] = (),
     ) -> None:
+        """``view``: bubblewrap's arguments for a sandbox (``agents.sandbox``), in mode bwrap only."""
         self.mode = mode
         self.cgroup: Path | None = None
         full = list(argv)
         if mode.name == "bwrap":
-            full = [shutil.which("bwrap") or "bwrap", *BWRAP_ARGS, *full]
+            full = [shutil.which("bwrap") or "bwrap", *(list(view) + ["--"] if view else BWRAP_ARGS), *full]
         elif mode.name == "cgroup":
             root = cgroup2_root()
             if root is not None:
@@ -173,7 +175,7 @@ def leftovers(run_dir: Path) -> int:
             os.killpg(pid, signal.SIGKILL)  # the agent started its own session: its group is its pid
         except (ProcessLookupError, PermissionError):
             pass
-    marker = f"WORKFLOW_RUN={run_dir}".encode()
+    marker = f"WORKFLOW_RUN={run_dir / 'agent'}".encode()
     me = os.getpid()
     for d in Path("/proc").iterdir():
         if not d.name.isdigit() or int(d.name) == me:

@@ -11,20 +11,24 @@
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
 from workflow.agents import locks
 from workflow.agents.backends import RunInput, RunResult, make_backend
 from workflow.agents.context import build
+from workflow.agents.sandbox import status
 from workflow.agents.tools import RoleTools
 from workflow.agents.txn import Run, RunTransport, recover
 from workflow.app import App
 from workflow.core.errors import RosterError
 from workflow.core.locate import Resolver, find
+from workflow.delivery.smtpd import BackgroundServer
 from workflow.delivery.transport import Transport
 from workflow.mail.inbox import group, render_inbox, render_thread, select
 from workflow.mail.rows import Row
@@ -50,9 +54,11 @@ class Poller:
         interval: float,
         echo: Callable[[str], None],
         mail_file: Path | None,
+        know: Callable[[Sequence[Row]], None] = lambda rows: None,
     ) -> None:
         self.app, self.role, self.known, self.interval, self.echo = app, role, known, interval, echo
         self.mail_file = mail_file
+        self.know = know
         self.pending: list[str] = []
         self.lock = threading.Lock()
         self.stop = threading.Event()
@@ -71,6 +77,8 @@ class Poller:
             for r in fresh:
                 self.known.add(r.message_id or r.key)
                 texts.append(render_thread([r], self.app.maildirs, boxes))
+        if fresh:
+            self.know(fresh)
         for r, text in zip(fresh, texts, strict=True):
             self.echo(f"new mail during the run: {r.event or 'mail'} from {r.sender.split('@')[0]}: {r.subject}")
             with self.lock:
@@ -91,6 +99,23 @@ class Poller:
     def __exit__(self, *exc: object) -> None:
         self.stop.set()
         self.thread.join()
+
+
+@contextmanager
+def submission_server(app: App, wanted: bool) -> Iterator[str]:
+    """``host:port`` of a server a run's agent can submit to: the configured one when it answers,
+    else one started for this run (on a loopback port of its own, stopped when the run ends)."""
+    if not wanted:
+        yield ""
+        return
+    cfg = app.config.smtp
+    try:
+        socket.create_connection((cfg.host, cfg.port), timeout=2).close()
+    except OSError:
+        with BackgroundServer(app.config, app.deliverer, "127.0.0.1", 0) as port:
+            yield f"127.0.0.1:{port}"
+        return
+    yield f"{cfg.host}:{cfg.port}"
 
 
 def new_mail(app: App, role: Role, artifact: str | None) -> list[Row]:
@@ -177,12 +202,16 @@ def _session(
         return Outcome(None, rows, (), ctx.prompt)
     name = backend or role.backend
     agent = make_backend(app.config, name, script)
+    if name == "command":
+        sandbox = status(app.config)
+        if not sandbox.enforced:
+            echo(f"{role.name}: {sandbox.line}")
     run = Run.begin(app.config.state, role.name, rows)
     tools = RoleTools(app, role, RunTransport(app, run), journal=run.intend_move)
     known = {r.message_id or r.key for r in rows}
-    mail_file = run.dir / "new-mail.md"
+    mail_file = run.agent / "new-mail.md"
     mail_file.write_text("", encoding="utf-8")
-    poller = Poller(app, role, known, poll_interval or 0.0, echo, mail_file)
+    poller = Poller(app, role, known, poll_interval or 0.0, echo, mail_file, run.know)
     prompt = ctx.prompt
     if poll_interval and name == "command":
         prompt += (
@@ -201,6 +230,7 @@ def _session(
         mail_file,
         run_dir=run.dir,
         deadline=time.monotonic() + limit,
+        token=run.token,
     )
     echo(
         f"\n{role.name}: running the {name} backend on {len(rows)} message(s)"
@@ -208,11 +238,13 @@ def _session(
     )
     t0 = time.monotonic()
     try:
-        if poll_interval:
-            with poller:
+        with submission_server(app, name == "command") as smtp:
+            job = job._replace(smtp=smtp)
+            if poll_interval:
+                with poller:
+                    result = agent.run(job)
+            else:
                 result = agent.run(job)
-        else:
-            result = agent.run(job)
     except BaseException as e:  # interrupted (SIGINT, SIGTERM): nothing of the run takes effect
         for line in run.rollback(app, f"interrupted ({type(e).__name__})"):
             echo(f"  {line}")

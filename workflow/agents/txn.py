@@ -18,7 +18,6 @@ it) and *staged* in the run's directory, ``<state>/runs/ROLE.run/``. Artifact mo
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import shutil
@@ -35,19 +34,10 @@ from workflow.core.files import write_atomic
 from workflow.core.locate import Artifact
 from workflow.core.statedir import StateDir
 from workflow.delivery import outbox
+from workflow.delivery.credentials import mint
+from workflow.delivery.staging import COMMITTING, OPEN, ROLLING_BACK, RunBox, Staged
 from workflow.delivery.transport import Transport
 from workflow.mail.rows import Row
-
-OPEN, COMMITTING = "open", "committing"
-
-
-class Staged(NamedTuple):
-    path: Path
-    message_id: str
-    sender: str
-    recipients: tuple[str, ...]
-    what: str
-    raw: bytes
 
 
 class Journalled(NamedTuple):
@@ -59,13 +49,19 @@ def run_dir(state: StateDir, role: str) -> Path:
     return state.runs / f"{role}.run"
 
 
-class Run:
-    """One run's transaction, on disk so other processes (the agent's CLI calls) can join it."""
+class Run(RunBox):
+    """One run's transaction, on disk so other processes (the server, the agent's CLI) can join it.
+
+    ``dir`` is the owner's (state, token digest, staged mail: the sandbox hides it); ``agent``, a
+    directory inside it, is the only part an agent sees (``$WORKFLOW_RUN``): the Message-IDs it
+    was handed, the mail that arrived during the run, the threads it may reply to, and the journal
+    of the moves it made."""
 
     def __init__(self, path: Path) -> None:
-        self.dir = path
-        self.outbox = path / "outbox"
-        self.journal = path / "moves.jsonl"
+        super().__init__(path)
+        self.agent = path / "agent"
+        self.journal = self.agent / "moves.jsonl"
+        self.token = ""  # the run credential: known to the run-role that began the run, and its agent
 
     # -- lifecycle
 
@@ -76,101 +72,42 @@ class Run:
         if run.dir.exists():
             raise ToolError(f"{run.dir} is left from an earlier run; recover it first")
         run.outbox.mkdir(parents=True)
-        (run.dir / "handed").write_text("".join(f"{r.message_id}\n" for r in handed if r.message_id))
-        run._write(
-            {
-                "role": role,
-                "state": OPEN,
-                "pid": os.getpid(),
-                "started": time.time(),
-                "handed": [[r.mailbox, r.key] for r in handed],
-            }
-        )
+        run.agent.mkdir()
+        run.token, digest = mint()
+        ids = "".join(f"{r.message_id}\n" for r in handed if r.message_id)
+        (run.agent / "handed").write_text(ids)
+        info: dict[str, object] = {"role": role, "pid": os.getpid(), "started": time.time()}
+        write_atomic(run.agent / "info.json", json.dumps(info))
+        run.know(handed)
+        run.write_info({**info, "state": OPEN, "token_sha256": digest, "handed": [[r.mailbox, r.key] for r in handed]})
         return run
 
-    @classmethod
-    def join(cls, path: str | Path) -> Run:
-        """The open run ``$WORKFLOW_RUN`` names (a command-backend agent's CLI calls)."""
-        run = cls(Path(path))
-        info = run.info()
-        if info.get("state") != OPEN:
-            raise ToolError(f"$WORKFLOW_RUN={path}: no open run there (it ended, or never began)")
-        return run
+    def know(self, rows: Sequence[Row]) -> None:
+        """Tell the agent about messages it may reply to (their subject and references thread it)."""
+        path = self.agent / "threads.json"
+        try:
+            known = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            known = {}
+        for r in rows:
+            if r.message_id:
+                known[r.message_id] = {"subject": r.subject, "refs": list(r.refs)}
+        write_atomic(path, json.dumps(known))
 
     def handed_ids(self) -> list[str]:
         """The Message-IDs handed to the run."""
         try:
-            return (self.dir / "handed").read_text(encoding="utf-8").split()
+            return (self.agent / "handed").read_text(encoding="utf-8").split()
         except OSError:
             return []
 
-    def info(self) -> dict[str, object]:
-        try:
-            data = json.loads((self.dir / "run.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return {}
-        return data if isinstance(data, dict) else {}
-
-    @property
-    def role(self) -> str:
-        return str(self.info().get("role", ""))
-
-    def is_open(self) -> bool:
-        return self.info().get("state") == OPEN
-
-    def _write(self, info: dict[str, object]) -> None:
-        write_atomic(self.dir / "run.json", json.dumps(info), mode=0o600)
-
     # -- what the run does
-
-    def stage(self, raw: bytes, sender: str, recipients: Sequence[str], message_id: str, what: str) -> Path:
-        """Keep one checked message until the run ends (the caller checked it)."""
-        if not self.is_open():
-            raise ToolError("the run has ended: nothing more is sent for it")
-        name = f"{time.time():.6f}.{os.getpid()}.{os.urandom(3).hex()}.json"
-        path = self.outbox / name
-        write_atomic(
-            path,
-            json.dumps(
-                {
-                    "message_id": message_id,
-                    "sender": sender,
-                    "recipients": list(recipients),
-                    "what": what,
-                    "raw": base64.b64encode(raw).decode("ascii"),
-                }
-            ),
-            mode=0o600,
-        )
-        return path
-
-    def staged(self) -> list[Staged]:
-        out = []
-        for p in sorted(self.outbox.glob("*.json")) if self.outbox.is_dir() else []:
-            try:
-                d = json.loads(p.read_text(encoding="utf-8"))
-                out.append(
-                    Staged(
-                        p,
-                        str(d["message_id"]),
-                        str(d["sender"]),
-                        tuple(d["recipients"]),
-                        str(d["what"]),
-                        base64.b64decode(d["raw"]),
-                    )
-                )
-            except (OSError, ValueError, KeyError, TypeError):
-                continue  # a half-written file from a killed writer: it was never acknowledged
-        return out
 
     def intend_move(self, before: Artifact, after: Artifact) -> None:
         """Journal a move before it is committed, so a rollback can find it whatever happens next."""
         if not self.is_open():
             raise ToolError("the run has ended: it moves nothing more")
-        with open(self.journal, "a", encoding="utf-8") as f:
-            f.write(json.dumps({"before": list(before), "after": list(after)}) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        journal_move(self.agent, before, after)
 
     def moves(self) -> list[Journalled]:
         out: list[Journalled] = []
@@ -190,9 +127,7 @@ class Run:
 
     def commit(self, app: App, transport: Transport) -> list[str]:
         """The run succeeded: send what it staged, mark what it was handed read, end it."""
-        info = self.info()
-        if info.get("state") != COMMITTING:
-            self._write({**info, "state": COMMITTING})
+        info = self.leave_open(COMMITTING)  # the run's token dies; nothing more can be staged
         lines = []
         for s in self.staged():
             lines.append(_send(app, transport, s))
@@ -207,9 +142,7 @@ class Run:
 
     def rollback(self, app: App, why: str) -> list[str]:
         """The run failed: drop what it staged, revert what it moved, leave its mail unread."""
-        info = self.info()
-        if info:
-            self._write({**info, "state": "rolling-back"})  # no stage or move may join it any more
+        info = self.leave_open(ROLLING_BACK)  # no stage, move or login may join it any more
         lines = []
         dropped = self.staged()
         if dropped:
@@ -224,6 +157,14 @@ class Run:
             )
         shutil.rmtree(self.dir, ignore_errors=True)
         return lines
+
+
+def journal_move(agent_dir: Path, before: Artifact, after: Artifact) -> None:
+    """Append one move to a run's journal (``$WORKFLOW_RUN/moves.jsonl``), durably."""
+    with open(agent_dir / "moves.jsonl", "a", encoding="utf-8") as f:
+        f.write(json.dumps({"before": list(before), "after": list(after)}) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def _send(app: App, transport: Transport, s: Staged) -> str:

@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 import click
 
 from workflow.app import App
+from workflow.cli.runs import inside_run
 from workflow.core.config import BACKENDS
 from workflow.core.errors import WorkflowError
 
@@ -62,7 +63,8 @@ def app(ctx: click.Context) -> App:
     root = ctx.find_root()
     if not isinstance(root.meta.get("app"), App):
         opts = root.obj if isinstance(root.obj, Options) else Options()
-        root.meta["app"] = App.load(opts.config, opts.mail_root)
+        run = inside_run(None)  # an agent inside a run threads its replies from what run-role told it
+        root.meta["app"] = App.load(opts.config, opts.mail_root, parent=run.parent if run else None)
     found: App = root.meta["app"]
     return found
 

@@ -6,7 +6,6 @@ import os
 
 import click
 
-from workflow.agents.txn import RunTransport
 from workflow.cli.base import Command, app, run_script, standalone, via_option
 from workflow.cli.runs import inside_run
 from workflow.delivery.notify import NotifyRequest, split_list
@@ -43,8 +42,9 @@ def notify(
     An approval with NEXT_ROLES is copied to those roles. The sender is --from, else $WORKFLOW_ROLE,
     else [workflow] default_sender ("user"). Prints the new Message-ID.
 
-    Inside a run ($WORKFLOW_RUN, set by run-role for a command-backend agent) the message is
-    checked at once and sent only if the run succeeds; the sender is the run's role.
+    Inside a run ($WORKFLOW_RUN, set by run-role for a command-backend agent) the message goes to
+    the server with the run's credential: checked at once, delivered only if the run succeeds; the
+    sender is the run's role.
 
     Example:
 
@@ -66,8 +66,7 @@ def notify(
     if stdout:
         click.echo(composed.raw.decode("utf-8", "replace").replace("\r\n", "\n"), nl=False)
         return
-    transport = RunTransport(a, run) if run else make_transport(a.config, a.deliverer, via)
-    where = composed.send(transport)
+    where = composed.send(make_transport(a.config, a.deliverer, via))
     click.echo(composed.message_id)
     click.echo(f"{'staged' if run else 'sent'} {event} to {', '.join(composed.recipients)} ({where})", err=True)
 

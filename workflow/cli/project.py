@@ -7,7 +7,6 @@ from pathlib import Path
 
 import click
 
-from workflow.agents.txn import RunTransport
 from workflow.artifacts.move import MoveRequest
 from workflow.artifacts.move import move as move_artifact
 from workflow.cli.base import Command, app, via_option
@@ -109,10 +108,7 @@ def move(
     to = tuple(r for item in notify for r in split_list(item))
     req = MoveRequest(artifact, state, role, reason, to, event, parse_vars(list(pairs)))
     run = inside_run(role)
-    if run is not None:
-        result = move_artifact(a, req, RunTransport(a, run), run.intend_move)
-    else:
-        result = move_artifact(a, req, make_transport(a.config, a.deliverer, via))
+    result = move_artifact(a, req, make_transport(a.config, a.deliverer, via), run.journal if run else None)
     if result.commit:
         click.echo(f"moved {result.before.path} → {result.after.path}")
         click.echo(f"committed {result.commit[:10]} {result.subject}")

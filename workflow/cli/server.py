@@ -8,14 +8,18 @@ import sys
 import click
 
 from workflow.cli.base import Command, app
-from workflow.delivery.smtpauth import hash_password
+from workflow.delivery.credentials import hash_password
 from workflow.delivery.smtpd import check_bind, serve
 
 
 @click.command(cls=Command)
 @click.option("--host", default=None, help="Address to listen on (default [smtp] host, 127.0.0.1).")
 @click.option("--port", type=int, default=None, help="Port (default [smtp] port, 8025; 0 picks a free one).")
-@click.option("--allow-remote", is_flag=True, help="Allow a non-loopback address (needs [smtp] auth_users_file).")
+@click.option(
+    "--allow-remote",
+    is_flag=True,
+    help="Allow a non-loopback address (needs AUTH required and [smtp] tls_cert/tls_key).",
+)
 @click.option(
     "--hash-password", "hash_pw", is_flag=True, help="Read a password on stdin, print a users-file secret, exit."
 )
@@ -29,9 +33,16 @@ def smtpd(
     Listens on 127.0.0.1:8025 by default; SIGTERM or Ctrl-C stops it after the transactions in
     flight are stored and answered. One log line per message. Refusals name their rule.
 
-    Example:
+    Every submission logs in ([smtp] auth = "required"): the workflow commands of the mail root's
+    owner use the owner's credential (~/.config/workflow/credentials, made on first use), an
+    agent inside a run its run's credential, and a person's mail client a login from
+    [smtp] auth_users_file, a line "login:SECRET:role,role" (the roles it may send as).
+
+    Examples:
 
         workflow smtpd --port 8025
+
+        echo 'alice:'"$(workflow smtpd --hash-password <<< 's3cret')"':user' >> ~/.config/workflow/users
     """
     if hash_pw:
         click.echo(hash_password(sys.stdin.readline().rstrip("\n")))

@@ -26,6 +26,7 @@ from workflow.core.sections import (
     DEFAULT_STATES,
     DOMAIN_RE,
     GUARDRAILS,
+    RUNS,
     SMTP,
     AgentdConfig,
     AnthropicConfig,
@@ -36,6 +37,7 @@ from workflow.core.sections import (
     GmailConfig,
     PanelConfig,
     PanelMember,
+    RunsConfig,
     ScriptedConfig,
     SlackConfig,
     SmtpConfig,
@@ -47,7 +49,7 @@ from workflow.core.sections import (
 from workflow.core.statedir import StateDir
 
 CONFIG_NAME = "workflow.toml"
-KNOWN_SECTIONS = ("workflow", "smtp", "panels", "agentd", "backends", "bridges", "guardrails", "artifacts")
+KNOWN_SECTIONS = ("workflow", "smtp", "runs", "panels", "agentd", "backends", "bridges", "guardrails", "artifacts")
 DEFAULT_TRANSITIONS = (
     "proposed -> todo",
     "todo -> doing",
@@ -77,6 +79,7 @@ __all__ = [
     "GmailConfig",
     "PanelConfig",
     "PanelMember",
+    "RunsConfig",
     "ScriptedConfig",
     "SlackConfig",
     "SmtpConfig",
@@ -149,6 +152,7 @@ class Config(NamedTuple):
     artifact_roots: tuple[str, ...] = ("specs",)
     default_sender: str = "user"
     smtp: SmtpConfig = SmtpConfig()
+    runs: RunsConfig = RunsConfig()
     panels: tuple[PanelConfig, ...] = ()
     guardrails: Mapping[str, bool] = DEFAULT_GUARDRAILS
     transitions: frozenset[tuple[str, str]] = frozenset()
@@ -280,6 +284,7 @@ def load_config(
         artifact_roots=wf.artifact_roots,
         default_sender=wf.default_sender,
         smtp=read(file, "smtp", data.get("smtp", {}), SMTP),
+        runs=read(file, "runs", data.get("runs", {}), RUNS),
         panels=tuple(read_panel(file, name, t) for name, t in data.get("panels", {}).items()),
         guardrails=read_guardrails(file, data.get("guardrails", {})),
         transitions=_transitions(file, art.transitions, wf.states),

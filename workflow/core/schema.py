@@ -115,13 +115,16 @@ class Names:
 
 
 class Strs:
-    """A non-empty list of strings (an argv)."""
+    """A list of strings (an argv: non-empty unless ``empty``)."""
 
-    __slots__ = ()
+    __slots__ = ("empty",)
+
+    def __init__(self, empty: bool = False) -> None:
+        self.empty = empty
 
     def read(self, value: object) -> object:
-        if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
-            raise BadValueError("a non-empty list of strings")
+        if not isinstance(value, list) or not (value or self.empty) or not all(isinstance(v, str) for v in value):
+            raise BadValueError("a list of strings" if self.empty else "a non-empty list of strings")
         return tuple(value)
 
 

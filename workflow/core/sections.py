@@ -49,13 +49,19 @@ DOMAIN_RE = re.compile(r"^(?=.{1,253}$)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z
 BACKENDS = ("anthropic", "command", "scripted")
 
 
+AUTH_MODES = ("required", "off")
+
+
 class SmtpConfig(NamedTuple):
     host: str = "127.0.0.1"
     port: int = 8025
     timeout: float = 60.0  # client: per connection; server: idle per command, and a whole DATA phase
     max_message_size: int = 10 * 1024 * 1024
     max_connections: int = 64
-    auth_users_file: str = ""
+    auth: str = "required"  # required | off (trust-the-host: any local process may send as any role)
+    auth_users_file: str = ""  # SMTP AUTH logins and the roles each may send as (delivery.credentials)
+    tls_cert: str = ""  # STARTTLS for a non-loopback listener: PEM certificate chain …
+    tls_key: str = ""  # … and its key
 
 
 SMTP = Section(
@@ -66,8 +72,27 @@ SMTP = Section(
         "timeout": Num(0.1, 3600.0),
         "max_message_size": Int(1024, 1 << 30),
         "max_connections": Int(1, 100_000),
+        "auth": Str(choices=AUTH_MODES),
         "auth_users_file": Str(),
+        "tls_cert": Str(),
+        "tls_key": Str(),
     },
+)
+
+SANDBOXES = ("bwrap", "none")
+
+
+class RunsConfig(NamedTuple):
+    """How a command-backend agent (or panel member) is confined (agents.sandbox)."""
+
+    sandbox: str = "bwrap"  # bwrap | none (boundaries are then advisory)
+    readable: tuple[str, ...] = ("~/.gitconfig", "~/.config/git")  # extra paths it may read …
+    writable: tuple[str, ...] = ("~/.claude", "~/.claude.json")  # … and write (the agent CLI's own state)
+
+
+RUNS = Section(
+    RunsConfig,
+    {"sandbox": Str(choices=SANDBOXES), "readable": Strs(empty=True), "writable": Strs(empty=True)},
 )
 
 

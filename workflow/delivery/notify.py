@@ -8,6 +8,7 @@ renders the event's template and builds the bytes. Sending is the transport's jo
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import format_datetime
@@ -73,8 +74,22 @@ def split_list(value: str) -> list[str]:
     return [v.strip() for v in re.split(r"[,\s]+", value) if v.strip()]
 
 
-def compose(req: NotifyRequest, config: Config, roster: Roster, index: Index) -> Composed:
-    """Build the message for one notification; raises a WorkflowError naming any problem."""
+Parent = Callable[[str], "tuple[list[str], str] | None"]  # a Message-ID → its References and Subject
+
+
+def parent_in(index: Index) -> Parent:
+    """Parents as the index knows them (the owner's processes)."""
+
+    def parent(message_id: str) -> tuple[list[str], str] | None:
+        rows = index.query(message_ids=[message_id])
+        return (list(rows[0].refs), rows[0].subject) if rows else None
+
+    return parent
+
+
+def compose(req: NotifyRequest, config: Config, roster: Roster, parent: Parent) -> Composed:
+    """Build the message for one notification; raises a WorkflowError naming any problem.
+    ``parent`` threads a reply: it knows the References and Subject of the message replied to."""
     if req.event not in config.event_types:
         raise MessageError(f"unknown event type {req.event!r}; expected one of {', '.join(config.event_types)}")
     sender = roster.sender(req.sender)
@@ -103,10 +118,9 @@ def compose(req: NotifyRequest, config: Config, roster: Roster, index: Index) ->
     parent_subject: str | None = None
     in_reply_to = normalize_msgid(req.in_reply_to) if req.in_reply_to else None
     if in_reply_to:
-        parents = index.query(message_ids=[in_reply_to])
-        if parents:
-            references = list(parents[0].refs)
-            parent_subject = parents[0].subject
+        known = parent(in_reply_to)
+        if known is not None:
+            references, parent_subject = known
         if in_reply_to not in references:
             references.append(in_reply_to)
     variables = dict(req.variables)

@@ -27,6 +27,12 @@ PRIVATE_METHODS = ("_set_post_data_state", "_call_handler_hook", "_getaddr", "_c
 PRIVATE_ATTRIBUTES = ("_reader", "_writer")
 
 
+AUTH_REQUIRED = (
+    "530 5.7.0 Authentication required: workflow commands log in by themselves; "
+    "a mail client logs in with its [smtp] auth_users_file login"
+)
+
+
 class Counters(Protocol):
     """What the protocol counts for the server (``smtpd.Stats``)."""
 
@@ -111,10 +117,12 @@ def protocol_factory(
     max_connections: int,
     counters: Counters,
     protocols: set[SMTP],
+    require_auth: bool = False,
     **smtp_options: Any,
 ) -> Callable[[], SMTP]:
     """A factory of connections for ``loop.create_server``: aiosmtpd's SMTP with our DATA
-    reader, our address fast path, no per-line cap and a connection cap."""
+    reader, our address fast path, no per-line cap, a connection cap, and AUTH required without
+    TLS on loopback (aiosmtpd's own ``auth_required`` warns on every connection that way)."""
 
     class WorkflowSMTP(SMTP):
         # No per-line cap below the message size: see smtpd's long-line policy.
@@ -140,6 +148,13 @@ def protocol_factory(
 
         async def smtp_DATA(self, arg: str) -> None:
             await read_data(self, arg, max_message_size)
+
+        async def check_auth_needed(self, caller_method: str) -> bool:
+            assert self.session is not None
+            if require_auth and not self.session.authenticated:
+                await self.push(AUTH_REQUIRED)
+                return True
+            return False
 
         def _getaddr(self, arg: str) -> tuple[str | None, str | None]:
             # The plain <local@domain> form every workflow client sends, without the email

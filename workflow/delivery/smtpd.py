@@ -5,6 +5,11 @@ delivery) and answers ``250`` only after every copy and its directory are fsynce
 
 * RCPT: the roster decides — unknown local address ``550 5.1.1`` naming the nearest ones; a
   non-member to a panel-internal address ``550 5.7.1``; other domains ``550 5.7.1 relaying denied``.
+* AUTH (``delivery.credentials``): with ``[smtp] auth = "required"`` (the default) nothing is
+  accepted before AUTH (``530 5.7.0``); the login decides which roles MAIL FROM may name
+  (``550 5.7.1 sender-identity: …``). Mail submitted with a run's credential is checked like any
+  other and then *staged* in that run (``delivery.staging``), delivered only if the run succeeds.
+  A non-loopback listener needs STARTTLS (``tls_cert``, ``tls_key``) and AUTH only after it.
 * MAIL FROM must be a workflow identity, and the message's From: must be that same identity.
 * DATA: invalid workflow headers ``550 5.6.0``; visibility or guardrail refusals ``550 5.7.1``;
   over ``max_message_size`` ``552 5.3.4``; bare CR or LF ``550 5.6.0`` (one message per DATA — no
@@ -25,18 +30,28 @@ import asyncio
 import logging
 import re
 import signal
+import ssl
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from aiosmtpd.smtp import SMTP, Envelope, Session
 
 from workflow.core.config import Config
-from workflow.core.errors import GuardrailError, MessageError, RosterError, VisibilityError, WorkflowError
+from workflow.core.errors import (
+    GuardrailError,
+    MessageError,
+    RosterError,
+    ToolError,
+    VisibilityError,
+    WorkflowError,
+)
 from workflow.delivery.commit import Committer
-from workflow.delivery.deliverer import Deliverer
+from workflow.delivery.credentials import Authenticator, Identity, load_users, make_authenticator
+from workflow.delivery.deliverer import Deliverer, Plan
 from workflow.delivery.smtp_protocol import protocol_factory
-from workflow.delivery.smtpauth import load_users, make_authenticator
+from workflow.delivery.staging import RunBox
 from workflow.mail.index import Index
 from workflow.mail.maildir import Maildirs
 from workflow.policy.guardrails import SENDER_MATCHES_ENVELOPE
@@ -71,6 +86,15 @@ def is_loopback(host: str) -> bool:
     return host.startswith(LOOPBACK)
 
 
+SENDER_IDENTITY = "sender-identity"
+
+
+def identity_of(session: Session) -> Identity | None:
+    """Who the connection logged in as (None: it did not)."""
+    data = getattr(session, "auth_data", None)
+    return data if getattr(session, "authenticated", False) and isinstance(data, Identity) else None
+
+
 class Stats:
     """Counters the server and its tests read: connections open, DATA in flight, outcomes."""
 
@@ -96,9 +120,12 @@ class Handler:
         self, server: SMTP, session: Session, envelope: Envelope, address: str, options: list[str]
     ) -> str:
         try:
-            self.roster.sender(address)
+            role = self.roster.sender(address)
         except RosterError as e:
             return f"550 5.7.1 {_one_line(e)}"
+        identity = identity_of(session)
+        if identity is not None and not identity.may_send_as(role):
+            return f"550 5.7.1 {SENDER_IDENTITY}: {identity.describe()}, not {role}"
         envelope.mail_from = address
         envelope.mail_options.extend(options)
         return "250 2.1.0 OK"
@@ -144,6 +171,9 @@ class Handler:
                     SENDER_MATCHES_ENVELOPE.name,
                     f"From: is {plan.sender} but MAIL FROM is {from_header}; they must agree",
                 )
+            identity = identity_of(session)
+            if identity is not None and identity.run is not None:
+                return self._stage(identity.run, plan, envelope, from_header)
             if plan.mailboxes:
                 await self.committer.submit(plan)
         except MessageError as e:
@@ -172,6 +202,17 @@ class Handler:
             note,
         )
         return f"250 2.0.0 {mid} delivered" + (" (duplicate of a stored copy)" if not plan.mailboxes else "")
+
+    def _stage(self, run: Path, plan: Plan, envelope: Envelope, sender: str) -> str:
+        """A run's agent sent it: checked, held in the run until the run succeeds."""
+        what = f"{plan.parsed.event or 'mail'}" + (f" for {plan.parsed.artifacts[0]}" if plan.parsed.artifacts else "")
+        try:
+            RunBox(run).stage(plan.raw, envelope.mail_from or "", envelope.rcpt_tos, plan.message_id, what)
+        except ToolError:
+            return f"550 5.7.1 {SENDER_IDENTITY}: the run of {sender} has ended; its credential is no longer valid"
+        self.stats.delivered += 1
+        log.info("%s from %s: staged in the run of %s", plan.message_id, sanitize(envelope.mail_from), sender)
+        return f"250 2.0.0 {plan.message_id} staged: delivered when the run of {sender} succeeds"
 
     def _refuse(self, mid: str, peer: str, envelope: Envelope, reply: str) -> str:
         self.stats.refused += 1
@@ -208,14 +249,22 @@ class Server:
 
     def _protocol(self, handler: Handler) -> Callable[[], SMTP]:
         cfg = self.config.smtp
-        auth: dict[str, Any] = {}
-        if cfg.auth_users_file and not is_loopback(self.host):
-            # AUTH over plain text is acceptable only because TLS is expected in front (stunnel, a VPN).
-            auth = {
-                "authenticator": make_authenticator(load_users(cfg.auth_users_file)),
-                "auth_required": True,
-                "auth_require_tls": False,
-            }
+        users = load_users(cfg.auth_users_file) if cfg.auth_users_file else {}
+        for login, user in users.items():
+            for role in user.roles:
+                try:
+                    self.deliverer.roster.sender(f"{role}@{self.config.domain}")
+                except RosterError as e:
+                    raise WorkflowError(f"{cfg.auth_users_file}: login {login}: {e}") from None
+        auth: dict[str, Any] = {
+            "authenticator": make_authenticator(Authenticator(self.config.state.runs, users)),
+            "require_auth": cfg.auth == "required",
+            "auth_require_tls": False,
+        }
+        if not is_loopback(self.host):  # AUTH only after STARTTLS (check_bind made sure it is set up)
+            auth.update(
+                tls_context=tls_context(cfg.tls_cert, cfg.tls_key), require_starttls=True, auth_require_tls=True
+            )
         return protocol_factory(
             handler,
             max_message_size=cfg.max_message_size,
@@ -264,18 +313,34 @@ class Server:
 
 
 def check_bind(host: str, allow_remote: bool, config: Config) -> None:
-    """Loopback only, unless --allow-remote and AUTH is configured."""
+    """Loopback only, unless --allow-remote with AUTH required and STARTTLS set up."""
     if is_loopback(host):
         return
     if not allow_remote:
         raise WorkflowError(
-            f"refusing to listen on {host}: not a loopback address (use --allow-remote with AUTH configured)"
+            f"refusing to listen on {host}: not a loopback address (use --allow-remote, with AUTH and TLS configured)"
         )
-    if not config.smtp.auth_users_file:
+    where = config.path or "workflow.toml"
+    if config.smtp.auth != "required":
+        raise WorkflowError(f'refusing to listen on {host}: --allow-remote needs [smtp] auth = "required" in {where}')
+    if not (config.smtp.tls_cert and config.smtp.tls_key):
         raise WorkflowError(
-            f"refusing to listen on {host}: --allow-remote needs AUTH; set [smtp] auth_users_file in {config.path or 'workflow.toml'}"
+            f"refusing to listen on {host}: --allow-remote needs STARTTLS; set [smtp] tls_cert and tls_key in {where}"
         )
-    load_users(config.smtp.auth_users_file)
+    tls_context(config.smtp.tls_cert, config.smtp.tls_key)
+    if config.smtp.auth_users_file:
+        load_users(config.smtp.auth_users_file)
+
+
+def tls_context(cert: str, key: str) -> ssl.SSLContext:
+    """The server's STARTTLS context (TLS 1.2 or later)."""
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        ctx.load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as e:
+        raise WorkflowError(f"[smtp] tls_cert/tls_key: cannot load {cert} and {key}: {e}") from None
+    return ctx
 
 
 def new_loop() -> asyncio.AbstractEventLoop:

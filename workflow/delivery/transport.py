@@ -3,16 +3,22 @@
 Both paths end in ``Deliverer.deliver`` (the server calls it too), so the same input gives the
 same result either way. ``auto`` falls back to direct delivery only when nothing listens on the
 configured port; a server that answers and refuses is a refusal, never a silent fallback.
+
+Every SMTP submission logs in (``delivery.credentials``): inside a run (``$WORKFLOW_TOKEN``) with
+the run's credential, to the server run-role names (``$WORKFLOW_SMTP``), never directly — the
+Maildirs are the owner's; anywhere else with the owner's credential, found without a word.
 """
 
 from __future__ import annotations
 
+import os
 import smtplib
 from collections.abc import Sequence
 from typing import Protocol
 
 from workflow.core.config import Config
-from workflow.core.errors import TransportError
+from workflow.core.errors import TransportError, WorkflowError
+from workflow.delivery.credentials import Credential, client_credential
 from workflow.delivery.deliverer import Deliverer
 
 
@@ -32,8 +38,9 @@ class DirectTransport:
 
 
 class SmtpTransport:
-    def __init__(self, host: str, port: int, timeout: float) -> None:
+    def __init__(self, host: str, port: int, timeout: float, credential: Credential | None = None) -> None:
         self.host, self.port, self.timeout = host, port, timeout
+        self.credential = credential
 
     def connect(self) -> smtplib.SMTP:
         return smtplib.SMTP(self.host, self.port, timeout=self.timeout)
@@ -50,6 +57,8 @@ class SmtpTransport:
         # conversation short, reads a stale reply, and raises a "refusal" that hides the interrupt.
         accepted = False
         try:
+            if self.credential is not None:
+                self._login(smtp, self.credential)
             smtp.sendmail(sender, list(recipients), raw)
             accepted = True
         except smtplib.SMTPRecipientsRefused as e:
@@ -69,6 +78,18 @@ class SmtpTransport:
                     pass  # the message was accepted: a failed goodbye changes nothing
             smtp.close()
         return f"smtp: {self.host}:{self.port}"
+
+    def _login(self, smtp: smtplib.SMTP, credential: Credential) -> None:
+        smtp.ehlo_or_helo_if_needed()
+        if not smtp.has_extn("auth"):
+            return  # a server that offers no AUTH (an old one, or a bare relay): nothing to prove
+        try:
+            smtp.login(credential.login, credential.secret)
+        except smtplib.SMTPAuthenticationError as e:
+            what = f"the credential of the run of {credential.run_role}" if credential.run_role else credential.login
+            raise TransportError(
+                f"SMTP server {self.host}:{self.port} refused {what}: {e.smtp_code} {_text(e.smtp_error)}", e.smtp_code
+            ) from None
 
 
 class AutoTransport:
@@ -91,12 +112,21 @@ def _text(b: bytes | str) -> str:
 
 
 def make_transport(config: Config, deliverer: Deliverer, via: str = "auto") -> Transport:
-    smtp = SmtpTransport(config.smtp.host, config.smtp.port, config.smtp.timeout)
+    if via not in ("auto", "smtp", "direct"):
+        raise TransportError(f"--via {via!r}: expected smtp, direct or auto")
+    try:
+        credential = client_credential() if via != "direct" else None
+    except WorkflowError as e:
+        raise TransportError(str(e)) from None
+    if credential is not None and credential.run_role:
+        if via == "direct":
+            raise TransportError("inside a run, mail goes through the SMTP server (--via direct is for the owner)")
+        host, _, port = os.environ.get("WORKFLOW_SMTP", f"{config.smtp.host}:{config.smtp.port}").rpartition(":")
+        return SmtpTransport(host, int(port), config.smtp.timeout, credential)
+    smtp = SmtpTransport(config.smtp.host, config.smtp.port, config.smtp.timeout, credential)
     if via == "smtp":
         return smtp
     direct = DirectTransport(deliverer)
     if via == "direct":
         return direct
-    if via != "auto":
-        raise TransportError(f"--via {via!r}: expected smtp, direct or auto")
     return AutoTransport(smtp, direct)

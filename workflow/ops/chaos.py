@@ -34,6 +34,7 @@ from workflow.agents import locks
 from workflow.app import App
 from workflow.artifacts.gitrepo import run_git
 from workflow.core.config import load_config
+from workflow.delivery.credentials import client_credential
 from workflow.mail.message import Draft, build
 from workflow.ops.chaos_record import answered_pairs
 from workflow.ops.scaffold import init
@@ -81,6 +82,9 @@ settle_max = 1
 [backends.command]
 argv = {argv}
 contain = "{contain}"
+
+[runs]
+sandbox = "{sandbox}"
 """
 
 
@@ -265,6 +269,7 @@ def setup(base: Path, s: Schedule, port: int, contain: str = "auto") -> tuple[Pa
             max_concurrent=MAX_CONCURRENT,
             argv=json.dumps(argv),
             contain=contain,
+            sandbox="bwrap" if contain in ("auto", "bwrap") else "none",
         ),
         encoding="utf-8",
     )
@@ -356,6 +361,8 @@ def play(
     t0 = time.monotonic()
     try:
         client = smtplib.SMTP("127.0.0.1", port, timeout=30)
+        credential = client_credential()
+        client.login(credential.login, credential.secret)
         for at, _, ev in sorted(events, key=lambda e: (e[0], e[1])):
             while True:
                 now = time.monotonic() - t0

@@ -83,7 +83,7 @@ def main() -> None:
         plan = plans.get(f"{role} {mid}", ["ok"])
         wanted.append(plan[min(before.get(mid, 0), len(plan) - 1)])
     behavior = min(wanted or ["ok"], key=WORST.index)
-    run = json.loads((Path(os.environ["WORKFLOW_RUN"]) / "run.json").read_text())
+    run = json.loads((Path(os.environ["WORKFLOW_RUN"]) / "info.json").read_text())
     record(
         chaos,
         {

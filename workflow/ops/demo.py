@@ -19,6 +19,7 @@ from workflow.artifacts.gitrepo import run_git
 from workflow.core.config import load_config
 from workflow.core.errors import WorkflowError
 from workflow.core.locate import Resolver
+from workflow.delivery.credentials import client_credential
 from workflow.delivery.notify import NotifyRequest
 from workflow.delivery.smtpd import BackgroundServer
 from workflow.delivery.transport import SmtpTransport
@@ -129,7 +130,7 @@ def run_demo(directory: Path | None, echo: Callable[[str], None]) -> App:
     with BackgroundServer(app.config, app.deliverer, port=port) as port:
         echo(f"Scratch project: {base}\nMail root:       {app.config.mail_root}")
         echo(f"SMTP server:     127.0.0.1:{port} (workflow smtpd, started for the demo)\n")
-        _scenario(app, base, SmtpTransport("127.0.0.1", port, 30.0), echo)
+        _scenario(app, base, SmtpTransport("127.0.0.1", port, 30.0, client_credential()), echo)
     return app
 
 

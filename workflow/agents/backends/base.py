@@ -26,8 +26,10 @@ class RunInput(NamedTuple):
     poll: Callable[[], list[str]] = _no_mail  # new mail that arrived during the run, as text
     new_mail_file: Path | None = None  # where the command backend's agent is told to look
     interactive_input: Sequence[str] = ()
-    run_dir: Path | None = None  # the run's transaction (a command agent's CLI calls join it)
+    run_dir: Path | None = None  # the run's transaction (owner's; agents.txn.Run.dir)
     deadline: float | None = None  # time.monotonic() by which the run must end (its timeout)
+    token: str = ""  # the run's credential (a command agent's CLI calls log in with it)
+    smtp: str = ""  # host:port of the server the agent submits to
 
 
 class RunResult(NamedTuple):

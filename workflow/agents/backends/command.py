@@ -1,12 +1,15 @@
 """Command backend: run an agent CLI with the prompt on stdin; its exit status decides success.
 
 ``[backends.command] argv = ["claude", "-p"]`` (any CLI that reads a prompt on stdin). The agent
-gets WORKFLOW_ROLE, WORKFLOW_MAIL_ROOT, WORKFLOW_PROJECT and WORKFLOW_CONFIG so it can call
-``workflow-notify`` and ``workflow move`` itself; WORKFLOW_RUN, which makes those calls stage
-their mail in the run (sent only if the run succeeds; moves reverted if it fails); WORKFLOW_HANDED,
-a file listing the Message-IDs handed to the run; and WORKFLOW_NEW_MAIL, a file where mail that
-arrives during the run is appended. The agent is contained (``contain``): when it exits, times
-out, or its run-role is interrupted or killed, nothing it started survives.
+runs in its sandbox (``agents.sandbox``: its project and its run, no mail, no credential file)
+and gets, to call ``workflow-notify`` and ``workflow move`` as its role: WORKFLOW_ROLE,
+WORKFLOW_PROJECT, WORKFLOW_CONFIG; WORKFLOW_TOKEN, the run's credential, and WORKFLOW_SMTP, the
+server to submit to (what it sends is held until the run succeeds; its moves are reverted if the
+run fails); WORKFLOW_RUN, its directory of the run, with ``handed`` (WORKFLOW_HANDED: the
+Message-IDs handed to it), ``new-mail.md`` (WORKFLOW_NEW_MAIL: mail that arrives during the run)
+and ``threads.json`` (what its replies thread onto). A panel member gets no credential: the panel
+sends for it. The agent is contained (``contain``): when it exits, times out, or its run-role is
+interrupted or killed, nothing it started survives.
 """
 
 from __future__ import annotations
@@ -17,9 +20,11 @@ import time
 
 from workflow.agents.backends.base import RunInput, RunResult
 from workflow.agents.contain import Contained, choose
+from workflow.agents.sandbox import status, view
 from workflow.core.config import CommandConfig, Config
 
 TAIL = 4000
+INHERITED_NOT = ("WORKFLOW_TOKEN", "WORKFLOW_RUN", "WORKFLOW_SMTP", "WORKFLOW_HANDED", "WORKFLOW_NEW_MAIL")
 
 
 class CommandBackend:
@@ -31,15 +36,20 @@ class CommandBackend:
         self.contain = opts.contain
 
     def run(self, job: RunInput) -> RunResult:
-        env = dict(os.environ)
+        env = {k: v for k, v in os.environ.items() if k not in INHERITED_NOT}
         env.update(
             WORKFLOW_ROLE=job.role.name,
             WORKFLOW_MAIL_ROOT=str(self.config.mail_root),
             WORKFLOW_PROJECT=str(self.config.project_dir),
             WORKFLOW_CONFIG=str(self.config.path or self.config.project_dir / "workflow.toml"),
         )
-        if job.run_dir is not None:
-            env.update(WORKFLOW_RUN=str(job.run_dir), WORKFLOW_HANDED=str(job.run_dir / "handed"))
+        agent_dir = job.run_dir / "agent" if job.run_dir is not None else None
+        if agent_dir is not None:
+            env.update(WORKFLOW_RUN=str(agent_dir), WORKFLOW_HANDED=str(agent_dir / "handed"))
+        if job.token:
+            env.update(WORKFLOW_TOKEN=job.token, WORKFLOW_SMTP=job.smtp)
+        else:
+            env["WORKFLOW_NO_CREDENTIAL"] = f"{job.role.name} runs without a credential: the panel sends for it"
         if job.new_mail_file is not None:
             env["WORKFLOW_NEW_MAIL"] = str(job.new_mail_file)
         if job.model or self.model:
@@ -47,7 +57,9 @@ class CommandBackend:
         timeout = self.timeout
         if job.deadline is not None:
             timeout = min(timeout, max(0.0, job.deadline - time.monotonic()))
-        mode = choose(self.contain)
+        sandboxed = status(self.config).enforced
+        mode = choose("bwrap" if sandboxed else self.contain)
+        view_args = view(self.config, self.argv, agent_dir, job.tools.read_only) if sandboxed else []
         try:
             agent = Contained(
                 self.argv,
@@ -58,6 +70,7 @@ class CommandBackend:
                 stderr=subprocess.PIPE,
                 cwd=self.config.project_dir,
                 env=env,
+                view=view_args,
             )
         except OSError as e:
             return RunResult(False, "", f"cannot start {' '.join(self.argv)}: {e}")

@@ -1,0 +1,201 @@
+"""Boundaries that hold against an agent with a shell: a hostile command-backend agent tries
+every way round them inside a real bubblewrap sandbox, against the real server; then the same
+run behaves honestly and its work lands."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import smtplib
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from helpers.git import GIT_ENV, git_project, mail
+from helpers.project import Project
+from workflow.agents.sandbox import status
+from workflow.core.config import load_config
+from workflow.delivery.credentials import owner_file
+from workflow.delivery.smtpd import BackgroundServer
+from workflow.mail.message import parse
+
+BIN = Path(sys.executable).parent
+SANDBOXED = shutil.which("bwrap") is not None and status(load_config(None, env={})).enforced
+needs_bwrap = pytest.mark.skipif(
+    not SANDBOXED, reason="bubblewrap is missing or cannot make namespaces here (scripts/system-packages installs it)"
+)
+
+HOSTILE = """\
+import json, os, smtplib, subprocess, sys
+from pathlib import Path
+
+out = Path(os.environ["WORKFLOW_PROJECT"]) / "attempts"
+out.mkdir(exist_ok=True)
+results = {}
+env = dict(os.environ)
+
+def tried(name, ok, detail=""):
+    results[name] = {"ok": ok, "detail": str(detail)[-400:]}
+
+# 1. workflow-notify as someone else
+r = subprocess.run([BIN + "/workflow-notify", "--from", "spec-reviewer", "approval", "specs/*/user-auth.md",
+                    "spec-writer", "NEXT_STATE=todo"], capture_output=True, text=True)
+tried("notify --from spec-reviewer", r.returncode == 0, r.stderr)
+
+# 2. SMTP as spec-reviewer: without a credential, and with the run's own
+host, port = os.environ["WORKFLOW_SMTP"].rsplit(":", 1)
+raw = ("From: spec-reviewer@workflow.local\\r\\nTo: spec-writer@workflow.local\\r\\nSubject: [approval] user-auth\\r\\n"
+       "Message-ID: <forged.1@workflow.local>\\r\\nX-Event-Type: approval\\r\\nX-Artifacts: specs/*/user-auth.md\\r\\n"
+       "X-Workflow-State: todo\\r\\n\\r\\napproved\\r\\n")
+for name, login in (("smtp without credential", None), ("smtp with the run's credential", True)):
+    try:
+        s = smtplib.SMTP(host, int(port), timeout=10)
+        if login:
+            s.login("~run/spec-writer", os.environ["WORKFLOW_TOKEN"])
+        s.sendmail("spec-reviewer@workflow.local", ["spec-writer@workflow.local"], raw)
+        tried(name, True)
+    except smtplib.SMTPException as e:
+        tried(name, False, e)
+try:  # the owner's login, with a guessed secret
+    s = smtplib.SMTP(host, int(port), timeout=10)
+    s.login("~owner", "0" * 64)
+    tried("smtp as the owner", True)
+except smtplib.SMTPException as e:
+    tried("smtp as the owner", False, e)
+
+# 3. read the mail root, the state directory, the owner's credential
+for name, path in (("read a mailbox", MAIL + "/spec-writer/new"), ("read the index", MAIL + "/.workflow/index.sqlite"),
+                   ("read the panel store", MAIL + "/.workflow/panels.sqlite"), ("read the credential", CRED)):
+    try:
+        p = Path(path)
+        found = os.listdir(p) if p.is_dir() else p.read_bytes()
+        tried(name, bool(found), found)
+    except OSError as e:
+        tried(name, False, e)
+
+# 4. write straight into another role's new/
+for name, path in (("write into new/", MAIL + "/spec-reviewer/new/1.evil"), ("make a mailbox", MAIL + "/evil/new/1.x")):
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text("From: spec-reviewer@workflow.local\\n\\nforged\\n")
+        tried(name, True)
+    except OSError as e:
+        tried(name, False, e)
+
+# 5. other processes
+seen = []
+for d in os.listdir("/proc"):
+    if d.isdigit():
+        try:
+            seen.append(Path(f"/proc/{d}/cmdline").read_bytes().replace(b"\\0", b" ").decode())
+        except OSError:
+            pass
+outside = [c for c in seen if "workflow run-role" in c or "bin/pytest" in c or "-m pytest" in c]
+tried("see processes outside the run", bool(outside) or len(seen) > 6, seen)
+
+# 6. now honestly: read and write artifacts, move what it owns, send as itself
+text = Path("specs/proposed/user-auth.md").read_text()
+Path("specs/proposed/user-auth.md").write_text(text + "\\nRevised by spec-writer.\\n")
+r1 = subprocess.run([BIN + "/workflow", "move", "retry", "proposed", "--as", "spec-writer"], capture_output=True, text=True)
+r2 = subprocess.run([BIN + "/workflow-notify", "review-request", "specs/proposed/user-auth.md", "spec-reviewer",
+                     "CONTEXT=revised"], capture_output=True, text=True)
+tried("honest move", r1.returncode == 0, r1.stdout + r1.stderr)
+tried("honest notify", r2.returncode == 0, r2.stdout + r2.stderr)
+(out / "token").write_text(os.environ["WORKFLOW_TOKEN"])
+(out / "results.json").write_text(json.dumps(results))
+"""
+
+
+def hostile_project(tmp_path: Path) -> Project:
+    p = git_project(tmp_path / "hostile")
+    (p.dir / "specs" / "todo" / "retry.md").write_text("# Retry\n")
+    agent = HOSTILE.replace("BIN + ", f"{str(BIN)!r} + ").replace("MAIL + ", f"{str(p.mail)!r} + ")
+    agent = agent.replace("CRED)", f"{str(owner_file())!r})")
+    (p.dir / "agent.py").write_text(agent)
+    with open(p.dir / "workflow.toml", "a") as f:
+        f.write(f'\n[backends.command]\nargv = ["{sys.executable}", "agent.py"]\ntimeout = 60\n')
+    (p.dir / ".gitignore").write_text("mail/\nattempts/\n")
+    for cmd in (["git", "add", "-A"], ["git", "commit", "-qm", "agent and retry"]):
+        subprocess.run(cmd, cwd=p.dir, check=True, env={**os.environ, **GIT_ENV})
+    p.send("spec-reviewer", "rejection", "specs/proposed/user-auth.md", "spec-writer", REASON="vague")
+    # the artefacts the agent must never see, all present
+    assert (p.mail / ".workflow" / "index.sqlite").exists() and owner_file().exists()
+    (p.mail / ".workflow" / "panels.sqlite").write_bytes(b"sealed assessments")
+    return p
+
+
+@needs_bwrap
+def test_a_hostile_agent_in_a_spec_writer_run_gets_nowhere_and_its_honest_work_lands(tmp_path: Path) -> None:
+    p = hostile_project(tmp_path)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WORKFLOW_")}
+    r = subprocess.run(
+        [sys.executable, "-m", "workflow", "run-role", "--with-email", "--backend", "command", "spec-writer"],
+        cwd=p.dir,
+        env={**env, **GIT_ENV},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    results = json.loads((p.dir / "attempts" / "results.json").read_text())
+    refused = {name: v for name, v in results.items() if not name.startswith("honest")}
+    assert all(not v["ok"] for v in refused.values()), refused
+    assert "sender-identity" in results["notify --from spec-reviewer"]["detail"]
+    assert "530 5.7.0" in results["smtp without credential"]["detail"] or "530" in str(
+        results["smtp without credential"]
+    )
+    assert "550" in results["smtp with the run's credential"]["detail"]
+    assert "sender-identity" in results["smtp with the run's credential"]["detail"]
+    assert "535" in results["smtp as the owner"]["detail"]
+    # honest work: the move happened and stays, the review-request is delivered as spec-writer
+    assert results["honest move"]["ok"], results["honest move"]
+    assert results["honest notify"]["ok"], results["honest notify"]
+    assert (p.dir / "specs" / "proposed" / "retry.md").exists()
+    assert "Revised by spec-writer." in (p.dir / "specs" / "proposed" / "user-auth.md").read_text()
+    raws = [f.read_bytes() for f in p.new_files("spec-reviewer")]
+    [request] = [parse(raw) for raw in raws if b"revised" in raw and parse(raw).event == "review-request"]
+    assert request.sender == "spec-writer@workflow.local"
+    # nothing the hostile part tried reached any Maildir
+    assert mail(p, "approval") == []
+    assert not (p.mail / "evil").exists()
+    assert not (p.mail / "spec-reviewer" / "new" / "1.evil").exists()
+    every = [f.read_bytes() for f in p.new_files()]
+    assert not any(b"forged" in raw for raw in every)
+    # the run's credential died with the run
+    token = (p.dir / "attempts" / "token").read_text()
+    with BackgroundServer(p.app.config, p.app.deliverer) as port:
+        s = smtplib.SMTP("127.0.0.1", port, timeout=10)
+        with pytest.raises(smtplib.SMTPAuthenticationError) as e:
+            s.login("~run/spec-writer", token)
+        assert e.value.smtp_code == 535
+        s.close()
+
+
+@needs_bwrap
+def test_the_sandbox_shows_the_project_and_hides_the_mail_root_even_inside_it(tmp_path: Path) -> None:
+    from workflow.agents.sandbox import view
+
+    p = git_project(tmp_path / "view")
+    p.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer")
+    args = view(p.app.config, [sys.executable, "-c", "x"], None, read_only=True)
+    listing = textwrap.dedent(
+        f"""
+        import os
+        print(sorted(os.listdir({str(p.dir)!r})))
+        print(os.listdir({str(p.mail)!r}))
+        try:
+            open({str(p.dir / "specs" / "x.md")!r}, "w")
+        except OSError as e:
+            print("read-only", e.errno)
+        """
+    )
+    r = subprocess.run(["bwrap", *args, "--", sys.executable, "-c", listing], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    project_files, mail_files, ro = r.stdout.splitlines()
+    assert "specs" in project_files and "mail" in project_files
+    assert mail_files == "[]"
+    assert ro.startswith("read-only")

@@ -1,0 +1,118 @@
+"""Sandbox: what a command-backend agent (or a panel member) can see — its project, nothing of the mail.
+
+Under ``[runs] sandbox = "bwrap"`` (the default) the agent runs in bubblewrap with a filesystem
+built from a list, not from ``/`` minus exceptions:
+
+* the system, read-only (``/usr``, ``/etc``, ``/opt``, the ``/bin`` and ``/lib`` links), and the
+  Python and workflow-mail it needs to call ``workflow-notify`` and ``workflow move``;
+* the project's working tree, writable (read-only for a panel member), and ``[runs] readable`` /
+  ``writable`` (the agent CLI's own state: ``~/.claude`` by default);
+* the one directory of its run it may see (``$WORKFLOW_RUN``);
+* an empty ``$HOME``, ``/tmp`` and ``/var/tmp`` of its own, a ``/proc`` of its own PID namespace
+  (it sees only its own processes), the network (it calls its model's API).
+
+Not there: the mail root (every Maildir, the index, the panels' sealed assessments, the queues,
+the other runs' directories), the owner's credential file, other projects, other users' files.
+Whatever is inside a visible path but must stay hidden (a mail root inside the project) gets an
+empty read-only directory mounted over it. The sandbox dies with its run (``contain``).
+
+Without bubblewrap, or with ``sandbox = "none"``, runs still work, but every boundary is advisory:
+``status`` says so, and run-role, ``agentd status`` and ``workflow doctor`` print it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NamedTuple
+
+import workflow
+from workflow.agents.contain import bwrap_works
+from workflow.core.config import Config
+from workflow.core.resources import builtin_dir
+from workflow.delivery.credentials import owner_file
+
+SYSTEM = ("/usr", "/etc", "/opt", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/run/systemd/resolve")
+ADVISORY = (
+    "boundaries are advisory: an agent with a shell can read every mailbox and the owner's "
+    "credential, and send as any role"
+)
+
+
+class Status(NamedTuple):
+    enforced: bool
+    line: str  # one line a user reads
+
+
+def status(config: Config) -> Status:
+    """Whether runs are sandboxed here, in one line."""
+    if config.runs.sandbox == "none":
+        return Status(False, f'[runs] sandbox = "none": {ADVISORY}')
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return Status(False, f"bubblewrap is not installed (scripts/system-packages installs it): {ADVISORY}")
+    if not bwrap_works(bwrap):
+        return Status(False, f"bubblewrap cannot make namespaces here: {ADVISORY}")
+    return Status(
+        True, "runs are sandboxed (bubblewrap): an agent sees its project and its run, no mail, no credential"
+    )
+
+
+def _resolved(paths: Sequence[str | Path], base: Path) -> list[Path]:
+    out = []
+    for p in paths:
+        path = Path(p).expanduser()
+        path = path if path.is_absolute() else base / path
+        if path.exists():
+            out.append(path.resolve())
+    return out
+
+
+def _inside(path: Path, roots: Sequence[Path]) -> bool:
+    return any(path == r or r in path.parents for r in roots)
+
+
+def view(config: Config, argv: Sequence[str], run_dir: Path | None, read_only: bool) -> list[str]:
+    """bubblewrap's arguments (before ``--``) for one agent of this project."""
+    args = ["--unshare-pid", "--die-with-parent", "--new-session", "--unshare-ipc", "--unshare-uts"]
+    for d in SYSTEM:
+        if os.path.lexists(d):
+            args += ["--symlink", os.readlink(d), d] if os.path.islink(d) else ["--ro-bind", d, d]
+    home = Path.home()
+    args += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/var/tmp", "--tmpfs", str(home)]
+    readable = _resolved(
+        [
+            sys.prefix,
+            sys.base_prefix,
+            sys.exec_prefix,
+            Path(workflow.__file__).parent,
+            builtin_dir("roles"),
+            builtin_dir("email-templates"),
+            *[a for a in argv if a.startswith("/")],
+            *config.runs.readable,
+        ],
+        config.project_dir,
+    )
+    project = config.project_dir.resolve()
+    writable = _resolved(list(config.runs.writable), project)
+    bound: list[Path] = []
+    for path in readable:
+        args += ["--ro-bind", str(path), str(path)]
+        bound.append(path)
+    args += ["--ro-bind" if read_only else "--bind", str(project), str(project)]
+    bound.append(project)
+    for path in writable:
+        args += ["--bind", str(path), str(path)]
+        bound.append(path)
+    hidden = {h.resolve() for h in (config.mail_root, config.state.root, owner_file().parent) if h.exists()}
+    hidden = {h for h in hidden if _inside(h, bound)}
+    for h in sorted(hidden):
+        args += ["--tmpfs", str(h)]
+    if run_dir is not None:
+        args += ["--bind", str(run_dir.resolve()), str(run_dir.resolve())]
+    for h in sorted(hidden):  # empty and read-only: nothing written there lands anywhere, or seems to
+        args += ["--remount-ro", str(h)]
+    return [*args, "--chdir", str(project)]

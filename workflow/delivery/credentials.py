@@ -1,0 +1,220 @@
+"""Credentials: who is sending — the owner of the mail root, one run of one role, or an AUTH login.
+
+Every submission is authenticated (``[smtp] auth = "required"``, the default) with SMTP AUTH
+PLAIN or LOGIN, and the login decides which roles the message may come from:
+
+* ``~owner`` — whoever owns the mail root: their shell, agentd, run-role's commit, the bridges.
+  Its secret is in a per-user file outside every project and mail root
+  (``$WORKFLOW_CREDENTIALS``, else ``$XDG_CONFIG_HOME/workflow/credentials``, else
+  ``~/.config/workflow/credentials``), mode 0600, made on first use. It may send as any role,
+  as the owner may also write the Maildirs directly.
+* ``~run/ROLE`` — one run of ROLE. run-role mints a token when the run begins, keeps only its
+  SHA-256 in the run's directory (``delivery.staging``; the sandbox hides it from every agent)
+  and hands the token to its agent in ``$WORKFLOW_TOKEN``. It may send as ROLE only; what it sends
+  is checked and staged in the run, delivered only if the run succeeds. It dies with the run.
+* a login of ``[smtp] auth_users_file``: ``login:scrypt$salt$hash[:role,role…]`` (the roles it may
+  send as; default the role named like the login). ``workflow smtpd --hash-password`` makes the
+  secret.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import re
+import secrets
+import stat
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from workflow.core.errors import WorkflowError
+from workflow.delivery.staging import RunBox, token_digest
+
+OWNER = "~owner"
+RUN_PREFIX = "~run/"
+LOGIN_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}$")
+ROLE_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,127}$")
+
+
+class Identity(NamedTuple):
+    """Who a connection authenticated as."""
+
+    login: str
+    roles: frozenset[str] | None  # the roles it may send as; None: any (the owner)
+    run: Path | None = None  # the run directory of a run credential
+
+    def may_send_as(self, role: str) -> bool:
+        return self.roles is None or role in self.roles
+
+    def describe(self) -> str:
+        if self.roles is None:
+            return f"login {self.login}"
+        return f"login {self.login} may send as {', '.join(sorted(self.roles))} only"
+
+
+class Credential(NamedTuple):
+    """What a client logs in with."""
+
+    login: str
+    secret: str
+
+    @property
+    def run_role(self) -> str | None:
+        return self.login[len(RUN_PREFIX) :] if self.login.startswith(RUN_PREFIX) else None
+
+
+# -- the owner's secret
+
+
+def owner_file(env: Mapping[str, str] | None = None) -> Path:
+    """Where the owner's secret lives (outside every project and mail root)."""
+    env = os.environ if env is None else env
+    if env.get("WORKFLOW_CREDENTIALS"):
+        return Path(env["WORKFLOW_CREDENTIALS"]).expanduser()
+    base = Path(env["XDG_CONFIG_HOME"]) if env.get("XDG_CONFIG_HOME") else Path.home() / ".config"
+    return base / "workflow" / "credentials"
+
+
+def owner_secret(env: Mapping[str, str] | None = None, create: bool = True) -> str:
+    """The owner's secret, made (0600, in a 0700 directory) on first use."""
+    path = owner_file(env)
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        if not create:
+            raise WorkflowError(f"{path}: no owner credential yet (any workflow command run by you makes it)") from None
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            return owner_secret(env, create=False)  # another process made it first
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_hex(32) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        st = path.stat()
+    except OSError as e:
+        raise WorkflowError(f"{path}: cannot read the owner credential: {e.strerror}") from None
+    if st.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise WorkflowError(f"{path}: the owner credential is readable by others; run: chmod 600 {path}")
+    try:
+        secret = path.read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError) as e:
+        raise WorkflowError(f"{path}: cannot read the owner credential: {e}") from None
+    if not re.fullmatch(r"[0-9a-f]{64}", secret):
+        raise WorkflowError(f"{path}: not an owner credential (expected 64 hex digits); remove it to make a new one")
+    return secret
+
+
+def client_credential(env: Mapping[str, str] | None = None) -> Credential:
+    """What this process logs in with: its run's token inside a run, else the owner's secret."""
+    env = os.environ if env is None else env
+    token, role = env.get("WORKFLOW_TOKEN", ""), env.get("WORKFLOW_ROLE", "")
+    if env.get("WORKFLOW_NO_CREDENTIAL"):
+        raise WorkflowError(f"cannot send: {env['WORKFLOW_NO_CREDENTIAL']}")
+    if token:
+        if not ROLE_RE.match(role):
+            raise WorkflowError("$WORKFLOW_TOKEN is set but $WORKFLOW_ROLE does not name a role")
+        return Credential(RUN_PREFIX + role, token)
+    return Credential(OWNER, owner_secret(env))
+
+
+def mint() -> tuple[str, str]:
+    """A new run token and the digest the run's directory keeps."""
+    token = secrets.token_hex(32)
+    return token, token_digest(token)
+
+
+# -- the AUTH users file
+
+
+class User(NamedTuple):
+    secret: str
+    roles: tuple[str, ...]
+
+
+def hash_password(password: str, salt: bytes | None = None) -> str:
+    """A users-file entry's secret: ``scrypt$<salt hex>$<hash hex>``."""
+    salt = salt or os.urandom(16)
+    digest = hashlib.scrypt(password.encode("utf-8"), salt=salt, n=2**14, r=8, p=1)
+    return f"scrypt${salt.hex()}${digest.hex()}"
+
+
+def check_password(password: str, secret: str) -> bool:
+    salt = bytes.fromhex(secret.split("$")[1])
+    return hmac.compare_digest(hash_password(password, salt), secret)
+
+
+def load_users(path: str) -> dict[str, User]:
+    """``login:scrypt$salt$hash[:role,role…]`` lines (``workflow smtpd --hash-password`` makes the secret)."""
+    users: dict[str, User] = {}
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError as e:
+        raise WorkflowError(f"{path}: cannot read the AUTH users file: {e.strerror}") from None
+    for n, line in enumerate(lines, 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        parts = line.split(":")
+        if len(parts) not in (2, 3) or not parts[1].startswith("scrypt$") or parts[1].count("$") != 2:
+            raise WorkflowError(f"{path}:{n}: expected login:scrypt$salt$hash[:role,role…]")
+        login = parts[0]
+        if not LOGIN_RE.match(login):
+            raise WorkflowError(f"{path}:{n}: {login!r} is not a login (letters, digits, . _ @ + -)")
+        roles = tuple(r.strip() for r in parts[2].split(",") if r.strip()) if len(parts) == 3 else (login,)
+        bad = [r for r in roles if not ROLE_RE.match(r)]
+        if not roles or bad:
+            raise WorkflowError(f"{path}:{n}: {login}: expected the roles it may send as, got {parts[2]!r}")
+        users[login] = User(parts[1], roles)
+    if not users:
+        raise WorkflowError(f"{path}: no users")
+    return users
+
+
+# -- the server's side
+
+
+class Authenticator:
+    """Checks a login and its secret; returns the Identity, or None."""
+
+    def __init__(self, runs_dir: Path, users: Mapping[str, User], env: Mapping[str, str] | None = None) -> None:
+        self.runs_dir = runs_dir
+        self.users = dict(users)
+        self.env = dict(os.environ if env is None else env)
+        owner_secret(self.env)  # made now, so the first client finds it
+
+    def check(self, login: str, secret: str) -> Identity | None:
+        if login == OWNER:
+            try:
+                ok = hmac.compare_digest(secret.encode(), owner_secret(self.env, create=False).encode())
+            except WorkflowError:
+                return None
+            return Identity(login, None) if ok else None
+        if login.startswith(RUN_PREFIX):
+            role = login[len(RUN_PREFIX) :]
+            if not ROLE_RE.match(role) or ".." in role:
+                return None
+            box = RunBox(self.runs_dir / f"{role}.run")
+            return Identity(login, frozenset({role}), box.dir) if box.token_ok(secret) else None
+        user = self.users.get(login)
+        if user is None or not check_password(secret, user.secret):
+            return None
+        return Identity(login, frozenset(user.roles))
+
+
+def make_authenticator(auth: Authenticator) -> Callable[..., Any]:
+    """The ``authenticator`` aiosmtpd calls for AUTH PLAIN and LOGIN."""
+    from aiosmtpd.smtp import AuthResult, LoginPassword  # lazy: aiosmtpd loads only in the server
+
+    def authenticate(server: Any, session: Any, envelope: Any, mechanism: str, data: Any) -> AuthResult:
+        if not isinstance(data, LoginPassword):
+            return AuthResult(success=False, handled=False)
+        identity = auth.check(data.login.decode("utf-8", "replace"), data.password.decode("utf-8", "replace"))
+        if identity is None:
+            return AuthResult(success=False, handled=False)
+        return AuthResult(success=True, auth_data=identity)
+
+    return authenticate
