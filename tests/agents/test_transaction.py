@@ -209,7 +209,7 @@ app = App(load_config(Path("workflow.toml"), env={}))
 rows = new_mail(app, app.roster.roles["spec-reviewer"], None)
 assert locks.acquire(app.config.state.lock("spec-reviewer"), 600)
 run = Run.begin(app.config.state, "spec-reviewer", rows)
-env = {**os.environ, "WORKFLOW_RUN": str(run.dir)}
+env = {**os.environ, "WORKFLOW_RUN": str(run.agent)}
 sleeper = "import time; time.sleep(120)"
 # the agent, started just as its run-role was killed (before anything could tie it to the run-role's life) …
 subprocess.Popen([sys.executable, "-c", sleeper, sys.argv[1]], env=env, start_new_session=True)

@@ -108,7 +108,7 @@ def view(config: Config, argv: Sequence[str], run_dir: Path | None, read_only: b
         args += ["--bind", str(path), str(path)]
         bound.append(path)
     hidden = {h.resolve() for h in (config.mail_root, config.state.root, owner_file().parent) if h.exists()}
-    hidden = {h for h in hidden if _inside(h, bound)}
+    hidden = {h for h in hidden if _inside(h, bound) and not _inside(h, [o for o in hidden if o != h])}
     for h in sorted(hidden):
         args += ["--tmpfs", str(h)]
     if run_dir is not None:

@@ -14,6 +14,7 @@ from workflow.agentd.daemon import Agentd
 from workflow.agentd.status import DaemonStatus
 from workflow.agentd.status import status as daemon_status
 from workflow.agentd.tasks import Tasks
+from workflow.agents.sandbox import status as sandbox_status
 from workflow.app import App
 from workflow.artifacts.board import age
 from workflow.cli.base import Command, Group, app, backend_option, json_option, run_script, standalone
@@ -77,12 +78,15 @@ def status(ctx: click.Context, as_json: bool) -> None:
 
         agentd status
     """
-    s = daemon_status(app(ctx))
+    a = app(ctx)
+    s = daemon_status(a)
     now = time.time()
+    sandbox = sandbox_status(a.config)
     if as_json:
-        click.echo(json.dumps(s.to_dict(), indent=2))
+        click.echo(json.dumps({**s.to_dict(), "sandboxed": sandbox.enforced, "sandbox": sandbox.line}, indent=2))
     else:
         _print_status(s, now)
+        click.echo(f"sandbox: {sandbox.line}")
     if s.daemon is None:
         sys.exit(3)
 

@@ -24,6 +24,7 @@ COMMANDS = {
     "route": "workflow.cli.roster:route",
     "guardrails": "workflow.cli.roster:guardrails",
     "smtpd": "workflow.cli.server:smtpd",
+    "imap": "workflow.cli.server:imap",
     "up": "workflow.cli.agentd:up",
     "agentd": "workflow.cli.agentd:agentd",
     "run-role": "workflow.cli.run:run_role",

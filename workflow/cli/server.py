@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from pathlib import Path
 
 import click
 
@@ -38,7 +39,7 @@ def smtpd(
     agent inside a run its run's credential, and a person's mail client a login from
     [smtp] auth_users_file, a line "login:SECRET:role,role" (the roles it may send as).
 
-    Examples:
+    Example:
 
         workflow smtpd --port 8025
 
@@ -59,3 +60,39 @@ def smtpd(
 
     stats = serve(a.config, a.deliverer, host, port, ready)
     click.echo(f"stopped: {stats.delivered} delivered, {stats.refused} refused, {stats.failed} failed", err=True)
+
+
+@click.command(cls=Command)
+@click.option("--write", "directory", type=click.Path(path_type=Path), help="Write the configuration into DIR.")
+@click.option("--port", type=int, default=1143, show_default=True, help="IMAP port.")
+@click.option("--listen", default="127.0.0.1", show_default=True, help="Address (non-loopback needs TLS).")
+@click.pass_context
+def imap(ctx: click.Context, directory: Path | None, port: int, listen: str) -> None:
+    """Serve the Maildirs over IMAP to human roles: print (or --write) a Dovecot configuration.
+
+    Each login of [smtp] auth_users_file reads its role's mailbox in any mail client, and
+    answers through `workflow smtpd` with the same login; a login sees no other mailbox.
+    Dovecot runs as root (a system service) and reads mail as the mail root's owner.
+
+    Example:
+
+        workflow imap --write ~/.config/workflow/imap && sudo dovecot -c ~/.config/workflow/imap/dovecot.conf
+
+        workflow imap --port 1143    # print it
+    """
+    from workflow.ops.imap import plan, write  # lazy: start-up time of the other commands
+
+    a = app(ctx)
+    target = directory or Path("DIR")
+    setup = plan(a, target, port, listen)
+    for why in setup.skipped:
+        click.echo(f"not served: {why}", err=True)
+    if directory is None:
+        for name, text in setup.files.items():
+            click.echo(f"# ---- {name}\n{text}")
+        return
+    for line in write(setup, directory):
+        click.echo(f"to do: {line}", err=True)
+    for s in setup.served:
+        click.echo(f"{s.login}: reads {s.maildir} (role {s.role})")
+    click.echo(f"wrote {directory}/dovecot.conf; start: dovecot -c {directory.resolve()}/dovecot.conf", err=True)

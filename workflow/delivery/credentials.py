@@ -12,9 +12,9 @@ PLAIN or LOGIN, and the login decides which roles the message may come from:
   SHA-256 in the run's directory (``delivery.staging``; the sandbox hides it from every agent)
   and hands the token to its agent in ``$WORKFLOW_TOKEN``. It may send as ROLE only; what it sends
   is checked and staged in the run, delivered only if the run succeeds. It dies with the run.
-* a login of ``[smtp] auth_users_file``: ``login:scrypt$salt$hash[:role,role…]`` (the roles it may
-  send as; default the role named like the login). ``workflow smtpd --hash-password`` makes the
-  secret.
+* a login of ``[smtp] auth_users_file``: ``login:SECRET[:role,role…]`` (the roles it may send as;
+  default the role named like the login). ``workflow smtpd --hash-password`` makes the SECRET, in
+  Dovecot's ``{PBKDF2}`` scheme, so ``workflow imap`` serves the same logins over IMAP.
 """
 
 from __future__ import annotations
@@ -135,20 +135,35 @@ class User(NamedTuple):
     roles: tuple[str, ...]
 
 
-def hash_password(password: str, salt: bytes | None = None) -> str:
-    """A users-file entry's secret: ``scrypt$<salt hex>$<hash hex>``."""
-    salt = salt or os.urandom(16)
-    digest = hashlib.scrypt(password.encode("utf-8"), salt=salt, n=2**14, r=8, p=1)
-    return f"scrypt${salt.hex()}${digest.hex()}"
+PBKDF2 = "{PBKDF2}"
+PBKDF2_ROUNDS = 100_000
+SALT_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789./"
+
+
+def hash_password(password: str, salt: str | None = None, rounds: int = PBKDF2_ROUNDS) -> str:
+    """A users-file entry's secret in Dovecot's ``{PBKDF2}`` scheme (PBKDF2-HMAC-SHA1), so the
+    same file serves SMTP AUTH here and IMAP logins in Dovecot (``workflow imap``)."""
+    salt = salt or "".join(secrets.choice(SALT_CHARS) for _ in range(16))
+    digest = hashlib.pbkdf2_hmac("sha1", password.encode("utf-8"), salt.encode("ascii"), rounds)
+    return f"{PBKDF2}$1${salt}${rounds}${digest.hex()}"
 
 
 def check_password(password: str, secret: str) -> bool:
-    salt = bytes.fromhex(secret.split("$")[1])
-    return hmac.compare_digest(hash_password(password, salt), secret)
+    if secret.startswith(PBKDF2):
+        _, _, salt, rounds, _ = secret[len(PBKDF2) :].split("$")
+        return hmac.compare_digest(hash_password(password, salt, int(rounds)), secret)
+    salt_hex = secret.split("$")[1]  # scrypt$salt$hash, the format before Dovecot shared the file
+    digest = hashlib.scrypt(password.encode("utf-8"), salt=bytes.fromhex(salt_hex), n=2**14, r=8, p=1)
+    return hmac.compare_digest(f"scrypt${salt_hex}${digest.hex()}", secret)
+
+
+SECRET_RE = re.compile(
+    r"^(\{PBKDF2\}\$1\$[A-Za-z0-9./]{1,64}\$[1-9][0-9]{0,8}\$[0-9a-f]{40}|scrypt\$[0-9a-f]+\$[0-9a-f]+)$"
+)
 
 
 def load_users(path: str) -> dict[str, User]:
-    """``login:scrypt$salt$hash[:role,role…]`` lines (``workflow smtpd --hash-password`` makes the secret)."""
+    """``login:SECRET[:role,role…]`` lines (``workflow smtpd --hash-password`` makes the secret)."""
     users: dict[str, User] = {}
     try:
         with open(path, encoding="utf-8") as f:
@@ -159,8 +174,10 @@ def load_users(path: str) -> dict[str, User]:
         if not line.strip() or line.startswith("#"):
             continue
         parts = line.split(":")
-        if len(parts) not in (2, 3) or not parts[1].startswith("scrypt$") or parts[1].count("$") != 2:
-            raise WorkflowError(f"{path}:{n}: expected login:scrypt$salt$hash[:role,role…]")
+        if len(parts) not in (2, 3) or not SECRET_RE.match(parts[1]):
+            raise WorkflowError(
+                f"{path}:{n}: expected login:SECRET[:role,role…] (SECRET from `workflow smtpd --hash-password`)"
+            )
         login = parts[0]
         if not LOGIN_RE.match(login):
             raise WorkflowError(f"{path}:{n}: {login!r} is not a login (letters, digits, . _ @ + -)")

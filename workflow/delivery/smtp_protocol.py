@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import re
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -108,6 +109,19 @@ async def read_data(proto: SMTP, arg: str, limit: int) -> None:
     status = await proto._call_handler_hook("DATA")
     proto._set_post_data_state()  # type: ignore[no-untyped-call]
     await proto.push(status)
+
+
+class QuietLoginData(logging.Filter):
+    """aiosmtpd logs a deprecation warning of its own API on every successful AUTH: drop it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "login_data is deprecated" not in record.getMessage()
+
+
+def quiet_aiosmtpd_log() -> None:
+    logger = logging.getLogger("mail.log")
+    if not any(isinstance(f, QuietLoginData) for f in logger.filters):
+        logger.addFilter(QuietLoginData())
 
 
 def protocol_factory(

@@ -50,7 +50,7 @@ from workflow.core.errors import (
 from workflow.delivery.commit import Committer
 from workflow.delivery.credentials import Authenticator, Identity, load_users, make_authenticator
 from workflow.delivery.deliverer import Deliverer, Plan
-from workflow.delivery.smtp_protocol import protocol_factory
+from workflow.delivery.smtp_protocol import protocol_factory, quiet_aiosmtpd_log
 from workflow.delivery.staging import RunBox
 from workflow.mail.index import Index
 from workflow.mail.maildir import Maildirs
@@ -282,6 +282,7 @@ class Server:
 
     async def start(self) -> int:
         """Listen; returns the bound port."""
+        quiet_aiosmtpd_log()
         self.index = self.deliverer.open_index()  # reads in the event loop; the committer has its own
         self.index.refresh()  # copies stored before a crash but never indexed
         self.committer.known = self.index.message_ids()  # what a retry could be a retry of

@@ -14,6 +14,7 @@ from typing import NamedTuple
 
 from workflow.agents import locks
 from workflow.agents.contain import choose
+from workflow.agents.sandbox import status
 from workflow.app import App
 from workflow.artifacts import hooks
 from workflow.artifacts.board import mail_by_key, refs_without_artifact
@@ -34,6 +35,8 @@ CHECKS = (
     "hooks",
     "git",
     "containment",
+    "sandbox",
+    "auth",
 )
 
 
@@ -130,6 +133,17 @@ def diagnose(app: App, now: float | None = None) -> list[Problem]:
                 Problem("hooks", f"git hook(s) {', '.join(missing)} not installed in {repo.hooks_dir}", "install them")
             )
     out.extend(containment(app))
+    sandbox = status(config)
+    if not sandbox.enforced:
+        out.append(Problem("sandbox", sandbox.line))
+    if config.smtp.auth == "off":
+        out.append(
+            Problem(
+                "auth",
+                '[smtp] auth = "off": trust-the-host mode — any local process may submit as any role; '
+                'set auth = "required" (the default) to bind every sender to its login',
+            )
+        )
     return out
 
 

@@ -20,7 +20,9 @@ from email.utils import format_datetime, make_msgid
 from workflow.bridges.gmail.agents import Context, Result
 from workflow.bridges.gmail.imap import Fetched
 from workflow.core.config import ForwarderConfig
-from workflow.core.errors import BridgeError
+from workflow.core.errors import BridgeError, WorkflowError
+from workflow.delivery.credentials import client_credential
+from workflow.delivery.transport import SmtpTransport
 from workflow.mail.message import body_text, parse
 
 LABEL = "todo"
@@ -70,11 +72,14 @@ class TodoForwarder:
             return Result(self.name, uid, "ok", "dry-run mode")
         raw = build_forward(ctx, thread, dest, subject, uid)
         try:
-            host = ctx.s.relay_host or ctx.app.config.smtp.host
-            port = ctx.s.relay_port or ctx.app.config.smtp.port
-            with smtplib.SMTP(host, port, timeout=30) as smtp:
-                smtp.sendmail(ctx.app.roster.address(ctx.s.role), [dest], raw)
-        except (smtplib.SMTPException, OSError) as e:
+            sender = ctx.app.roster.address(ctx.s.role)
+            if ctx.s.relay_host:  # a relay of the user's own: no workflow login there
+                with smtplib.SMTP(ctx.s.relay_host, ctx.s.relay_port, timeout=30) as smtp:
+                    smtp.sendmail(sender, [dest], raw)
+            else:  # our server, which spools it for the outbound bridge: logged in as the owner
+                cfg = ctx.app.config.smtp
+                SmtpTransport(cfg.host, cfg.port, 30.0, client_credential()).send(raw, sender, [dest])
+        except (smtplib.SMTPException, OSError, WorkflowError) as e:
             ctx.say(f"todo_forwarder: uid {uid} not forwarded ({e}); it stays in INBOX for the next cycle")
             return Result(self.name, uid, "error", f"send failed: {e}")
         try:

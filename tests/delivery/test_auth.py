@@ -1,0 +1,128 @@
+"""Authenticated senders: AUTH required by default, logins bound to the roles they may send as,
+the owner's credential found by the CLI without a word, trust-the-host only when asked for."""
+
+from __future__ import annotations
+
+import os
+import smtplib
+import stat
+from pathlib import Path
+
+import pytest
+
+from helpers.project import Project
+from helpers.smtp import client, message
+from workflow.app import App
+from workflow.core.config import load_config
+from workflow.core.errors import WorkflowError
+from workflow.delivery.credentials import OWNER, client_credential, hash_password, load_users, owner_secret
+from workflow.delivery.smtpd import BackgroundServer
+from workflow.mail.message import parse
+
+
+def test_an_unauthenticated_submission_is_refused_with_530(project: Project) -> None:
+    with BackgroundServer(project.app.config, project.app.deliverer) as port:
+        with smtplib.SMTP("127.0.0.1", port, timeout=10) as s:
+            with pytest.raises(smtplib.SMTPSenderRefused) as e:
+                s.sendmail("spec-writer@workflow.local", ["spec-reviewer@workflow.local"], message())
+    assert e.value.smtp_code == 530 and e.value.smtp_error.startswith(b"5.7.0 Authentication required")
+    assert project.new_files() == []
+
+
+def test_an_auth_file_login_sends_as_its_roles_only(tmp_path: Path) -> None:
+    from helpers.project import make_project
+
+    users = tmp_path / "users"
+    users.write_text(f"# logins\nalice:{hash_password('wonderland')}:user\n")
+    p = make_project(tmp_path / "p")
+    toml = (p.dir / "workflow.toml").read_text().replace("[smtp]\n", f'[smtp]\nauth_users_file = "{users}"\n')
+    (p.dir / "workflow.toml").write_text(toml)
+    p = Project(p.dir, App(load_config(p.dir / "workflow.toml", env={})))
+    with BackgroundServer(p.app.config, p.app.deliverer) as port:
+        with smtplib.SMTP("127.0.0.1", port, timeout=10) as s:
+            with pytest.raises(smtplib.SMTPAuthenticationError):
+                s.login("alice", "wrong")
+        with smtplib.SMTP("127.0.0.1", port, timeout=10) as s:
+            s.login("alice", "wonderland")
+            with pytest.raises(smtplib.SMTPSenderRefused) as e:
+                s.sendmail(
+                    "spec-reviewer@workflow.local",
+                    ["spec-writer@workflow.local"],
+                    message("spec-reviewer", ("spec-writer",), "approval"),
+                )
+            assert e.value.smtp_code == 550
+            assert e.value.smtp_error.decode() == (
+                "5.7.1 sender-identity: login alice may send as user only, not spec-reviewer"
+            )
+            s.sendmail("user@workflow.local", ["spec-reviewer@workflow.local"], message("user", ("spec-reviewer",)))
+    [f] = p.new_files("spec-reviewer")
+    assert parse(f.read_bytes()).sender == "user@workflow.local"
+    assert p.new_files("spec-writer") == []
+
+
+def test_a_users_file_naming_an_unknown_role_is_refused_at_start(tmp_path: Path) -> None:
+    from helpers.project import make_project
+
+    users = tmp_path / "users"
+    users.write_text(f"bob:{hash_password('x')}:spec-reviewr\n")
+    p = make_project(tmp_path / "p")
+    toml = (p.dir / "workflow.toml").read_text().replace("[smtp]\n", f'[smtp]\nauth_users_file = "{users}"\n')
+    (p.dir / "workflow.toml").write_text(toml)
+    r = p.run("smtpd", "--port", "0")
+    assert r.returncode != 0
+    assert f"{users}: login bob: unknown sender role 'spec-reviewr'" in r.stderr
+    assert "did you mean spec-reviewer" in r.stderr
+
+
+def test_a_users_file_line_that_is_not_a_login_names_its_line(tmp_path: Path) -> None:
+    users = tmp_path / "users"
+    users.write_text(f"alice:{hash_password('x')}:user\n~owner:{hash_password('x')}\n")
+    with pytest.raises(WorkflowError, match=r"users:2: '~owner' is not a login"):
+        load_users(str(users))
+
+
+def test_the_owner_credential_is_made_on_first_use_mode_0600_and_refused_when_others_can_read_it(
+    tmp_path: Path,
+) -> None:
+    env = {"XDG_CONFIG_HOME": str(tmp_path / "cfg")}
+    secret = owner_secret(env)
+    path = tmp_path / "cfg" / "workflow" / "credentials"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    assert owner_secret(env) == secret and client_credential(env) == (OWNER, secret)
+    os.chmod(path, 0o644)
+    with pytest.raises(WorkflowError, match="readable by others; run: chmod 600"):
+        owner_secret(env)
+
+
+def test_the_human_at_the_shell_sends_through_the_server_with_no_extra_step(project: Project) -> None:
+    with BackgroundServer(project.app.config, project.app.deliverer, port=project.app.config.smtp.port):
+        r = project.run(
+            "review-request", "specs/proposed/user-auth.md", "spec-reviewer", "CONTEXT=hi", tool="workflow-notify"
+        )
+        assert r.returncode == 0, r.stderr
+        assert "(smtp: 127.0.0.1:" in r.stderr
+        r = project.run(
+            "notify", "--via", "smtp", "question", "specs/proposed/user-auth.md", "spec-writer", "QUESTION=why?"
+        )
+        assert r.returncode == 0, r.stderr
+    assert len(project.new_files("spec-reviewer")) == 1 and len(project.new_files("spec-writer")) == 1
+
+
+def test_auth_off_is_trust_the_host(project_factory: object) -> None:
+    p = project_factory('\n[runs]\nsandbox = "none"\n')  # type: ignore[operator]
+    toml = (p.dir / "workflow.toml").read_text().replace("[smtp]\n", '[smtp]\nauth = "off"\n')
+    (p.dir / "workflow.toml").write_text(toml)
+    app = App(load_config(p.dir / "workflow.toml", env={}))
+    with BackgroundServer(app.config, app.deliverer) as port:
+        with smtplib.SMTP("127.0.0.1", port, timeout=10) as s:
+            s.sendmail(
+                "spec-reviewer@workflow.local",
+                ["spec-writer@workflow.local"],
+                message("spec-reviewer", ("spec-writer",)),
+            )
+        with client(port) as s:  # a login still binds: the owner may send as anyone
+            s.sendmail("spec-writer@workflow.local", ["spec-reviewer@workflow.local"], message())
+    r = p.run("doctor")
+    assert 'auth = "off"' in r.stdout and "trust-the-host" in r.stdout
+    assert 'sandbox = "none"' in r.stdout and "advisory" in r.stdout
