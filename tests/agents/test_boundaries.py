@@ -199,3 +199,29 @@ def test_the_sandbox_shows_the_project_and_hides_the_mail_root_even_inside_it(tm
     assert "specs" in project_files and "mail" in project_files
     assert mail_files == "[]"
     assert ro.startswith("read-only")
+
+
+def test_without_a_sandbox_runs_work_and_say_that_boundaries_are_advisory(tmp_path: Path) -> None:
+    p = git_project(tmp_path / "advisory", '\n[runs]\nsandbox = "none"\n')
+    (p.dir / "agent.py").write_text(
+        "import os, subprocess, sys\nsys.stdin.read()\n"
+        f"subprocess.run([{str(BIN / 'workflow-notify')!r}, 'answer', 'specs/*/user-auth.md', 'spec-reviewer',"
+        " 'CONTEXT=done'], check=True)\n"
+    )
+    with open(p.dir / "workflow.toml", "a") as f:
+        f.write(f'\n[backends.command]\nargv = ["{sys.executable}", "agent.py"]\ntimeout = 60\n')
+    p.send("spec-reviewer", "rejection", "specs/proposed/user-auth.md", "spec-writer", REASON="vague")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WORKFLOW_")}
+    r = subprocess.run(
+        [sys.executable, "-m", "workflow", "run-role", "--with-email", "--backend", "command", "spec-writer"],
+        cwd=p.dir,
+        env={**env, **GIT_ENV},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert 'spec-writer: [runs] sandbox = "none": boundaries are advisory' in r.stdout
+    assert mail(p, "answer") == [("spec-reviewer", "answer", "proposed", ("specs/*/user-auth.md",))]
+    status_out = p.run("agentd", "status").stdout
+    assert 'sandbox: [runs] sandbox = "none": boundaries are advisory' in status_out

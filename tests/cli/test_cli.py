@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shlex
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from helpers.project import ROOT, Project
+from workflow.delivery.smtpd import BackgroundServer
 from workflow.mail.message import parse
 
 # Every workflow-notify.sh line in seed 002, as written there (each sent with the artifact in the
@@ -29,18 +31,26 @@ SEED_EXAMPLES = [
 ]
 
 
-@pytest.mark.parametrize("via", ["workflow-notify", "scripts/workflow-notify.sh"])
+@pytest.mark.parametrize("via", ["workflow-notify", "scripts/workflow-notify.sh", "workflow-notify, server up"])
 def test_every_seed_example_works_as_written(project: Project, via: str) -> None:
-    tool = "workflow-notify" if via == "workflow-notify" else str(ROOT / via)
+    """As written, with no extra step — also when the server is up (AUTH required: the human's
+    owner credential is found and used without a word)."""
+    tool = "workflow-notify" if via.startswith("workflow-notify") else str(ROOT / via)
     spec = project.dir / "specs" / "proposed" / "user-auth.md"
-    for line in SEED_EXAMPLES:
-        state = re.search(r"specs/(\w+)/", line)
-        if state and "user-auth" in line:
-            spec = spec.rename(project.dir / "specs" / state.group(1) / "user-auth.md")
-        r = project.run(*shlex.split(line), tool=tool)
-        assert r.returncode == 0, (line, r.stderr)
-        mid = r.stdout.strip()
-        assert re.match(r"^<\d{14}\.[0-9a-f]{12}\.user@workflow\.local>$", mid), r.stdout
+    with contextlib.ExitStack() as stack:
+        if via.endswith("server up"):
+            stack.enter_context(
+                BackgroundServer(project.app.config, project.app.deliverer, port=project.app.config.smtp.port)
+            )
+        for line in SEED_EXAMPLES:
+            state = re.search(r"specs/(\w+)/", line)
+            if state and "user-auth" in line:
+                spec = spec.rename(project.dir / "specs" / state.group(1) / "user-auth.md")
+            r = project.run(*shlex.split(line), tool=tool)
+            assert r.returncode == 0, (line, r.stderr)
+            assert ("(smtp: 127.0.0.1:" in r.stderr) == via.endswith("server up"), r.stderr
+            mid = r.stdout.strip()
+            assert re.match(r"^<\d{14}\.[0-9a-f]{12}\.user@workflow\.local>$", mid), r.stdout
     files = project.new_files()
     by_box: dict[str, list[bytes]] = {}
     for f in files:

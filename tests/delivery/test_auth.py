@@ -4,8 +4,11 @@ the owner's credential found by the CLI without a word, trust-the-host only when
 from __future__ import annotations
 
 import os
+import shutil
 import smtplib
+import ssl
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -126,3 +129,37 @@ def test_auth_off_is_trust_the_host(project_factory: object) -> None:
     r = p.run("doctor")
     assert 'auth = "off"' in r.stdout and "trust-the-host" in r.stdout
     assert 'sandbox = "none"' in r.stdout and "advisory" in r.stdout
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl not installed (it makes the test certificate)")
+def test_a_remote_listener_offers_auth_only_after_starttls(tmp_path: Path) -> None:
+    from helpers.project import make_project
+    from workflow.delivery.smtpd import check_bind
+
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=workflow.local"]
+        + ["-keyout", str(key), "-out", str(cert)],
+        check=True,
+        capture_output=True,
+    )
+    p = make_project(tmp_path / "p")
+    with pytest.raises(WorkflowError, match=r"--allow-remote needs STARTTLS; set \[smtp\] tls_cert and tls_key"):
+        check_bind("0.0.0.0", True, p.app.config)
+    toml = (p.dir / "workflow.toml").read_text()
+    (p.dir / "workflow.toml").write_text(toml.replace("[smtp]\n", f'[smtp]\ntls_cert = "{cert}"\ntls_key = "{key}"\n'))
+    app = App(load_config(p.dir / "workflow.toml", env={}))
+    check_bind("0.0.0.0", True, app.config)
+    with BackgroundServer(app.config, app.deliverer, host="0.0.0.0") as port:
+        with smtplib.SMTP("127.0.0.1", port, timeout=10) as s:
+            s.ehlo()
+            assert not s.has_extn("auth") and s.has_extn("starttls")
+            code, text = s.mail("spec-writer@workflow.local")
+            assert code == 530, text
+            s.starttls(context=ssl._create_unverified_context())
+            s.ehlo()
+            assert s.has_extn("auth")
+            c = client_credential()
+            s.login(c.login, c.secret)
+            s.sendmail("spec-writer@workflow.local", ["spec-reviewer@workflow.local"], message())
+    assert len(p.new_files("spec-reviewer")) == 1

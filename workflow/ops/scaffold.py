@@ -18,6 +18,7 @@ from workflow.artifacts.gitrepo import Repo, run_git
 from workflow.core.config import CONFIG_NAME, DEFAULT_STATES, DEFAULT_TRANSITIONS, DOMAIN_RE, NAME_RE, load_config
 from workflow.core.errors import ConfigError
 from workflow.core.resources import builtin_dir
+from workflow.delivery.credentials import owner_file, owner_secret
 
 ROLES_README = """\
 # roles/
@@ -118,4 +119,7 @@ def init(
         for h in git_hooks.install(config, repo):
             action, _, detail = h.action.partition(" (")
             steps.append(Step(action, f"{h.hook} hook {h.path}" + (f" ({detail}" if detail else "")))
+    if not owner_file().exists():  # your credential as the mail root's owner: every command logs in with it
+        owner_secret()
+        steps.append(Step("created", f"{owner_file()} (your owner credential, mode 0600)"))
     return steps
