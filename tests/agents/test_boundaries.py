@@ -110,6 +110,19 @@ tried("honest notify", r2.returncode == 0, r2.stdout + r2.stderr)
 """
 
 
+def run_writer(p: Project) -> subprocess.CompletedProcess[str]:
+    """``run-role --with-email --backend command spec-writer`` as a user runs it."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WORKFLOW_")}
+    return subprocess.run(
+        [sys.executable, "-m", "workflow", "run-role", "--with-email", "--backend", "command", "spec-writer"],
+        cwd=p.dir,
+        env={**env, **GIT_ENV},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
 def hostile_project(tmp_path: Path) -> Project:
     p = git_project(tmp_path / "hostile")
     (p.dir / "specs" / "todo" / "retry.md").write_text("# Retry\n")
@@ -131,15 +144,7 @@ def hostile_project(tmp_path: Path) -> Project:
 @needs_bwrap
 def test_a_hostile_agent_in_a_spec_writer_run_gets_nowhere_and_its_honest_work_lands(tmp_path: Path) -> None:
     p = hostile_project(tmp_path)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WORKFLOW_")}
-    r = subprocess.run(
-        [sys.executable, "-m", "workflow", "run-role", "--with-email", "--backend", "command", "spec-writer"],
-        cwd=p.dir,
-        env={**env, **GIT_ENV},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    r = run_writer(p)
     assert r.returncode == 0, r.stdout + r.stderr
     results = json.loads((p.dir / "attempts" / "results.json").read_text())
     refused = {name: v for name, v in results.items() if not name.startswith("honest")}
@@ -211,15 +216,7 @@ def test_without_a_sandbox_runs_work_and_say_that_boundaries_are_advisory(tmp_pa
     with open(p.dir / "workflow.toml", "a") as f:
         f.write(f'\n[backends.command]\nargv = ["{sys.executable}", "agent.py"]\ntimeout = 60\n')
     p.send("spec-reviewer", "rejection", "specs/proposed/user-auth.md", "spec-writer", REASON="vague")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WORKFLOW_")}
-    r = subprocess.run(
-        [sys.executable, "-m", "workflow", "run-role", "--with-email", "--backend", "command", "spec-writer"],
-        cwd=p.dir,
-        env={**env, **GIT_ENV},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    r = run_writer(p)
     assert r.returncode == 0, r.stdout + r.stderr
     assert 'spec-writer: [runs] sandbox = "none": boundaries are advisory' in r.stdout
     assert mail(p, "answer") == [("spec-reviewer", "answer", "proposed", ("specs/*/user-auth.md",))]

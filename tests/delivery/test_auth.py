@@ -13,10 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers.project import Project
+from helpers.project import Project, make_project, users_project, with_smtp
 from helpers.smtp import client, message
-from workflow.app import App
-from workflow.core.config import load_config
 from workflow.core.errors import WorkflowError
 from workflow.delivery.credentials import OWNER, client_credential, hash_password, load_users, owner_secret
 from workflow.delivery.smtpd import BackgroundServer
@@ -33,14 +31,7 @@ def test_an_unauthenticated_submission_is_refused_with_530(project: Project) -> 
 
 
 def test_an_auth_file_login_sends_as_its_roles_only(tmp_path: Path) -> None:
-    from helpers.project import make_project
-
-    users = tmp_path / "users"
-    users.write_text(f"# logins\nalice:{hash_password('wonderland')}:user\n")
-    p = make_project(tmp_path / "p")
-    toml = (p.dir / "workflow.toml").read_text().replace("[smtp]\n", f'[smtp]\nauth_users_file = "{users}"\n')
-    (p.dir / "workflow.toml").write_text(toml)
-    p = Project(p.dir, App(load_config(p.dir / "workflow.toml", env={})))
+    p = users_project(tmp_path, f"# logins\nalice:{hash_password('wonderland')}:user\n")
     with BackgroundServer(p.app.config, p.app.deliverer) as port:
         with smtplib.SMTP("127.0.0.1", port, timeout=10) as s:
             with pytest.raises(smtplib.SMTPAuthenticationError):
@@ -64,13 +55,8 @@ def test_an_auth_file_login_sends_as_its_roles_only(tmp_path: Path) -> None:
 
 
 def test_a_users_file_naming_an_unknown_role_is_refused_at_start(tmp_path: Path) -> None:
-    from helpers.project import make_project
-
+    p = users_project(tmp_path, f"bob:{hash_password('x')}:spec-reviewr\n")
     users = tmp_path / "users"
-    users.write_text(f"bob:{hash_password('x')}:spec-reviewr\n")
-    p = make_project(tmp_path / "p")
-    toml = (p.dir / "workflow.toml").read_text().replace("[smtp]\n", f'[smtp]\nauth_users_file = "{users}"\n')
-    (p.dir / "workflow.toml").write_text(toml)
     r = p.run("smtpd", "--port", "0")
     assert r.returncode != 0
     assert f"{users}: login bob: unknown sender role 'spec-reviewr'" in r.stderr
@@ -113,10 +99,8 @@ def test_the_human_at_the_shell_sends_through_the_server_with_no_extra_step(proj
 
 
 def test_auth_off_is_trust_the_host(project_factory: object) -> None:
-    p = project_factory('\n[runs]\nsandbox = "none"\n')  # type: ignore[operator]
-    toml = (p.dir / "workflow.toml").read_text().replace("[smtp]\n", '[smtp]\nauth = "off"\n')
-    (p.dir / "workflow.toml").write_text(toml)
-    app = App(load_config(p.dir / "workflow.toml", env={}))
+    p = with_smtp(project_factory('\n[runs]\nsandbox = "none"\n'), 'auth = "off"\n')  # type: ignore[operator]
+    app = p.app
     with BackgroundServer(app.config, app.deliverer) as port:
         with smtplib.SMTP("127.0.0.1", port, timeout=10) as s:
             s.sendmail(
@@ -133,7 +117,6 @@ def test_auth_off_is_trust_the_host(project_factory: object) -> None:
 
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl not installed (it makes the test certificate)")
 def test_a_remote_listener_offers_auth_only_after_starttls(tmp_path: Path) -> None:
-    from helpers.project import make_project
     from workflow.delivery.smtpd import check_bind
 
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
@@ -146,9 +129,7 @@ def test_a_remote_listener_offers_auth_only_after_starttls(tmp_path: Path) -> No
     p = make_project(tmp_path / "p")
     with pytest.raises(WorkflowError, match=r"--allow-remote needs STARTTLS; set \[smtp\] tls_cert and tls_key"):
         check_bind("0.0.0.0", True, p.app.config)
-    toml = (p.dir / "workflow.toml").read_text()
-    (p.dir / "workflow.toml").write_text(toml.replace("[smtp]\n", f'[smtp]\ntls_cert = "{cert}"\ntls_key = "{key}"\n'))
-    app = App(load_config(p.dir / "workflow.toml", env={}))
+    app = with_smtp(p, f'tls_cert = "{cert}"\ntls_key = "{key}"\n').app
     check_bind("0.0.0.0", True, app.config)
     with BackgroundServer(app.config, app.deliverer, host="0.0.0.0") as port:
         with smtplib.SMTP("127.0.0.1", port, timeout=10) as s:

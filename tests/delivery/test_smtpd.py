@@ -11,10 +11,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from helpers.project import Project
+from helpers.project import Project, with_smtp
 from helpers.smtp import auth_plain, client, message
-from workflow.app import App
-from workflow.core.config import load_config
 from workflow.delivery.credentials import client_credential
 from workflow.delivery.smtpd import BackgroundServer
 from workflow.mail.message import parse
@@ -93,16 +91,9 @@ def test_missing_message_id_and_date_are_added(project: Project, smtp: int) -> N
     assert p.message_id and p.message_id.endswith(".spec-writer@workflow.local>") and p.get("Date")
 
 
-def with_smtp(p: Project, settings: str) -> App:
-    """The project's App after adding lines to its [smtp] table."""
-    toml = (p.dir / "workflow.toml").read_text().replace("[smtp]\n", "[smtp]\n" + settings)
-    (p.dir / "workflow.toml").write_text(toml)
-    return App(load_config(p.dir / "workflow.toml", env={}))
-
-
 def test_size_limit_is_552(project_factory: Callable[..., Project]) -> None:
     p = project_factory("")
-    app = with_smtp(p, "max_message_size = 4096\n")
+    app = with_smtp(p, "max_message_size = 4096\n").app
     with BackgroundServer(app.config, app.deliverer) as port:
         with pytest.raises(smtplib.SMTPException) as e:
             send(port, message(body="y" * 8000))
@@ -186,7 +177,7 @@ def test_smuggling_one_message_per_data(project: Project, smtp: int) -> None:
 
 
 def test_connection_cap_and_idle_timeout(project_factory: Callable[..., Project]) -> None:
-    app = with_smtp(project_factory(""), "max_connections = 2\ntimeout = 1.0\n")
+    app = with_smtp(project_factory(""), "max_connections = 2\ntimeout = 1.0\n").app
     with BackgroundServer(app.config, app.deliverer) as port:
         a = socket.create_connection(("127.0.0.1", port))
         b = socket.create_connection(("127.0.0.1", port))

@@ -95,3 +95,17 @@ def make_project(base: Path, extra_toml: str = "") -> Project:
         (base / "specs" / state).mkdir(parents=True, exist_ok=True)
     (base / "specs" / "proposed" / "user-auth.md").write_text("# User auth\n")
     return Project(base, App(load_config(base / "workflow.toml", env={})))
+
+
+def with_smtp(p: Project, settings: str) -> Project:
+    """The project again, after adding lines (``auth = "off"\n``…) to its [smtp] table."""
+    toml = (p.dir / "workflow.toml").read_text().replace("[smtp]\n", "[smtp]\n" + settings)
+    (p.dir / "workflow.toml").write_text(toml)
+    return Project(p.dir, App(load_config(p.dir / "workflow.toml", env={})))
+
+
+def users_project(base: Path, users: str) -> Project:
+    """A project whose [smtp] auth_users_file holds ``users`` (login:SECRET:roles lines)."""
+    base.mkdir(parents=True, exist_ok=True)
+    (base / "users").write_text(users)
+    return with_smtp(make_project(base / "p"), f'auth_users_file = "{base / "users"}"\n')

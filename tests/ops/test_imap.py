@@ -18,9 +18,7 @@ from pathlib import Path
 import pytest
 
 from helpers.dovecot import available
-from helpers.project import Project, make_project
-from workflow.app import App
-from workflow.core.config import load_config
+from helpers.project import Project, users_project
 from workflow.delivery.credentials import hash_password
 from workflow.delivery.smtpd import BackgroundServer
 from workflow.mail.message import Draft, build, make_message_id, parse
@@ -41,12 +39,7 @@ def served() -> Iterator[tuple[Project, int, Path]]:
     bob (spec-writer), served by a Dovecot made by `workflow imap --write`."""
     base = Path(tempfile.mkdtemp(prefix="imap-"))  # pytest's tmp dirs are 0700: Dovecot's users cannot enter
     os.chmod(base, 0o755)
-    users = base / "users"
-    users.write_text(f"alice:{hash_password('wonderland')}:user\nbob:{hash_password('builder')}:spec-writer\n")
-    p = make_project(base / "proj")
-    toml = (p.dir / "workflow.toml").read_text().replace("[smtp]\n", f'[smtp]\nauth_users_file = "{users}"\n')
-    (p.dir / "workflow.toml").write_text(toml)
-    p = Project(p.dir, App(load_config(p.dir / "workflow.toml", env={})))
+    p = users_project(base, f"alice:{hash_password('wonderland')}:user\nbob:{hash_password('builder')}:spec-writer\n")
     p.send("spec-reviewer", "question", "specs/proposed/user-auth.md", "user", QUESTION="Expire or refresh?")
     subprocess.run(["chown", "-R", f"{NOBODY}:{NOBODY}", str(p.mail)], check=True)
     port = _port()
