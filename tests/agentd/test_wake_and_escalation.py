@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.agentd import Daemon, project, prompts, wait_until
+from helpers.agentd import Daemon, default_sigint, project, prompts, wait_until
 from helpers.git import GIT_ENV, mail
 from helpers.runs import script, slow_answer, unread
 from workflow.delivery import outbox
@@ -135,6 +135,7 @@ def test_ctrl_c_exits_130(tmp_path: Path) -> None:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            preexec_fn=default_sigint,
         )
         wait_until(lambda: (p.dir / "prompts").is_dir() or (tmp_path / "demo" / "mail").is_dir(), "it to start")
         time.sleep(1.0)

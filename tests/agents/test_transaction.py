@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.agentd import procs_with, wait_until
+from helpers.agentd import default_sigint, procs_with, wait_until
 from helpers.git import GIT_ENV, git_project, mail
 from helpers.project import Project
 from helpers.runs import unread
@@ -52,6 +52,7 @@ def run_role(p: Project, *args: str) -> subprocess.Popen[str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        preexec_fn=default_sigint,
     )
 
 

@@ -30,6 +30,13 @@ def project(tmp_path: Path, roles: list[str], extra: str = "", rescan: float = 1
     return git_project(tmp_path / "ad", AGENTD.format(roles=json.dumps(roles), extra=extra, rescan=rescan))
 
 
+def default_sigint() -> None:
+    """preexec_fn for a child the test will Ctrl-C: SIGINT back to its default action. A shell
+    that starts the test run in the background (``… &``) leaves SIGINT ignored, and a Python
+    child then keeps ignoring it, as every Unix program does."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class Daemon:
     def __init__(self, p: Project) -> None:
         self.p = p
@@ -43,6 +50,7 @@ class Daemon:
                 env={**env, **GIT_ENV},
                 stdout=out,
                 stderr=subprocess.STDOUT,
+                preexec_fn=default_sigint,
             )
         self.wait_for(lambda: len(self.boots()) > before, "agentd to start")
 
