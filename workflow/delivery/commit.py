@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 Result = list[Entry] | BaseException
 INDEX_BATCH = 256
 INDEX_DELAY = 0.05
-Job = tuple[Plan, asyncio.Future[list[Entry]], asyncio.AbstractEventLoop]
+Job = tuple[Plan | None, asyncio.Future[list[Entry]], asyncio.AbstractEventLoop]  # no plan: index now
 
 
 class Committer:
@@ -62,6 +62,13 @@ class Committer:
         self.queue.put((plan, fut, loop))
         return fut
 
+    async def indexed(self) -> None:
+        """Return once every copy committed before the call is in the index."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[list[Entry]] = loop.create_future()
+        self.queue.put((None, fut, loop))
+        await fut
+
     def _run(self) -> None:
         index = self.deliverer.open_index()
         try:
@@ -84,15 +91,18 @@ class Committer:
                         stop = True
                         break
                     batch.append(nxt)
-                results = self._commit([p for p, _, _ in batch])
+                flushes = [j for j in batch if j[0] is None]
+                batch = [j for j in batch if j[0] is not None]
+                results = self._commit([p for p, _, _ in batch if p is not None]) if batch else []
                 for (plan, _, _), result in zip(batch, results, strict=True):
-                    if not isinstance(result, BaseException) and result:
+                    if plan is not None and not isinstance(result, BaseException) and result:
                         self._backlog.append((plan, result))
                         self.unindexed.setdefault(plan.message_id, []).extend(result)
                         self.known.add(plan.message_id)
                 _wake(batch, results)
-                if len(self._backlog) >= INDEX_BATCH:
+                if len(self._backlog) >= INDEX_BATCH or flushes:
                     self._index(index)
+                _wake(flushes, [[] for _ in flushes])
                 if stop:
                     return
         finally:

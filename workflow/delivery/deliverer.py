@@ -30,6 +30,15 @@ from workflow.policy.visibility import check as check_visibility
 log = logging.getLogger(__name__)
 
 
+class IndexLagError(Exception):
+    """The message refers to copies stored but not indexed yet: check it again once they are
+    (every check that reads the index must see every committed copy)."""
+
+    def __init__(self, message_ids: Sequence[str]) -> None:
+        super().__init__(", ".join(message_ids))
+        self.message_ids = tuple(message_ids)
+
+
 class Plan(NamedTuple):
     """A checked message: the bytes to store, where, and what we learnt on the way."""
 
@@ -96,7 +105,9 @@ class Deliverer:
         """Every check delivery makes, without writing anything.
 
         ``unindexed`` maps Message-IDs to copies stored but not yet in the index (the server
-        indexes in batches after acknowledging), so a quick retry is still recognised. With
+        indexes in batches after acknowledging), so a quick retry is still recognised, and a
+        message whose References/In-Reply-To name one of them raises ``IndexLagError``: the caller
+        waits for the index and asks again, so visibility and reply checks see every copy. With
         ``known`` (every Message-ID the caller has stored or found indexed), an id outside it
         skips the index lookup: it cannot be a retry."""
         raw = complete_headers(raw, sender_hint, self.config.domain)
@@ -108,7 +119,13 @@ class Deliverer:
         if not recipients:
             raise MessageError("no recipients")
         routes = self.routes(recipients)
-        check_visibility(self.roster, sender, routes, parsed.recipients, index.spaces(thread_ids(parsed)))
+        ancestry = thread_ids(parsed)
+        if ancestry and unindexed:
+            lowered = {k.lower() for k in unindexed}
+            lagging = [m for m in ancestry if m in unindexed or m.lower() in lowered]
+            if lagging:
+                raise IndexLagError(lagging)
+        check_visibility(self.roster, sender, routes, parsed.recipients, index.spaces(ancestry))
         guardrails.check(self.config, self.roster, parsed, sender, index)
         mid = parsed.message_id or ""
         boxes = tuple(dict.fromkeys(mb for r in routes for mb in r.mailboxes))

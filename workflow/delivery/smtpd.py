@@ -27,9 +27,11 @@ delivery) and answers ``250`` only after every copy and its directory are fsynce
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 import re
 import signal
+import socket
 import ssl
 import threading
 from collections.abc import Callable
@@ -49,7 +51,7 @@ from workflow.core.errors import (
 )
 from workflow.delivery.commit import Committer
 from workflow.delivery.credentials import Authenticator, Identity, load_users, make_authenticator
-from workflow.delivery.deliverer import Deliverer, Plan
+from workflow.delivery.deliverer import Deliverer, IndexLagError, Plan
 from workflow.delivery.smtp_protocol import protocol_factory, quiet_aiosmtpd_log
 from workflow.delivery.staging import RunBox
 from workflow.mail.index import Index
@@ -65,7 +67,6 @@ except ImportError:  # uvloop is a dependency on Linux only; elsewhere asyncio's
     LOOP_FACTORY = asyncio.new_event_loop
 
 log = logging.getLogger(__name__)
-LOOPBACK = ("127.", "::1", "localhost")
 
 
 CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
@@ -83,7 +84,19 @@ def _one_line(e: Exception) -> str:
 
 
 def is_loopback(host: str) -> bool:
-    return host.startswith(LOOPBACK)
+    """Whether every address ``host`` names (or resolves to) is a loopback address — judged by
+    ``ipaddress``, never by how the name is spelled (``::1234`` and ``localhost.example`` are not)."""
+    name = host.strip().strip("[]")
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(name, None, proto=socket.IPPROTO_TCP)
+    except (OSError, UnicodeError):
+        return False
+    addresses = {info[4][0] for info in infos}
+    return bool(addresses) and all(ipaddress.ip_address(str(a).split("%")[0]).is_loopback for a in addresses)
 
 
 SENDER_IDENTITY = "sender-identity"
@@ -156,14 +169,11 @@ class Handler:
             crlf = raw.count(b"\r\n")
             if raw.count(b"\n") != crlf or raw.count(b"\r") != crlf:  # a bare LF or CR somewhere
                 raise MessageError("message contains a bare CR or LF; SMTP lines must end in CRLF")
-            plan = self.deliverer.prepare(
-                raw,
-                envelope.rcpt_tos,
-                self.index,
-                envelope.mail_from or "",
-                self.committer.unindexed,
-                self.committer.known,
-            )
+            try:
+                plan = self._prepare(raw, envelope)
+            except IndexLagError:  # it names copies committed a moment ago: check it once they are indexed
+                await self.committer.indexed()
+                plan = self._prepare(raw, envelope)
             mid = plan.message_id
             from_header = self.roster.sender(envelope.mail_from or "")
             if plan.sender != from_header:
@@ -202,6 +212,12 @@ class Handler:
             note,
         )
         return f"250 2.0.0 {mid} delivered" + (" (duplicate of a stored copy)" if not plan.mailboxes else "")
+
+    def _prepare(self, raw: bytes, envelope: Envelope) -> Plan:
+        c = self.committer
+        return self.deliverer.prepare(
+            raw, envelope.rcpt_tos, self.index, envelope.mail_from or "", c.unindexed, c.known
+        )
 
     def _stage(self, run: Path, plan: Plan, envelope: Envelope, sender: str) -> str:
         """A run's agent sent it: checked, held in the run until the run succeeds."""

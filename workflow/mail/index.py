@@ -50,6 +50,7 @@ CREATE TABLE IF NOT EXISTS msg(
 CREATE INDEX IF NOT EXISTS msg_box ON msg(box, seen, date);
 CREATE INDEX IF NOT EXISTS msg_mid ON msg(mid);
 CREATE INDEX IF NOT EXISTS msg_root ON msg(root);
+CREATE INDEX IF NOT EXISTS msg_space ON msg(space) WHERE space IS NOT NULL;
 CREATE TABLE IF NOT EXISTS dirstate(mailbox TEXT PRIMARY KEY, new_mtime INTEGER NOT NULL, cur_mtime INTEGER NOT NULL);
 CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(subject, body, content='', tokenize='unicode61 remove_diacritics 2', detail=none);
 """
@@ -365,13 +366,26 @@ class Index:
         return self._rows(self._exec(sql, [ns[0], ns[0]]))
 
     def spaces(self, message_ids: Sequence[str]) -> dict[str, str]:
-        """Which of these Message-IDs were delivered into a panel-internal space, and which."""
-        mids = self._lookup(message_ids)
-        if not mids:
+        """Which of these Message-IDs were delivered into a panel-internal space, and which.
+        Message-IDs compare case-sensitively (RFC 5322), but a case variant of an internal id
+        is taken for it: nobody may thread onto an internal message by changing its case."""
+        if not message_ids:
             return {}
-        sql = f"SELECT mid, space FROM msg WHERE space IS NOT NULL AND mid IN ({','.join('?' * len(mids))})"
-        names = self._names
-        return {names[m]: sp for m, sp in self._exec(sql, mids)}
+        mids = self._lookup(message_ids)
+        out: dict[str, str] = {}
+        if mids:
+            sql = f"SELECT mid, space FROM msg WHERE space IS NOT NULL AND mid IN ({','.join('?' * len(mids))})"
+            names = self._names
+            out = {names[m]: sp for m, sp in self._exec(sql, mids)}
+        rest = {m.lower(): m for m in message_ids if m not in out}
+        if rest:
+            sql = (
+                "SELECT lower(s.v), m.space FROM msg m JOIN str s ON s.n = m.mid WHERE m.space IS NOT NULL "
+                f"AND lower(s.v) IN ({','.join('?' * len(rest))})"
+            )
+            for low, sp in self._exec(sql, list(rest)):
+                out[rest[low]] = sp
+        return out
 
     def search(
         self, text: str, mailboxes: Sequence[str] | None = None, limit: int = 50, senders: Sequence[str] = ()

@@ -21,11 +21,24 @@ FOLD_AT = 78
 MSGID_RE = re.compile(r"<[^<>\s]+>")
 MSGID_FULL_RE = re.compile(r"^<[^<>\s@]+@[^<>\s@]+>$")
 MSGID_REF_RE = re.compile(r"^<[^<>\s]+>$")  # what we accept as a reference to someone else's id
-ADDR_RE = re.compile(r"[^\s<>,\"]+@[^\s<>,\"]+")
 FORBIDDEN_RE = re.compile(r"[\r\n\0]")
 SINGLE_HEADERS = ("Message-ID", "In-Reply-To", "X-Event-Type", "X-Workflow-State", "X-Artifacts", "Subject", "From")
 RE_PREFIX = re.compile(r"^\s*((re|fwd?|aw|sv)\s*(\[\d+\])?\s*:\s*)+", re.IGNORECASE)
 PLAIN_HEADER_CHARS = re.compile(r"^[\x20-\x7e\t]*$")
+
+
+SIMPLE_MAILBOX = re.compile(r'^\s*(?:[^<>,"()@:;\\]*<)?([^\s<>,"()@:;\\]+@[^\s<>,"()@:;\\]+)>?\s*$')
+
+
+def mailboxes(value: str) -> list[str]:
+    """The addr-specs of an address-list header, lower-cased (RFC 5322; groups and comments
+    handled by the email package when the value is not one plain mailbox)."""
+    m = SIMPLE_MAILBOX.match(value)
+    if m and (("<" in value) == value.rstrip().endswith(">")):
+        return [m.group(1).lower()]
+    from email.utils import getaddresses  # lazy: the plain forms above are the common case
+
+    return [addr.lower() for _, addr in getaddresses([value]) if "@" in addr]
 
 
 def check_value(name: str, value: str) -> None:
@@ -341,16 +354,24 @@ class Parsed:
 
     @property
     def sender(self) -> str:
+        """The addr-spec of From: (parsed as an RFC 5322 mailbox, not scanned for something
+        address-like: a display name that looks like an address is only a display name)."""
         v = self.get("From") or ""
-        m = ADDR_RE.search(v)
-        return m.group(0).lower() if m else v.strip().lower()
+        one = mailboxes(v)
+        return one[0] if len(one) == 1 else v.strip().lower()
+
+    @property
+    def in_reply_to_ids(self) -> list[str]:
+        """Every Message-ID in In-Reply-To (RFC 5322 allows several)."""
+        v = self.get("In-Reply-To")
+        return MSGID_RE.findall(v) if v else []
 
     @property
     def recipients(self) -> list[str]:
         out: list[str] = []
         for h in ("To", "Cc"):
             for v in self.get_all(h):
-                out.extend(a.lower() for a in ADDR_RE.findall(v))
+                out.extend(mailboxes(v))
         return out
 
     @property
@@ -468,6 +489,16 @@ def validate(
     mid = parsed.get("Message-ID")
     if mid is not None and not MSGID_FULL_RE.match(mid.strip()):
         raise MessageError(f"header Message-ID: {mid!r} is not of the form <left@right>")
+    sender = parsed.get("From")
+    if sender is not None and len(mailboxes(sender)) != 1:
+        raise MessageError(f"header From: {sender[:200]!r} must name exactly one mailbox (name <role@domain>)")
+    for name in ("In-Reply-To", "References"):
+        for value in parsed.get_all(name):
+            rest = MSGID_RE.sub(" ", value)
+            if rest.strip() or not MSGID_RE.search(value):
+                raise MessageError(
+                    f"header {name}: {value[:200]!r} must be Message-IDs like <left@right>, nothing else"
+                )
     event = parsed.event
     if event is not None and event not in event_types:
         raise MessageError(
@@ -484,9 +515,9 @@ def validate(
 
 
 def thread_ids(parsed: Parsed) -> list[str]:
-    """Ancestry in order, parent last (References then In-Reply-To, without duplicates)."""
+    """Ancestry in order, parents last (References then every In-Reply-To id, without duplicates)."""
     out: list[str] = []
-    for mid in parsed.references + ([parsed.in_reply_to] if parsed.in_reply_to else []):
+    for mid in parsed.references + parsed.in_reply_to_ids:
         if mid not in out:
             out.append(mid)
     return out

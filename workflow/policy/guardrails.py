@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from pathlib import PurePosixPath
 from typing import NamedTuple, Protocol
 
 from workflow.core.addresses import parse_internal
@@ -78,20 +80,19 @@ class ReplyVisible:
     name = "reply-visible"
 
     def check(self, m: Mail) -> GuardrailError | None:
-        parent = m.parsed.in_reply_to
-        if not parent:
-            return None
-        rows = m.index.query(message_ids=[parent])
-        if not rows:
+        parents = m.parsed.in_reply_to_ids  # every one: a harmless id first hides nothing
+        if not parents:
             return None
         boxes, addresses = m.roster.view(m.sender)
-        if any(r.mailbox in boxes or r.sender in addresses for r in rows):
-            return None
-        return GuardrailError(
-            self.name,
-            f"In-Reply-To {parent} names a message {m.sender} never received or sent; "
-            "reply only to messages in your own mailbox, or start a new thread",
-        )
+        for parent in parents:
+            rows = m.index.query(message_ids=[parent])
+            if rows and not any(r.mailbox in boxes or r.sender in addresses for r in rows):
+                return GuardrailError(
+                    self.name,
+                    f"In-Reply-To {parent} names a message {m.sender} never received or sent; "
+                    "reply only to messages in your own mailbox, or start a new thread",
+                )
+        return None
 
 
 class ArtifactsExist:
@@ -113,57 +114,80 @@ class ArtifactsExist:
 
 
 class StateMatches:
-    """X-Workflow-State names the folder the (first) artifact is in now, and a review-request
-    names the artifact's current path; an artifact not found, or in two folders, is not judged."""
+    """X-Workflow-State names the folder *every* artifact the message names is in now (a glob
+    judges each file it matches), and a review-request names each artifact's current path; an
+    artifact not found, or in two folders, is not judged (``workflow doctor`` reports it)."""
 
     name = "state-matches"
 
     def check(self, m: Mail) -> GuardrailError | None:
-        if not m.parsed.artifacts:
-            return None
-        ref = m.parsed.artifacts[0]
-        found = locate(ref, m.config)
-        if len(by_key(found)) != 1 or len(found) != 1:
-            return None
-        now = found[0]
-        if m.parsed.event == "review-request" and ref != now.path and not GLOB_CHARS.search(ref):
-            return GuardrailError(
-                self.name,
-                f"review-request names {ref}, but the artifact is now {now.path}; request a review of {now.path}",
-            )
         claim = m.parsed.state
-        if claim and claim != now.state:
-            return GuardrailError(
-                self.name,
-                f"artifact {ref} is in {now.state}/, message claims {claim}; "
-                f"move it first (workflow move {now.stem} {claim}) or claim {now.state}",
-            )
+        for ref in m.parsed.artifacts:
+            for copies in by_key(locate(ref, m.config)).values():
+                if len(copies) != 1:
+                    continue
+                now = copies[0]
+                if m.parsed.event == "review-request" and ref != now.path and not GLOB_CHARS.search(ref):
+                    return GuardrailError(
+                        self.name,
+                        f"review-request names {ref}, but the artifact is now {now.path}; "
+                        f"request a review of {now.path}",
+                    )
+                if claim and claim != now.state:
+                    return GuardrailError(
+                        self.name,
+                        f"artifact {ref if ref == now.path else f'{ref} ({now.path})'} is in {now.state}/, "
+                        f"message claims {claim}; move it first (workflow move {now.stem} {claim}) or claim {now.state}",
+                    )
         return None
 
 
 class SealedReview:
-    """No verdict reaches a review panel's internal address while its review of the artifact is
-    sealed: assessments are filed through the panel session and unsealed together."""
+    """No verdict reaches a review panel — its internal address, its own address or a member's —
+    while its review of the artifact the message is about is sealed: assessments are filed
+    through the panel session and unsealed together. What the message is about is judged by
+    root and file name, globs resolved (``specs/*/user-aut?.md`` is user-auth.md); a verdict
+    naming no artifact is refused while any review of that panel is sealed."""
 
     name = "sealed-review"
 
     def check(self, m: Mail) -> GuardrailError | None:
-        if not m.parsed.get("X-Review-Verdict"):
+        if m.parsed.get("X-Review-Verdict") is None:
             return None
-        for addr in m.parsed.recipients:
-            local, _, domain = addr.rpartition("@")
-            panel = parse_internal(local) if domain == m.config.domain else None
-            if panel is None or panel not in m.roster.panels:
-                continue
+        for panel in sorted(self._panels(m)):
             held = sealed_artifacts(m.config.state, panel)
-            names = {a.rsplit("/", 1)[-1] for a in held}
-            if held and any(a.rsplit("/", 1)[-1] in names for a in m.parsed.artifacts):
+            if held and (not m.parsed.artifacts or any(about(a, s) for a in m.parsed.artifacts for s in held)):
                 return GuardrailError(
                     self.name,
                     f"{panel}'s review of {', '.join(held)} is sealed until every member has filed or the deadline "
                     "passes; assessments are filed through the panel session (workflow panel review), not sent",
                 )
         return None
+
+    @staticmethod
+    def _panels(m: Mail) -> set[str]:
+        """The review panels any recipient address belongs to (internal, the panel, a member)."""
+        out: set[str] = set()
+        for addr in m.parsed.recipients:
+            local, _, domain = addr.rpartition("@")
+            if domain != m.config.domain:
+                continue
+            panel = parse_internal(local) or local
+            if panel in m.roster.members:
+                panel = m.roster.members[panel].name
+            if panel in m.roster.panels:
+                out.add(panel)
+        return out
+
+
+def about(pattern: str, sealed: str) -> bool:
+    """Whether an X-Artifacts entry names the sealed artifact: same root and file name, whatever
+    the state folder, globs matched."""
+    parts, held = PurePosixPath(pattern).parts, PurePosixPath(sealed).parts
+    if not parts or not held:
+        return False
+    name_ok = fnmatchcase(held[-1], parts[-1])
+    return name_ok and (len(parts) == 1 or fnmatchcase(held[0], parts[0]))
 
 
 RULES: tuple[Rule, ...] = (ReviewerDecisions(), ReplyVisible(), ArtifactsExist(), StateMatches(), SealedReview())
