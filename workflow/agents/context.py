@@ -13,6 +13,8 @@ from typing import NamedTuple
 
 from workflow.app import App
 from workflow.artifacts.move import role_moves
+from workflow.core import safeopen
+from workflow.core.errors import ArtifactError
 from workflow.core.locate import Resolver, locate
 from workflow.mail.inbox import group, render_thread, thread_rows
 from workflow.mail.index import Index
@@ -80,13 +82,14 @@ def build(app: App, role: Role, index: Index, new: Sequence[Row], artifact: str 
             if a.path in shown:
                 continue
             shown.append(a.path)
-            data = (app.config.project_dir / a.path).read_bytes()
+            try:
+                data = safeopen.read(app.config, a.path, MAX_ARTIFACT + 1)
+                total = safeopen.size(app.config, a.path)
+            except (ArtifactError, OSError) as e:
+                texts.append(f"## {a.path} — not shown: {e}\n")
+                continue
             text = data[:MAX_ARTIFACT].decode("utf-8", "replace")
-            more = (
-                f"\n[… {len(data) - MAX_ARTIFACT} more bytes: read_artifact {a.path}]"
-                if len(data) > MAX_ARTIFACT
-                else ""
-            )
+            more = f"\n[… {total - MAX_ARTIFACT} more bytes: read_artifact {a.path}]" if total > MAX_ARTIFACT else ""
             note = f" (mail named {ref})" if ref != a.path else ""
             texts.append(f"## {a.path} — now in {a.state}/{note}\n\n````\n{text.rstrip()}{more}\n````\n")
     parts.append("# Artifacts referenced")

@@ -10,15 +10,14 @@ A refused call raises ToolError; backends hand its text back to the agent.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from workflow.app import App
 from workflow.artifacts.move import MoveRequest, move
-from workflow.core.errors import ToolError, WorkflowError
-from workflow.core.files import write_atomic
+from workflow.core import safeopen
+from workflow.core.errors import ArtifactError, ToolError, WorkflowError
 from workflow.core.locate import GLOB_CHARS, Artifact, Resolver, locate, parse_path
 from workflow.delivery.notify import NotifyRequest, split_list
 from workflow.delivery.transport import Transport
@@ -151,12 +150,10 @@ class RoleTools:
                 f"artifact path {rel!r} is not ROOT/STATE/NAME under an artifact root ({roots}) "
                 f"with a state ({', '.join(config.states)})"
             )
-        root = (config.project_dir / a.root).resolve()
-        full = config.project_dir / rel
-        real = Path(os.path.realpath(full))
-        if not real.is_relative_to(root):
-            raise ToolError(f"artifact path {rel!r} leads outside {a.root}/ (a symlink?); refused")
-        return real
+        try:
+            return safeopen.inside(config, rel)
+        except ArtifactError as e:
+            raise ToolError(str(e)) from None
 
     def tool_read_artifact(self, path: str) -> str:
         target = path
@@ -167,22 +164,26 @@ class RoleTools:
                     f"{path}: {'no artifact matches' if not found else 'several match: ' + ', '.join(a.path for a in found)}"
                 )
             target = found[0].path
-        real = self._inside(target)
-        if not real.is_file():
-            raise ToolError(f"{target}: no such artifact")
-        data = real.read_bytes()[:MAX_READ].decode("utf-8", "replace")
+        self._inside(target)
+        try:
+            data = safeopen.read(self.app.config, target, MAX_READ).decode("utf-8", "replace")
+        except ArtifactError as e:
+            raise ToolError(str(e)) from None
         return f"# {target}\n{data}"
 
     def tool_write_artifact(self, path: str, content: str) -> str:
         if not isinstance(content, str):
             raise ToolError("content must be a string")
-        real = self._inside(path)
+        self._inside(path)
         a = parse_path(path, self.app.config)
         assert a is not None
         elsewhere = [x.path for x in locate(a.glob, self.app.config) if x.path != a.path]
         if elsewhere:
             raise ToolError(f"{a.name} already exists as {', '.join(elsewhere)}; write it there (or move it first)")
-        write_atomic(real, content)
+        try:
+            safeopen.write(self.app.config, a.path, content, self.app.config.runs.max_artifact_bytes)
+        except ArtifactError as e:
+            raise ToolError(str(e)) from None
         self.written.append(a.path)
         return f"wrote {a.path} ({len(content.encode())} bytes)"
 

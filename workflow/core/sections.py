@@ -88,11 +88,17 @@ class RunsConfig(NamedTuple):
     sandbox: str = "bwrap"  # bwrap | none (boundaries are then advisory)
     readable: tuple[str, ...] = ("~/.gitconfig", "~/.config/git")  # extra paths it may read …
     writable: tuple[str, ...] = ("~/.claude", "~/.claude.json")  # … and write (the agent CLI's own state)
+    max_artifact_bytes: int = 8 * 1024 * 1024  # the most a run's write_artifact may write
 
 
 RUNS = Section(
     RunsConfig,
-    {"sandbox": Str(choices=SANDBOXES), "readable": Strs(empty=True), "writable": Strs(empty=True)},
+    {
+        "sandbox": Str(choices=SANDBOXES),
+        "readable": Strs(empty=True),
+        "writable": Strs(empty=True),
+        "max_artifact_bytes": Int(1, 1 << 30),
+    },
 )
 
 

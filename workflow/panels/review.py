@@ -23,9 +23,10 @@ from typing import Any, NamedTuple
 from workflow.agents.backends import RunResult
 from workflow.app import App
 from workflow.artifacts.move import MoveRequest, move
+from workflow.core import safeopen
 from workflow.core.addresses import internal_address
 from workflow.core.config import PanelConfig
-from workflow.core.errors import WorkflowError
+from workflow.core.errors import ArtifactError, WorkflowError
 from workflow.core.locate import locate
 from workflow.delivery.notify import NotifyRequest
 from workflow.delivery.transport import Transport
@@ -65,10 +66,18 @@ def consensus(rule: str, verdicts: dict[str, str | None]) -> tuple[str, str]:
     return ("approve" if ok else "reject"), f"{rule}: {tally}"
 
 
+def artifact_text(app: App, artifact_path: str) -> str:
+    """The artifact as a member reads it (through safeopen: a symlink out of the root is refused)."""
+    try:
+        return safeopen.read(app.config, artifact_path).decode("utf-8", "replace")
+    except ArtifactError as e:
+        return f"(the artifact cannot be shown: {e})"
+
+
 def member_prompt(app: App, panel: PanelConfig, member: str, artifact_path: str, request_text: str) -> str:
     """A member's whole context: the reviewer prompt, the artifact, the request — nothing else."""
     prompt = base_prompt(app, panel)
-    data = (app.config.project_dir / artifact_path).read_text(encoding="utf-8", errors="replace")
+    data = artifact_text(app, artifact_path)
     return (
         f"# Role: {panel.name}.{member}\n\n{prompt}\n\n"
         f"# Independent review\nYou are {member}, one member of {panel.name}. Review on your own: you cannot see the "
@@ -82,7 +91,7 @@ def discussion_prompt(
     app: App, panel: PanelConfig, member: str, artifact_path: str, thread_text: str, round_no: int
 ) -> str:
     prompt = base_prompt(app, panel)
-    data = (app.config.project_dir / artifact_path).read_text(encoding="utf-8", errors="replace")
+    data = artifact_text(app, artifact_path)
     return (
         f"# Role: {panel.name}.{member}\n\n{prompt}\n\n# Discussion round {round_no}\nEvery member's assessment is "
         "now visible below. Respond to the others' findings; you may keep or change your verdict. End with one line:\n"

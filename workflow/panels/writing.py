@@ -15,9 +15,11 @@ from collections.abc import Callable, Sequence
 
 from workflow.app import App
 from workflow.artifacts.gitrepo import run_git
+from workflow.core import safeopen
 from workflow.core.addresses import discussion_address
 from workflow.core.config import PanelConfig
 from workflow.core.errors import WorkflowError
+from workflow.core.locate import locate
 from workflow.delivery.notify import NotifyRequest
 from workflow.delivery.transport import Transport
 from workflow.mail.inbox import render_thread, thread_rows, unique
@@ -108,12 +110,10 @@ def write(
         _post(app, panel, primary, glob, f"decision: {title}", decided, transport, root_mid)
         draft.append(f"## {title}\n\n{decided}")
         echo(f"  {primary} recorded the decision for '{title}'")
-    full = app.config.project_dir / path
-    if any(app.config.project_dir.glob(glob)) and not full.exists():
+    if any(a.path != path for a in locate(glob, app.config)) and not safeopen.exists(app.config, path):
         raise WorkflowError(f"{glob} exists in another state folder; move it back to proposed/ first")
-    full.parent.mkdir(parents=True, exist_ok=True)
     title = name.rsplit("/", 1)[-1].removesuffix(".md").replace("-", " ").capitalize()
-    full.write_text(f"# {title}\n\n" + "\n\n".join(draft).rstrip() + "\n", encoding="utf-8")
+    safeopen.write(app.config, path, f"# {title}\n\n" + "\n\n".join(draft).rstrip() + "\n")
     run_git(["add", "--", path], app.config.project_dir)
     run_git(
         ["commit", "-q", "-m", f"{panel.name}: draft {title.lower()} ({len(sections)} sections)", "--", path],

@@ -14,6 +14,7 @@ from fnmatch import fnmatchcase
 from pathlib import PurePosixPath
 from typing import NamedTuple, Protocol
 
+from workflow.core import safeopen
 from workflow.core.addresses import parse_internal
 from workflow.core.config import GUARDRAILS, Config
 from workflow.core.errors import GuardrailError
@@ -103,12 +104,11 @@ class ArtifactsExist:
 
     def check(self, m: Mail) -> GuardrailError | None:
         artifacts = m.parsed.artifacts
-        project = m.config.project_dir
-        if not artifacts or any(next(iter(project.glob(p)), None) is not None for p in artifacts):
+        if not artifacts or any(safeopen.exists(m.config, a.path) for p in artifacts for a in locate(p, m.config)):
             return None
         return GuardrailError(
             self.name,
-            f"X-Artifacts {', '.join(artifacts)} match no file in {project}; "
+            f"X-Artifacts {', '.join(artifacts)} match no file in {m.config.project_dir}; "
             "commit the artifact first or fix the path (globs like specs/*/name.md are fine)",
         )
 
@@ -123,7 +123,8 @@ class StateMatches:
     def check(self, m: Mail) -> GuardrailError | None:
         claim = m.parsed.state
         for ref in m.parsed.artifacts:
-            for copies in by_key(locate(ref, m.config)).values():
+            found = by_key(locate(ref, m.config))
+            for copies in found.values():
                 if len(copies) != 1:
                     continue
                 now = copies[0]
@@ -136,7 +137,7 @@ class StateMatches:
                 if claim and claim != now.state:
                     return GuardrailError(
                         self.name,
-                        f"artifact {ref if ref == now.path else f'{ref} ({now.path})'} is in {now.state}/, "
+                        f"artifact {ref if len(found) == 1 else f'{ref} ({now.path})'} is in {now.state}/, "
                         f"message claims {claim}; move it first (workflow move {now.stem} {claim}) or claim {now.state}",
                     )
         return None
