@@ -34,6 +34,10 @@ AUTH_REQUIRED = (
 )
 
 
+COMMAND_BUFFER = 64 * 1024  # what a connection may buffer while reading a command line
+ANSWERING, EOF_WHILE_ANSWERING = "_workflow_answering", "_workflow_eof_while_answering"
+
+
 class Counters(Protocol):
     """What the protocol counts for the server (``smtpd.Stats``)."""
 
@@ -80,8 +84,7 @@ async def read_data(proto: SMTP, arg: str, limit: int) -> None:
         try:
             chunk = await reader.readuntil(b".\r\n")
         except asyncio.LimitOverrunError as e:
-            chunk = await reader.read(e.consumed)  # no terminator in the buffer yet: keep draining
-            too_big = True
+            chunk = await reader.read(e.consumed)  # no terminator within the reader's buffer yet
         except asyncio.IncompleteReadError:
             proto._writer.close()  # the client went away in the middle of the data
             return
@@ -106,9 +109,17 @@ async def read_data(proto: SMTP, arg: str, limit: int) -> None:
         data = (b"\r\n" + data).replace(b"\r\n.", b"\r\n")[2:]
     proto.envelope.content = data
     proto.envelope.original_content = data
-    status = await proto._call_handler_hook("DATA")
-    proto._set_post_data_state()  # type: ignore[no-untyped-call]
-    await proto.push(status)
+    setattr(proto, ANSWERING, True)  # a half-close from now on must still get its reply (eof_received)
+    try:
+        status = await proto._call_handler_hook("DATA")
+        proto._set_post_data_state()  # type: ignore[no-untyped-call]
+        await proto.push(status)
+    finally:
+        setattr(proto, ANSWERING, False)
+    if getattr(proto, EOF_WHILE_ANSWERING, False):
+        proto._reader.feed_eof()  # the client had closed its side: the reply is out, end here
+        if proto.transport is not None:
+            proto.transport.close()
 
 
 class QuietLoginData(logging.Filter):
@@ -139,8 +150,10 @@ def protocol_factory(
     TLS on loopback (aiosmtpd's own ``auth_required`` warns on every connection that way)."""
 
     class WorkflowSMTP(SMTP):
-        # No per-line cap below the message size: see smtpd's long-line policy.
-        line_length_limit = max_message_size + 2
+        # The stream's buffer limit. Command lines are refused past RFC 5321's lengths (aiosmtpd's
+        # command_size_limits) and, being read against this limit, never buffer more than it;
+        # DATA is read against it too, in pieces, and may be as long as the message size limit.
+        line_length_limit = COMMAND_BUFFER
 
         def connection_made(self, transport: Any) -> None:
             if counters.connections >= max_connections:
@@ -162,6 +175,14 @@ def protocol_factory(
 
         async def smtp_DATA(self, arg: str) -> None:
             await read_data(self, arg, max_message_size)
+
+        def eof_received(self) -> bool | None:
+            # aiosmtpd cancels the session on EOF, so a client that half-closes after the final
+            # dot never hears the 250 of a message that was stored: let the answer go out first.
+            if getattr(self, ANSWERING, False):
+                setattr(self, EOF_WHILE_ANSWERING, True)
+                return True
+            return super().eof_received()
 
         async def check_auth_needed(self, caller_method: str) -> bool:
             assert self.session is not None
