@@ -101,3 +101,44 @@ def test_a_glob_over_artifacts_in_different_states_fits_no_single_claim(project:
     (project.dir / "specs" / "proposed" / "user-auth.md").rename(project.dir / "specs" / "todo" / "user-auth.md")
     d = project.app.deliverer.deliver(claim(["specs/*/user-*.md"], "todo"), ["spec-writer"])
     assert d.mailboxes == ("spec-writer",)
+
+
+def test_status_shows_internal_mail_only_to_its_members(project: Project) -> None:
+    from helpers.git import GIT_ENV
+
+    inner = build(
+        Draft(
+            sender="spec-reviewer-panel.claude@workflow.local",
+            to=["spec-reviewer-panel-internal@workflow.local"],
+            subject="internal note",
+            body="sealed thoughts",
+            message_id="<internal.1@workflow.local>",
+            event="status-update",
+            artifacts=["specs/*/user-auth.md"],
+        )
+    )
+    project.app.deliverer.deliver(inner, ["spec-reviewer-panel-internal"])
+    project.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer")
+    for args in (["status", "user-auth"], ["status", "--json"], ["status", "user-auth", "--as", "spec-writer"]):
+        r = project.run(*args, env=GIT_ENV)
+        assert r.returncode == 0, r.stderr
+        assert "internal.1" not in r.stdout and "review-request" in r.stdout, args
+    r = project.run("status", "user-auth", "--as", "spec-reviewer-panel.claude", env=GIT_ENV)
+    assert r.returncode == 0 and "internal.1" in r.stdout
+
+
+def test_doctor_fix_rebuilds_a_corrupt_index(project: Project) -> None:
+    from helpers.git import GIT_ENV
+
+    project.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer")
+    path = project.app.config.index_path
+    for suffix in ("-wal", "-shm"):
+        path.with_name(path.name + suffix).unlink(missing_ok=True)
+    path.write_bytes(b"this is not a database" * 100)
+    r = project.run("doctor", env=GIT_ENV)
+    assert r.returncode == 1 and "index-drift: index" in r.stdout and "[--fix: rebuild the index" in r.stdout
+    r = project.run("doctor", "--fix", env=GIT_ENV)
+    assert "fixed index-drift: rebuilt the index from the Maildirs (1 messages)" in r.stdout, r.stdout + r.stderr
+    assert "index-drift" not in r.stdout.split("fixed index-drift")[1]
+    r = project.run("inbox", "spec-reviewer", env=GIT_ENV)
+    assert r.returncode == 0 and "review-request" in r.stdout.lower()

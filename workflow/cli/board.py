@@ -13,25 +13,32 @@ from workflow.core.locate import find
 
 @click.command(cls=Command)
 @click.argument("artifact", required=False)
+@click.option("--as", "as_role", metavar="ROLE", help="Include panel-internal mail this member (or panel) received.")
 @json_option
 @click.pass_context
-def status(ctx: click.Context, artifact: str | None, as_json: bool) -> None:
+def status(ctx: click.Context, artifact: str | None, as_role: str | None, as_json: bool) -> None:
     """Show the board: artifacts by state with the last workflow mail about each.
 
     A card is flagged (!) when the latest X-Workflow-State claim disagrees with the folder or the
     artifact is in two folders. With ARTIFACT, show that artifact's whole mail history.
+    Panel-internal mail is left out unless --as names a member (or panel) that received it,
+    as for `workflow thread` and `workflow search`.
 
     Example:
 
         workflow status
 
         workflow status user-auth
+
+        workflow status user-auth --as spec-reviewer-panel.claude
     """
     a = app(ctx)
     only = find(artifact, a.config) if artifact else None
     with a.index() as index:
         index.refresh()
         rows = index.with_artifacts()
+    boxes = set(a.roster.view(as_role)[0]) if as_role else set()
+    rows = [r for r in rows if not r.space or r.mailbox in boxes]  # internal mail stays with its members
     board = cards(a.config, rows, only)
     if as_json:
         click.echo(json.dumps(to_dict(a.config, board), indent=2))

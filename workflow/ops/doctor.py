@@ -19,6 +19,7 @@ from workflow.app import App
 from workflow.artifacts import hooks
 from workflow.artifacts.board import mail_by_key, refs_without_artifact
 from workflow.artifacts.gitrepo import Repo, artifacts_in
+from workflow.core.errors import MailIndexError
 from workflow.core.locate import by_key, duplicates, scan, two_folders
 from workflow.delivery import outbox
 from workflow.delivery.transport import make_transport
@@ -58,10 +59,14 @@ def diagnose(app: App, now: float | None = None) -> list[Problem]:
     for copies in duplicates(artifacts):
         out.append(Problem("two-folders", two_folders(copies)))
     repo = Repo.find(config)
-    with app.index() as index:
-        drift = index.drift()
-        index.refresh()
-        rows = index.with_artifacts()
+    try:
+        with app.index() as index:
+            drift = index.drift()
+            index.refresh()
+            rows = index.with_artifacts()
+    except MailIndexError as e:  # unreadable: nothing below can be judged until it is rebuilt
+        out.append(Problem("index-drift", f"{e}".split("; run")[0], "rebuild the index (workflow reindex)"))
+        return out + _the_rest(app, repo)
     in_git = by_key(artifacts_in(repo.tracked("HEAD", config.artifact_roots), config)) if repo and repo.head() else {}
     worktree = by_key(artifacts)
     for key, mail in sorted(mail_by_key(config, rows, artifacts).items()):
@@ -124,6 +129,13 @@ def diagnose(app: App, now: float | None = None) -> list[Problem]:
                 f"refused notification {q.what}: {q.error}; resend it with workflow-notify, then delete {q.path}",
             )
         )
+    return out + _the_rest(app, repo)
+
+
+def _the_rest(app: App, repo: Repo | None) -> list[Problem]:
+    """The checks that need no index: git, hooks, containment, sandbox, auth."""
+    config = app.config
+    out: list[Problem] = []
     if repo is None:
         out.append(Problem("git", f"{config.project_dir} is not in a git repository; run `workflow init`"))
     else:
