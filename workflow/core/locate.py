@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path, PurePosixPath
 from typing import NamedTuple
 
+from workflow.core import safeopen
 from workflow.core.config import Config
 from workflow.core.errors import ArtifactError
 
@@ -81,20 +82,25 @@ def _hidden(name: str) -> bool:
 
 
 def scan(config: Config, roots: Iterable[str] | None = None) -> list[Artifact]:
-    """Every artifact file in the working tree, by root, state and name (dotfiles skipped)."""
+    """Every artifact file in the working tree, by root, state and name (dotfiles skipped, and
+    symlinks that lead out of their root: they are not artifacts of this project)."""
     out: list[Artifact] = []
     base = config.project_dir
     for root in roots or config.artifact_roots:
         for state in config.states:
             folder = base / root / state
-            if not folder.is_dir():
+            if not folder.is_dir() or (folder.is_symlink() and not safeopen.inside_dir(config, f"{root}/{state}")):
                 continue
             for dirpath, dirnames, filenames in os.walk(folder):
                 dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
                 rel = Path(dirpath).relative_to(folder).as_posix()
                 for f in sorted(filenames):
-                    if not f.startswith("."):
-                        out.append(Artifact(root, state, f if rel == "." else f"{rel}/{f}"))
+                    if f.startswith("."):
+                        continue
+                    name = f if rel == "." else f"{rel}/{f}"
+                    if os.path.islink(os.path.join(dirpath, f)) and not safeopen.exists(config, f"{root}/{state}/{name}"):
+                        continue
+                    out.append(Artifact(root, state, name))
     return out
 
 

@@ -37,6 +37,14 @@ def inside(config: Config, rel: str) -> Path:
     return real
 
 
+def inside_dir(config: Config, rel: str) -> bool:
+    """Whether a directory path of the project stays inside its artifact root."""
+    try:
+        return inside(config, rel).is_dir()
+    except ArtifactError:
+        return False
+
+
 def exists(config: Config, rel: str) -> bool:
     """Whether the artifact file exists inside its root (a symlink out answers no)."""
     try:
