@@ -98,7 +98,9 @@ def scan(config: Config, roots: Iterable[str] | None = None) -> list[Artifact]:
                     if f.startswith("."):
                         continue
                     name = f if rel == "." else f"{rel}/{f}"
-                    if os.path.islink(os.path.join(dirpath, f)) and not safeopen.exists(config, f"{root}/{state}/{name}"):
+                    if os.path.islink(os.path.join(dirpath, f)) and not safeopen.exists(
+                        config, f"{root}/{state}/{name}"
+                    ):
                         continue
                     out.append(Artifact(root, state, name))
     return out
