@@ -11,10 +11,10 @@ import pytest
 
 from helpers.git import GIT_ENV, git_project
 from helpers.project import Project
+from helpers.smtp import message
 from workflow.agents.tools import RoleTools
 from workflow.core.errors import GuardrailError, ToolError
 from workflow.delivery.transport import make_transport
-from workflow.mail.message import Draft, build, make_message_id
 from workflow.panels.review import member_prompt
 
 SECRET = "TOP-SECRET-OUTSIDE-THE-PROJECT"
@@ -73,16 +73,6 @@ def test_artifacts_exist_never_looks_outside_through_a_symlinked_directory(
     outside.mkdir()
     (outside / "present.md").write_text("x")
     os.symlink(outside, p.dir / "specs" / "proposed" / "out")
-    raw = build(
-        Draft(
-            sender="spec-writer@workflow.local",
-            to=["spec-reviewer@workflow.local"],
-            subject="s",
-            body="b",
-            message_id=make_message_id("spec-writer", "workflow.local"),
-            event="question",
-            artifacts=["specs/proposed/out/present.md"],
-        )
-    )
+    raw = message(artifacts=("specs/proposed/out/present.md",))
     with pytest.raises(GuardrailError, match="artifacts-exist"):
         p.app.deliverer.deliver(raw, ["spec-reviewer"])

@@ -6,28 +6,15 @@ from __future__ import annotations
 import pytest
 
 from helpers.project import Project
-from helpers.smtp import client
+from helpers.smtp import client, message
 from workflow.core.errors import MessageError, VisibilityError
 from workflow.delivery.smtpd import BackgroundServer, is_loopback
-from workflow.mail.message import Draft, build, make_message_id
 
 INTERNAL = "spec-reviewer-panel-internal"
 
 
-def raw(sender: str, to: str, extra: list[tuple[str, str]] | None = None, **kw: object) -> bytes:
-    return build(
-        Draft(
-            sender=f"{sender}@workflow.local",
-            to=[f"{to}@workflow.local"],
-            subject="s",
-            body="b",
-            message_id=make_message_id(sender.split(".")[-1], "workflow.local"),
-            event="question",
-            artifacts=["specs/*/user-auth.md"],
-            extra=extra or [],
-            **kw,  # type: ignore[arg-type]
-        )
-    )
+def raw(sender: str, to: str, **kw: object) -> bytes:
+    return message(sender, (to,), **kw).replace(b"Subject: [question] user-auth", b"Subject: s")
 
 
 def internal(p: Project) -> str:

@@ -12,10 +12,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from helpers.project import Project
+from helpers.smtp import message
 from workflow.core import safeopen
 from workflow.core.errors import ArtifactError, VisibilityError
 from workflow.core.locate import scan
-from workflow.mail.message import Draft, build, make_message_id, parse
+from workflow.mail.message import parse
 
 INTERNAL = "spec-reviewer-panel-internal"
 ids = st.from_regex(r"<[a-z0-9.]{1,12}@[a-z]{1,8}\.example>", fullmatch=True)
@@ -24,21 +25,7 @@ roles = st.sampled_from(["spec-writer", "spec-reviewer", "user", "coordinator", 
 
 @pytest.fixture
 def inner(project: Project) -> str:
-    d = project.app.deliverer.deliver(
-        build(
-            Draft(
-                sender="spec-reviewer-panel.claude@workflow.local",
-                to=[f"{INTERNAL}@workflow.local"],
-                subject="s",
-                body="b",
-                message_id=make_message_id("claude", "workflow.local"),
-                event="question",
-                artifacts=["specs/*/user-auth.md"],
-            )
-        ),
-        [INTERNAL],
-    )
-    return d.message_id
+    return project.app.deliverer.deliver(message("spec-reviewer-panel.claude", (INTERNAL,)), [INTERNAL]).message_id
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -60,17 +47,7 @@ def test_an_internal_id_anywhere_in_the_reply_headers_is_caught(
         lines += f"In-Reply-To: {head}\r\n".encode()
     if where in ("references", "both"):
         lines += f"References: {head}\r\n".encode()
-    raw = build(
-        Draft(
-            sender="spec-reviewer-panel.claude@workflow.local",
-            to=["spec-writer@workflow.local"],
-            subject="s",
-            body="b",
-            message_id=make_message_id("claude", "workflow.local"),
-            event="question",
-            artifacts=["specs/*/user-auth.md"],
-        )
-    ).replace(b"Subject: s\r\n", lines + b"Subject: s\r\n")
+    raw = message("spec-reviewer-panel.claude", ("spec-writer",)).replace(b"Subject: ", lines + b"Subject: ", 1)
     with pytest.raises(VisibilityError, match="internal-thread-stays-inside"):
         project.app.deliverer.deliver(raw, ["spec-writer"])
 

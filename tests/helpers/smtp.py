@@ -37,8 +37,10 @@ def message(
     event: str = "question",
     body: str = "Hello\n",
     mid: str | None = None,
+    artifacts: tuple[str, ...] = ("specs/*/user-auth.md",),
     **kw: object,
 ) -> bytes:
+    """A workflow message between roles (bare names), as built by our own composer."""
     return build(
         Draft(
             sender=f"{sender}@workflow.local",
@@ -47,7 +49,7 @@ def message(
             body=body,
             message_id=mid or make_message_id(sender.split(".")[-1], "workflow.local"),
             event=event,
-            artifacts=["specs/*/user-auth.md"],
+            artifacts=list(artifacts),
             **kw,  # type: ignore[arg-type]
         )
     )

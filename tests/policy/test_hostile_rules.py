@@ -6,24 +6,14 @@ from __future__ import annotations
 import pytest
 
 from helpers.project import Project
+from helpers.smtp import message
 from workflow.core.errors import GuardrailError
-from workflow.mail.message import Draft, build, make_message_id
+from workflow.mail.message import Draft, build
 from workflow.panels.store import PanelStore
 
 
 def verdict(sender: str, to: str, artifacts: list[str]) -> bytes:
-    return build(
-        Draft(
-            sender=f"{sender}@workflow.local",
-            to=[f"{to}@workflow.local"],
-            subject="assessment",
-            body="approve",
-            message_id=make_message_id("claude", "workflow.local"),
-            event="status-update",
-            artifacts=artifacts,
-            extra=[("X-Review-Verdict", "approve")],
-        )
-    )
+    return message(sender, (to,), "status-update", artifacts=tuple(artifacts), extra=[("X-Review-Verdict", "approve")])
 
 
 @pytest.fixture
@@ -70,18 +60,7 @@ def test_a_verdict_about_another_artifact_still_passes(sealed: Project) -> None:
 
 
 def claim(artifacts: list[str], state: str) -> bytes:
-    return build(
-        Draft(
-            sender="spec-reviewer@workflow.local",
-            to=["spec-writer@workflow.local"],
-            subject="approved",
-            body="ok",
-            message_id=make_message_id("spec-reviewer", "workflow.local"),
-            event="approval",
-            state=state,
-            artifacts=artifacts,
-        )
-    )
+    return message("spec-reviewer", ("spec-writer",), "approval", artifacts=tuple(artifacts), state=state)
 
 
 def test_every_artifact_named_is_judged_by_state_matches(project: Project) -> None:
