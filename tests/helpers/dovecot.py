@@ -10,6 +10,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from workflow.ops.imap import imap_only
+
 USER = "me@example.com"
 PASSWORD = "app-password"
 
@@ -75,25 +77,7 @@ namespace inbox {{
     auto = create
   }}
 }}
-service imap-login {{
-  inet_listener imap {{
-    port = {self.port}
-  }}
-  inet_listener imaps {{
-    port = 0
-  }}
-}}
-service pop3-login {{
-  inet_listener pop3 {{
-    port = 0
-  }}
-}}
-service submission-login {{
-  inet_listener submission {{
-    port = 0
-  }}
-}}
-service lmtp {{
+{imap_only(self.port)}service lmtp {{
   unix_listener lmtp {{
     mode = 0666
   }}

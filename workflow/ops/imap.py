@@ -22,6 +22,30 @@ from workflow.delivery.credentials import PBKDF2, load_users
 DOVECOT_GROUP = "dovecot"  # default_internal_user's group in Debian's package
 
 
+def imap_only(port: int) -> str:
+    """Dovecot's listeners: IMAP on ``port``, nothing else (no IMAPS, POP3 or submission)."""
+    return f"""\
+service imap-login {{
+  inet_listener imap {{
+    port = {port}
+  }}
+  inet_listener imaps {{
+    port = 0
+  }}
+}}
+service pop3-login {{
+  inet_listener pop3 {{
+    port = 0
+  }}
+}}
+service submission-login {{
+  inet_listener submission {{
+    port = 0
+  }}
+}}
+"""
+
+
 class Served(NamedTuple):
     login: str
     role: str
@@ -105,25 +129,7 @@ namespace inbox {{
   inbox = yes
   separator = /
 }}
-service imap-login {{
-  inet_listener imap {{
-    port = {port}
-  }}
-  inet_listener imaps {{
-    port = 0
-  }}
-}}
-service pop3-login {{
-  inet_listener pop3 {{
-    port = 0
-  }}
-}}
-service submission-login {{
-  inet_listener submission {{
-    port = 0
-  }}
-}}
-"""
+{imap_only(port)}"""
     return Setup(
         {"dovecot.conf": conf, "passwd": "".join(f"{line}\n" for line in lines)}, served, skipped, st.st_uid, st.st_gid
     )
