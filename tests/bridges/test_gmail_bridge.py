@@ -255,3 +255,46 @@ def test_outbound_spool_is_submitted_with_threading_headers_intact(tmp_path: Pat
     assert m.message_id == mid and m.in_reply_to == "<their-1@example.org>" and "<their-1@example.org>" in m.references
     conv = p.mail / ".workflow" / "conversations"
     assert [json.loads((d / ".sent").read_text())["to"] for d in conv.iterdir()] == ["bob@example.org"]
+
+
+@needs_dovecot
+def test_the_task_services_acknowledgement_is_not_forwarded_back(tmp_path: Path, dovecot: Dovecot) -> None:
+    """000_…'s loop: the forward's "Re: Todo: …" acknowledgement looks like a todo by its words."""
+    p = bridge_project(tmp_path, dovecot)
+    with BackgroundServer(
+        p.app.config, App(load_config(p.dir / "workflow.toml", env={})).deliverer, port=p.app.config.smtp.port
+    ):
+        dovecot.append(mail_msg(1, "Renew passport", "Action required: renew the passport by Friday"))
+        r = run_bridge(p)
+        assert r.returncode == 0, r.stderr
+        [forward] = spool(p)
+        fwd = parse(forward)
+        assert fwd.message_id is not None and ".todo-forward@workflow.local>" in fwd.message_id
+        assert fwd.get("X-Workflow-Forward") == "todo_forwarder"
+        ack = (
+            f"From: Tasks <noreply@todo.example>\r\nTo: {USER}\r\nSubject: Re: Todo: Renew passport\r\n"
+            f"Message-ID: <ack1@todo.example>\r\nIn-Reply-To: {fwd.message_id}\r\nReferences: {fwd.message_id}\r\n"
+            "Date: Thu, 26 Nov 2026 08:00:00 +0000\r\n\r\nTodo created. Action required: renew the passport by Friday\r\n"
+        ).encode()
+        dovecot.append(ack)
+        from_service = mail_msg(7, "Todo: Renew passport", "Action required: renew the passport by Friday").replace(
+            b"Alice <alice@example.org>", b"tasks@todo.example"
+        )
+        dovecot.append(from_service)
+        r = run_bridge(p)
+        assert r.returncode == 0, r.stderr
+        assert "→ summarize (keywords said todo, but it answers one of our forwards)" in r.stderr
+        assert "→ summarize (keywords said todo, but it comes from the forwarding address tasks@todo.example)" in (
+            r.stderr
+        )
+        assert len(spool(p)) == 1  # nothing forwarded back
+        [u1, u2] = dovecot.uids("INBOX")
+        assert "todo" not in dovecot.keywords(u1) and "todo" not in dovecot.keywords(u2)
+        # Labelled todo by hand, the acknowledgement is still not forwarded.
+        c = dovecot.client()
+        c.select("INBOX")
+        c.uid("STORE", str(u1), "+FLAGS", "(todo)")
+        c.logout()
+        r = run_bridge(p)
+        assert f"todo_forwarder uid {u1}: skipped (not forwarded: it answers one of our forwards)" in r.stdout
+        assert len(spool(p)) == 1

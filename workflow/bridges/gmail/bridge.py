@@ -21,7 +21,8 @@ from workflow.app import App
 from workflow.bridges.gmail import replyloop
 from workflow.bridges.gmail.agents import Agent, Context, Result
 from workflow.bridges.gmail.classify import LABELS, classify
-from workflow.bridges.gmail.forwarder import TodoForwarder
+from workflow.bridges.gmail.forwarder import LABEL as TODO
+from workflow.bridges.gmail.forwarder import TodoForwarder, echo_of_forward
 from workflow.bridges.gmail.imap import Fetched, Imap, secret
 from workflow.core.config import GmailConfig
 from workflow.core.errors import BridgeError, ConfigError
@@ -118,7 +119,12 @@ def cycle(app: App, s: GmailConfig, say: Callable[[str], None], dry_run: bool = 
             if label is None and s.classify:
                 c = classify(p.subject or "", body_text(f.raw, p), p.sender or "", s.model)
                 label = c.label
-                say(f"uid {f.uid}: {p.subject!r} → {label} ({c.method}: {c.reason})")
+                echo = echo_of_forward(p, s.agents.todo_forwarder.email, app.config.domain)
+                if label == TODO and echo is not None:
+                    label = "summarize"
+                    say(f"uid {f.uid}: {p.subject!r} → summarize ({c.method} said todo, but {echo})")
+                else:
+                    say(f"uid {f.uid}: {p.subject!r} → {label} ({c.method}: {c.reason})")
                 if dry:
                     say(f"  dry-run: would label uid {f.uid} {label}")
                 else:

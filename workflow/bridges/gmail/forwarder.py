@@ -1,6 +1,9 @@
 """Todo forwarder (docs/bridges.md): every ``todo`` message still in INBOX goes, with its whole thread, to
 the configured address; archived on success (label kept), left in INBOX on failure (retried next
-cycle). Both hooks double-check INBOX first (another cycle or a human may have archived it).
+cycle). Both hooks double-check INBOX first (another cycle or a human may have archived it). A
+forward carries ``X-Workflow-Forward`` and a Message-ID marked ``todo-forward``; mail that comes
+from the forwarding address, answers a forward or is one is never classified todo nor forwarded
+(a task service's "Re: Todo: …" acknowledgement would otherwise loop).
 
 ``[bridges.gmail.agents.todo_forwarder]``: ``enabled``, ``email`` (missing → "not configured"),
 ``debug``, ``dry_run`` (it and the bridge's dry-run forward and archive nothing and say what
@@ -23,9 +26,24 @@ from workflow.core.config import ForwarderConfig
 from workflow.core.errors import BridgeError, WorkflowError
 from workflow.delivery.credentials import client_credential
 from workflow.delivery.transport import SmtpTransport
-from workflow.mail.message import body_text, parse
+from workflow.mail.message import Parsed, body_text, parse
 
 LABEL = "todo"
+FORWARD_ID = "todo-forward"  # in every forward's Message-ID: <time.pid.rand.todo-forward@domain>
+FORWARD_HEADER = "X-Workflow-Forward"
+
+
+def echo_of_forward(p: Parsed, dest: str, domain: str) -> str | None:
+    """Why a message is an echo of our own forwarding (never a todo to forward), or None: it comes
+    from the forwarding address, answers one of our forwards, or is one."""
+    if dest and p.sender == dest.strip().lower():
+        return f"it comes from the forwarding address {dest}"
+    ours = f".{FORWARD_ID}@{domain}>"
+    if any(mid.endswith(ours) for mid in [*p.references, *p.in_reply_to_ids]):
+        return "it answers one of our forwards"
+    if p.get(FORWARD_HEADER) is not None:
+        return "it is one of our forwards"
+    return None
 
 
 class TodoForwarder:
@@ -63,8 +81,12 @@ class TodoForwarder:
         msg = got[0] if got else None
         if msg is None or LABEL not in msg.labels:
             return Result(self.name, uid, "skipped", "not labelled todo")
+        parsed = parse(msg.raw)
+        echo = echo_of_forward(parsed, dest, ctx.app.config.domain)
+        if echo is not None:
+            return Result(self.name, uid, "skipped", f"not forwarded: {echo}")
         thread = self.thread(ctx, msg)
-        subject = parse(msg.raw).subject or "(no subject)"
+        subject = parsed.subject or "(no subject)"
         if ctx.dry_run or opts.dry_run:
             ctx.say(
                 f"todo_forwarder dry-run: would forward uid {uid} {subject!r} ({len(thread)} message(s)) to {dest} and archive it"
@@ -143,7 +165,8 @@ def build_forward(ctx: Context, thread: list[bytes], dest: str, subject: str, ui
     m["To"] = dest
     m["Subject"] = f"Todo: {subject}"
     m["Date"] = format_datetime(datetime.now(UTC))
-    m["Message-ID"] = make_msgid(domain=ctx.app.config.domain)
+    m["Message-ID"] = make_msgid(idstring=FORWARD_ID, domain=ctx.app.config.domain)
+    m[FORWARD_HEADER] = "todo_forwarder"
     m.set_content("\n".join(text_parts))
     m.add_alternative("\n".join(html_parts), subtype="html")
     return m.as_bytes(policy=SMTP)
