@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from helpers.dovecot import PASSWORD, USER, Dovecot
 from helpers.fake_anthropic import FakeAnthropic, text
 from helpers.gmail import bridge_project, mail_msg, needs_dovecot, run_bridge, spool
-from helpers.project import Project, make_project
+from helpers.project import Project, free_port, make_project
 from workflow.app import App
+from workflow.bridges.gmail.bridge import settings, submit_outbound
 from workflow.bridges.gmail.classify import by_keywords
 from workflow.core.config import load_config
 from workflow.delivery.smtpd import BackgroundServer
@@ -207,54 +211,81 @@ def test_the_bridge_idles_and_imports_new_mail_at_once(tmp_path: Path, dovecot: 
     assert proc.returncode == 0, err
 
 
-def test_outbound_spool_is_submitted_with_threading_headers_intact(tmp_path: Path) -> None:
+@pytest.fixture
+def provider() -> Iterator[tuple[int, list[tuple[str, list[str], bytes]]]]:
+    """An SMTP submission server standing in for smtp.gmail.com, at the wire: (port, what it got)."""
     from aiosmtpd.controller import Controller
 
     got: list[tuple[str, list[str], bytes]] = []
 
-    class Provider:  # stands in for smtp.gmail.com, at the wire
+    class Provider:
         async def handle_DATA(self, server: object, session: object, envelope: object) -> str:
             got.append((envelope.mail_from, list(envelope.rcpt_tos), envelope.content))  # type: ignore[attr-defined]
             return "250 OK"
 
-    from helpers.project import free_port
-
     port = free_port()
-    provider = Controller(Provider(), hostname="127.0.0.1", port=port)
-    provider.start()
+    controller = Controller(Provider(), hostname="127.0.0.1", port=port)
+    controller.start()
     try:
-        p = make_project(
-            tmp_path / "sub",
-            f'[bridges.gmail]\nimap_host = "127.0.0.1"\nimap_port = {free_port()}\nimap_tls = false\n'
-            f'user = "me@example.com"\noutbound = true\nsmtp_host = "127.0.0.1"\nsmtp_port = {port}\nsmtp_tls = "none"\n',
-        )
-        r = p.run(
-            "--from",
-            "user",
-            "--in-reply-to",
-            "<their-1@example.org>",
-            "question",
-            "specs/*/user-auth.md",
-            "bob@example.org",
-            "QUESTION=When?",
-            tool="workflow-notify",
-        )
-        assert r.returncode == 0, r.stderr
-        mid = r.stdout.strip()
-        from workflow.bridges.gmail.bridge import settings, submit_outbound
-
-        app = App(load_config(p.dir / "workflow.toml", env={}))
-        lines: list[str] = []
-        assert submit_outbound(app, settings(app), lines.append) == 1
-        assert submit_outbound(app, settings(app), lines.append) == 0  # submitted once
+        yield port, got
     finally:
-        provider.stop()
+        controller.stop()
+
+
+def outbound_project(base: Path, port: int) -> Project:
+    return make_project(
+        base,
+        f'[bridges.gmail]\nimap_host = "127.0.0.1"\nimap_port = {free_port()}\nimap_tls = false\n'
+        f'user = "me@example.com"\noutbound = true\nsmtp_host = "127.0.0.1"\nsmtp_port = {port}\nsmtp_tls = "none"\n',
+    )
+
+
+def test_outbound_spool_is_submitted_with_threading_headers_intact(
+    tmp_path: Path, provider: tuple[int, list[tuple[str, list[str], bytes]]]
+) -> None:
+    port, got = provider
+    p = outbound_project(tmp_path / "sub", port)
+    r = p.run(
+        "--from",
+        "user",
+        "--in-reply-to",
+        "<their-1@example.org>",
+        "question",
+        "specs/*/user-auth.md",
+        "bob@example.org",
+        "QUESTION=When?",
+        tool="workflow-notify",
+    )
+    assert r.returncode == 0, r.stderr
+    mid = r.stdout.strip()
+    app = App(load_config(p.dir / "workflow.toml", env={}))
+    lines: list[str] = []
+    assert submit_outbound(app, settings(app), lines.append) == 1
+    assert submit_outbound(app, settings(app), lines.append) == 0  # submitted once
     (frm, rcpts, raw) = got[0]
     m = parse(raw)
     assert frm == "me@example.com" and rcpts == ["bob@example.org"]
     assert m.message_id == mid and m.in_reply_to == "<their-1@example.org>" and "<their-1@example.org>" in m.references
     conv = p.mail / ".workflow" / "conversations"
     assert [json.loads((d / ".sent").read_text())["to"] for d in conv.iterdir()] == ["bob@example.org"]
+
+
+def test_a_forward_is_submitted_but_opens_no_conversation(
+    tmp_path: Path, provider: tuple[int, list[tuple[str, list[str], bytes]]]
+) -> None:
+    port, got = provider
+    p = outbound_project(tmp_path / "fwd", port)
+    forward = (
+        b"From: user@workflow.local\r\nTo: tasks@todo.example\r\nSubject: Todo: Renew passport\r\n"
+        b"Message-ID: <1.2.3.todo-forward@workflow.local>\r\nX-Workflow-Forward: todo_forwarder\r\n"
+        b"Date: Thu, 26 Nov 2026 08:00:00 +0000\r\n\r\nTodo: Renew passport\r\n"
+    )
+    p.app.deliverer.deliver(forward, ["tasks@todo.example"])
+    app = App(load_config(p.dir / "workflow.toml", env={}))
+    assert submit_outbound(app, settings(app), [].append) == 1
+    assert len(got) == 1 and got[0][1] == ["tasks@todo.example"]
+    conv = p.mail / ".workflow" / "conversations"
+    assert not conv.exists() or list(conv.iterdir()) == []
 
 
 @needs_dovecot

@@ -21,8 +21,8 @@ from workflow.app import App
 from workflow.bridges.gmail import replyloop
 from workflow.bridges.gmail.agents import Agent, Context, Result
 from workflow.bridges.gmail.classify import LABELS, classify
+from workflow.bridges.gmail.forwarder import FORWARD_HEADER, TodoForwarder, echo_of_forward
 from workflow.bridges.gmail.forwarder import LABEL as TODO
-from workflow.bridges.gmail.forwarder import TodoForwarder, echo_of_forward
 from workflow.bridges.gmail.imap import Fetched, Imap, secret
 from workflow.core.config import GmailConfig
 from workflow.core.errors import BridgeError, ConfigError
@@ -195,7 +195,7 @@ def submit_outbound(app: App, s: GmailConfig, say: Callable[[str], None], dry: b
             continue
         app.maildirs.mark_seen(e.mailbox, e.key)
         sender_role = (p.sender or "").rsplit("@", 1)[0]
-        if sender_role in app.roster.roles and rcpts:
+        if sender_role in app.roster.roles and rcpts and p.get(FORWARD_HEADER) is None:  # a forward is no conversation
             replyloop.start(
                 app, p.message_id or "", sender_role, rcpts[0], p.subject or "", body_text(raw, p), p.get("Date") or ""
             )
