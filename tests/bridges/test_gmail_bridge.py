@@ -129,6 +129,8 @@ def test_a_failing_relay_leaves_the_message_in_inbox_and_the_next_cycle_forwards
     r = run_bridge(p)  # nothing listens on the relay port
     assert r.returncode == 0, r.stderr
     assert "send failed" in r.stdout and dovecot.uids("INBOX") == [1]
+    assert r.stdout.count("send failed") == 1  # no immediate retry in the same cycle (000_…)
+    assert "todo_forwarder uid 1: skipped (tried this cycle; retried next cycle)" in r.stdout
     with BackgroundServer(
         p.app.config, App(load_config(p.dir / "workflow.toml", env={})).deliverer, port=p.app.config.smtp.port
     ):
@@ -144,6 +146,7 @@ def test_dry_run_changes_nothing_and_missing_destination_says_not_configured(tmp
     r = run_bridge(p, "--dry-run")
     assert r.returncode == 0, r.stderr
     assert "dry-run: would label uid 1 todo" in r.stderr
+    assert "todo_forwarder dry-run: would forward uid 1 'Do this' (1 message(s)) to tasks@todo.example" in r.stderr
     assert dovecot.keywords(1).count("todo") == 0 and dovecot.uids("INBOX") == [1] and spool(p) == []
     q = bridge_project(tmp_path / "q", dovecot, "enabled = true\n")
     c = dovecot.client()
@@ -329,3 +332,25 @@ def test_the_task_services_acknowledgement_is_not_forwarded_back(tmp_path: Path,
         r = run_bridge(p)
         assert f"todo_forwarder uid {u1}: skipped (not forwarded: it answers one of our forwards)" in r.stdout
         assert len(spool(p)) == 1
+
+
+@needs_dovecot
+def test_the_forwarder_is_on_once_configured_and_its_debug_output_counts(tmp_path: Path, dovecot: Dovecot) -> None:
+    p = bridge_project(tmp_path, dovecot, 'email = "tasks@todo.example"\ndebug = true\n')  # no `enabled`
+    dovecot.append(mail_msg(1, "Do this", "Action required: file the report by Friday"))
+    dovecot.append(mail_msg(2, "Weekly digest", "newsletter unsubscribe"))
+    r = run_bridge(p)  # the relay is down: on_label fails, the scan does not retry at once
+    assert r.returncode == 0, r.stderr
+    assert "todo_forwarder uid 1: error (send failed" in r.stdout
+    assert "todo_forwarder: scanned 1, forwarded 0, skipped 1, errors 0" in r.stderr
+    with BackgroundServer(
+        p.app.config, App(load_config(p.dir / "workflow.toml", env={})).deliverer, port=p.app.config.smtp.port
+    ):
+        r = run_bridge(p)  # the next cycle's scan forwards it
+    assert r.returncode == 0, r.stderr
+    assert "todo_forwarder uid 1: ok (forwarded to tasks@todo.example)" in r.stdout
+    assert "todo_forwarder: scanned 1, forwarded 1, skipped 0, errors 0" in r.stderr
+    assert len(spool(p)) == 1
+    q = bridge_project(tmp_path / "q", dovecot, "debug = true\n")  # no address: not on, says nothing
+    r = run_bridge(q)
+    assert r.returncode == 0 and "todo_forwarder" not in r.stdout + r.stderr

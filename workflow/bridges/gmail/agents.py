@@ -31,6 +31,7 @@ class Context(NamedTuple):
     uid: int = 0
     message: Fetched | None = None
     label: str = ""
+    tried: set[int] | None = None  # UIDs an agent already tried this cycle (no immediate retry)
 
 
 class Agent(Protocol):

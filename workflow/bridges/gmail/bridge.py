@@ -111,6 +111,7 @@ def cycle(app: App, s: GmailConfig, say: Callable[[str], None], dry_run: bool = 
     dry = dry_run or s.dry_run
     agents = make_agents()
     results: list[Result] = []
+    tried: set[int] = set()  # a failed forward waits for the next cycle, as the seed says
     with Imap(s) as imap:
         fresh = import_new(app, s, imap, say)
         for f in fresh:
@@ -132,11 +133,11 @@ def cycle(app: App, s: GmailConfig, say: Callable[[str], None], dry_run: bool = 
                     imap.add_label(f.uid, label)
             if label is None:
                 continue
-            ctx = Context(app, s, imap, dry, say, f.uid, f, label)
+            ctx = Context(app, s, imap, dry, say, f.uid, f, label, tried)
             for _name, agent in agents.items():
                 if agent.label == label and agent.enabled(ctx):
                     results.append(agent.on_label(ctx))
-        base = Context(app, s, imap, dry, say)
+        base = Context(app, s, imap, dry, say, tried=tried)
         for _name, agent in agents.items():
             if agent.enabled(base):
                 results.extend(agent.post_label(base))

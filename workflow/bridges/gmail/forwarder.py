@@ -54,18 +54,30 @@ class TodoForwarder:
         return ctx.s.agents.todo_forwarder
 
     def enabled(self, ctx: Context) -> bool:
-        return self.opts(ctx).enabled
+        opts = self.opts(ctx)
+        return bool(opts.email.strip()) if opts.enabled is None else opts.enabled
 
     def on_label(self, ctx: Context) -> Result:
+        if ctx.tried is not None:
+            ctx.tried.add(ctx.uid)
         return self.forward(ctx, ctx.uid)
 
     def post_label(self, ctx: Context) -> list[Result]:
         ctx.imap.select("INBOX")
         uids = ctx.imap.search(f'X-GM-LABELS "{LABEL}"' if ctx.imap.gmail else f"KEYWORD {LABEL}")
-        results = [self.forward(ctx, uid) for uid in uids]
+        tried = ctx.tried or set()
+        results = [
+            Result(self.name, uid, "skipped", "tried this cycle; retried next cycle")
+            if uid in tried
+            else self.forward(ctx, uid)
+            for uid in uids
+        ]
         if self.opts(ctx).debug:
-            ok = sum(1 for r in results if r.status == "ok")
-            ctx.say(f"todo_forwarder post_label: {len(uids)} in INBOX, {ok} forwarded")
+            counts = {k: sum(1 for r in results if r.status == k) for k in ("ok", "skipped", "error")}
+            ctx.say(
+                f"todo_forwarder: scanned {len(uids)}, forwarded {counts['ok']}, "
+                f"skipped {counts['skipped']}, errors {counts['error']}"
+            )
         return results
 
     def forward(self, ctx: Context, uid: int) -> Result:
@@ -79,7 +91,8 @@ class TodoForwarder:
             return Result(self.name, uid, "skipped", "no longer in INBOX")
         got = imap.fetch([uid])
         msg = got[0] if got else None
-        if msg is None or LABEL not in msg.labels:
+        just_classified = ctx.dry_run and ctx.uid == uid and ctx.label == LABEL  # dry-run set no label
+        if msg is None or (LABEL not in msg.labels and not just_classified):
             return Result(self.name, uid, "skipped", "not labelled todo")
         parsed = parse(msg.raw)
         echo = echo_of_forward(parsed, dest, ctx.app.config.domain)
