@@ -357,7 +357,7 @@ BACKEND_SECTIONS: dict[str, Section[NamedTuple]] = {
 class ForwarderConfig(NamedTuple):
     """``[bridges.gmail.agents.todo_forwarder]``."""
 
-    enabled: bool | None = None  # unset: on once ``email`` is set (as the seed registers it)
+    enabled: bool | None = None  # unset: on once ``email`` is set (docs/bridges.md)
     email: str = ""  # missing → the agent says "not configured"
     debug: bool = False
     dry_run: bool = False

@@ -111,7 +111,7 @@ def cycle(app: App, s: GmailConfig, say: Callable[[str], None], dry_run: bool = 
     dry = dry_run or s.dry_run
     agents = make_agents()
     results: list[Result] = []
-    tried: set[int] = set()  # a failed forward waits for the next cycle, as the seed says
+    tried: set[int] = set()  # a failed forward waits for the next cycle (docs/bridges.md: no immediate retry)
     with Imap(s) as imap:
         fresh = import_new(app, s, imap, say)
         for f in fresh:
