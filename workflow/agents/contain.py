@@ -22,6 +22,7 @@ process group (``agent.json``), and every process whose environment names the ru
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -44,7 +45,10 @@ class Mode(NamedTuple):
     why: str  # what it does, or what it cannot guarantee
 
 
+@functools.cache
 def bwrap_works(bwrap: str) -> bool:
+    """Whether bubblewrap can make its namespaces here (asked once per process: a run asks it for
+    the sandbox and for the containment, run-role for its warning)."""
     try:
         r = subprocess.run([bwrap, *BWRAP_ARGS, "true"], capture_output=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):

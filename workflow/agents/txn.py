@@ -35,7 +35,7 @@ from workflow.core.locate import Artifact
 from workflow.core.statedir import StateDir
 from workflow.delivery import outbox
 from workflow.delivery.credentials import mint
-from workflow.delivery.staging import COMMITTING, OPEN, ROLLING_BACK, RunBox, Staged
+from workflow.delivery.staging import COMMITTING, OPEN, ROLLING_BACK, RunBox, Staged, describe
 from workflow.delivery.transport import Transport
 from workflow.mail.rows import Row
 
@@ -189,12 +189,10 @@ class RunTransport:
     def send(self, raw: bytes, sender: str, recipients: Sequence[str]) -> str:
         with self.app.index() as index:
             plan = self.app.deliverer.prepare(raw, recipients, index)  # every check, nothing written
-        self.run.stage(plan.raw, sender, recipients, plan.message_id, _what(plan.parsed.event, plan.parsed.artifacts))
+        self.run.stage(
+            plan.raw, sender, recipients, plan.message_id, describe(plan.parsed.event, plan.parsed.artifacts)
+        )
         return f"staged in the run of {self.run.role}: sent when it succeeds"
-
-
-def _what(event: str | None, artifacts: Sequence[str]) -> str:
-    return f"{event or 'mail'}" + (f" for {artifacts[0]}" if artifacts else "")
 
 
 def recover(app: App, role: str, transport: Transport, echo: Callable[[str], None]) -> None:

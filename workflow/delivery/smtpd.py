@@ -53,7 +53,7 @@ from workflow.delivery.commit import Committer
 from workflow.delivery.credentials import Authenticator, Identity, load_users, make_authenticator
 from workflow.delivery.deliverer import Deliverer, IndexLagError, Plan
 from workflow.delivery.smtp_protocol import protocol_factory, quiet_aiosmtpd_log
-from workflow.delivery.staging import RunBox
+from workflow.delivery.staging import RunBox, describe
 from workflow.mail.index import Index
 from workflow.mail.maildir import Maildirs
 from workflow.policy.guardrails import SENDER_MATCHES_ENVELOPE
@@ -221,7 +221,7 @@ class Handler:
 
     def _stage(self, run: Path, plan: Plan, envelope: Envelope, sender: str) -> str:
         """A run's agent sent it: checked, held in the run until the run succeeds."""
-        what = f"{plan.parsed.event or 'mail'}" + (f" for {plan.parsed.artifacts[0]}" if plan.parsed.artifacts else "")
+        what = describe(plan.parsed.event, plan.parsed.artifacts)
         try:
             RunBox(run).stage(plan.raw, envelope.mail_from or "", envelope.rcpt_tos, plan.message_id, what)
         except ToolError:

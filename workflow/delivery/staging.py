@@ -37,6 +37,11 @@ class Staged(NamedTuple):
     raw: bytes
 
 
+def describe(event: str | None, artifacts: Sequence[str]) -> str:
+    """How a staged message is named in what a run says (``answer for specs/*/user-auth.md``)."""
+    return f"{event or 'mail'}" + (f" for {artifacts[0]}" if artifacts else "")
+
+
 def token_digest(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8", "replace")).hexdigest()
 
