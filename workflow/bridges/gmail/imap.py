@@ -1,9 +1,11 @@
-"""IMAP client: the few verbs the bridge needs, over imaplib, for Gmail and every other provider.
+"""IMAP client: the few verbs the bridge needs, over IMAPClient, for Gmail and every other provider.
 
 Login with a password (from an env var or a file) or XOAUTH2 (a token command's output).
 Labels go on the server as Gmail's X-GM-LABELS when it offers X-GM-EXT-1, else as an IMAP
 keyword (``todo``). Archiving moves a message out of INBOX (Gmail: remove the \\Inbox label;
-elsewhere: UID MOVE, or COPY + \\Deleted + UID EXPUNGE), keywords travel with it.
+elsewhere: UID MOVE, or COPY + \\Deleted + UID EXPUNGE), keywords travel with it, and says the
+UID the message has in the archive (COPYUID from UIDPLUS, else found again by Message-ID).
+Special-use folders (RFC 6154: \\Sent, \\All, \\Archive) are looked up by their flag.
 """
 
 from __future__ import annotations
@@ -11,18 +13,22 @@ from __future__ import annotations
 import imaplib
 import os
 import re
-import select
 import shlex
 import subprocess
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
+
+import imapclient  # type: ignore[import-untyped]
+from imapclient.exceptions import IMAPClientError  # type: ignore[import-untyped]
 
 from workflow.core.config import GmailConfig
 from workflow.core.errors import BridgeError
 
 TIMEOUT = 30.0
+T = TypeVar("T")
+COPYUID_RE = re.compile(rb"COPYUID (\d+) \S+ (\S+)")
 
 
 class Fetched(NamedTuple):
@@ -30,6 +36,7 @@ class Fetched(NamedTuple):
     raw: bytes
     flags: tuple[str, ...]
     labels: tuple[str, ...]  # Gmail labels, or the keywords elsewhere
+    thread_id: int | None = None  # Gmail's X-GM-THRID
 
 
 def secret(s: GmailConfig) -> str:
@@ -47,112 +54,143 @@ def secret(s: GmailConfig) -> str:
     raise BridgeError("no IMAP credentials: set password_env, password_file or xoauth2_command")
 
 
+def _text(v: object) -> str:
+    return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
+
+
 class Imap:
     """One logged-in IMAP connection; use as a context manager."""
 
     def __init__(self, s: GmailConfig) -> None:
         self.s = s
         try:
-            self.c: imaplib.IMAP4 = (imaplib.IMAP4_SSL if s.imap_tls else imaplib.IMAP4)(
-                s.imap_host, s.imap_port, timeout=TIMEOUT
-            )
-        except OSError as e:
+            self.c = imapclient.IMAPClient(s.imap_host, s.imap_port, ssl=s.imap_tls, timeout=TIMEOUT)
+        except (OSError, IMAPClientError) as e:
             raise BridgeError(f"cannot reach IMAP server {s.imap_host}:{s.imap_port}: {e}") from None
         try:
             if s.xoauth2_command:
                 token = subprocess.run(
                     shlex.split(s.xoauth2_command), capture_output=True, text=True, check=True, timeout=60
                 ).stdout.strip()
-                auth = f"user={s.user}\x01auth=Bearer {token}\x01\x01".encode()
-                self.c.authenticate("XOAUTH2", lambda _: auth)
+                self.c.oauth2_login(s.user, token)
             else:
                 self.c.login(s.user, secret(s))
-        except (imaplib.IMAP4.error, subprocess.SubprocessError, OSError) as e:
+            self.caps = {_text(c).upper() for c in self.c.capabilities()}
+        except (IMAPClientError, imaplib.IMAP4.error, subprocess.SubprocessError, OSError) as e:
+            self._close()
             raise BridgeError(f"IMAP login as {s.user} on {s.imap_host} failed: {e}") from None
-        self.caps = {c.upper() for c in self.c.capabilities}
         self.folder: str | None = None
 
     def __enter__(self) -> Imap:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._close()
+
+    def _close(self) -> None:
         try:
             self.c.logout()
-        except (imaplib.IMAP4.error, OSError):
-            pass
+        except (IMAPClientError, imaplib.IMAP4.error, OSError):
+            try:
+                self.c.shutdown()
+            except OSError:
+                pass
+
+    def _do(self, what: str, fn: Callable[[], T]) -> T:
+        try:
+            return fn()
+        except (IMAPClientError, imaplib.IMAP4.error, OSError) as e:
+            raise BridgeError(f"IMAP {what} failed: {e}") from None
 
     @property
     def gmail(self) -> bool:
         return "X-GM-EXT-1" in self.caps
 
-    def _ok(self, typ: str, data: Any, what: str) -> Any:
-        if typ != "OK":
-            raise BridgeError(f"IMAP {what} failed: {data!r}")
-        return data
-
     def select(self, folder: str) -> int:
         """Select a folder; returns its UIDVALIDITY."""
-        typ, data = self.c.select(_quote(folder))
-        self._ok(typ, data, f"SELECT {folder}")
+        info = self._do(f"SELECT {folder}", lambda: self.c.select_folder(folder))
         self.folder = folder
-        code = self.c.response("UIDVALIDITY")[1]
-        return int(code[0]) if code and code[0] else 0
+        return int(info.get(b"UIDVALIDITY", 0))
+
+    def status(self, folder: str) -> tuple[int, int]:
+        """(UIDVALIDITY, UIDNEXT) of a folder, without selecting it."""
+        info = self._do(f"STATUS {folder}", lambda: self.c.folder_status(folder, [b"UIDVALIDITY", b"UIDNEXT"]))
+        return int(info.get(b"UIDVALIDITY", 0)), int(info.get(b"UIDNEXT", 0))
+
+    def special(self, flag: str) -> str | None:
+        """The folder carrying a special-use flag (``\\Sent``, ``\\All``, ``\\Archive``), if any."""
+        found = self._do(f"LIST {flag}", lambda: self.c.find_special_folder(flag.encode()))
+        return _text(found) if found else None
 
     def search(self, criteria: str) -> list[int]:
-        typ, data = self.c.uid("SEARCH", criteria)
-        return [int(x) for x in (self._ok(typ, data, f"SEARCH {criteria}")[0] or b"").split()]
+        return sorted(int(u) for u in self._do(f"SEARCH {criteria}", lambda: self.c.search(criteria)))
 
     def fetch(self, uids: Sequence[int]) -> list[Fetched]:
         if not uids:
             return []
-        items = "(UID FLAGS X-GM-LABELS BODY.PEEK[])" if self.gmail else "(UID FLAGS BODY.PEEK[])"
-        typ, data = self.c.uid("FETCH", ",".join(str(u) for u in uids), items)
+        items = [b"FLAGS", b"BODY.PEEK[]"] + ([b"X-GM-LABELS", b"X-GM-THRID"] if self.gmail else [])
+        data: dict[int, dict[bytes, Any]] = self._do("FETCH", lambda: self.c.fetch(list(uids), items))
         out = []
-        for part in self._ok(typ, data, "FETCH"):
-            if not isinstance(part, tuple):
+        for uid in sorted(data):
+            d = data[uid]
+            if b"BODY[]" not in d:
                 continue
-            meta = part[0].decode("ascii", "replace")
-            uid = int(re.search(r"UID (\d+)", meta).group(1))  # type: ignore[union-attr]
-            flags = tuple(re.search(r"FLAGS \(([^)]*)\)", meta).group(1).split()) if "FLAGS (" in meta else ()  # type: ignore[union-attr]
-            labels: tuple[str, ...] = ()
-            m = re.search(r"X-GM-LABELS \(([^)]*)\)", meta)
-            if m:
-                labels = tuple(x.strip('"') for x in re.findall(r'"[^"]*"|\S+', m.group(1)))
-            else:
-                labels = tuple(f for f in flags if not f.startswith("\\"))
-            out.append(Fetched(uid, part[1], flags, labels))
+            flags = tuple(_text(f) for f in d.get(b"FLAGS", ()))
+            out.append(Fetched(int(uid), bytes(d[b"BODY[]"]), flags, self._labels(d, flags), d.get(b"X-GM-THRID")))
         return out
 
+    def _labels(self, d: dict[bytes, Any], flags: tuple[str, ...]) -> tuple[str, ...]:
+        if self.gmail:
+            return tuple(_text(lb) for lb in d.get(b"X-GM-LABELS", ()))
+        return tuple(f for f in flags if not f.startswith("\\"))
+
     def labels(self, uid: int) -> tuple[str, ...]:
-        items = "(FLAGS X-GM-LABELS)" if self.gmail else "(FLAGS)"
-        typ, data = self.c.uid("FETCH", str(uid), items)
-        meta = " ".join(d.decode() if isinstance(d, bytes) else str(d) for d in self._ok(typ, data, "FETCH") if d)
-        m = re.search(r"X-GM-LABELS \(([^)]*)\)", meta)
-        if m:
-            return tuple(x.strip('"') for x in re.findall(r'"[^"]*"|\S+', m.group(1)))
-        f = re.search(r"FLAGS \(([^)]*)\)", meta)
-        return tuple(x for x in (f.group(1).split() if f else []) if not x.startswith("\\"))
+        items = [b"FLAGS", b"X-GM-LABELS"] if self.gmail else [b"FLAGS"]
+        d = self._do("FETCH", lambda: self.c.fetch([uid], items)).get(uid, {})
+        return self._labels(d, tuple(_text(f) for f in d.get(b"FLAGS", ())))
 
     def add_label(self, uid: int, label: str) -> None:
         if self.gmail:
-            typ, data = self.c.uid("STORE", str(uid), "+X-GM-LABELS", f'("{label}")')
+            self._do(f"label {label}", lambda: self.c.add_gmail_labels([uid], [label], silent=True))
         else:
-            typ, data = self.c.uid("STORE", str(uid), "+FLAGS", f"({label})")
-        self._ok(typ, data, f"label {label}")
+            self._do(f"label {label}", lambda: self.c.add_flags([uid], [label], silent=True))
 
-    def archive(self, uid: int, folder: str) -> None:
-        """Out of INBOX, labels kept."""
+    def archive(self, uid: int, folder: str) -> int | None:
+        """Out of INBOX (the selected folder), labels kept. Returns the message's UID in ``folder``
+        when the server says it (COPYUID) or it can be found there again; None on Gmail."""
         if self.gmail:
-            typ, data = self.c.uid("STORE", str(uid), "-X-GM-LABELS", "(\\Inbox)")
-            self._ok(typ, data, "archive")
-            return
+            self._do("archive", lambda: self.c.remove_gmail_labels([uid], ["\\Inbox"], silent=True))
+            return None
+        mid = self._message_id(uid)
+        untagged = self.c._imap.untagged_responses
+        untagged.pop("COPYUID", None)
         if "MOVE" in self.caps:
-            typ, data = self.c.uid("MOVE", str(uid), _quote(folder))
-            self._ok(typ, data, f"MOVE to {folder}")
-            return
-        self._ok(*self.c.uid("COPY", str(uid), _quote(folder)), f"COPY to {folder}")
-        self._ok(*self.c.uid("STORE", str(uid), "+FLAGS", "(\\Deleted)"), "STORE \\Deleted")
-        self._ok(*self.c.uid("EXPUNGE", str(uid)), "UID EXPUNGE")
+            said = self._do(f"MOVE to {folder}", lambda: self.c.move([uid], folder))
+            said = b" ".join([*untagged.pop("COPYUID", []), said if isinstance(said, bytes) else b""])
+        else:
+            said = self._do(f"COPY to {folder}", lambda: self.c.copy([uid], folder))
+            self._do("STORE \\Deleted", lambda: self.c.add_flags([uid], [b"\\Deleted"], silent=True))
+            if "UIDPLUS" in self.caps:
+                self._do("UID EXPUNGE", lambda: self.c.uid_expunge([uid]))
+            else:
+                self._do("EXPUNGE", lambda: self.c.expunge())
+        m = COPYUID_RE.search(said if isinstance(said, bytes) else b"COPYUID " + said)
+        if m and m.group(2).isdigit():
+            return int(m.group(2))
+        if not mid:
+            return None
+        back = self.folder or "INBOX"
+        self.select(folder)
+        try:
+            return self.find(mid)
+        finally:
+            self.select(back)
+
+    def _message_id(self, uid: int) -> str:
+        d = self._do("FETCH", lambda: self.c.fetch([uid], [b"BODY.PEEK[HEADER.FIELDS (MESSAGE-ID)]"])).get(uid, {})
+        raw = next((v for k, v in d.items() if k.startswith(b"BODY[HEADER")), b"")
+        m = re.search(rb"<[^<>\s]+>", raw or b"")
+        return m.group(0).decode("ascii", "replace") if m else ""
 
     def idle(self, timeout: float, stop: Callable[[], bool] = lambda: False) -> bool:
         """Wait up to ``timeout`` in IMAP IDLE (RFC 2177) on the selected folder; True when the
@@ -162,32 +200,25 @@ class Imap:
             while time.monotonic() < end and not stop():
                 time.sleep(0.2)
             return False
-        tag = self.c._new_tag()
-        self.c.send(tag + b" IDLE\r\n")
-        if not self.c.readline().startswith(b"+"):
-            raise BridgeError("IMAP IDLE refused")
+        self._do("IDLE", self.c.idle)
         news = False
-        sock = self.c.socket()
-        while time.monotonic() < end and not stop() and not news:
-            ready, _, _ = select.select([sock], [], [], min(0.5, max(0.0, end - time.monotonic())))
-            if ready:
-                line = self.c.readline()
-                if not line:
-                    raise BridgeError("IMAP connection closed during IDLE")
-                news = b"EXISTS" in line or b"RECENT" in line
-        self.c.send(b"DONE\r\n")
-        while True:
-            line = self.c.readline()
-            if not line or line.startswith(tag):
-                break
+        try:
+            while time.monotonic() < end and not stop() and not news:
+                said = self._do("IDLE", lambda: self.c.idle_check(min(0.5, max(0.0, end - time.monotonic()))))
+                news = any(len(r) > 1 and r[1] in (b"EXISTS", b"RECENT") for r in said)
+        finally:
+            try:
+                self.c.idle_done()
+            except (IMAPClientError, imaplib.IMAP4.error, OSError):
+                pass
         return news
 
     def find(self, message_id: str) -> int | None:
         """The UID of a message in the selected folder, by Message-ID."""
-        mid = message_id.replace('"', "")
-        uids = self.search(f'HEADER Message-ID "{mid}"')
+        uids = self.search_header("Message-ID", message_id)
         return uids[-1] if uids else None
 
-
-def _quote(folder: str) -> str:
-    return '"' + folder.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    def search_header(self, name: str, value: str) -> list[int]:
+        """UIDs in the selected folder whose header ``name`` contains ``value``."""
+        v = value.replace('"', "").replace("\\", "")
+        return self.search(f'HEADER {name} "{v}"')
