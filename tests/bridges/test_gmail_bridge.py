@@ -354,3 +354,60 @@ def test_the_forwarder_is_on_once_configured_and_its_debug_output_counts(tmp_pat
     q = bridge_project(tmp_path / "q", dovecot, "debug = true\n")  # no address: not on, says nothing
     r = run_bridge(q)
     assert r.returncode == 0 and "todo_forwarder" not in r.stdout + r.stderr
+
+
+def _status(d: Dovecot, folder: str) -> int:
+    c = d.client()
+    try:
+        typ, data = c.status(folder, "(UIDVALIDITY)")
+        return int(data[0].decode().split("UIDVALIDITY ")[1].rstrip(")"))  # type: ignore[union-attr]
+    finally:
+        c.logout()
+
+
+@needs_dovecot
+def test_the_forward_holds_the_whole_thread_and_links_the_archived_original(tmp_path: Path, dovecot: Dovecot) -> None:
+    """The earlier message already archived, the user's own reply in Sent, a later reply in INBOX:
+    all four are in the forward, oldest first, and the IMAP URL names the archive's real
+    UIDVALIDITY and the UID the message has there after archiving (no archive_folder set)."""
+    p = bridge_project(tmp_path, dovecot)
+    dovecot.append(mail_msg(1, "Passport", "My passport expires in March."), "Archive")
+    own = (
+        f"From: {USER}\r\nTo: alice@example.org\r\nSubject: Re: Passport\r\nMessage-ID: <m2@example.org>\r\n"
+        "Date: Thu, 26 Nov 2026 07:02:00 +0000\r\nIn-Reply-To: <m1@example.org>\r\nReferences: <m1@example.org>\r\n"
+        "\r\nI will look into it (the user's own reply).\r\n"
+    ).encode()
+    dovecot.append(own, "Sent")
+    dovecot.append(
+        mail_msg(
+            3, "Re: Passport", "Action required: renew the passport by Friday", "<m1@example.org> <m2@example.org>"
+        )
+    )
+    dovecot.append(mail_msg(4, "Re: Passport", "Later: the form is attached.", "<m1@example.org> <m3@example.org>"))
+    with BackgroundServer(
+        p.app.config, App(load_config(p.dir / "workflow.toml", env={})).deliverer, port=p.app.config.smtp.port
+    ):
+        r = run_bridge(p)
+    assert r.returncode == 0, r.stderr
+    mine = spool(p)
+    assert len(mine) == 1 and "todo_forwarder uid 1: ok" in r.stdout, r.stdout
+    import email
+    from email.policy import default
+
+    text = email.message_from_bytes(mine[0], policy=default).get_body(("plain",)).get_content()  # type: ignore[union-attr]
+    assert "Thread contains 4 message(s)" in text
+    order = [
+        text.index(s) for s in ("expires in March", "the user's own reply", "renew the passport", "form is attached")
+    ]
+    assert order == sorted(order), text
+    archived = dovecot.uids("Archive")
+    assert len(archived) >= 2  # the earlier message, and ours now
+    c = dovecot.client()
+    c.select("Archive")
+    typ, data = c.uid("SEARCH", "HEADER", "Message-ID", "<m3@example.org>")
+    c.logout()
+    uid = int(data[0].split()[-1])
+    link = (
+        f"imap://me%40example.com@127.0.0.1:{dovecot.port}/Archive;UIDVALIDITY={_status(dovecot, 'Archive')}/;UID={uid}"
+    )
+    assert f"Original: {link}" in text, text

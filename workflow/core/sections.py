@@ -383,7 +383,7 @@ class GmailConfig(NamedTuple):
     role: str = "user"
     poll_interval: float = 60.0
     idle: bool = True
-    archive_folder: str = "Archive"
+    archive_folder: str = ""  # unset: the server's special-use \\Archive folder, else "Archive"
     classify: bool = True
     model: str = "claude-haiku-4-5"
     dry_run: bool = False

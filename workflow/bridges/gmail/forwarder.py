@@ -1,6 +1,8 @@
 """Todo forwarder (docs/bridges.md): every ``todo`` message still in INBOX goes, with its whole thread, to
 the configured address; archived on success (label kept), left in INBOX on failure (retried next
-cycle). Both hooks double-check INBOX first (another cycle or a human may have archived it). A
+cycle). The forward holds the whole thread (INBOX, the archive, Sent; Gmail: the X-GM-THRID
+in All Mail) and links the original: Gmail's web link, else an RFC 5092 IMAP URL naming the UID
+the message gets in the archive. Both hooks double-check INBOX first (another cycle or a human may have archived it). A
 forward carries ``X-Workflow-Forward`` and a Message-ID marked ``todo-forward``; mail that comes
 from the forwarding address, answers a forward or is one is never classified todo nor forwarded
 (a task service's "Re: Todo: …" acknowledgement would otherwise loop).
@@ -18,7 +20,8 @@ import smtplib
 from datetime import UTC, datetime
 from email.message import EmailMessage
 from email.policy import SMTP
-from email.utils import format_datetime, make_msgid
+from email.utils import format_datetime, make_msgid, parsedate_to_datetime
+from urllib.parse import quote
 
 from workflow.bridges.gmail.agents import Context, Result
 from workflow.bridges.gmail.imap import Fetched
@@ -105,7 +108,12 @@ class TodoForwarder:
                 f"todo_forwarder dry-run: would forward uid {uid} {subject!r} ({len(thread)} message(s)) to {dest} and archive it"
             )
             return Result(self.name, uid, "ok", "dry-run mode")
-        raw = build_forward(ctx, thread, dest, subject, uid)
+        try:
+            folder = archive_folder(ctx)
+            ref, predicted = original_link(ctx, msg, folder)
+        except BridgeError as e:
+            return Result(self.name, uid, "error", f"cannot reach the archive: {e}")
+        raw = build_forward(ctx, thread, dest, subject, ref)
         try:
             sender = ctx.app.roster.address(ctx.s.role)
             if ctx.s.relay_host:  # a relay of the user's own: no workflow login there
@@ -119,39 +127,83 @@ class TodoForwarder:
             return Result(self.name, uid, "error", f"send failed: {e}")
         try:
             imap.select("INBOX")
-            imap.archive(uid, ctx.s.archive_folder)
+            now = imap.archive(uid, folder)
         except BridgeError as e:
             return Result(self.name, uid, "error", f"forwarded but not archived: {e}")
+        if predicted is not None and now is not None and now != predicted:
+            ctx.say(
+                f"todo_forwarder: uid {uid} became UID {now} in {folder}, not {predicted}: the link in the forward is off"
+            )
         ctx.say(f"todo_forwarder: forwarded uid {uid} {subject!r} to {dest}; archived (label kept)")
         return Result(self.name, uid, "ok", f"forwarded to {dest}")
 
     def thread(self, ctx: Context, msg: Fetched) -> list[bytes]:
-        """The message and its ancestors found in INBOX or the archive folder, oldest first."""
-        p = parse(msg.raw)
-        ids = [*p.references, *([p.in_reply_to] if p.in_reply_to else [])]
-        found: list[bytes] = []
-        for folder in ("INBOX", ctx.s.archive_folder):
-            try:
-                ctx.imap.select(folder)
-            except BridgeError:
-                continue
-            for mid in dict.fromkeys(ids):
-                uid = ctx.imap.find(mid)
-                if uid is not None:
-                    got = ctx.imap.fetch([uid])
-                    if got and all(parse(x).message_id != mid for x in found):
-                        found.append(got[0].raw)
-        ctx.imap.select("INBOX")
-        order = {m: i for i, m in enumerate(ids)}
-        found.sort(key=lambda r: order.get(parse(r).message_id or "", 0))
-        return [*found, msg.raw]
+        """The whole thread, oldest first: on Gmail every message with the same X-GM-THRID in All
+        Mail; elsewhere the message's ancestors and later replies found in INBOX, the archive and
+        the Sent folder (the user's own replies)."""
+        imap = ctx.imap
+        found: dict[str, bytes] = {}
+        if imap.gmail and msg.thread_id is not None:
+            every = imap.special("\\All")
+            if every:
+                imap.select(every)
+                for f in imap.fetch(imap.search(f"X-GM-THRID {int(msg.thread_id)}")):
+                    found.setdefault(parse(f.raw).message_id or f"uid{f.uid}", f.raw)
+        else:
+            p = parse(msg.raw)
+            ids = list(dict.fromkeys([*p.references, *p.in_reply_to_ids, *([p.message_id] if p.message_id else [])]))
+            for folder in thread_folders(ctx):
+                try:
+                    imap.select(folder)
+                except BridgeError:
+                    continue
+                uids: set[int] = set()
+                for mid in ids:
+                    uids.update(imap.search_header("Message-ID", mid))
+                    uids.update(imap.search_header("References", mid))
+                    uids.update(imap.search_header("In-Reply-To", mid))
+                for f in imap.fetch(sorted(uids)):
+                    found.setdefault(parse(f.raw).message_id or f"{folder}/{f.uid}", f.raw)
+        imap.select("INBOX")
+        found.setdefault(parse(msg.raw).message_id or "", msg.raw)
+        return sorted(found.values(), key=_when)
 
 
-def build_forward(ctx: Context, thread: list[bytes], dest: str, subject: str, uid: int) -> bytes:
-    ref = f"imap://{ctx.s.user}@{ctx.s.imap_host}/INBOX;UIDVALIDITY=?;UID={uid}"
-    first = parse(thread[-1])
-    if first.get("X-GM-THRID"):
-        ref = f"https://mail.google.com/mail/u/0/#all/{first.get('X-GM-THRID')}"
+def _when(raw: bytes) -> float:
+    try:
+        d = parsedate_to_datetime(parse(raw).get("Date") or "")
+        return (d if d.tzinfo else d.replace(tzinfo=UTC)).timestamp()
+    except (TypeError, ValueError, IndexError):
+        return float("inf")
+
+
+def archive_folder(ctx: Context) -> str:
+    """Where archived mail goes (non-Gmail): ``archive_folder`` when set, else the server's
+    special-use \\Archive folder, else ``Archive``."""
+    return ctx.s.archive_folder or ctx.imap.special("\\Archive") or "Archive"
+
+
+def thread_folders(ctx: Context) -> list[str]:
+    """INBOX, the archive (configured and special-use), Sent and All Mail: where a thread's
+    earlier messages, later replies and the user's own replies are."""
+    imap = ctx.imap
+    names = ["INBOX", ctx.s.archive_folder, *(imap.special(f) for f in ("\\Archive", "\\Sent", "\\All"))]
+    return [n for n in dict.fromkeys(names) if n]
+
+
+def original_link(ctx: Context, msg: Fetched, folder: str) -> tuple[str, int | None]:
+    """A link to the original and, off Gmail, the UID it will have once archived: Gmail's web
+    link from X-GM-THRID, else an RFC 5092 IMAP URL (UIDVALIDITY and UIDNEXT of the archive)."""
+    s = ctx.s
+    if ctx.imap.gmail and msg.thread_id is not None:
+        return f"https://mail.google.com/mail/u/0/#all/{int(msg.thread_id):x}", None
+    validity, uidnext = ctx.imap.status(folder)
+    port = "" if s.imap_port == (993 if s.imap_tls else 143) else f":{s.imap_port}"
+    user = quote(s.user, safe="")
+    return f"imap://{user}@{s.imap_host}{port}/{quote(folder)};UIDVALIDITY={validity}/;UID={uidnext}", uidnext
+
+
+def build_forward(ctx: Context, thread: list[bytes], dest: str, subject: str, ref: str) -> bytes:
     text_parts = [f"Todo: {subject}", f"Thread contains {len(thread)} message(s)", f"Original: {ref}", ""]
     html_parts = [
         '<html><body style="max-width: 800px; margin: 0 auto;">',
