@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from helpers.dovecot import PASSWORD, USER, Dovecot
 from helpers.fake_anthropic import FakeAnthropic, text
@@ -212,27 +209,6 @@ def test_the_bridge_idles_and_imports_new_mail_at_once(tmp_path: Path, dovecot: 
         _, err = proc.communicate(timeout=30)
     assert "IDLE: new mail" in err
     assert proc.returncode == 0, err
-
-
-@pytest.fixture
-def provider() -> Iterator[tuple[int, list[tuple[str, list[str], bytes]]]]:
-    """An SMTP submission server standing in for smtp.gmail.com, at the wire: (port, what it got)."""
-    from aiosmtpd.controller import Controller
-
-    got: list[tuple[str, list[str], bytes]] = []
-
-    class Provider:
-        async def handle_DATA(self, server: object, session: object, envelope: object) -> str:
-            got.append((envelope.mail_from, list(envelope.rcpt_tos), envelope.content))  # type: ignore[attr-defined]
-            return "250 OK"
-
-    port = free_port()
-    controller = Controller(Provider(), hostname="127.0.0.1", port=port)
-    controller.start()
-    try:
-        yield port, got
-    finally:
-        controller.stop()
 
 
 def outbound_project(base: Path, port: int) -> Project:

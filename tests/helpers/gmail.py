@@ -14,8 +14,13 @@ needs_dovecot = pytest.mark.skipif(WHY is not None, reason=WHY or "")
 
 
 def bridge_project(
-    tmp_path: Path, d: Dovecot, agent: str = 'enabled = true\nemail = "tasks@todo.example"\n'
+    tmp_path: Path,
+    d: Dovecot,
+    agent: str = 'enabled = true\nemail = "tasks@todo.example"\n',
+    gmail: str = "",
+    tail: str = "",
 ) -> Project:
+    """A project whose Gmail bridge reads the Dovecot; ``gmail`` adds keys to [bridges.gmail], ``tail`` tables."""
     p = make_project(
         tmp_path / "bp",
         f"""
@@ -27,9 +32,10 @@ user = "{USER}"
 password_env = "TEST_IMAP_PASSWORD"
 role = "user"
 outbound = true
-
+{gmail}
 [bridges.gmail.agents.todo_forwarder]
-{agent}""",
+{agent}
+{tail}""",
     )
     return p
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import click
 
 from workflow.bridges.gmail.bridge import cycle, run, settings
-from workflow.bridges.gmail.replyloop import rebuild_thread, respond
+from workflow.bridges.gmail.conversation import rebuild_thread
+from workflow.bridges.gmail.replyloop import respond
 from workflow.bridges.slack.bridge import Bridge, configured
 from workflow.bridges.slack.endpoint import replay, serve
 from workflow.cli.base import Command, Group, app, backend_option

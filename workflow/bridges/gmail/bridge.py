@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from workflow.app import App
-from workflow.bridges.gmail import replyloop
+from workflow.bridges.gmail import conversation, replyloop
 from workflow.bridges.gmail.agents import Agent, Context, Result
 from workflow.bridges.gmail.classify import LABELS, classify
 from workflow.bridges.gmail.forwarder import FORWARD_HEADER, TodoForwarder, echo_of_forward
@@ -149,18 +149,24 @@ def cycle(app: App, s: GmailConfig, say: Callable[[str], None], dry_run: bool = 
 
 def replies(app: App, fresh: list[Fetched], say: Callable[[str], None], dry: bool = False) -> None:
     """Record replies to conversations (the reply loop), then trigger every conversation with unprocessed
-    replies: the poll is the retry, a stale lock is cleared by the trigger."""
+    replies: the poll is the retry, a stale lock is cleared by the trigger, a failing one backs off."""
+    replyloop.reap()
     for f in fresh:
         p = parse(f.raw)
-        d = replyloop.find(app, [*(p.references or []), *([p.in_reply_to] if p.in_reply_to else [])])
+        d = conversation.find(app, [*p.references, *p.in_reply_to_ids])
         if d is not None:
-            n = replyloop.record_reply(d, p.sender or "?", body_text(f.raw, p), p.message_id or "", p.get("Date") or "")
+            n = conversation.record_reply(
+                d, p.sender or "?", body_text(f.raw, p), p.message_id or "", p.get("Date") or ""
+            )
             say(f"reply #{n} to conversation {d.name} from {p.sender}")
     base = app.config.state.conversations
     if not base.is_dir():
         return
     for d in sorted(base.iterdir()):
-        if (d / ".sent").exists() and replyloop.unprocessed(d / "responses"):
+        if (d / ".sent").exists() and conversation.unprocessed(d / "responses"):
+            note = replyloop.report(d)
+            if note:
+                say(note)
             if dry:
                 say(f"dry-run: would answer conversation {d.name}")
             elif replyloop.trigger(app, d):
@@ -197,9 +203,21 @@ def submit_outbound(app: App, s: GmailConfig, say: Callable[[str], None], dry: b
         app.maildirs.mark_seen(e.mailbox, e.key)
         sender_role = (p.sender or "").rsplit("@", 1)[0]
         if sender_role in app.roster.roles and rcpts and p.get(FORWARD_HEADER) is None:  # a forward is no conversation
-            replyloop.start(
-                app, p.message_id or "", sender_role, rcpts[0], p.subject or "", body_text(raw, p), p.get("Date") or ""
+            ours = conversation.find(
+                app, [*([p.message_id] if p.message_id else []), *p.references, *p.in_reply_to_ids]
             )
+            if ours is not None:  # a response, or a role's reply in a thread we have: the same conversation
+                conversation.add_id(ours, p.message_id or "")
+            else:
+                conversation.start(
+                    app,
+                    p.message_id or "",
+                    sender_role,
+                    rcpts[0],
+                    p.subject or "",
+                    body_text(raw, p),
+                    p.get("Date") or "",
+                )
         sent += 1
         say(f"outbound: submitted {p.message_id} to {', '.join(rcpts)}")
     return sent
