@@ -199,10 +199,10 @@ def test_signatures_retries_and_the_whole_task_path(tmp_path: Path, slack: FakeS
         assert post(ep.port, {}, {"Content-Type": "application/json"}, body)[0] == 401
         assert tasks(p) == []  # nothing queued from refused requests
         assert "bad X-Slack-Signature" in ep.text() and "replay window" in ep.text()
-        assert post(ep.port, {}, sign(body), body) == (200, "ok")
+        assert post(ep.port, {}, sign(body), body)[0] == 200
         retry = {**sign(body), "X-Slack-Retry-Num": "1"}
-        assert post(ep.port, {}, retry, body) == (200, "ok")  # a retried delivery we already have
-        assert post(ep.port, message("Ev2", "100.2", "ignore me", user="UBOT")) == (200, "ok")  # our own bot
+        assert post(ep.port, {}, retry, body)[0] == 200  # a retried delivery we already have
+        assert post(ep.port, message("Ev2", "100.2", "ignore me", user="UBOT"))[0] == 200  # our own bot
         wait(lambda: [t["status"] for t in tasks(p)] == ["completed"], "the task to complete")
         assert len(tasks(p)) == 1
         assert slack.reactions("100.1") == ["eyes", "white_check_mark"]

@@ -13,7 +13,7 @@ from workflow.bridges.gmail.bridge import cycle, run, settings
 from workflow.bridges.gmail.conversation import rebuild_thread
 from workflow.bridges.gmail.replyloop import respond
 from workflow.bridges.slack.bridge import Bridge, configured
-from workflow.bridges.slack.endpoint import replay, serve
+from workflow.bridges.slack.receive import replay, serve
 from workflow.cli.base import Command, Group, app, backend_option
 
 
@@ -100,20 +100,35 @@ def bridge_rebuild(conversation: Path) -> None:
     default=None,
     help="Feed recorded event payloads (JSON array or JSON lines) through the same path, run them, exit.",
 )
-@click.option("--port", type=int, default=None, help="Listen port (default [bridges.slack] port, 3000; 0 picks one).")
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    help="HTTP mode's port (default [bridges.slack] port, 3000; 0 picks one).",
+)
+@click.option(
+    "--mode",
+    type=click.Choice(["auto", "socket", "http"]),
+    default=None,
+    help="Socket Mode (a websocket to Slack, no public URL) or HTTP (the Events API); auto: socket when $SLACK_APP_TOKEN is set.",
+)
 @click.pass_context
-def bridge_slack(ctx: click.Context, replay_file: str | None, port: int | None) -> None:
-    """The Slack Events API endpoint: verified events become classified tasks, tasks become workflow
-    mail run through run-role, results go back to the thread with status reactions.
+def bridge_slack(ctx: click.Context, replay_file: str | None, port: int | None, mode: str | None) -> None:
+    """The Slack inbox agent (Bolt for Python): events in the watched channel become classified
+    tasks, tasks become workflow mail run through run-role, results go back to the thread as
+    Block Kit messages with status reactions.
 
-    Configured under [bridges.slack] (signing_secret_env, bot_token_env, api_base_url, roles…).
+    Configured under [bridges.slack] (bot_token_env, app_token_env or signing_secret_env,
+    channel, roles, timeouts…; see the README).
 
+    \b
     Example:
-
+        SLACK_APP_TOKEN=xapp-… SLACK_BOT_TOKEN=xoxb-… workflow bridge slack
+        workflow bridge slack --mode http --port 3000
         workflow bridge slack --replay events.jsonl
     """
     a = app(ctx)
-    s, keys = configured(a)
+    s, keys = configured(a, mode=mode)
     if port is not None:
         s = s._replace(port=port)
     say = _say("slack")
@@ -129,4 +144,4 @@ def bridge_slack(ctx: click.Context, replay_file: str | None, port: int | None) 
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    serve(b, lambda p: say(f"listening on http://{s.host}:{p}/slack/events"))
+    serve(b, say)

@@ -399,9 +399,17 @@ class GmailConfig(NamedTuple):
 class SlackConfig(NamedTuple):
     signing_secret_env: str = "SLACK_SIGNING_SECRET"
     bot_token_env: str = "SLACK_BOT_TOKEN"
+    app_token_env: str = "SLACK_APP_TOKEN"  # Socket Mode's app-level token (xapp-…)
+    mode: str = "auto"  # socket | http | auto: Socket Mode when the app token is set, else HTTP
     api_base_url: str = "https://slack.com/api/"
     host: str = "127.0.0.1"
     port: int = 3000
+    max_body: int = 1 << 20  # HTTP mode: a larger request gets 413
+    request_timeout: float = 10.0  # HTTP mode: a connection idle this long is closed
+    max_connections: int = 100  # HTTP mode: connections open at once
+    channel: str = ""  # watch only this channel ("#argus-inbox" or an id); empty: every channel
+    timeout: float = 600.0  # a task's run, unless its intent has one in timeouts
+    timeouts: Mapping[str, float] = MappingProxyType({})  # intent → seconds
     bot_user_id: str = ""
     default_role: str = "coordinator"
     roles: Mapping[str, str] = MappingProxyType({})  # intent → role
@@ -475,9 +483,17 @@ def read_bridges(file: str, table: object) -> BridgesConfig:
                 {
                     "signing_secret_env": Str(),
                     "bot_token_env": Str(),
+                    "app_token_env": Str(),
+                    "mode": Str(choices=("auto", "socket", "http")),
                     "api_base_url": Str(re.compile(r"^https?://")),
                     "host": Str(),
                     "port": Int(0, 65535),
+                    "max_body": Int(1024, 64 << 20),
+                    "request_timeout": Num(0.1, 3600),
+                    "max_connections": Int(1, 10000),
+                    "channel": Str(re.compile(r"^(#?[a-z0-9][a-z0-9._-]{0,79}|[CGD][A-Z0-9]{2,})?$")),
+                    "timeout": Num(1, DAY),
+                    "timeouts": NumTable(),
                     "bot_user_id": Str(),
                     "default_role": Str(NAME_RE),
                     "roles": NameTable(),

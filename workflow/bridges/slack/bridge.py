@@ -25,10 +25,11 @@ from typing import Any, NamedTuple
 from workflow.agentd.tasks import TaskStatus
 from workflow.agents.runrole import run_role
 from workflow.app import App
-from workflow.bridges.slack.intents import classify, failed, waiting
+from workflow.bridges.slack.intents import INTENTS, classify, failed, waiting
 from workflow.bridges.slack.queue import SlackTask, TaskQueue, Where
 from workflow.core.config import SlackConfig
 from workflow.core.errors import ConfigError
+from workflow.core.schema import suggest
 from workflow.delivery.notify import NotifyRequest
 from workflow.delivery.transport import make_transport
 
@@ -42,22 +43,39 @@ class SlackKeys(NamedTuple):
 
     signing_secret: str
     bot_token: str
+    app_token: str = ""  # Socket Mode
 
 
-def configured(app: App, env: Mapping[str, str] | None = None) -> tuple[SlackConfig, SlackKeys]:
-    """``[bridges.slack]`` and its secrets; refuses when either is missing or a role is unknown."""
+def configured(
+    app: App, env: Mapping[str, str] | None = None, mode: str | None = None
+) -> tuple[SlackConfig, SlackKeys]:
+    """``[bridges.slack]`` (its ``mode`` overridden when given) and its secrets; refuses when the
+    mode's secret is missing, a role or an intent is unknown."""
     env = os.environ if env is None else env
     s = app.config.bridges.slack
     if s is None:
         raise ConfigError(
             f"{app.config.file}: [bridges.slack] is not configured (signing_secret_env, bot_token_env…; see the README)"
         )
-    secret = env.get(s.signing_secret_env, "")
-    if not secret:
-        raise ConfigError(f"${s.signing_secret_env} is not set: every request must be verified")
+    if mode is not None:
+        s = s._replace(mode=mode)
+    keys = SlackKeys(env.get(s.signing_secret_env, ""), env.get(s.bot_token_env, ""), env.get(s.app_token_env, ""))
+    if s.mode == "socket" and not keys.app_token:
+        raise ConfigError(f"${s.app_token_env} is not set: Socket Mode needs the app-level token (xapp-…)")
+    if (s.mode == "http" or (s.mode == "auto" and not keys.app_token)) and not keys.signing_secret:
+        raise ConfigError(
+            f"${s.signing_secret_env} is not set: every HTTP request must be verified "
+            f"(or set ${s.app_token_env} for Socket Mode)"
+        )
     for role in {s.default_role, *s.roles.values()}:
         app.roster.sender(role)
-    return s, SlackKeys(secret, env.get(s.bot_token_env, ""))
+    for intent in s.timeouts:
+        if intent not in INTENTS:
+            raise ConfigError(
+                f"{app.config.file}: [bridges.slack] timeouts: unknown intent {intent!r}{suggest(intent, list(INTENTS))}; "
+                f"intents: {', '.join(INTENTS)}"
+            )
+    return s, keys
 
 
 class Bridge:
@@ -79,6 +97,7 @@ class Bridge:
         self.wake = threading.Event()
         self.stopping = threading.Event()
         self.active: set[int] = set()
+        self.channel_names: dict[str, str] = {}  # channel id → name, as conversations.info said
 
     # -- Slack calls (failures are logged, never fatal)
 
@@ -111,9 +130,45 @@ class Bridge:
 
     # -- events
 
+    def receive(self, payload: dict[str, Any], retry: str | None = None) -> bool:
+        """An event from Slack (Socket Mode, HTTP, a replay): queued for the loop unless it is a
+        retry of one already received. True when queued."""
+        event_id = str(payload.get("event_id") or "")
+        if event_id and self.store.seen(event_id):
+            self.say(f"event {event_id} already received" + (f" (retry {retry})" if retry else "") + "; ignored")
+            return False
+        self.events.put(payload)
+        self.wake.set()
+        return True
+
+    def watching(self, channel: str) -> bool:
+        """Whether events from this channel id are ours: every channel unless ``channel`` is set
+        (an id, or a name resolved once through conversations.info)."""
+        want = self.s.channel
+        if not want or channel == want:
+            return True
+        if not want.startswith("#") and want[:1] in "CGD" and want.isupper():
+            return False  # an id, and not this one
+        if channel not in self.channel_names:
+            from slack_sdk.errors import SlackApiError
+
+            try:
+                info = self.client.conversations_info(channel=channel)
+                self.channel_names[channel] = str((info.get("channel") or {}).get("name") or "")
+            except (SlackApiError, OSError) as e:
+                self.say(f"slack conversations.info {channel} failed: {e}; its events are ignored for now")
+                return False
+        return self.channel_names[channel] == want.lstrip("#")
+
     def handle(self, payload: dict[str, Any]) -> None:
-        ev = payload.get("event") or {}
+        ev = payload.get("event")
+        if not isinstance(ev, dict):
+            self.say(f"event {payload.get('event_id', '?')} has no event object; ignored")
+            return
         kind = ev.get("type")
+        channel = ev.get("channel") if kind == "message" else (ev.get("item") or {}).get("channel")
+        if kind in ("message", "reaction_added") and not self.watching(str(channel or "")):
+            return
         if kind == "message":
             if ev.get("bot_id") or ev.get("subtype") or (self.s.bot_user_id and ev.get("user") == self.s.bot_user_id):
                 return
@@ -289,8 +344,12 @@ class Bridge:
                 payload = self.events.get_nowait()
             except queue.Empty:
                 return
-            if payload is not None:
+            if payload is None:
+                continue
+            try:
                 self.handle(payload)
+            except Exception as e:  # an event of a shape nobody expected: one line, and the bridge goes on
+                self.say(f"event {payload.get('event_id', '?')} not handled: {type(e).__name__}: {e}")
 
     def loop(self) -> None:
         """Dispatch queued work until stopping, and process queued events."""
