@@ -32,7 +32,9 @@ def slack() -> Iterator[FakeSlack]:
     f.close()
 
 
-def slack_project(tmp_path: Path, fake: FakeSlack, roles: str = '{ research = "spec-writer" }') -> Project:
+def slack_project(
+    tmp_path: Path, fake: FakeSlack, roles: str = '{ research = "spec-writer" }', extra: str = ""
+) -> Project:
     p = git_project(
         tmp_path / "sl",
         f"""
@@ -43,7 +45,7 @@ bot_user_id = "UBOT"
 default_role = "coordinator"
 roles = {roles}
 backend = "scripted"
-""",
+{extra}""",
     )
     (p.dir / "scripted").mkdir(exist_ok=True)
     (p.dir / "scripted" / "coordinator.toml").write_text('[[step]]\nsay = "Done: the summary is ready."\n')
@@ -81,11 +83,20 @@ def message(ev_id: str, ts: str, text: str, thread_ts: str | None = None, user: 
 
 
 class Endpoint:
-    def __init__(self, p: Project) -> None:
+    """``workflow bridge slack`` as a process: HTTP mode, or Socket Mode with ``socket=True``."""
+
+    def __init__(self, p: Project, socket: bool = False) -> None:
         self.p = p
         assert p.app.config.bridges.slack is not None
         self.port = p.app.config.bridges.slack.port
-        env = {k: v for k, v in os.environ.items() if not k.startswith("WORKFLOW_") and k != "ANTHROPIC_API_KEY"}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("WORKFLOW_", "SLACK_")) and k != "ANTHROPIC_API_KEY"
+        }
+        if socket:
+            env["SLACK_APP_TOKEN"] = "xapp-test"
+        ready = "connected to Slack in Socket Mode" if socket else "listening on"
         self.log = p.dir.parent / "slack.out"
         self.start = self.log.stat().st_size if self.log.exists() else 0  # this endpoint's part of the log
         with open(self.log, "ab") as out:
@@ -97,7 +108,7 @@ class Endpoint:
                 stderr=out,
             )
         end = time.monotonic() + 20
-        while "listening on" not in self.text():
+        while ready not in self.text():
             assert time.monotonic() < end and self.proc.poll() is None, self.text()
             time.sleep(0.05)
 
@@ -355,3 +366,116 @@ def test_tasks_for_one_busy_role_wait_their_turn_each_run_sees_only_its_own_ques
         ep2.stop()
     assert len([f for f in p.new_files("coordinator") if b"DELTA" in f.read_bytes()]) == 1
     assert slack.reactions("990.1") == ["eyes", "white_check_mark"]
+
+
+def _raw(port: int, data: bytes, body_mib: int = 0) -> bytes:
+    """Send raw bytes (and ``body_mib`` MiB after them) on one connection; what came back."""
+    import socket
+
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as c:
+        try:
+            c.sendall(data)
+            chunk = b"x" * (1 << 20)
+            for _ in range(body_mib):
+                c.sendall(chunk)
+        except OSError:
+            pass  # the server hung up on us: what it said first is what counts
+        c.settimeout(10)
+        out = b""
+        try:
+            while len(out) < 65536:
+                got = c.recv(65536)
+                if not got:
+                    break
+                out += got
+                if b"\r\n\r\n" in out:
+                    break
+        except OSError:
+            pass
+        return out
+
+
+def _peak_rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def test_http_mode_survives_hostile_requests(tmp_path: Path, slack: FakeSlack) -> None:
+    """Each of these once broke the hand-written endpoint (issue 17, item 11); the bridge answers
+    every one with a status line and goes on serving."""
+    import socket
+
+    p = slack_project(tmp_path, slack, extra="request_timeout = 1.0\n")
+    ep = Endpoint(p)
+    try:
+        before = _peak_rss_mib(ep.proc.pid)
+        head = b"POST /slack/events HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        # A 200 MiB unsigned body announced as Content-Length: -1: refused, never buffered.
+        said = _raw(ep.port, head + b"Content-Length: -1\r\n\r\n", body_mib=200)
+        assert said.startswith(b"HTTP/1.1 4"), said[:200]
+        # A body over max_body: 413 before it is read.
+        said = _raw(ep.port, head + f"Content-Length: {200 << 20}\r\n\r\n".encode(), body_mib=4)
+        assert said.startswith(b"HTTP/1.1 413"), said[:200]
+        assert _peak_rss_mib(ep.proc.pid) < before + 50, (before, _peak_rss_mib(ep.proc.pid))
+        # Content-Length: abc, and a signature that is not ASCII: a status line, not a traceback.
+        assert _raw(ep.port, head + b"Content-Length: abc\r\n\r\n{}").startswith(b"HTTP/1.1 400")
+        body = json.dumps(message("H1", "700.1", "hello")).encode()
+        bad = head + f"X-Slack-Request-Timestamp: {int(time.time())}\r\nX-Slack-Signature: v0=\xe9\xe9\r\n".encode(
+            "latin-1"
+        )
+        said = _raw(ep.port, bad + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        assert said.startswith(b"HTTP/1.1 401"), said[:200]
+        # 200 stalled requests are closed after request_timeout; the bridge serves meanwhile and after.
+        stalled = [socket.create_connection(("127.0.0.1", ep.port), timeout=10) for _ in range(200)]
+        for c in stalled:
+            c.sendall(b"POST /slack/events HTTP/1.1\r\nHost: x\r\n")
+        time.sleep(3.5)
+        closed = 0
+        for c in stalled:
+            c.settimeout(5)
+            try:
+                closed += c.recv(1) == b""
+            except OSError:
+                closed += 1
+            c.close()
+        assert closed == 200
+        # Signed events of shapes nobody expects: acknowledged, one log line each, the bridge lives.
+        for i, odd in enumerate(
+            (
+                {"type": "event_callback", "event_id": "O1", "event": "a string"},
+                {"type": "event_callback", "event_id": "O2", "event": {"type": "reaction_added", "item": "x"}},
+                {"type": "event_callback", "event_id": "O3", "event": {"type": "message", "channel": ["C1"]}},
+                {"type": "event_callback", "event_id": "O4"},
+            )
+        ):
+            assert post(ep.port, odd)[0] < 500, i
+        assert post(ep.port, {}, sign(b"[1, 2]"), b"[1, 2]")[0] < 500
+        assert post(ep.port, message("H2", "700.2", "Summarize the week"))[0] == 200
+        wait(lambda: [t["status"] for t in tasks(p)] == ["completed"], "a task after all that")
+        assert ep.proc.poll() is None and "Traceback" not in ep.text()
+    finally:
+        ep.stop()
+
+
+def test_socket_mode_receives_acknowledges_and_watches_only_its_channel(tmp_path: Path, slack: FakeSlack) -> None:
+    """Socket Mode (no public URL) through the fake's websocket; channel = "#argus-inbox" by name."""
+    p = slack_project(tmp_path, slack, extra='channel = "#argus-inbox"\n')
+    slack.channel_names.update({"C1": "argus-inbox", "C2": "random"})
+    ep = Endpoint(p, socket=True)
+    try:
+        assert slack.of("apps.connections.open") and slack.sockets == 1
+        other = message("S0", "800.0", "Summarize the week")
+        other["event"]["channel"] = "C2"  # type: ignore[index]
+        e0 = slack.push(other)
+        e1 = slack.push(message("S1", "800.1", "Summarize the week"))
+        wait(lambda: [t["status"] for t in tasks(p)] == ["completed"], "the task from #argus-inbox")
+        wait(lambda: {e0, e1} <= set(slack.acks), "both envelopes acknowledged")
+        assert len(tasks(p)) == 1 and tasks(p)[0]["ts"] == "800.1"  # C2's message was not taken
+        assert slack.reactions("800.1") == ["eyes", "white_check_mark"] and slack.reactions("800.0") == []
+        slack.push(message("S1", "800.1", "Summarize the week"))  # Slack redelivers: ignored
+        wait(lambda: "already received" in ep.text(), "the redelivery to be ignored")
+        assert len(tasks(p)) == 1
+    finally:
+        ep.stop()

@@ -141,6 +141,12 @@ def _http(bridge: Bridge, ready: Callable[[str], None]) -> None:
                 }
                 if not verifier.is_valid_request(body, headers):
                     why = "bad X-Slack-Signature"
+                else:
+                    odd = _odd_shape(body)
+                    if odd is not None:  # genuine but unusable: acknowledged (no retries), said once
+                        bridge.say(f"a signed request ignored: {odd}")
+                        start_response("200 OK", [("Content-Type", "text/plain")])
+                        return [b""]
         if why is not None:
             bridge.say(f"refused a request from {environ.get('REMOTE_ADDR', '?')}: {why}")
             start_response("401 Unauthorized", [("Content-Type", "text/plain")])
@@ -181,6 +187,22 @@ def _malformed(environ: dict[str, Any]) -> str | None:
         return "missing or bad X-Slack-Request-Timestamp"
     if abs(time.time() - int(ts)) > WINDOW:
         return f"timestamp {ts} is outside the {WINDOW // 60}-minute replay window"
+    return None
+
+
+def _odd_shape(body: bytes) -> str | None:
+    """Why a verified body is not something Bolt can route (not a JSON object, an event callback
+    without an event object), or None. Form-encoded bodies (interactions) pass through."""
+    try:
+        payload = json.loads(body)
+    except ValueError:
+        return None if body[:1] not in (b"[", b"{") else "not JSON"
+    if not isinstance(payload, dict):
+        return f"a JSON {type(payload).__name__}, not an object"
+    if payload.get("type") == "event_callback":
+        ev = payload.get("event")
+        if not isinstance(ev, dict) or not isinstance(ev.get("type"), str):
+            return f"event {payload.get('event_id', '?')} has no event object"
     return None
 
 
