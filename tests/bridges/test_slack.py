@@ -479,3 +479,119 @@ def test_socket_mode_receives_acknowledges_and_watches_only_its_channel(tmp_path
         assert len(tasks(p)) == 1
     finally:
         ep.stop()
+
+
+@pytest.mark.parametrize(
+    ("text", "summary"),
+    [
+        (
+            "お疲れ様です！すみません、ちょっと最新のReact 19の変更点について調べてもらえますか？よろしくお願いします",
+            "最新のReact 19の変更点について調べて",
+        ),
+        (
+            "Hi team, could you please research the latest changes in React 19 for me? Thanks!",
+            "Research the latest changes in React 19",
+        ),
+        (
+            "Good morning! Hope you had a great weekend. I was wondering if you could fix the login bug on the "
+            "settings page when you have a moment.",
+            "Fix the login bug on the settings page",
+        ),
+        ("ログイン画面のバグを直してください。", "ログイン画面のバグを直して"),
+        ("新機能を実装してほしいです。詳細は後で送ります。", "新機能を実装して"),
+        ("Summarize the week", "Summarize the week"),
+    ],
+)
+def test_the_summary_is_the_action_phrase_without_filler(text: str, summary: str) -> None:
+    assert by_keywords(text).summary == summary
+
+
+def test_a_long_summary_is_cut_on_a_word_boundary() -> None:
+    s = by_keywords(
+        "what is the status of the billing migration and who owns it and when will it be done and why"
+    ).summary
+    assert len(s) <= 80 and s.endswith("it…") and s.startswith("What is the status")
+
+
+def _blocks(call: dict[str, object]) -> list[dict[str, object]]:
+    raw = call.get("blocks")
+    return json.loads(raw) if isinstance(raw, str) else list(raw or [])  # type: ignore[arg-type]
+
+
+def _block_text(call: dict[str, object]) -> str:
+    return json.dumps(_blocks(call), ensure_ascii=False)
+
+
+def test_each_intent_has_its_timeout_and_messages_are_block_kit(tmp_path: Path, slack: FakeSlack) -> None:
+    p = slack_project(tmp_path, slack, extra="timeouts = { research = 1 }\n")
+    (p.dir / "scripted" / "spec-writer.toml").write_text('[[step]]\nsleep = 4\n[[step]]\nsay = "too late"\n')
+    ep = Endpoint(p, socket=True)
+    try:
+        slack.push(message("T1", "900.1", "Could you research <!channel> the latest React changes?"))
+        slack.push(message("T2", "900.2", "Summarize the week"))
+        wait(lambda: sorted(str(t["status"]) for t in tasks(p)) == ["completed", "failed"], "both tasks")
+        research, other = sorted(tasks(p), key=lambda t: str(t["ts"]))  # Bolt may hand them over in any order
+        assert research["intent"] == "research" and research["status"] == "failed"
+        assert "timed out after 1s" in str(research["result"])
+        assert other["status"] == "completed"  # the role's own timeout: the 1 s is research's alone
+        posts = [c for c in slack.of("chat.postMessage") if c.get("thread_ts") == "900.1"]
+        first, last = posts[0], posts[-1]
+        assert "*Intent*\\nresearch" in _block_text(first) and "queued" in _block_text(first)
+        assert "&lt;!channel&gt;" in _block_text(first) and "<!channel>" not in _block_text(first)
+        assert first["text"].startswith("Task: ")  # the plain-text fallback
+        assert "*Failed:*" in _block_text(last) and ":x: failed" in _block_text(last)
+        assert "timed out after 1s" in _block_text(last) and "timed out after 1s" in str(last["text"])
+        done = [c for c in slack.of("chat.postMessage") if c.get("thread_ts") == "900.2"][-1]
+        assert "*Done:*" in _block_text(done) and "the summary is ready" in _block_text(done)
+    finally:
+        ep.stop()
+    (p.dir / "workflow.toml").write_text((p.dir / "workflow.toml").read_text().replace("research = 1", "reserch = 1"))
+    r = p.run("bridge", "slack", "--replay", "/dev/null")
+    assert r.returncode != 0 and "unknown intent 'reserch'" in r.stderr and "research" in r.stderr
+
+
+AGENT = """#!/bin/sh
+# An agent CLI that reports its session (as `claude -p --output-format json` does) and resumes one.
+prompt=$(cat)
+if [ "$1" = "--resume" ]; then
+  [ -f "$(dirname "$0")/resume-fails" ] && { echo "no such session $2" >&2; exit 1; }
+  printf '{"session_id": "%s", "result": "resumed %s, env %s"}\\n' "$2" "$2" "$WORKFLOW_SESSION"
+else
+  case "$prompt" in
+    *"Earlier in this thread"*) echo '{"session_id": "sess-2", "result": "a new run that knows the earlier exchange"}' ;;
+    *) echo '{"session_id": "sess-1", "result": "Done: the summary is ready."}' ;;
+  esac
+fi
+"""
+
+
+def test_a_follow_up_resumes_the_tasks_agent_session_or_falls_back_to_a_new_run(
+    tmp_path: Path, slack: FakeSlack
+) -> None:
+    p = slack_project(tmp_path, slack)
+    agent = p.dir / "agent.sh"
+    agent.write_text(AGENT)
+    agent.chmod(0o755)
+    cfg = p.dir / "workflow.toml"
+    cfg.write_text(
+        cfg.read_text().replace('backend = "scripted"', 'backend = "command"')
+        + f'\n[backends.command]\nargv = ["sh", "{agent}"]\nresume = ["--resume", "{{session}}"]\ncontain = "none"\n'
+    )
+    ep = Endpoint(p, socket=True)
+    try:
+        slack.push(message("F1", "950.1", "Summarize the week"))
+        wait(lambda: [t["status"] for t in tasks(p)] == ["completed"], "the first task")
+        assert tasks(p)[0]["session"] == "sess-1" and tasks(p)[0]["result"] == "Done: the summary is ready."
+        slack.push(message("F2", "950.2", "and last month?", thread_ts="950.1"))
+        wait(lambda: len(tasks(p)) == 2 and tasks(p)[1]["status"] == "completed", "the follow-up")
+        assert tasks(p)[1]["resume"] == "sess-1"
+        assert tasks(p)[1]["result"] == "resumed sess-1, env sess-1"
+        assert "resuming session sess-1" in ep.text()
+        # The session cannot be resumed: a new run with the earlier exchange.
+        (p.dir / "resume-fails").write_text("")
+        slack.push(message("F3", "950.3", "and the year?", thread_ts="950.1"))
+        wait(lambda: len(tasks(p)) == 3 and tasks(p)[2]["status"] == "completed", "the fallback")
+        assert tasks(p)[2]["result"] == "a new run that knows the earlier exchange"
+        assert "resuming session sess-1 failed" in ep.text()
+    finally:
+        ep.stop()

@@ -142,9 +142,13 @@ def run_role(
     poll_interval: float | None = None,
     script: Path | None = None,
     only: Sequence[str] = (),
+    timeout: float | None = None,
+    session: str = "",
 ) -> Outcome:
     """One session; raises only for bad input (unknown role, bad config) or an interrupt, never for
-    the agent's failures. With ``only``, the run is handed just those Message-IDs' mail."""
+    the agent's failures. With ``only``, the run is handed just those Message-IDs' mail; with
+    ``timeout``, the run may take that long instead of the role's run timeout; with ``session``,
+    a backend that can resumes that agent session."""
     if role_name not in app.roster.roles:
         app.roster.sender(role_name)  # raises with a suggestion
     role = app.roster.roles[role_name]
@@ -155,7 +159,9 @@ def run_role(
     if artifact:
         artifact = find(artifact, app.config).path
     if dry_run:
-        return _session(app, role, transport, echo, backend, artifact, True, poll_interval, script, only)
+        return _session(
+            app, role, transport, echo, backend, artifact, True, poll_interval, script, only, timeout, session
+        )
     lock = app.config.state.lock(role.name)
     held = locks.acquire(lock, app.config.agentd.lock_ttl)
     if held is None:
@@ -169,7 +175,9 @@ def run_role(
         return Outcome(None, (), (), busy=who)
     try:
         recover(app, role.name, transport, echo)  # what a crashed run of this role left, finished first
-        return _session(app, role, transport, echo, backend, artifact, False, poll_interval, script, only)
+        return _session(
+            app, role, transport, echo, backend, artifact, False, poll_interval, script, only, timeout, session
+        )
     finally:
         locks.release(held)
 
@@ -185,6 +193,8 @@ def _session(
     poll_interval: float | None,
     script: Path | None,
     only: Sequence[str],
+    timeout: float | None = None,
+    session: str = "",
 ) -> Outcome:
     rows = tuple(new_mail(app, role, artifact))
     if only:
@@ -218,7 +228,7 @@ def _session(
             f"\n# Mail during your run\nNew mail that arrives while you work is appended to {mail_file} "
             "($WORKFLOW_NEW_MAIL); look there before you finish.\n"
         )
-    limit = run_timeout(app, role.name)
+    limit = timeout or run_timeout(app, role.name)
     job = RunInput(
         role,
         prompt,
@@ -231,6 +241,7 @@ def _session(
         run_dir=run.dir,
         deadline=time.monotonic() + limit,
         token=run.token,
+        session=session,
     )
     echo(
         f"\n{role.name}: running the {name} backend on {len(rows)} message(s)"

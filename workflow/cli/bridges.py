@@ -128,7 +128,7 @@ def bridge_slack(ctx: click.Context, replay_file: str | None, port: int | None, 
         workflow bridge slack --replay events.jsonl
     """
     a = app(ctx)
-    s, keys = configured(a, mode=mode)
+    s, keys = configured(a, mode=mode, receiving=replay_file is None)
     if port is not None:
         s = s._replace(port=port)
     say = _say("slack")

@@ -316,6 +316,7 @@ class CommandConfig(NamedTuple):
     timeout: float = 1800.0
     model: str = ""
     contain: str = "auto"  # auto | bwrap | cgroup | none (agents.contain)
+    resume: tuple[str, ...] = ()  # arguments that resume a session, e.g. ["--resume", "{session}"]
 
 
 class ScriptedConfig(NamedTuple):
@@ -348,6 +349,7 @@ BACKEND_SECTIONS: dict[str, Section[NamedTuple]] = {
             "timeout": Num(0.1, 7 * DAY),
             "model": Str(),
             "contain": Str(choices=("auto", "bwrap", "cgroup", "none")),
+            "resume": Strs(),
         },
     ),
     "scripted": Section(ScriptedConfig, {"dir": Str(), "record_dir": Str(), "script": Str()}),
@@ -408,7 +410,7 @@ class SlackConfig(NamedTuple):
     request_timeout: float = 10.0  # HTTP mode: a connection idle this long is closed
     max_connections: int = 100  # HTTP mode: connections open at once
     channel: str = ""  # watch only this channel ("#argus-inbox" or an id); empty: every channel
-    timeout: float = 600.0  # a task's run, unless its intent has one in timeouts
+    timeout: float = 0.0  # a task's run, unless its intent has one in timeouts (0: the role's run timeout)
     timeouts: Mapping[str, float] = MappingProxyType({})  # intent → seconds
     bot_user_id: str = ""
     default_role: str = "coordinator"
@@ -492,7 +494,7 @@ def read_bridges(file: str, table: object) -> BridgesConfig:
                     "request_timeout": Num(0.1, 3600),
                     "max_connections": Int(1, 10000),
                     "channel": Str(re.compile(r"^(#?[a-z0-9][a-z0-9._-]{0,79}|[CGD][A-Z0-9]{2,})?$")),
-                    "timeout": Num(1, DAY),
+                    "timeout": Num(0, DAY),
                     "timeouts": NumTable(),
                     "bot_user_id": Str(),
                     "default_role": Str(NAME_RE),

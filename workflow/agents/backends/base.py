@@ -30,6 +30,7 @@ class RunInput(NamedTuple):
     deadline: float | None = None  # time.monotonic() by which the run must end (its timeout)
     token: str = ""  # the run's credential (a command agent's CLI calls log in with it)
     smtp: str = ""  # host:port of the server the agent submits to
+    session: str = ""  # an agent session to resume (backends that can; the others start anew)
 
 
 class RunResult(NamedTuple):
@@ -38,6 +39,7 @@ class RunResult(NamedTuple):
     error: str = ""
     usage: Mapping[str, int] = MappingProxyType({})
     turns: int = 0
+    session: str = ""  # the agent session this run was, when the backend can resume it later
 
 
 class Backend(Protocol):

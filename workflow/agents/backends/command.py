@@ -10,11 +10,18 @@ Message-IDs handed to it), ``new-mail.md`` (WORKFLOW_NEW_MAIL: mail that arrives
 and ``threads.json`` (what its replies thread onto). A panel member gets no credential: the panel
 sends for it. The agent is contained (``contain``): when it exits, times out, or its run-role is
 interrupted or killed, nothing it started survives.
+
+Sessions: an agent whose output is a JSON object with ``session_id`` (``claude -p --output-format
+json``: its ``result`` is the summary) or that prints a line ``WORKFLOW_SESSION=<id>`` reports the
+session it was; a run asked to resume one gets ``resume`` appended to argv (``["--resume",
+"{session}"]``) and WORKFLOW_SESSION in its environment. Without ``resume`` every run starts anew.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 import time
 
@@ -24,7 +31,33 @@ from workflow.agents.sandbox import status, view
 from workflow.core.config import CommandConfig, Config
 
 TAIL = 4000
-INHERITED_NOT = ("WORKFLOW_TOKEN", "WORKFLOW_RUN", "WORKFLOW_SMTP", "WORKFLOW_HANDED", "WORKFLOW_NEW_MAIL")
+INHERITED_NOT = (
+    "WORKFLOW_TOKEN",
+    "WORKFLOW_RUN",
+    "WORKFLOW_SMTP",
+    "WORKFLOW_HANDED",
+    "WORKFLOW_NEW_MAIL",
+    "WORKFLOW_SESSION",
+)
+SESSION_LINE = re.compile(r"^WORKFLOW_SESSION=([A-Za-z0-9._:-]{1,200})\s*$", re.M)
+SESSION_ID = re.compile(r"^[A-Za-z0-9._:-]{1,200}$")
+
+
+def reported(out: str) -> tuple[str, str]:
+    """(summary, session) from an agent's output: a JSON object with ``session_id`` (and
+    ``result``), or a ``WORKFLOW_SESSION=`` line (removed from the summary); else (out, "")."""
+    text = out.strip()
+    if text.startswith("{"):
+        try:
+            data = json.loads(text)
+        except ValueError:
+            data = None
+        if isinstance(data, dict) and SESSION_ID.match(str(data.get("session_id") or "")):
+            return str(data.get("result") or "").strip() or "done", str(data["session_id"])
+    m = SESSION_LINE.search(out)
+    if m:
+        return SESSION_LINE.sub("", out).strip() or "done", m.group(1)
+    return text, ""
 
 
 class CommandBackend:
@@ -34,6 +67,7 @@ class CommandBackend:
         self.timeout = opts.timeout
         self.model = opts.model
         self.contain = opts.contain
+        self.resume = list(opts.resume)
 
     def run(self, job: RunInput) -> RunResult:
         env = {k: v for k, v in os.environ.items() if k not in INHERITED_NOT}
@@ -54,15 +88,19 @@ class CommandBackend:
             env["WORKFLOW_NEW_MAIL"] = str(job.new_mail_file)
         if job.model or self.model:
             env["WORKFLOW_MODEL"] = job.model or self.model
+        argv = self.argv
+        if job.session and self.resume and SESSION_ID.match(job.session):
+            argv = argv + [a.replace("{session}", job.session) for a in self.resume]
+            env["WORKFLOW_SESSION"] = job.session
         timeout = self.timeout
         if job.deadline is not None:
             timeout = min(timeout, max(0.0, job.deadline - time.monotonic()))
         sandboxed = status(self.config).enforced
         mode = choose("bwrap" if sandboxed else self.contain)
-        view_args = view(self.config, self.argv, agent_dir, job.tools.read_only) if sandboxed else []
+        view_args = view(self.config, argv, agent_dir, job.tools.read_only) if sandboxed else []
         try:
             agent = Contained(
-                self.argv,
+                argv,
                 mode,
                 job.run_dir,
                 stdin=subprocess.PIPE,
@@ -92,4 +130,5 @@ class CommandBackend:
         if code != 0:
             detail = (err or out).strip()[-TAIL:]
             return RunResult(False, out[-TAIL:], f"{self.argv[0]} exited with status {code}: {detail}")
-        return RunResult(True, out[-TAIL:].strip() or "done")
+        summary, session = reported(out)
+        return RunResult(True, summary[-TAIL:].strip() or "done", session=session)

@@ -23,8 +23,9 @@ from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from workflow.agentd.tasks import TaskStatus
-from workflow.agents.runrole import run_role
+from workflow.agents.runrole import Outcome, run_role
 from workflow.app import App
+from workflow.bridges.slack import report
 from workflow.bridges.slack.intents import INTENTS, classify, failed, waiting
 from workflow.bridges.slack.queue import SlackTask, TaskQueue, Where
 from workflow.core.config import SlackConfig
@@ -47,10 +48,10 @@ class SlackKeys(NamedTuple):
 
 
 def configured(
-    app: App, env: Mapping[str, str] | None = None, mode: str | None = None
+    app: App, env: Mapping[str, str] | None = None, mode: str | None = None, receiving: bool = True
 ) -> tuple[SlackConfig, SlackKeys]:
-    """``[bridges.slack]`` (its ``mode`` overridden when given) and its secrets; refuses when the
-    mode's secret is missing, a role or an intent is unknown."""
+    """``[bridges.slack]`` (its ``mode`` overridden when given) and its secrets; refuses when a
+    role or an intent is unknown, or (``receiving``: not a replay) the mode's secret is missing."""
     env = os.environ if env is None else env
     s = app.config.bridges.slack
     if s is None:
@@ -59,14 +60,6 @@ def configured(
         )
     if mode is not None:
         s = s._replace(mode=mode)
-    keys = SlackKeys(env.get(s.signing_secret_env, ""), env.get(s.bot_token_env, ""), env.get(s.app_token_env, ""))
-    if s.mode == "socket" and not keys.app_token:
-        raise ConfigError(f"${s.app_token_env} is not set: Socket Mode needs the app-level token (xapp-…)")
-    if (s.mode == "http" or (s.mode == "auto" and not keys.app_token)) and not keys.signing_secret:
-        raise ConfigError(
-            f"${s.signing_secret_env} is not set: every HTTP request must be verified "
-            f"(or set ${s.app_token_env} for Socket Mode)"
-        )
     for role in {s.default_role, *s.roles.values()}:
         app.roster.sender(role)
     for intent in s.timeouts:
@@ -75,6 +68,14 @@ def configured(
                 f"{app.config.file}: [bridges.slack] timeouts: unknown intent {intent!r}{suggest(intent, list(INTENTS))}; "
                 f"intents: {', '.join(INTENTS)}"
             )
+    keys = SlackKeys(env.get(s.signing_secret_env, ""), env.get(s.bot_token_env, ""), env.get(s.app_token_env, ""))
+    if receiving and s.mode == "socket" and not keys.app_token:
+        raise ConfigError(f"${s.app_token_env} is not set: Socket Mode needs the app-level token (xapp-…)")
+    if receiving and (s.mode == "http" or (s.mode == "auto" and not keys.app_token)) and not keys.signing_secret:
+        raise ConfigError(
+            f"${s.signing_secret_env} is not set: every HTTP request must be verified "
+            f"(or set ${s.app_token_env} for Socket Mode)"
+        )
     return s, keys
 
 
@@ -114,8 +115,10 @@ class Bridge:
             self.api("reactions_remove", channel=where.channel, timestamp=where.ts, name=remove)
         self.api("reactions_add", channel=where.channel, timestamp=where.ts, name=name)
 
-    def post(self, where: Where, text: str) -> None:
-        self.api("chat_postMessage", channel=where.channel, thread_ts=where.thread_ts, text=text)
+    def post(self, where: Where, text: str, blocks: list[dict[str, Any]] | None = None) -> None:
+        """A message in the request's thread: Block Kit when given, ``text`` its plain fallback."""
+        extra: dict[str, Any] = {"blocks": blocks} if blocks else {}
+        self.api("chat_postMessage", channel=where.channel, thread_ts=where.thread_ts, text=text, **extra)
 
     def mark(self, t: SlackTask, name: str, remove: str | None = None) -> None:
         """A task's status reaction, put once however often the task is retried or recovered."""
@@ -201,8 +204,13 @@ class Bridge:
                         execution_prompt=f"Earlier in this thread:\n{history}\n\nFollow-up: {text}",
                         clarify_question=None,
                     )
-                    tid = self.store.add(where, user, text, it, TaskStatus.QUEUED, self.role_for(it.intent))
-                    self.say(f"task {tid}: follow-up in thread {where.thread_ts}")
+                    resume = next((t.session for t in reversed(earlier) if t.session), "")
+                    role = next((t.role for t in reversed(earlier) if t.session), "") or self.role_for(it.intent)
+                    tid = self.store.add(where, user, text, it, TaskStatus.QUEUED, role, resume=resume)
+                    self.say(
+                        f"task {tid}: follow-up in thread {where.thread_ts}"
+                        + (f", resuming session {resume}" if resume else "")
+                    )
                     self.wake.set()
                     return
         if not text.strip():
@@ -211,10 +219,12 @@ class Bridge:
             return
         it = classify(text, self.s.model)
         status = TaskStatus.PENDING if it.clarify_question else TaskStatus.QUEUED
+        role = self.role_for(it.intent)
         if status == TaskStatus.PENDING:  # ask in the thread first: whoever sees the task pending sees the question
             self.react(where, "bell")
-            self.post(where, str(it.clarify_question))
-        tid = self.store.add(where, user, text, it, status, self.role_for(it.intent))
+        if it.intent not in TODO_INTENTS:  # how it was understood (todo intents answer at once)
+            self.post(where, *report.classification(it.summary, it.intent, str(status), role, it.clarify_question))
+        tid = self.store.add(where, user, text, it, status, role)
         if status == TaskStatus.PENDING:
             self.store.record(tid, "react", "bell")
         self.say(f"task {tid}: {it.intent} ({it.method}) {status}: {it.summary}")
@@ -276,10 +286,13 @@ class Bridge:
         self.post(t.where, result)
         self.store.set(t.id, status=TaskStatus.COMPLETED, result=result)
 
-    def question(self, t: SlackTask, role: str) -> tuple[str, bytes, str, tuple[str, ...]]:
-        """The task's question mail to its role: composed and recorded the first time, the same bytes
-        after a retry or a crash (sending them again is harmless: a Message-ID is stored once)."""
-        recorded = self.store.done(t.id, "mail")
+    def question(
+        self, t: SlackTask, role: str, kind: str = "mail", text: str | None = None
+    ) -> tuple[str, bytes, str, tuple[str, ...]]:
+        """The task's question mail to its role (``text``, default its prompt): composed and recorded
+        the first time (as step ``kind``), the same bytes after a retry or a crash (sending them
+        again is harmless: a Message-ID is stored once)."""
+        recorded = self.store.done(t.id, kind)
         if recorded:
             d = json.loads(recorded[0])
             return str(d["mid"]), base64.b64decode(d["raw"]), str(d["sender"]), tuple(d["to"])
@@ -289,12 +302,12 @@ class Bridge:
             (role,),
             self.app.config.default_sender,
             None,
-            {"QUESTION": t.prompt, "CONTEXT": f"From Slack ({t.intent}): {t.summary}"},
+            {"QUESTION": t.prompt if text is None else text, "CONTEXT": f"From Slack ({t.intent}): {t.summary}"},
         )
         c = self.app.compose(req)
         self.store.record(
             t.id,
-            "mail",
+            kind,
             json.dumps(
                 {
                     "mid": c.message_id,
@@ -306,35 +319,63 @@ class Bridge:
         )
         return c.message_id, c.raw, c.sender_address, c.recipients
 
-    def run_role(self, t: SlackTask) -> None:
-        app = self.app
-        role = t.role or self.role_for(t.intent)
-        transport = make_transport(app.config, app.deliverer)
-        mid, raw, sender, to = self.question(t, role)
+    def timeout_for(self, intent: str) -> float | None:
+        """How long a task of this intent may run: ``timeouts[intent]``, else ``timeout``, else
+        (None) the role's own run timeout."""
+        return self.s.timeouts.get(intent) or self.s.timeout or None
+
+    def attempt(self, t: SlackTask, role: str, kind: str, text: str | None, session: str) -> tuple[Outcome, str]:
+        """One run of the task's role on its question (``kind``: which recorded question mail)."""
+        transport = make_transport(self.app.config, self.app.deliverer)
+        mid, raw, sender, to = self.question(t, role, kind, text)
         transport.send(raw, sender, to)
         lines: list[str] = []
         outcome = run_role(
-            app, role, transport=transport, echo=lines.append, backend=self.s.backend or None, only=[mid]
-        )  # this task's question, not the role's other mail
+            self.app,
+            role,
+            transport=transport,
+            echo=lines.append,
+            backend=self.s.backend or None,
+            only=[mid],  # this task's question, not the role's other mail
+            timeout=self.timeout_for(t.intent),
+            session=session,
+        )
+        return outcome, "\n".join(lines)
+
+    def run_role(self, t: SlackTask) -> None:
+        role = t.role or self.role_for(t.intent)
+        if t.resume:  # a follow-up: the earlier session goes on with just the new message
+            outcome, log = self.attempt(t, role, "mail-resume", t.text, t.resume)
+            res = outcome.result
+            if not outcome.busy and (res is None or not res.ok):
+                why = res.error if res is not None else "nothing ran"
+                self.say(
+                    f"task {t.id}: resuming session {t.resume} failed ({why}); a new run with the earlier exchange"
+                )
+                outcome, log = self.attempt(t, role, "mail", None, "")
+        else:
+            outcome, log = self.attempt(t, role, "mail", None, "")
         if outcome.busy:  # another run holds the role: wait, quietly (nothing is sent again)
             self.store.set(t.id, status=TaskStatus.QUEUED, due=time.time() + 2.0)
             self.say(f"task {t.id}: {role} is busy; it waits its turn")
             return
         res = outcome.result
-        output = (res.summary if res else "\n".join(lines)) or "\n".join(lines)
+        output = (res.summary if res else log) or log
+        if res is not None and res.session:
+            self.store.set(t.id, session=res.session)
         # Slack first, then the status: whoever watches the status sees the thread already answered.
         if res is None or not res.ok or failed(output):
             why = res.error if res is not None and not res.ok else output[-500:]
             self.mark(t, "x", remove="eyes")
-            self.post(t.where, f"Failed ({role}): {why}")
+            self.post(t.where, *report.result(t.summary, t.intent, "failed", why, role))
             self.store.set(t.id, status=TaskStatus.FAILED, result=output or why)
         elif waiting(output):
             self.mark(t, "bell", remove="eyes")
-            self.post(t.where, output)
+            self.post(t.where, *report.result(t.summary, t.intent, "waiting", output, role))
             self.store.set(t.id, status=TaskStatus.WAITING, result=output)
         else:
             self.mark(t, "white_check_mark", remove="eyes")
-            self.post(t.where, output)
+            self.post(t.where, *report.result(t.summary, t.intent, "completed", output, role))
             self.store.set(t.id, status=TaskStatus.COMPLETED, result=output)
 
     def handle_queued(self) -> None:

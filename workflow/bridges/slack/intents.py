@@ -16,6 +16,8 @@ import os
 import re
 from typing import NamedTuple
 
+from workflow.bridges.slack.summarize import summarize
+
 INTENTS = (
     "research",
     "code_change",
@@ -111,6 +113,9 @@ LARGE_SCOPE = (
 )
 
 
+ACTIONS = tuple(pattern for pattern, _, weight in RULES if weight >= 3)  # what a summary keeps
+
+
 class Intent(NamedTuple):
     intent: str
     summary: str
@@ -145,7 +150,7 @@ def by_keywords(text: str, why: str = "") -> Intent:
     best = max(INTENTS, key=lambda i: (s[i], -INTENTS.index(i)))
     if s[best] == 0:
         best = "other"
-    summary = re.sub(r"\s+", " ", text.strip())[:80]
+    summary = summarize(text, ACTIONS)
     reasoning = "keyword scores " + ", ".join(f"{k}={v}" for k, v in s.items() if v) + (f" ({why})" if why else "")
     return Intent(best, summary, text.strip(), reasoning, clarify_for(best, text))
 
@@ -173,7 +178,7 @@ def classify(text: str, model: str = "claude-haiku-4-5-20251001", timeout: float
         clarify = data.get("clarifyQuestion") or clarify_for(intent, text)
         return Intent(
             intent,
-            str(data.get("summary") or text[:80]),
+            str(data.get("summary") or summarize(text, ACTIONS)),
             str(data.get("executionPrompt") or text),
             str(data.get("reasoning") or ""),
             str(clarify) if clarify else None,

@@ -34,10 +34,15 @@ CREATE TABLE IF NOT EXISTS todo(id INTEGER PRIMARY KEY AUTOINCREMENT, text TEXT 
 """
 COLS = (
     "id, channel, ts, thread_ts, user, text, intent, summary, prompt, clarify, status, result, created, updated, "
-    "autonomy, role, due"
+    "autonomy, role, due, session, resume"
 )
-SETTABLE = ("prompt", "status", "result", "due")
-ADDED = (("role", "TEXT NOT NULL DEFAULT ''"), ("due", "REAL NOT NULL DEFAULT 0"))  # columns newer than the table
+SETTABLE = ("prompt", "status", "result", "due", "session", "resume")
+ADDED = (  # columns newer than the table
+    ("role", "TEXT NOT NULL DEFAULT ''"),
+    ("due", "REAL NOT NULL DEFAULT 0"),
+    ("session", "TEXT NOT NULL DEFAULT ''"),
+    ("resume", "TEXT NOT NULL DEFAULT ''"),
+)
 
 
 class Where(NamedTuple):
@@ -66,6 +71,8 @@ class SlackTask(NamedTuple):
     autonomy: int
     role: str  # the role that runs it ("" for the todo intents, which need none)
     due: float  # not claimed before then (a busy role's task waits)
+    session: str  # the agent session its run reported (a follow-up in the thread resumes it)
+    resume: str  # a follow-up: the earlier task's session to resume ("" for a new run)
 
     @property
     def where(self) -> Where:
@@ -95,7 +102,9 @@ class TaskQueue:
             cur = self.db.execute("INSERT OR IGNORE INTO event(id, at) VALUES (?, ?)", (event_id, time.time()))
         return cur.rowcount == 0
 
-    def add(self, where: Where, user: str, text: str, it: Intent, status: TaskStatus, role: str) -> int:
+    def add(
+        self, where: Where, user: str, text: str, it: Intent, status: TaskStatus, role: str, resume: str = ""
+    ) -> int:
         now = time.time()
         row = (
             *where,
@@ -109,11 +118,12 @@ class TaskQueue:
             now,
             now,
             role,
+            resume,
         )
         with self.lock:
             cur = self.db.execute(
                 "INSERT INTO task(channel, ts, thread_ts, user, text, intent, summary, prompt, clarify, status, created, "
-                "updated, role) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                "updated, role, resume) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 row,
             )
         return int(cur.lastrowid or 0)
@@ -127,7 +137,7 @@ class TaskQueue:
         return [_task(r) for r in rows]
 
     def set(self, task_id: int, **fields: str | float) -> None:
-        """Update a task's prompt, status, result or due time."""
+        """Update a task's prompt, status, result, due time, session or resume."""
         bad = set(fields) - set(SETTABLE)
         if bad:
             raise ValueError(f"a Slack task has no settable {', '.join(sorted(bad))}")
