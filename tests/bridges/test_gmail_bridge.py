@@ -118,22 +118,37 @@ def test_todo_forwarder_on_label_and_post_label_archive_and_reforward_when_moved
 
 
 @needs_dovecot
-def test_a_failing_relay_leaves_the_message_in_inbox_and_the_next_cycle_forwards_it(
-    tmp_path: Path, dovecot: Dovecot
-) -> None:
+def test_the_todo_forwarders_test_cases_end_to_end(tmp_path: Path, dovecot: Dovecot) -> None:
+    """000_…'s test cases in order: dry-run changes nothing; a failed forward stays in INBOX and is
+    not retried in the same cycle; the next cycle forwards it once with its whole thread and
+    archives it (label kept); a later cycle forwards nothing; moved back to INBOX, it goes again."""
     p = bridge_project(tmp_path, dovecot)
-    dovecot.append(mail_msg(1, "Do this", "Action required: file the report by Friday"))
+    dovecot.append(mail_msg(1, "Report", "The quarterly report draft is attached."), "Archive")
+    dovecot.append(mail_msg(2, "Re: Report", "Action required: file the report by Friday", "<m1@example.org>"))
+    r = run_bridge(p, "--dry-run")
+    assert "todo_forwarder dry-run: would forward uid 1 'Re: Report' (2 message(s))" in r.stderr, r.stderr
+    assert dovecot.uids("INBOX") == [1] and "todo" not in dovecot.keywords(1) and spool(p) == []
     r = run_bridge(p)  # nothing listens on the relay port
     assert r.returncode == 0, r.stderr
-    assert "send failed" in r.stdout and dovecot.uids("INBOX") == [1]
-    assert r.stdout.count("send failed") == 1  # no immediate retry in the same cycle (000_…)
+    assert r.stdout.count("send failed") == 1 and dovecot.uids("INBOX") == [1]  # no immediate retry
     assert "todo_forwarder uid 1: skipped (tried this cycle; retried next cycle)" in r.stdout
     with BackgroundServer(
         p.app.config, App(load_config(p.dir / "workflow.toml", env={})).deliverer, port=p.app.config.smtp.port
     ):
         r = run_bridge(p)
-    assert "ok (forwarded to tasks@todo.example)" in r.stdout
-    assert dovecot.uids("INBOX") == [] and len(spool(p)) == 1
+        assert "ok (forwarded to tasks@todo.example)" in r.stdout
+        assert dovecot.uids("INBOX") == [] and len(spool(p)) == 1
+        assert b"Thread contains 2 message(s)" in spool(p)[0]
+        archived = dovecot.uids("Archive")[-1]
+        assert "todo" in dovecot.keywords(archived, "Archive")
+        run_bridge(p)
+        assert len(spool(p)) == 1  # forwarded once
+        c = dovecot.client()
+        c.select("Archive")
+        c.uid("MOVE", str(archived), "INBOX")
+        c.logout()
+        r = run_bridge(p)
+    assert "ok (forwarded to tasks@todo.example)" in r.stdout and len(spool(p)) == 2
 
 
 @needs_dovecot
@@ -387,3 +402,57 @@ def test_the_forward_holds_the_whole_thread_and_links_the_archived_original(tmp_
         f"imap://me%40example.com@127.0.0.1:{dovecot.port}/Archive;UIDVALIDITY={_status(dovecot, 'Archive')}/;UID={uid}"
     )
     assert f"Original: {link}" in text, text
+
+
+def test_on_gmail_labels_are_x_gm_labels_the_thread_is_its_x_gm_thrid_and_the_link_is_gmails(tmp_path: Path) -> None:
+    """Gmail (X-GM-EXT-1) at the wire: labels go on as X-GM-LABELS, the forward holds every
+    message with the todo's X-GM-THRID in All Mail (the user's own reply in Sent included), the
+    link is Gmail's web link from the fetched thread id, archiving removes \\Inbox only."""
+    from helpers.fake_gmail import FakeGmail
+
+    gmail = FakeGmail(USER, PASSWORD)
+    try:
+        thread = 0x18C2F3A4B5D6E7F8
+        gmail.add(mail_msg(1, "Passport", "My passport expires in March."), thread, ["Personal"])  # archived
+        own = (
+            f"From: {USER}\r\nTo: alice@example.org\r\nSubject: Re: Passport\r\nMessage-ID: <m2@example.org>\r\n"
+            "Date: Thu, 26 Nov 2026 07:02:00 +0000\r\n\r\nI will look into it (my own reply).\r\n"
+        ).encode()
+        gmail.add(own, thread, ["\\Sent"])
+        todo = gmail.add(
+            mail_msg(3, "Re: Passport", "Action required: renew the passport by Friday"), thread, ["\\Inbox"]
+        )
+        news = gmail.add(mail_msg(4, "Weekly digest", "Our newsletter. Unsubscribe here."), 99, ["\\Inbox"])
+        p = make_project(
+            tmp_path / "gm",
+            f"""
+[bridges.gmail]
+imap_host = "127.0.0.1"
+imap_port = {gmail.port}
+imap_tls = false
+user = "{USER}"
+password_env = "TEST_IMAP_PASSWORD"
+outbound = true
+
+[bridges.gmail.agents.todo_forwarder]
+email = "tasks@todo.example"
+""",
+        )
+        with BackgroundServer(
+            p.app.config, App(load_config(p.dir / "workflow.toml", env={})).deliverer, port=p.app.config.smtp.port
+        ):
+            r = run_bridge(p)
+        assert r.returncode == 0, r.stderr
+        assert f"todo_forwarder uid {todo}: ok (forwarded to tasks@todo.example)" in r.stdout, r.stdout + r.stderr
+        assert "summarize" in gmail.get(news).labels and "\\Inbox" in gmail.get(news).labels
+        assert gmail.get(todo).labels == ["todo"]  # archived: \Inbox removed, the label kept
+        assert any("+X-GM-LABELS" in c for c in gmail.commands) and any("X-GM-THRID" in c for c in gmail.commands)
+        (fwd,) = spool(p)
+        import email
+        from email.policy import default
+
+        text = email.message_from_bytes(fwd, policy=default).get_body(("plain",)).get_content()  # type: ignore[union-attr]
+        assert "Thread contains 3 message(s)" in text and "my own reply" in text and "expires in March" in text
+        assert f"Original: https://mail.google.com/mail/u/0/#all/{thread:x}" in text
+    finally:
+        gmail.close()

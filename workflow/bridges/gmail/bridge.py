@@ -76,9 +76,10 @@ def provenance(raw: bytes, s: GmailConfig, uidvalidity: int, uid: int, label: st
     return extra.encode("ascii") + raw
 
 
-def import_new(app: App, s: GmailConfig, imap: Imap, say: Callable[[str], None]) -> list[Fetched]:
+def import_new(app: App, s: GmailConfig, imap: Imap, say: Callable[[str], None], dry: bool = False) -> list[Fetched]:
     """New INBOX messages since the saved UID (all again after a UIDVALIDITY change; duplicates by
-    Message-ID are skipped), each stored in the role's Maildir; state saved after each."""
+    Message-ID are skipped), each stored in the role's Maildir; state saved after each. A dry run
+    stores and saves nothing: the next real cycle sees the same messages as new."""
     state = load_state(app)
     validity = imap.select("INBOX")
     if validity != state["uidvalidity"]:
@@ -97,12 +98,15 @@ def import_new(app: App, s: GmailConfig, imap: Imap, say: Callable[[str], None])
             say(f"uid {f.uid}: {p.message_id} already imported; skipped")
         else:
             out.append(f)
+        if dry:
+            continue
         state["last_uid"] = max(state["last_uid"], f.uid)
         if not dup:
             label = next((lb for lb in f.labels if lb in LABELS), None)
             app.maildirs.deliver(boxes[:1], provenance(f.raw, s, validity, f.uid, label))
         save_state(app, state)
-    save_state(app, state)
+    if not dry:
+        save_state(app, state)
     return out
 
 
@@ -113,7 +117,7 @@ def cycle(app: App, s: GmailConfig, say: Callable[[str], None], dry_run: bool = 
     results: list[Result] = []
     tried: set[int] = set()  # a failed forward waits for the next cycle (docs/bridges.md: no immediate retry)
     with Imap(s) as imap:
-        fresh = import_new(app, s, imap, say)
+        fresh = import_new(app, s, imap, say, dry)
         for f in fresh:
             p = parse(f.raw)
             label = next((lb for lb in f.labels if lb in LABELS), None)
@@ -154,7 +158,9 @@ def replies(app: App, fresh: list[Fetched], say: Callable[[str], None], dry: boo
     for f in fresh:
         p = parse(f.raw)
         d = conversation.find(app, [*p.references, *p.in_reply_to_ids])
-        if d is not None:
+        if d is not None and dry:
+            say(f"dry-run: would record a reply to conversation {d.name} from {p.sender}")
+        elif d is not None:
             n = conversation.record_reply(
                 d, p.sender or "?", body_text(f.raw, p), p.message_id or "", p.get("Date") or ""
             )
