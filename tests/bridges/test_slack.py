@@ -595,3 +595,40 @@ def test_a_follow_up_resumes_the_tasks_agent_session_or_falls_back_to_a_new_run(
         assert "resuming session sess-1 failed" in ep.text()
     finally:
         ep.stop()
+
+
+def test_the_inbox_agents_flows_end_to_end(tmp_path: Path, slack: FakeSlack) -> None:
+    """003_…'s flows through Socket Mode, without an API key (keywords classify): a Japanese
+    research request runs and completes; a large code change asks first, the reply in the thread
+    queues it and it completes; a thumbs-down rejects a pending one. (Three tasks for one busy
+    role: test_tasks_for_one_busy_role_wait_their_turn_….)"""
+    p = slack_project(tmp_path, slack, '{ research = "spec-writer", code_change = "implementer" }')
+    (p.dir / "scripted" / "spec-writer.toml").write_text('[[step]]\nsay = "React 19: Actions, use(), ref as a prop."\n')
+    (p.dir / "scripted" / "implementer.toml").write_text('[[step]]\nsay = "Invoice module updated; API unchanged."\n')
+    ep = Endpoint(p, socket=True)
+    try:
+        slack.push(message("J1", "990.1", "お疲れ様です。最新のReact 19の変更点について調べてもらえますか？"))
+        wait(lambda: [t["status"] for t in tasks(p)] == ["completed"], "the research task")
+        (research,) = tasks(p)
+        assert research["intent"] == "research" and research["summary"] == "最新のReact 19の変更点について調べて"
+        assert slack.reactions("990.1") == ["eyes", "white_check_mark"]
+        assert "React 19: Actions" in _block_text(slack.of("chat.postMessage")[-1])
+        slack.push(message("J2", "991.1", "新機能を実装して: 請求のアーキテクチャをリプレース"))
+        wait(lambda: len(tasks(p)) == 2 and tasks(p)[1]["status"] == "pending", "the clarify question")
+        assert slack.reactions("991.1") == ["bell"]
+        slack.push(message("J3", "991.2", "請求書モジュールだけ。APIはそのまま。", thread_ts="991.1"))
+        wait(lambda: tasks(p)[1]["status"] == "completed", "the clarified task")
+        assert "請求書モジュールだけ" in str(tasks(p)[1]["prompt"])
+        assert slack.reactions("991.1")[-1] == "white_check_mark"
+        slack.push(message("J4", "992.1", "implement a new feature: rewrite the architecture"))
+        wait(lambda: len(tasks(p)) == 3 and tasks(p)[2]["status"] == "pending", "another pending")
+        slack.push(
+            {
+                "type": "event_callback",
+                "event_id": "J5",
+                "event": {"type": "reaction_added", "reaction": "-1", "item": {"ts": "992.1", "channel": "C1"}},
+            }
+        )
+        wait(lambda: tasks(p)[2]["status"] == "rejected", "rejected")
+    finally:
+        ep.stop()

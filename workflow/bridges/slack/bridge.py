@@ -4,8 +4,10 @@ A new message is classified (``intents``) into a task (``queue``): ``pending`` w
 clarifying answer (asked in the thread; the user's reply queues it; a thumbs-down rejects it),
 else ``queued``. Workers claim tasks, at most ``max_concurrent`` at once. todo / todo_check /
 todo_complete use a local todo list; every other intent becomes a ``question`` from the default
-sender to the intent's role and runs through run-role; the result goes back to the thread. A
-reply in a finished task's thread continues it with the earlier exchange as context.
+sender to the intent's role and runs through run-role within the intent's timeout; the
+classification and the result go back to the thread as Block Kit (``report``). A reply in a
+finished task's thread resumes the task's agent session when the backend can, else runs anew with
+the earlier exchange as context. Only the configured channel is watched (``watching``).
 Reactions show status: eyes running, white_check_mark done, x failed, bell waiting, memo todo
 created, fast_forward skipped. Web API calls go through slack_sdk's WebClient (429s honoured).
 """
@@ -16,7 +18,6 @@ import base64
 import json
 import os
 import queue
-import re
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -25,17 +26,16 @@ from typing import Any, NamedTuple
 from workflow.agentd.tasks import TaskStatus
 from workflow.agents.runrole import Outcome, run_role
 from workflow.app import App
-from workflow.bridges.slack import report
+from workflow.bridges.slack import report, todos
 from workflow.bridges.slack.intents import INTENTS, classify, failed, waiting
 from workflow.bridges.slack.queue import SlackTask, TaskQueue, Where
+from workflow.bridges.slack.todos import TODO_INTENTS
 from workflow.core.config import SlackConfig
 from workflow.core.errors import ConfigError
 from workflow.core.schema import suggest
 from workflow.delivery.notify import NotifyRequest
 from workflow.delivery.transport import make_transport
 
-TODO_PREFIXES = ("todo:", "add todo", "add to my todo", "todo追加", "todoに追加")
-TODO_INTENTS = ("todo", "todo_check", "todo_complete")
 OPEN = (TaskStatus.PENDING, TaskStatus.QUEUED, TaskStatus.WAITING)
 
 
@@ -261,28 +261,8 @@ class Bridge:
             self.wake.set()
 
     def todo(self, t: SlackTask) -> None:
-        if t.intent == "todo":
-            text = t.text
-            for prefix in TODO_PREFIXES:
-                i = text.lower().find(prefix)
-                if i >= 0:
-                    text = text[i + len(prefix) :]
-            text = text.strip(" :：") or t.text
-            self.store.add_todo(text)
-            result = f"Added to the todo list: {text}"
-            self.mark(t, "memo", remove="eyes")
-        elif t.intent == "todo_check":
-            rows = self.store.open_todos()
-            result = "Todo:\n" + ("\n".join(f"{i}. {x}" for i, x in rows) or "(empty)")
-            self.mark(t, "white_check_mark", remove="eyes")
-        else:
-            m = re.search(r"(\d+)", t.text)
-            if m:
-                done = self.store.complete_todo(int(m.group(1)))
-                result = f"Done: todo {m.group(1)}" if done else f"No open todo {m.group(1)}"
-            else:
-                result = "Which todo? Give its number (todo一覧 / list todos shows them)."
-            self.mark(t, "white_check_mark", remove="eyes")
+        result, reaction = todos.handle(self.store, t.intent, t.text)
+        self.mark(t, reaction, remove="eyes")
         self.post(t.where, result)
         self.store.set(t.id, status=TaskStatus.COMPLETED, result=result)
 
@@ -379,7 +359,7 @@ class Bridge:
             self.store.set(t.id, status=TaskStatus.COMPLETED, result=output)
 
     def handle_queued(self) -> None:
-        """Handle every event the endpoint has queued."""
+        """Handle every event the receiver has queued."""
         while True:
             try:
                 payload = self.events.get_nowait()

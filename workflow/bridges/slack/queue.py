@@ -86,7 +86,7 @@ def _task(row: tuple[Any, ...]) -> SlackTask:
 
 
 class TaskQueue:
-    """The bridge's store; one connection shared by the endpoint and the workers (writes locked)."""
+    """The bridge's store; one connection shared by the receiver and the workers (writes locked)."""
 
     def __init__(self, path: Path) -> None:
         self.db = open_db(path, what="Slack task store", schema=SCHEMA)

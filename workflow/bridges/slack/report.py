@@ -1,7 +1,7 @@
 """Report: the Slack bridge's Block Kit messages — the classification and the result.
 
 Each builder returns ``(text, blocks)``: ``text`` is the plain-text fallback (notifications,
-clients without blocks), ``blocks`` the Block Kit layout the seed's reporter builds: the
+clients without blocks), ``blocks`` the Block Kit layout docs/bridges.md's reporter builds: the
 request's summary, its intent and status as fields, and, for a result, a section with the
 agent's output. Text from users and agents goes into ``mrkdwn`` escaped (``&``, ``<``, ``>``),
 so nobody's message becomes a mention or a link; a section's text is cut to Slack's 3,000.

@@ -1,6 +1,6 @@
 """Summarize: a Slack request's one-line summary without a model — the action phrase, no filler.
 
-The seed's ``summarizeText``: greetings and sign-offs are dropped (お疲れ様です, よろしくお願いします,
+``summarizeText`` (docs/bridges.md): greetings and sign-offs are dropped (お疲れ様です, よろしくお願いします,
 "Hi team", "Thanks!"), the sentence with the action (one of the classifier's keywords: 調べて, "fix",
 "research"…) is kept, and inside it the filler (すみません, ちょっと, "could you please", "when you
 have a moment") and the request's polite ending (〜てもらえますか → 〜て) are stripped. Cut at
