@@ -423,21 +423,7 @@ def test_on_gmail_labels_are_x_gm_labels_the_thread_is_its_x_gm_thrid_and_the_li
             mail_msg(3, "Re: Passport", "Action required: renew the passport by Friday"), thread, ["\\Inbox"]
         )
         news = gmail.add(mail_msg(4, "Weekly digest", "Our newsletter. Unsubscribe here."), 99, ["\\Inbox"])
-        p = make_project(
-            tmp_path / "gm",
-            f"""
-[bridges.gmail]
-imap_host = "127.0.0.1"
-imap_port = {gmail.port}
-imap_tls = false
-user = "{USER}"
-password_env = "TEST_IMAP_PASSWORD"
-outbound = true
-
-[bridges.gmail.agents.todo_forwarder]
-email = "tasks@todo.example"
-""",
-        )
+        p = bridge_project(tmp_path, gmail, 'email = "tasks@todo.example"\n')
         with BackgroundServer(
             p.app.config, App(load_config(p.dir / "workflow.toml", env={})).deliverer, port=p.app.config.smtp.port
         ):

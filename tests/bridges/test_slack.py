@@ -364,7 +364,8 @@ def test_tasks_for_one_busy_role_wait_their_turn_each_run_sees_only_its_own_ques
         wait(lambda: tasks(p)[3]["status"] == "completed", "the recovered task", timeout=60)
     finally:
         ep2.stop()
-    assert len([f for f in p.new_files("coordinator") if b"DELTA" in f.read_bytes()]) == 1
+    deltas = [f.read_bytes() for f in p.new_files("coordinator") if b"DELTA" in f.read_bytes()]
+    assert len(deltas) == 1, b"\n=====\n".join(deltas).decode(errors="replace") + ep2.text()
     assert slack.reactions("990.1") == ["eyes", "white_check_mark"]
 
 

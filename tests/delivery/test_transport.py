@@ -143,3 +143,25 @@ def test_an_interrupt_during_a_send_is_not_mistaken_for_a_refusal() -> None:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
     t.join(5)
+
+
+def test_a_direct_delivery_cut_off_before_indexing_is_not_stored_twice_on_retry(project: Project) -> None:
+    """A process killed after storing a copy but before indexing it (the Slack bridge's SIGKILL
+    test hit that window): the retry of the same bytes finds the copy on disk and stores nothing."""
+    from workflow.mail.message import Draft, build
+
+    raw = build(
+        Draft(
+            sender="user@workflow.local",
+            to=["coordinator@workflow.local"],
+            subject="question",
+            body="once\n",
+            message_id="<cut-off-1@workflow.local>",
+        )
+    )
+    first = raw.replace(b"cut-off-1@", b"cut-off-0@")
+    project.app.deliverer.deliver(first, ["coordinator@workflow.local"])  # the index exists and is current
+    project.app.maildirs.deliver(["coordinator"], raw)  # stored, never indexed
+    again = project.app.deliverer.deliver(raw, ["coordinator@workflow.local"])
+    assert again.already == ("coordinator",) and again.mailboxes == ()
+    assert len(list(project.new_files("coordinator"))) == 2

@@ -3,24 +3,30 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Protocol
 
 import pytest
 
-from helpers.dovecot import PASSWORD, USER, Dovecot, available
+from helpers.dovecot import PASSWORD, USER, available
 from helpers.project import Project, make_project
 
 WHY = available()
 needs_dovecot = pytest.mark.skipif(WHY is not None, reason=WHY or "")
 
 
+class Server(Protocol):
+    port: int
+
+
 def bridge_project(
     tmp_path: Path,
-    d: Dovecot,
+    d: Server,
     agent: str = 'enabled = true\nemail = "tasks@todo.example"\n',
     gmail: str = "",
     tail: str = "",
 ) -> Project:
-    """A project whose Gmail bridge reads the Dovecot; ``gmail`` adds keys to [bridges.gmail], ``tail`` tables."""
+    """A project whose Gmail bridge reads the IMAP server ``d`` (the Dovecot, the fake Gmail);
+    ``gmail`` adds keys to [bridges.gmail], ``tail`` tables."""
     p = make_project(
         tmp_path / "bp",
         f"""

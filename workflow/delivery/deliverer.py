@@ -181,6 +181,9 @@ class Deliverer:
         """prepare → store → record, for callers that may block."""
         with self.open_index() as index:
             plan = self.prepare(raw, recipients, index, sender_hint)
+            if plan.mailboxes and plan.message_id and index.refresh(plan.mailboxes):
+                # a copy stored by a process killed before it indexed it is a copy all the same
+                plan = self.prepare(raw, recipients, index, sender_hint)
             entries = self.store(plan)
             self.record(index, plan, entries)
         if plan.already:
