@@ -153,7 +153,7 @@ class Bridge:
         if not want.startswith("#") and want[:1] in "CGD" and want.isupper():
             return False  # an id, and not this one
         if channel not in self.channel_names:
-            from slack_sdk.errors import SlackApiError
+            from slack_sdk.errors import SlackApiError  # lazy: with the client (start-up time)
 
             try:
                 info = self.client.conversations_info(channel=channel)

@@ -98,7 +98,7 @@ def serve(bridge: Bridge, ready: Callable[[str], None]) -> None:
 
 
 def _socket(bridge: Bridge, ready: Callable[[str], None]) -> None:
-    from slack_bolt.adapter.socket_mode import SocketModeHandler
+    from slack_bolt.adapter.socket_mode import SocketModeHandler  # lazy: only Socket Mode loads it
 
     if not bridge.keys.app_token:
         raise ConfigError(f"Socket Mode needs ${bridge.s.app_token_env} (the app-level token, xapp-…)")
@@ -117,6 +117,7 @@ def _socket(bridge: Bridge, ready: Callable[[str], None]) -> None:
 
 
 def _http(bridge: Bridge, ready: Callable[[str], None]) -> None:
+    # lazy: only HTTP mode loads the WSGI adapter and waitress
     from slack_bolt.adapter.wsgi import SlackRequestHandler
     from slack_sdk.signature import SignatureVerifier
     from waitress.server import create_server  # type: ignore[import-untyped]
