@@ -39,5 +39,6 @@ def dovecot() -> Iterator[Dovecot]:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Every test run has its own owner credential (never the user's ~/.config/workflow)."""
+    """Every test run has its own owner credential and home (never the user's ~/.config, ~/.maildir)."""
     os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="workflow-test-config-")
+    os.environ["HOME"] = tempfile.mkdtemp(prefix="workflow-test-home-")  # ~/.maildir is never the user's

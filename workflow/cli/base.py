@@ -18,6 +18,7 @@ import click
 
 from workflow.app import App
 from workflow.cli.runs import inside_run
+from workflow.core import ownership
 from workflow.core.config import BACKENDS
 from workflow.core.errors import WorkflowError
 
@@ -64,7 +65,10 @@ def app(ctx: click.Context) -> App:
     if not isinstance(root.meta.get("app"), App):
         opts = root.obj if isinstance(root.obj, Options) else Options()
         run = inside_run(None)  # an agent inside a run threads its replies from what run-role told it
-        root.meta["app"] = App.load(opts.config, opts.mail_root, parent=run.parent if run else None)
+        loaded = App.load(opts.config, opts.mail_root, parent=run.parent if run else None)
+        if run is None:  # inside a run the mail root is out of the agent's sight: run-role checked it
+            ownership.check(loaded.config)
+        root.meta["app"] = loaded
     found: App = root.meta["app"]
     return found
 
@@ -82,7 +86,7 @@ def root_params() -> list[click.Parameter]:
             ["--mail-root"],
             type=click.Path(path_type=Path),
             default=None,
-            help="Mail root (default: $WORKFLOW_MAIL_ROOT, then [workflow] mail_root, then ~/.maildir/workflow).",
+            help="Mail root (default: $WORKFLOW_MAIL_ROOT, then [workflow] mail_root); it must be this project's.",
         ),
     ]
 

@@ -28,7 +28,12 @@ from workflow.ops.scaffold import init as make_project
     help="An artifact root to create state folders for (repeatable; default: specs).",
 )
 @click.option("--domain", default="workflow.local", show_default=True, help="Mail domain of the roles.")
-@click.option("--mail-root", "mail_root", default=None, help="Mail root to write into a new workflow.toml.")
+@click.option(
+    "--mail-root",
+    "mail_root",
+    default=None,
+    help="The new project's mail root (default: ~/.maildir/workflow for the first project, else ~/.maildir/workflow-NAME).",
+)
 @click.option("--templates", is_flag=True, help="Copy the email templates into email-templates/ to edit them.")
 @click.option("--no-hooks", is_flag=True, help="Do not install the git hooks.")
 def init(

@@ -40,6 +40,11 @@ class StateDir:
         return self.root / "index.sqlite"
 
     @property
+    def project(self) -> Path:
+        """The project that owns this mail root: its directory, one line (``core.ownership``)."""
+        return self.root / "project"
+
+    @property
     def tasks(self) -> Path:
         """agentd's task queue, role state and token usage."""
         return self.root / "agentd.sqlite"

@@ -1,7 +1,7 @@
 """Scaffold: ``workflow init`` — make a directory a workflow project, creating only what is missing.
 
 Writes workflow.toml (unless there is one; an existing config decides the artifact roots and
-states), a state folder with a .gitkeep for every root and state, roles/ with a README, and on
+states) with the project's own mail root (``core.ownership.choose``) and claims that root, a state folder with a .gitkeep for every root and state, roles/ with a README, and on
 request local copies of the email templates; runs ``git init`` when the directory is not inside
 a repository and installs the hooks. Running it again changes nothing.
 """
@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 from workflow.artifacts import hooks as git_hooks
 from workflow.artifacts.gitrepo import Repo, run_git
+from workflow.core import ownership
 from workflow.core.config import CONFIG_NAME, DEFAULT_STATES, DEFAULT_TRANSITIONS, DOMAIN_RE, NAME_RE, load_config
 from workflow.core.errors import ConfigError
 from workflow.core.resources import builtin_dir
@@ -34,15 +35,12 @@ class Step(NamedTuple):
     what: str
 
 
-def config_text(roots: Sequence[str], domain: str, mail_root: str | None) -> str:
+def config_text(roots: Sequence[str], domain: str, mail_root: str) -> str:
     quoted = ", ".join(f'"{r}"' for r in roots)
     states = ", ".join(f'"{s}"' for s in DEFAULT_STATES)
     transitions = ",\n  ".join(f'"{t}"' for t in DEFAULT_TRANSITIONS)
-    mail = (
-        f'mail_root = "{mail_root}"'
-        if mail_root
-        else '# mail_root = "~/.maildir/workflow"   # or $WORKFLOW_MAIL_ROOT, or --mail-root'
-    )
+    mail = f"mail_root = \"{mail_root}\"   # this project's own: another project's mail is never here"
+
     return f"""\
 # workflow-mail project configuration (made by `workflow init`; every key is optional).
 [workflow]
@@ -88,9 +86,20 @@ def init(
     if toml.exists():
         steps.append(Step("exists", str(toml)))
     else:
+        if mail_root:
+            asked = Path(mail_root).expanduser()
+            ownership.check_owner(asked if asked.is_absolute() else directory / asked, directory)
+            why = "as asked"
+        else:
+            chosen, why = ownership.choose(directory)
+            mail_root = ownership.shown(chosen)
         toml.write_text(config_text(list(dict.fromkeys(roots)) or ["specs"], domain, mail_root), encoding="utf-8")
-        steps.append(Step("created", str(toml)))
+        steps.append(Step("created", f"{toml} (mail root {mail_root}: {why})"))
     config = load_config(toml, env={})
+    had = ownership.owner(config.mail_root)
+    ownership.claim(config.mail_root, directory)
+    if had is None and ownership.owner(config.mail_root) is not None:
+        steps.append(Step("claimed", f"{config.mail_root} for this project"))
     for root in config.artifact_roots:
         for state in config.states:
             folder = directory / root / state

@@ -1,0 +1,80 @@
+"""A new user's projects: each gets its own mail root, and nothing runs outside a project."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from helpers.git import GIT_ENV
+from helpers.project import Project
+
+
+class Home(Project):
+    """A project whose commands run with this test's own home directory (its own ~/.maildir)."""
+
+    home: Path = Path()
+
+    def run(
+        self, *args: str, env: dict[str, str] | None = None, input: str | None = None, tool: str = "workflow"
+    ) -> subprocess.CompletedProcess[str]:
+        return super().run(*args, env={"HOME": str(self.home), **GIT_ENV, **(env or {})}, input=input, tool=tool)
+
+
+def _init(base: Path, name: str) -> Home:
+    d = base / name
+    d.mkdir(parents=True)
+    p = Home(d, None)  # type: ignore[arg-type]  # no App: the CLI makes the project
+    p.home = base / "home"
+    p.home.mkdir(exist_ok=True)
+    r = p.run("init")
+    assert r.returncode == 0, r.stderr
+    (d / "specs" / "proposed" / "user-auth.md").write_text("# User auth\n")
+    return p
+
+
+def test_two_projects_made_side_by_side_never_see_each_others_mail(tmp_path: Path) -> None:
+    a = _init(tmp_path, "projA")
+    b = _init(tmp_path, "projB")
+    home = a.home
+    assert 'mail_root = "~/.maildir/workflow"' in (a.dir / "workflow.toml").read_text()
+    toml_b = (b.dir / "workflow.toml").read_text()
+    assert 'mail_root = "~/.maildir/workflow-projb"' in toml_b
+    assert (home / ".maildir" / "workflow" / ".workflow" / "project").read_text().strip() == str(a.dir)
+    r = a.run("review-request", "specs/proposed/user-auth.md", "spec-reviewer", "CONTEXT=look", tool="workflow-notify")
+    assert r.returncode == 0, r.stderr
+    assert list((home / ".maildir" / "workflow" / "spec-reviewer" / "new").iterdir())  # where 002_… looks
+    r = b.run("inbox", "spec-reviewer")
+    assert r.returncode == 0, r.stderr
+    assert "review-request" not in r.stdout and "0 unread" in r.stdout, r.stdout
+    r = b.run("doctor")
+    assert "user-auth" not in r.stdout + r.stderr or "projA" not in r.stdout + r.stderr
+    # Pointed at A's mail root by hand, B refuses in one line naming both.
+    r = b.run("--mail-root", str(home / ".maildir" / "workflow"), "inbox", "spec-reviewer")
+    assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert f"belongs to the project in {a.dir}" in r.stderr and str(b.dir) in r.stderr
+    r = b.run(
+        "review-request",
+        "specs/proposed/user-auth.md",
+        "spec-reviewer",
+        tool="workflow-notify",
+        env={"WORKFLOW_MAIL_ROOT": str(home / ".maildir" / "workflow")},
+    )
+    assert r.returncode != 0 and "belongs to the project in" in r.stderr
+    assert len(list((home / ".maildir" / "workflow" / "spec-reviewer" / "new").iterdir())) == 1
+
+
+def test_outside_a_project_every_command_refuses_in_one_line(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    p = Home(empty, None)  # type: ignore[arg-type]
+    p.home = tmp_path / "home"
+    for args, tool in (
+        (["review-request", "specs/proposed/x.md", "spec-reviewer"], "workflow-notify"),
+        (["status"], "workflow"),
+        (["inbox", "spec-reviewer"], "workflow"),
+    ):
+        r = p.run(*args, tool=tool)
+        assert r.returncode != 0, (args, r.stdout)
+        (line,) = r.stderr.strip().splitlines()
+        assert "no workflow.toml" in line and "workflow init" in line and "--config" in line, line
+    assert not (p.home / ".maildir").exists()  # nothing was delivered anywhere
