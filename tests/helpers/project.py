@@ -20,6 +20,7 @@ PROJECT_TOML = """\
 [workflow]
 domain = "workflow.local"
 mail_root = "mail"
+backend = "scripted"
 
 [smtp]
 host = "127.0.0.1"

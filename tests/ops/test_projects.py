@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 from helpers.git import GIT_ENV
@@ -20,13 +22,13 @@ class Home(Project):
         return super().run(*args, env={"HOME": str(self.home), **GIT_ENV, **(env or {})}, input=input, tool=tool)
 
 
-def _init(base: Path, name: str) -> Home:
+def _init(base: Path, name: str, env: dict[str, str] | None = None) -> Home:
     d = base / name
     d.mkdir(parents=True)
     p = Home(d, None)  # type: ignore[arg-type]  # no App: the CLI makes the project
     p.home = base / "home"
     p.home.mkdir(exist_ok=True)
-    r = p.run("init")
+    r = p.run("init", env=env)
     assert r.returncode == 0, r.stderr
     (d / "specs" / "proposed" / "user-auth.md").write_text("# User auth\n")
     return p
@@ -78,3 +80,38 @@ def test_outside_a_project_every_command_refuses_in_one_line(tmp_path: Path) -> 
         (line,) = r.stderr.strip().splitlines()
         assert "no workflow.toml" in line and "workflow init" in line and "--config" in line, line
     assert not (p.home / ".maildir").exists()  # nothing was delivered anywhere
+
+
+def test_init_picks_a_backend_or_says_how_and_run_role_refuses_in_one_line_without_one(tmp_path: Path) -> None:
+    none = _init(tmp_path, "plain")
+    r = none.run("init")  # the second run says nothing new; the first one's notes are in the file
+    toml = (none.dir / "workflow.toml").read_text()
+    assert '# backend = "anthropic"' in toml and '\nbackend = "' not in toml
+    none.run("review-request", "specs/proposed/user-auth.md", "spec-reviewer", "CONTEXT=look", tool="workflow-notify")
+    r = none.run("--with-email", "spec-reviewer", tool=str(Path(sys.executable).parent / "run-role"))
+    assert r.returncode != 0, r.stdout
+    (line,) = r.stderr.strip().splitlines()
+    assert "no backend chosen for spec-reviewer" in line and "[workflow] backend" in line, line
+    r = none.run("agentd", "run")
+    assert r.returncode != 0 and "no backend chosen for" in r.stderr, r.stderr
+    # With a key: the anthropic backend; with claude on PATH: the command backend, and the README's
+    # `run-role --with-email spec-reviewer` runs it as written.
+    keyed = tmp_path / "keyed"
+    keyed.mkdir()
+    k = Home(keyed, None)  # type: ignore[arg-type]
+    k.home = none.home
+    r = k.run("init", env={"ANTHROPIC_API_KEY": "sk-test"})
+    assert r.returncode == 0 and 'backend = "anthropic"' in (keyed / "workflow.toml").read_text(), r.stderr
+    assert "ANTHROPIC_API_KEY is set" in r.stdout
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    claude = bin_dir / "claude"
+    claude.write_text('#!/bin/sh\ncat > /dev/null\necho "Reviewed: the spec is clear."\n')
+    claude.chmod(0o755)
+    path = f"{bin_dir}:{os.environ['PATH']}"
+    c = _init(tmp_path, "withclaude", env={"PATH": path})
+    assert 'backend = "command"' in (c.dir / "workflow.toml").read_text()
+    c.run("review-request", "specs/proposed/user-auth.md", "spec-reviewer", "CONTEXT=look", tool="workflow-notify")
+    r = c.run("--with-email", "spec-reviewer", tool=str(Path(sys.executable).parent / "run-role"), env={"PATH": path})
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "run succeeded" in r.stdout + r.stderr

@@ -35,6 +35,7 @@ from typing import Any, NamedTuple
 from workflow.agentd.scan import MailScan, Meta
 from workflow.agentd.tasks import Task, Tasks, TaskStatus
 from workflow.agents import locks
+from workflow.agents.backends import chosen
 from workflow.agents.txn import Run, run_dir
 from workflow.app import App
 from workflow.core.config import AgentdConfig
@@ -127,6 +128,7 @@ class Agentd:
                 )
             role = roster.roles[name]
             if role.mode == "async" and role.triggers:
+                chosen(self.app.config, name, role.backend, self.opts.backend or None)  # refused now, not per run
                 self.watch_of[name] = (roster.mailboxes_of(name), role.triggers)
                 out.append(name)
         human = self.opts.escalate_human

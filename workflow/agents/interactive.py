@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from workflow.agents.backends import RunInput, make_backend
+from workflow.agents.backends import RunInput, chosen, make_backend
 from workflow.agents.backends.scripted import ScriptedBackend
 from workflow.agents.context import may_do
 from workflow.agents.tools import RoleTools
@@ -39,7 +39,7 @@ def session(
     root = app.config.artifact_roots[0]
     path = draft if "/" in draft else f"{root}/proposed/{draft if draft.endswith('.md') else draft + '.md'}"
     tools = RoleTools(app, role, transport, may_send=False)
-    agent = make_backend(app.config, backend or role.backend, script)
+    agent = make_backend(app.config, chosen(app.config, role.name, role.backend, backend), script)
     scripted = agent.replies(role.name) if isinstance(agent, ScriptedBackend) else None
     transcript: list[str] = []
     base = f"# Role: {role.name}\n\n{role.prompt.strip()}\n\n{may_do(app, role)}\n\nThe draft goes to {path}.\n"

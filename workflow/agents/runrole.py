@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from workflow.agents import locks
-from workflow.agents.backends import RunInput, RunResult, make_backend
+from workflow.agents.backends import RunInput, RunResult, chosen, make_backend
 from workflow.agents.context import build
 from workflow.agents.sandbox import status
 from workflow.agents.tools import RoleTools
@@ -210,7 +210,7 @@ def _session(
         echo("\n--- context (dry run: no backend, nothing marked, nothing sent) ---\n")
         echo(ctx.prompt)
         return Outcome(None, rows, (), ctx.prompt)
-    name = backend or role.backend
+    name = chosen(app.config, role.name, role.backend, backend)
     agent = make_backend(app.config, name, script)
     if name == "command":
         sandbox = status(app.config)

@@ -100,6 +100,7 @@ class WorkflowSection(NamedTuple):
     event_types: tuple[str, ...] = DEFAULT_EVENTS
     artifact_roots: tuple[str, ...] = ("specs",)
     default_sender: str = "user"
+    backend: str = ""  # every role's backend unless its file names one; "" = none chosen yet
 
 
 WORKFLOW = Section(
@@ -113,6 +114,7 @@ WORKFLOW = Section(
         "event_types": Names(),
         "artifact_roots": Names(),
         "default_sender": Str(NAME_RE),
+        "backend": Str(choices=("", *BACKENDS)),
     },
 )
 
@@ -151,6 +153,7 @@ class Config(NamedTuple):
     event_types: tuple[str, ...] = DEFAULT_EVENTS
     artifact_roots: tuple[str, ...] = ("specs",)
     default_sender: str = "user"
+    backend: str = ""  # [workflow] backend: every role's unless its file names one
     smtp: SmtpConfig = SmtpConfig()
     runs: RunsConfig = RunsConfig()
     panels: tuple[PanelConfig, ...] = ()
@@ -283,6 +286,7 @@ def load_config(
         event_types=wf.event_types,
         artifact_roots=wf.artifact_roots,
         default_sender=wf.default_sender,
+        backend=wf.backend,
         smtp=read(file, "smtp", data.get("smtp", {}), SMTP),
         runs=read(file, "runs", data.get("runs", {}), RUNS),
         panels=tuple(read_panel(file, name, t) for name, t in data.get("panels", {}).items()),

@@ -32,6 +32,7 @@ DEMO_TOML = """\
 [workflow]
 domain = "workflow.local"
 mail_root = "mail"
+backend = "scripted"   # the demo's agents follow TOML scripts: no model, no key
 
 [smtp]
 port = {port}   # the demo's own server (a free port picked for this run)

@@ -8,8 +8,9 @@ a repository and installs the hooks. Running it again changes nothing.
 
 from __future__ import annotations
 
+import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -35,17 +36,36 @@ class Step(NamedTuple):
     what: str
 
 
-def config_text(roots: Sequence[str], domain: str, mail_root: str) -> str:
+def pick_backend(env: Mapping[str, str]) -> tuple[str, str]:
+    """(backend, why) for a new project: anthropic with a key, the command backend with claude on
+    PATH, else none (and how to pick one)."""
+    if env.get("ANTHROPIC_API_KEY"):
+        return "anthropic", "ANTHROPIC_API_KEY is set"
+    if shutil.which("claude", path=env.get("PATH")):
+        return "command", "claude is on PATH (runs claude -p)"
+    return "", (
+        'none chosen: set [workflow] backend = "anthropic" (with ANTHROPIC_API_KEY), "command" (an agent CLI '
+        'such as claude -p) or "scripted" (TOML scripts, no model) before run-role or agentd'
+    )
+
+
+def config_text(roots: Sequence[str], domain: str, mail_root: str, backend: str = "") -> str:
     quoted = ", ".join(f'"{r}"' for r in roots)
     states = ", ".join(f'"{s}"' for s in DEFAULT_STATES)
     transitions = ",\n  ".join(f'"{t}"' for t in DEFAULT_TRANSITIONS)
     mail = f"mail_root = \"{mail_root}\"   # this project's own: another project's mail is never here"
+    agents = (
+        f'backend = "{backend}"   # every role\'s agent unless its roles/ file names one'
+        if backend
+        else '# backend = "anthropic"   # or "command" (claude -p…) or "scripted": every role\'s agent'
+    )
 
     return f"""\
 # workflow-mail project configuration (made by `workflow init`; every key is optional).
 [workflow]
 domain = "{domain}"
 {mail}
+{agents}
 artifact_roots = [{quoted}]
 states = [{states}]
 
@@ -73,6 +93,7 @@ def init(
     mail_root: str | None = None,
     templates: bool = False,
     hooks: bool = True,
+    env: Mapping[str, str] | None = None,
 ) -> list[Step]:
     """Create what is missing; return what was done, step by step."""
     for r in roots:
@@ -93,8 +114,14 @@ def init(
         else:
             chosen, why = ownership.choose(directory)
             mail_root = ownership.shown(chosen)
-        toml.write_text(config_text(list(dict.fromkeys(roots)) or ["specs"], domain, mail_root), encoding="utf-8")
+        backend, because = pick_backend(os.environ if env is None else env)
+        toml.write_text(
+            config_text(list(dict.fromkeys(roots)) or ["specs"], domain, mail_root, backend), encoding="utf-8"
+        )
         steps.append(Step("created", f"{toml} (mail root {mail_root}: {why})"))
+        steps.append(
+            Step("chose" if backend else "note", f"backend {backend}: {because}" if backend else f"backend {because}")
+        )
     config = load_config(toml, env={})
     had = ownership.owner(config.mail_root)
     ownership.claim(config.mail_root, directory)

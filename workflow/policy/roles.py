@@ -10,7 +10,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
-from workflow.core.config import NAME_RE, TRANSITION_RE, Config
+from workflow.core.config import BACKENDS, NAME_RE, TRANSITION_RE, Config
 from workflow.core.errors import RosterError
 from workflow.core.resources import builtin_dir
 
@@ -26,7 +26,7 @@ class Role(NamedTuple):
     path: Path
     triggers: tuple[str, ...] = ()
     artifacts: tuple[str, ...] = ()
-    backend: str = "scripted"
+    backend: str = ""  # "": the project's [workflow] backend
     model: str = ""
     panel: str | None = None
     moves: tuple[tuple[str, str], ...] = ()  # ("proposed", "todo"); "*" as source means any state
@@ -81,6 +81,10 @@ def parse_role(path: Path, text: str, event_types: Iterable[str]) -> Role:
     for key in ("backend", "model", "panel", "description"):
         if key in meta and not isinstance(meta[key], str):
             raise RosterError(f"{path}: front matter key {key}: expected a string, got {meta[key]!r}")
+    if meta.get("backend", "") not in ("", *BACKENDS):
+        raise RosterError(
+            f"{path}: front matter key backend: expected one of {', '.join(BACKENDS)}, got {meta['backend']!r}"
+        )
     moves: list[tuple[str, str]] = []
     for item in _list(path, "moves", meta.get("moves", [])):
         m = TRANSITION_RE.match(item)
@@ -98,7 +102,7 @@ def parse_role(path: Path, text: str, event_types: Iterable[str]) -> Role:
         path=path,
         triggers=triggers,
         artifacts=_list(path, "artifacts", meta.get("artifacts", [])),
-        backend=str(meta.get("backend", "scripted")),
+        backend=str(meta.get("backend", "")),
         model=str(meta.get("model", "")),
         panel=meta.get("panel"),
         moves=tuple(moves),

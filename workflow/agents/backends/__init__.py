@@ -18,7 +18,20 @@ from workflow.core.config import BACKENDS, Config
 from workflow.core.errors import ConfigError
 
 NAMES = BACKENDS
-__all__ = ["NAMES", "Backend", "RunInput", "RunResult", "make_backend"]
+__all__ = ["NAMES", "Backend", "RunInput", "RunResult", "chosen", "make_backend"]
+
+
+def chosen(config: Config, role: str, own: str, override: str | None = None) -> str:
+    """The backend a run of ``role`` uses: ``override`` (--backend), else the role file's
+    ``backend``, else the project's ``[workflow] backend``; refused in one line when none is set."""
+    name = override or own or config.backend
+    if not name:
+        raise ConfigError(
+            f"no backend chosen for {role}: set [workflow] backend in {config.path or 'workflow.toml'} — "
+            '"anthropic" (with ANTHROPIC_API_KEY), "command" (an agent CLI such as claude -p) or '
+            '"scripted" (TOML scripts, no model) — or pass --backend'
+        )
+    return name
 
 
 def make_backend(config: Config, name: str, script: Path | None = None) -> Backend:

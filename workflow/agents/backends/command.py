@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import time
 
@@ -96,6 +97,11 @@ class CommandBackend:
         if job.deadline is not None:
             timeout = min(timeout, max(0.0, job.deadline - time.monotonic()))
         sandboxed = status(self.config).enforced
+        if sandboxed and "/" not in argv[0]:  # the sandbox has no PATH of ours: name the program's file
+            found = shutil.which(argv[0], path=env.get("PATH"))
+            if found is None:
+                return RunResult(False, "", f"cannot start {argv[0]}: not found on PATH")
+            argv = [os.path.realpath(found), *argv[1:]]
         mode = choose("bwrap" if sandboxed else self.contain)
         view_args = view(self.config, argv, agent_dir, job.tools.read_only) if sandboxed else []
         try:

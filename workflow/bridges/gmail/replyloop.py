@@ -25,7 +25,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from workflow.agents.backends import RunInput, make_backend
+from workflow.agents.backends import RunInput, chosen, make_backend
 from workflow.agents.locks import pid_alive
 from workflow.agents.tools import SCHEMAS, RoleTools
 from workflow.app import App
@@ -243,7 +243,7 @@ def respond(app: App, d: Path, say: Callable[[str], None], backend: str | None =
             return None
         transport = make_transport(app.config, app.deliverer)
         try:
-            res = make_backend(app.config, backend or role.backend).run(
+            res = make_backend(app.config, chosen(app.config, role.name, role.backend, backend)).run(
                 RunInput(role, prompt(app, d), RoleTools(app, role, transport, read_only=True))
             )
             ok, error = res.ok, res.error
