@@ -3,7 +3,8 @@
 *pre-commit* refuses a commit that leaves an artifact in two state folders or moves one along
 a transition the graph does not allow, printing the rule. *post-commit* sends the configured
 notification (``[artifacts] commit_event``, default status-update, to ``commit_notify`` or the
-roles whose artifact globs match) for every artifact the commit moved — whether ``workflow
+roles that act on the new state: they own a move out of it or are triggered by the event) for
+every artifact the commit moved — whether ``workflow
 move`` or a human's ``git mv`` + ``git commit`` made it. Each (parent, artifact, transition) is
 recorded in ``GIT_DIR/workflow-notified``, so re-running the hook or amending the commit does not
 notify twice; a commit whose ``Workflow-Notify`` trailer says ``workflow move`` already notified
@@ -140,14 +141,18 @@ def trailer(message: str, name: str) -> str | None:
     return None
 
 
-def recipients(app: App, path: str, sender: str) -> list[str]:
-    """``[artifacts] commit_notify``, else every mail-taking role whose artifact globs match."""
+def recipients(app: App, path: str, state: str, sender: str) -> list[str]:
+    """``[artifacts] commit_notify``, else the roles that act on the new state: among the
+    mail-taking roles whose artifact globs match, those that own a move out of ``state`` and
+    those whose triggers include the commit event."""
     if app.config.commit_notify:
         return [r for r in app.config.commit_notify if r != sender]
     out = []
     for name in app.roster.roles:
         role = app.roster.roles[name]
-        if role.takes_mail and name != sender and any(fnmatch.fnmatchcase(path, g) for g in role.artifacts):
+        if not role.takes_mail or name == sender or not any(fnmatch.fnmatchcase(path, g) for g in role.artifacts):
+            continue
+        if any(src == state for src, _ in role.moves) or app.config.commit_event in role.triggers:
             out.append(name)
     return out
 
@@ -191,10 +196,11 @@ def post_commit(app: App, repo: Repo, transport: Transport, say: Callable[[str],
         key = f"{parent} {m.after.glob} {m.before.state}->{m.after.state}"
         if key in done:
             continue
-        to = recipients(app, m.after.path, sender)
+        to = recipients(app, m.after.path, m.after.state, sender)
         if not to:
             say(
-                f"{m.after.path}: moved {m.before.state} → {m.after.state}; no role's artifact globs match, nobody to notify"
+                f"{m.after.path}: moved {m.before.state} → {m.after.state}; no role acts on {m.after.state}/ "
+                f"(owns a move out of it, or is triggered by {config.commit_event}): nobody to notify"
             )
             _record(repo, key)
             continue

@@ -7,6 +7,7 @@ renders the event's template and builds the bytes. Sending is the transport's jo
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -87,6 +88,19 @@ def parent_in(index: Index) -> Parent:
     return parent
 
 
+def unblockers(roster: Roster, artifact: str, sender: str) -> list[str]:
+    """The roles a blocker-report about ``artifact`` (in blocked/) is copied to: every mail-taking
+    role triggered by blocker-reports whose artifact globs match, so the one that answers (the
+    platform-lead of docs/roles-and-panels.md's Example 3) has the report it replies to."""
+    out = []
+    for name in roster.roles:
+        role = roster.roles[name]
+        if name != sender and role.takes_mail and "blocker-report" in role.triggers:
+            if any(fnmatch.fnmatchcase(artifact, g) for g in role.artifacts):
+                out.append(name)
+    return out
+
+
 def compose(req: NotifyRequest, config: Config, roster: Roster, parent: Parent) -> Composed:
     """Build the message for one notification; raises a WorkflowError naming any problem.
     ``parent`` threads a reply: it knows the References and Subject of the message replied to."""
@@ -108,6 +122,11 @@ def compose(req: NotifyRequest, config: Config, roster: Roster, parent: Parent) 
             if r.address not in {t.address for t in to} and r.address not in cc:
                 cc.append(r.address)
     state = artifact_state(artifacts[0], config)
+    if req.event == "blocker-report" and state == "blocked" and not req.in_reply_to:
+        for name in unblockers(roster, artifacts[0], sender):  # whoever can answer sees the report
+            address = roster.address(name)
+            if address not in {t.address for t in to} and address not in cc:
+                cc.append(address)
     if req.event == "approval" and "NEXT_STATE" in req.variables:
         state = req.variables["NEXT_STATE"].strip()
     if state is not None and state not in config.states:
