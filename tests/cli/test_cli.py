@@ -58,6 +58,7 @@ def test_every_seed_example_works_as_written(project: Project, via: str) -> None
     assert sorted(by_box) == [
         "coordinator",
         "implementer",
+        "platform-lead",  # the blocker-report about a blocked artifact is copied to whoever can answer it
         "skeleton-writer",
         "spec-reviewer",
         "spec-writer",

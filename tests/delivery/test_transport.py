@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import re
 import signal
 import socket
 import threading
@@ -82,7 +84,8 @@ def test_same_result_both_ways(project_factory: Callable[..., Project], args: li
 
 def test_auto_prefers_the_server_and_falls_back(project: Project) -> None:
     r = project.run("review-request", "specs/proposed/user-auth.md", "spec-reviewer", tool="workflow-notify")
-    assert r.returncode == 0 and "(direct:" in r.stderr
+    port = project.app.config.smtp.port
+    assert r.returncode == 0 and f"(no server on 127.0.0.1:{port}; delivered directly: spec-reviewer)" in r.stderr
     with BackgroundServer(project.app.config, project.app.deliverer, port=project.app.config.smtp.port):
         r = project.run("review-request", "specs/proposed/user-auth.md", "spec-reviewer", tool="workflow-notify")
     assert r.returncode == 0 and "(smtp:" in r.stderr
@@ -165,3 +168,61 @@ def test_a_direct_delivery_cut_off_before_indexing_is_not_stored_twice_on_retry(
     again = project.app.deliverer.deliver(raw, ["coordinator@workflow.local"])
     assert again.already == ("coordinator",) and again.mailboxes == ()
     assert len(list(project.new_files("coordinator"))) == 2
+
+
+def test_a_server_on_another_port_is_found_and_a_port_in_use_is_one_line(project: Project) -> None:
+    """`workflow smtpd --port N` with [smtp] port = M: the other commands find N (the server
+    records it); a port someone holds is refused in one line naming the holder; ports are checked."""
+    import socket as sock_mod
+
+    from helpers.smtp import server_process
+
+    with server_process(project.dir) as (proc, port):
+        assert port != project.app.config.smtp.port
+        r = project.run("review-request", "specs/proposed/user-auth.md", "spec-reviewer", tool="workflow-notify")
+        assert r.returncode == 0 and f"(smtp: 127.0.0.1:{port}" in r.stderr, r.stderr
+        r = project.run("smtpd", "--port", str(port))
+        assert r.returncode != 0, r.stderr
+        (line,) = r.stderr.strip().splitlines()
+        assert f"port {port} on 127.0.0.1 is in use by pid {proc.pid}" in line and "workflow" in line, line
+        r = project.run("up", "--port", str(port))
+        (line,) = r.stderr.strip().splitlines()
+        assert r.returncode != 0 and f"port {port} on 127.0.0.1 is in use by pid {proc.pid}" in line, line
+    with sock_mod.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        busy = held.getsockname()[1]
+        r = project.run("smtpd", "--port", str(busy))
+        assert r.returncode != 0 and f"port {busy} on 127.0.0.1 is in use by pid {os.getpid()}" in r.stderr
+    r = project.run("smtpd", "--port", "99999")
+    assert r.returncode == 2 and "99999 is not in the range 0<=x<=65535" in r.stderr
+    r = project.run("up", "--port", "-1")
+    assert r.returncode == 2 and "not in the range" in r.stderr
+
+
+def test_smtpd_says_its_start_and_stop_once(project: Project) -> None:
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "workflow", "smtpd", "--port", "0"],
+        cwd=project.dir,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={k: v for k, v in os.environ.items() if not k.startswith("WORKFLOW_")},
+    )
+    assert proc.stderr is not None
+    first = proc.stderr.readline()
+    assert "listening on 127.0.0.1:" in first and "mail root" in first, first
+    end = time.monotonic() + 10
+    while not project.app.config.state.smtpd.exists():  # the address is recorded while it runs
+        assert time.monotonic() < end
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGTERM)
+    rest = proc.stderr.read()
+    proc.wait(timeout=30)
+    proc.stderr.close()
+    text = first + rest
+    assert text.count("listening on") == 1 and text.count("stopped:") == 1, text
+    assert re.match(r"^\d\d:\d\d:\d\d smtpd: ", first), first  # the clock as agentd prints it
+    assert not project.app.config.state.smtpd.exists()

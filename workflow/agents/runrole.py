@@ -28,6 +28,7 @@ from workflow.agents.txn import Run, RunTransport, recover
 from workflow.app import App
 from workflow.core.errors import RosterError
 from workflow.core.locate import Resolver, find
+from workflow.delivery import address
 from workflow.delivery.smtpd import BackgroundServer
 from workflow.delivery.transport import Transport
 from workflow.mail.inbox import group, render_inbox, render_thread, select
@@ -108,14 +109,14 @@ def submission_server(app: App, wanted: bool) -> Iterator[str]:
     if not wanted:
         yield ""
         return
-    cfg = app.config.smtp
+    host, port = address.server(app.config)
     try:
-        socket.create_connection((cfg.host, cfg.port), timeout=2).close()
+        socket.create_connection((host, port), timeout=2).close()
     except OSError:
-        with BackgroundServer(app.config, app.deliverer, "127.0.0.1", 0) as port:
-            yield f"127.0.0.1:{port}"
+        with BackgroundServer(app.config, app.deliverer, "127.0.0.1", 0) as bound:
+            yield f"127.0.0.1:{bound}"
         return
-    yield f"{cfg.host}:{cfg.port}"
+    yield f"{host}:{port}"
 
 
 def new_mail(app: App, role: Role, artifact: str | None) -> list[Row]:

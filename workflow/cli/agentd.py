@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -18,6 +20,8 @@ from workflow.agents.sandbox import status as sandbox_status
 from workflow.app import App
 from workflow.artifacts.board import age
 from workflow.cli.base import Command, Group, app, backend_option, json_option, run_script, standalone
+from workflow.core.errors import ConfigError
+from workflow.delivery.address import holder
 
 
 def run_daemon(a: App, backend: str | None, rescan: float | None) -> None:
@@ -159,7 +163,7 @@ def requeue(ctx: click.Context, task: int) -> None:
 
 
 @click.command(cls=Command)
-@click.option("--port", type=int, default=None, help="SMTP port (default [smtp] port).")
+@click.option("--port", type=click.IntRange(0, 65535), default=None, help="SMTP port (default [smtp] port).")
 @backend_option
 @click.pass_context
 def up(ctx: click.Context, port: int | None, backend: str | None) -> None:
@@ -171,6 +175,7 @@ def up(ctx: click.Context, port: int | None, backend: str | None) -> None:
     """
     a = app(ctx)
     cfg = a.config
+    free(cfg.smtp.host, cfg.smtp.port if port is None else port)  # in use: one line, before anything starts
     argv = (
         [sys.executable, "-m", "workflow"]
         + (["--config", str(cfg.path)] if cfg.path else [])
@@ -189,6 +194,21 @@ def up(ctx: click.Context, port: int | None, backend: str | None) -> None:
             server.wait(timeout=30)
         except subprocess.TimeoutExpired:
             server.kill()
+
+
+def free(host: str, port: int) -> None:
+    """Refuse, in one line naming what holds it, a port we could not listen on."""
+    if port == 0:
+        return
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError as e:
+            if e.errno == errno.EADDRINUSE:
+                raise ConfigError(
+                    f"port {port} on {host} is in use by {holder(port)}: stop it, or pick another with --port"
+                ) from None
 
 
 script = standalone(agentd, "agentd")

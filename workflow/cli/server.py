@@ -15,7 +15,9 @@ from workflow.delivery.smtpd import check_bind, serve
 
 @click.command(cls=Command)
 @click.option("--host", default=None, help="Address to listen on (default [smtp] host, 127.0.0.1).")
-@click.option("--port", type=int, default=None, help="Port (default [smtp] port, 8025; 0 picks a free one).")
+@click.option(
+    "--port", type=click.IntRange(0, 65535), default=None, help="Port (default [smtp] port, 8025; 0 picks a free one)."
+)
 @click.option(
     "--allow-remote",
     is_flag=True,
@@ -48,18 +50,16 @@ def smtpd(
     if hash_pw:
         click.echo(hash_password(sys.stdin.readline().rstrip("\n")))
         return
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s"
+    logging.basicConfig(  # the time as agentd prints it: `workflow up` shows both in one stream
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s smtpd: %(message)s" if not verbose else "%(asctime)s %(name)s %(levelname)s %(message)s",
+        datefmt="%H:%M:%S",
     )
     a = app(ctx)
     host = host or a.config.smtp.host
     check_bind(host, allow_remote, a.config)
 
-    def ready(bound: int) -> None:
-        click.echo(f"workflow smtpd listening on {host}:{bound}, mail root {a.config.mail_root}", err=True)
-
-    stats = serve(a.config, a.deliverer, host, port, ready)
-    click.echo(f"stopped: {stats.delivered} delivered, {stats.refused} refused, {stats.failed} failed", err=True)
+    serve(a.config, a.deliverer, host, port, lambda bound: None)  # the server logs its start and stop lines
 
 
 @click.command(cls=Command)

@@ -45,6 +45,11 @@ class StateDir:
         return self.root / "project"
 
     @property
+    def smtpd(self) -> Path:
+        """Where the running SMTP server says it listens (host, port, pid): ``delivery.address``."""
+        return self.root / "smtpd.json"
+
+    @property
     def tasks(self) -> Path:
         """agentd's task queue, role state and token usage."""
         return self.root / "agentd.sqlite"

@@ -27,6 +27,7 @@ delivery) and answers ``250`` only after every copy and its directory are fsynce
 from __future__ import annotations
 
 import asyncio
+import errno
 import ipaddress
 import logging
 import re
@@ -42,6 +43,7 @@ from aiosmtpd.smtp import SMTP, Envelope, Session
 
 from workflow.core.config import Config
 from workflow.core.errors import (
+    ConfigError,
     GuardrailError,
     MessageError,
     RosterError,
@@ -49,6 +51,7 @@ from workflow.core.errors import (
     VisibilityError,
     WorkflowError,
 )
+from workflow.delivery import address
 from workflow.delivery.commit import Committer
 from workflow.delivery.credentials import Authenticator, Identity, load_users, make_authenticator
 from workflow.delivery.deliverer import Deliverer, IndexLagError, Plan
@@ -305,7 +308,17 @@ class Server:
         self.committer.start()
         handler = Handler(self.deliverer, self.index, self.committer, self.stats)
         loop = asyncio.get_running_loop()
-        self.server = await loop.create_server(self._protocol(handler), self.host, self.port)
+        try:
+            self.server = await loop.create_server(self._protocol(handler), self.host, self.port)
+        except OSError as e:
+            self.committer.stop()
+            self.index.close()
+            if e.errno == errno.EADDRINUSE:
+                raise ConfigError(
+                    f"port {self.port} on {self.host} is in use by {address.holder(self.port)}: "
+                    "stop it, or pick another with --port (0 picks a free one)"
+                ) from None
+            raise ConfigError(f"cannot listen on {self.host}:{self.port}: {e.strerror or e}") from None
         sock = self.server.sockets[0]
         self.port = int(sock.getsockname()[1])
         log.info("listening on %s:%d (mail root %s)", self.host, self.port, self.config.mail_root)
@@ -404,10 +417,14 @@ def serve(
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        ready(server.port)
-        await stop.wait()
-        log.info("signal received: stopping")
-        await server.stop()
+        address.record(config, server.host, server.port)  # so the other commands find this port
+        try:
+            ready(server.port)
+            await stop.wait()
+            log.info("signal received: stopping")
+            await server.stop()
+        finally:
+            address.forget(config)
         return server.stats
 
     with asyncio.Runner(loop_factory=new_loop) as runner:

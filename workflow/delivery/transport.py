@@ -18,6 +18,7 @@ from typing import Protocol
 
 from workflow.core.config import Config
 from workflow.core.errors import TransportError, WorkflowError
+from workflow.delivery import address
 from workflow.delivery.credentials import Credential, client_credential
 from workflow.delivery.deliverer import Deliverer
 
@@ -102,7 +103,8 @@ class AutoTransport:
         try:
             conn = self.smtp.connect()
         except (TimeoutError, ConnectionRefusedError, OSError):
-            return self.direct.send(raw, sender, recipients)
+            where = self.direct.send(raw, sender, recipients)
+            return f"no server on {self.smtp.host}:{self.smtp.port}; delivered directly: {where.split(': ', 1)[-1]}"
         return self.smtp.send_on(conn, raw, sender, recipients)
 
 
@@ -123,7 +125,8 @@ def make_transport(config: Config, deliverer: Deliverer, via: str = "auto") -> T
             raise TransportError("inside a run, mail goes through the SMTP server (--via direct is for the owner)")
         host, _, port = os.environ.get("WORKFLOW_SMTP", f"{config.smtp.host}:{config.smtp.port}").rpartition(":")
         return SmtpTransport(host, int(port), config.smtp.timeout, credential)
-    smtp = SmtpTransport(config.smtp.host, config.smtp.port, config.smtp.timeout, credential)
+    host, port_ = address.server(config)  # where `workflow smtpd` really listens (it may have --port)
+    smtp = SmtpTransport(host, port_, config.smtp.timeout, credential)
     if via == "smtp":
         return smtp
     direct = DirectTransport(deliverer)
