@@ -37,6 +37,7 @@ def test_every_seed_example_works_as_written(project: Project, via: str) -> None
     owner credential is found and used without a word)."""
     tool = "workflow-notify" if via.startswith("workflow-notify") else str(ROOT / via)
     spec = project.dir / "specs" / "proposed" / "user-auth.md"
+    blocker = ""
     with contextlib.ExitStack() as stack:
         if via.endswith("server up"):
             stack.enter_context(
@@ -46,8 +47,12 @@ def test_every_seed_example_works_as_written(project: Project, via: str) -> None
             state = re.search(r"specs/(\w+)/", line)
             if state and "user-auth" in line:
                 spec = spec.rename(project.dir / "specs" / state.group(1) / "user-auth.md")
+            if "<blocker-msg-id>" in line:  # the design's placeholder for the blocker-report's Message-ID
+                line = line.replace("<blocker-msg-id>", blocker)
             r = project.run(*shlex.split(line), tool=tool)
             assert r.returncode == 0, (line, r.stderr)
+            if line.startswith("blocker-report"):
+                blocker = r.stdout.strip()
             assert ("(smtp: 127.0.0.1:" in r.stderr) == via.endswith("server up"), r.stderr
             mid = r.stdout.strip()
             assert re.match(r"^<\d{14}\.[0-9a-f]{12}\.user@workflow\.local>$", mid), r.stdout
@@ -150,6 +155,10 @@ def test_stdout_prints_without_sending(project: Project) -> None:
         (
             ["--in-reply-to", "not an id", "answer", "specs/proposed/a.md", "spec-reviewer", "CONTEXT=x"],
             "is not a Message-ID",
+        ),
+        (
+            ["--in-reply-to", "garbage", "answer", "specs/proposed/a.md", "spec-reviewer", "CONTEXT=x"],
+            "'garbage' is not a Message-ID",
         ),
         (["question", "specs/proposed/a.md", "someone@gmail.com", "QUESTION=q"], "relaying denied"),
         (["question", "specs/proposed/a.md", "spec-writing-helper", "QUESTION=q"], "sync helper role"),
@@ -302,3 +311,67 @@ def test_demo_runs_end_to_end(tmp_path: Path, project: Project) -> None:
     assert "agentd: " in out and re.search(r"completed +spec-reviewer task 1 ran=True", out), out
     assert "run-role --with-email spec-reviewer (spawned by agentd)" in out
     assert len(list((tmp_path / "demo" / "mail" / "test-writer" / "new").iterdir())) == 1
+    for noise in ("InotifyEmitter", "Traceback", "1 artifacts", "problem(s)"):  # nothing but the story
+        assert noise not in out + r.stderr, noise
+    r = project.run("status")
+    assert "1 artifact, 0 flagged" in r.stdout, r.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (
+            ["inbox", "user", "--event", "reveiw-request"],
+            "unknown event type 'reveiw-request'; did you mean review-request?",
+        ),
+        (["inbox", "user", "--state", "doign"], "unknown state 'doign'; did you mean doing"),
+        (["panel", "status", "nope"], "artifact nope not found"),
+        (["panel", "status", "user-auht"], "did you mean user-auth?"),
+        (["inbox", "spec-reveiwer"], "unknown role 'spec-reveiwer'; did you mean spec-reviewer"),
+        (["agentd", "resume", "cordinator"], "unknown role 'cordinator'; did you mean coordinator"),
+        (
+            ["move", "user-auth", "todo", "--as", "spec-reveiwer"],
+            "unknown role 'spec-reveiwer'; did you mean spec-reviewer",
+        ),
+        (["run-role", "--with-email", "implementr"], "unknown role 'implementr'; did you mean implementer"),
+        (
+            [
+                "move",
+                "user-auth",
+                "todo",
+                "--as",
+                "spec-reviewer",
+                "--notify",
+                "spec-writer",
+                "--in-reply-to",
+                "garbage",
+            ],
+            "'garbage' is not a Message-ID",
+        ),
+    ],
+)
+def test_filters_and_role_names_are_checked_with_a_suggestion(project: Project, args: list[str], needle: str) -> None:
+    r = project.run(*args)
+    assert r.returncode != 0, r.stdout
+    (line,) = r.stderr.strip().splitlines()
+    assert needle in line, line
+    if "unknown role" in line:
+        assert "@workflow.local" not in line  # a role name is expected: roles are suggested, not addresses
+
+
+def test_a_decision_moved_with_notify_threads_under_the_review_request(project: Project) -> None:
+    from helpers.git import GIT_ENV, sh
+
+    (project.dir / ".gitignore").write_text("mail/\n")
+    r = project.run("init", env=GIT_ENV)
+    assert r.returncode == 0, r.stderr
+    sh(project, "git", "add", "-A")
+    sh(project, "git", "commit", "-q", "-m", "spec")
+    r = project.run("review-request", "specs/proposed/user-auth.md", "spec-reviewer", tool="workflow-notify")
+    request = r.stdout.strip()
+    r = project.run(
+        "move", "user-auth", "todo", "--as", "spec-reviewer", "--notify", "spec-writer", "--reason", "good", env=GIT_ENV
+    )
+    assert r.returncode == 0, r.stderr
+    approval = next(parse(f.read_bytes()) for f in project.new_files("spec-writer"))
+    assert approval.event == "approval" and approval.in_reply_to == request and request in approval.references

@@ -87,6 +87,20 @@ class Running(NamedTuple):
                 time.sleep(0.02)
 
 
+class _StopRace(logging.Filter):
+    """watchdog logs an ERROR when its inotify thread reads one last event while it stops: a race
+    of a normal shutdown, not a failure (it is dropped; nothing else from watchdog is)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "called when the thread is inactive" not in record.getMessage()
+
+
+def quiet_watchdog() -> None:
+    log = logging.getLogger("watchdog.observers.inotify")
+    if not any(isinstance(f, _StopRace) for f in log.filters):
+        log.addFilter(_StopRace())
+
+
 class Agentd:
     """The daemon; ``run`` until ``stop`` is set."""
 
@@ -124,7 +138,7 @@ class Agentd:
                 continue
             if name not in roster.roles:
                 raise ConfigError(
-                    f"{self.app.config.file}: [agentd] roles: unknown role or panel {name!r}{roster.suggest(name)}"
+                    f"{self.app.config.file}: [agentd] roles: unknown role or panel {name!r}{roster.suggest_names(name)}"
                 )
             role = roster.roles[name]
             if role.mode == "async" and role.triggers:
@@ -176,6 +190,7 @@ class Agentd:
             def on_moved(self, event: FileSystemEvent) -> None:
                 wake.set()
 
+        quiet_watchdog()
         self.observer = Observer()
         handler = Handler()
         for name in self.roles:

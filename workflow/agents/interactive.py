@@ -34,7 +34,7 @@ def session(
     """Run the session; returns the path written, or None when the human quit."""
     role = app.roster.roles[role_name] if role_name in app.roster.roles else None
     if role is None:
-        app.roster.sender(role_name)
+        app.roster.identity(role_name)
         raise AssertionError("unreachable")
     root = app.config.artifact_roots[0]
     path = draft if "/" in draft else f"{root}/proposed/{draft if draft.endswith('.md') else draft + '.md'}"

@@ -151,7 +151,7 @@ def run_role(
     ``timeout``, the run may take that long instead of the role's run timeout; with ``session``,
     a backend that can resumes that agent session."""
     if role_name not in app.roster.roles:
-        app.roster.sender(role_name)  # raises with a suggestion
+        app.roster.identity(role_name)  # raises with a suggestion
     role = app.roster.roles[role_name]
     if not role.takes_mail:
         raise RosterError(

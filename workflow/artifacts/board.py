@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 
 from workflow.core.config import Config
 from workflow.core.locate import Artifact, by_key, locate, scan, split_ref
+from workflow.core.words import count
 from workflow.mail.inbox import unique
 from workflow.mail.rows import Row
 
@@ -102,7 +103,9 @@ def render(config: Config, board: Sequence[Card], now: float | None = None) -> s
             lines.append(f"  {c.artifact.path:<{width}}  {said}{flag}")
         lines.append("")
     flagged = sum(1 for c in board if c.flags)
-    lines.append(f"{len(board)} artifacts, {flagged} flagged" + (" (workflow doctor explains)" if flagged else ""))
+    lines.append(
+        f"{count(len(board), 'artifact')}, {flagged} flagged" + (" (workflow doctor explains)" if flagged else "")
+    )
     return "\n".join(lines)
 
 

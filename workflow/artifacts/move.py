@@ -23,6 +23,7 @@ from workflow.core.locate import Artifact, find
 from workflow.delivery import outbox
 from workflow.delivery.notify import Composed, NotifyRequest
 from workflow.delivery.transport import Transport
+from workflow.mail.inbox import select
 from workflow.policy.roster import Roster
 
 REASON_VARIABLE = {
@@ -42,6 +43,7 @@ class MoveRequest(NamedTuple):
     event: str | None = None
     variables: Mapping[str, str] = {}
     notified_by: str | None = None  # the caller sends the mail itself (run-role): the hook stays quiet
+    in_reply_to: str | None = None  # the notification's parent; default: the request it answers
 
 
 class MoveResult(NamedTuple):
@@ -86,7 +88,23 @@ def _notification(app: App, req: MoveRequest, before: Artifact, after: Artifact)
         variables.setdefault(REASON_VARIABLE.get(event, "CONTEXT"), req.reason.strip())
     if event == "approval":
         variables.setdefault("NEXT_STATE", after.state)
-    return event, app.compose(NotifyRequest(event, (after.path,), req.notify, req.role, None, variables))
+    parent = req.in_reply_to or answered_request(app, req.role, after, event)
+    return event, app.compose(NotifyRequest(event, (after.path,), req.notify, req.role, parent, variables))
+
+
+def answered_request(app: App, role: str, artifact: Artifact, event: str) -> str | None:
+    """The review-request a decision answers: the latest one about ``artifact`` in the mover's
+    mailboxes (so an approval or rejection threads under it), for approvals and rejections."""
+    if event not in ("approval", "rejection") or app.parent is not None:
+        return None  # inside a run the index is out of sight: the agent names its parent itself
+    boxes = app.roster.mailboxes_of(role)
+    with app.index() as index:
+        index.refresh(boxes)
+        rows = select(
+            index, boxes, unread=False, event="review-request", artifact=artifact.glob, states=app.config.states
+        )
+    rows = [r for r in rows if r.message_id]
+    return max(rows, key=lambda r: r.date).message_id if rows else None
 
 
 def role_moves(roster: Roster, who: str) -> tuple[tuple[str, str], ...] | None:
@@ -127,7 +145,7 @@ def move(
     """Move and commit, then send the notification (queued on failure). ``journal`` hears of the
     move after every check and before the commit (a run records it, to revert it if the run fails)."""
     config = app.config
-    role = app.roster.sender(req.role)
+    role = app.roster.identity(req.role)
     req = req._replace(role=role)
     before, after = check(config, req, app.roster)
     note = _notification(app, req, before, after)  # renders now: a missing variable refuses before any change

@@ -141,7 +141,7 @@ def resume(ctx: click.Context, role: str) -> None:
         agentd resume implementer
     """
     a = app(ctx)
-    a.roster.sender(role)
+    a.roster.identity(role)
     with Tasks(a.config.state.tasks) as tasks:
         was = tasks.resume(role)
     click.echo(f"{role}: resumed" + (f" (was paused: {was})" if was else " (was not paused)"))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -20,7 +21,7 @@ from workflow.app import App
 from workflow.cli.runs import inside_run
 from workflow.core import ownership
 from workflow.core.config import BACKENDS
-from workflow.core.errors import WorkflowError
+from workflow.core.errors import UsageError, WorkflowError
 
 VIAS = ("auto", "smtp", "direct")  # how a message is sent (delivery.transport.make_transport)
 CONTEXT = {"help_option_names": ["-h", "--help"]}
@@ -89,6 +90,17 @@ def root_params() -> list[click.Parameter]:
             help="Mail root (default: $WORKFLOW_MAIL_ROOT, then [workflow] mail_root); it must be this project's.",
         ),
     ]
+
+
+def one_of(value: str | None, known: Sequence[str], what: str) -> str | None:
+    """``value`` when it is one of ``known`` (or None); else a one-line refusal with a suggestion."""
+    if value is None or value in known:
+        return value
+    import difflib  # lazy: start-up time; only a typo needs it
+
+    close = difflib.get_close_matches(value, list(known), n=2, cutoff=0.6)
+    hint = f"did you mean {' or '.join(close)}? " if close else ""
+    raise UsageError(f"unknown {what} {value!r}; {hint}expected one of {', '.join(known)}")
 
 
 backend_option = click.option(

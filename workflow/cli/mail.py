@@ -8,7 +8,7 @@ import time
 
 import click
 
-from workflow.cli.base import Command, app, json_option
+from workflow.cli.base import Command, app, json_option, one_of
 from workflow.core.errors import RosterError
 from workflow.core.locate import Resolver
 from workflow.mail.inbox import group, render_inbox, render_thread, select, thread_rows
@@ -44,6 +44,8 @@ def inbox(
         workflow inbox spec-reviewer --artifact 'specs/*/user-auth.md'
     """
     a = app(ctx)
+    one_of(event, a.config.event_types, "event type")
+    one_of(state, a.config.states, "state")
     boxes = a.roster.mailboxes_of(role)
     with a.index() as index:
         index.refresh(boxes)

@@ -10,6 +10,7 @@ from workflow.app import App
 from workflow.cli.base import Command, Group, app, backend_option, json_option, via_option
 from workflow.core.config import PanelConfig
 from workflow.core.errors import RosterError
+from workflow.core.locate import find
 from workflow.delivery.transport import make_transport
 from workflow.panels.review import dumps_status, run_panel, status_rows
 from workflow.panels.store import SessionState
@@ -62,7 +63,10 @@ def panel_status(ctx: click.Context, artifact: str | None, as_json: bool) -> Non
 
         workflow panel status user-auth
     """
-    rows = status_rows(app(ctx), artifact)
+    a = app(ctx)
+    rows = status_rows(a, artifact)
+    if artifact and not rows and not artifact.startswith("<"):
+        find(artifact, a.config)  # a name that is no artifact is refused, with a suggestion
     click.echo(json.dumps([r.to_dict() for r in rows], indent=2) if as_json else dumps_status(rows))
 
 

@@ -11,8 +11,10 @@ from workflow.artifacts.move import MoveRequest
 from workflow.artifacts.move import move as move_artifact
 from workflow.cli.base import Command, app, via_option
 from workflow.cli.runs import inside_run
+from workflow.core.words import count
 from workflow.delivery.notify import split_list
 from workflow.delivery.transport import make_transport
+from workflow.mail.message import normalize_msgid
 from workflow.mail.templates import parse_vars
 from workflow.ops.doctor import diagnose, repair
 from workflow.ops.scaffold import init as make_project
@@ -56,7 +58,7 @@ def init(
             changed += 1
         click.echo(f"{s.action:>10}  {s.what}")
     click.echo(
-        f"{directory.resolve()}: " + (f"{changed} change(s)" if changed else "already initialized; nothing changed")
+        f"{directory.resolve()}: " + (count(changed, "change") if changed else "already initialized; nothing changed")
     )
 
 
@@ -80,6 +82,14 @@ def init(
     "rejection when it stays in proposed/, else status-update).",
 )
 @click.option("--var", "pairs", multiple=True, metavar="KEY=VALUE", help="More template variables (NEXT_ROLES=…).")
+@click.option(
+    "--in-reply-to",
+    "in_reply_to",
+    default=None,
+    metavar="MESSAGE-ID",
+    help="Thread the notification under this message (default for an approval or rejection: the "
+    "latest review-request of the artifact in the mover's mail).",
+)
 @via_option
 @click.pass_context
 def move(
@@ -91,6 +101,7 @@ def move(
     notify: tuple[str, ...],
     event: str | None,
     pairs: tuple[str, ...],
+    in_reply_to: str | None,
     via: str,
 ) -> None:
     """Move ARTIFACT to STATE with git mv and one commit; with --notify, send the notification too.
@@ -111,7 +122,10 @@ def move(
     if event and not notify:
         raise click.UsageError("--event needs --notify ROLE")
     to = tuple(r for item in notify for r in split_list(item))
-    req = MoveRequest(artifact, state, role, reason, to, event, parse_vars(list(pairs)))
+    if in_reply_to and not notify:
+        raise click.UsageError("--in-reply-to needs --notify ROLE")
+    parent = normalize_msgid(in_reply_to) if in_reply_to else None
+    req = MoveRequest(artifact, state, role, reason, to, event, parse_vars(list(pairs)), in_reply_to=parent)
     run = inside_run(role)
     result = move_artifact(a, req, make_transport(a.config, a.deliverer, via), run.journal if run else None)
     if result.commit:
@@ -149,6 +163,6 @@ def doctor(ctx: click.Context, fix: bool) -> None:
     for p in problems:
         click.echo(p.line() + (f" [--fix: {p.fix}]" if p.fix and not fix else ""))
     if problems:
-        click.echo(f"{len(problems)} problem(s)", err=True)
+        click.echo(count(len(problems), "problem"), err=True)
         sys.exit(1)
     click.echo("no problems found")

@@ -120,7 +120,7 @@ def run_role(
         _panel(a, panel, transport, with_email, artifact, backend)
         return
     if role not in a.roster.roles:
-        a.roster.sender(role)  # unknown: raises with a suggestion
+        a.roster.identity(role)  # unknown: raises with a suggestion
     r = a.roster.roles[role]
     if interactive:
         if with_email:

@@ -1,6 +1,7 @@
 """Errors: the one family of real failures; refusals name the problem so a model can act on it.
 
 WorkflowError
+├── UsageError         a command-line value is not one of its choices (exit 2, as click's)
 ├── ConfigError        a config file or key is missing or has the wrong value
 ├── MessageError       a message or header value is malformed (CR/LF, unknown event, bad path…)
 ├── TemplateError      a template is missing or fails to render (names the variable)
@@ -27,6 +28,12 @@ class WorkflowError(Exception):
     """Base of every failure this package reports to a user."""
 
     exit_code = 1
+
+
+class UsageError(WorkflowError):
+    """A command-line value that is not one of the choices (an event type, a state, a panel)."""
+
+    exit_code = 2
 
 
 class ConfigError(WorkflowError):

@@ -166,8 +166,12 @@ def find(arg: str, config: Config) -> Artifact:
     else:
         found = [a for a in everything if a.name == arg or PurePosixPath(a.name).name == arg or a.stem == arg]
     if not found:
+        import difflib  # lazy: start-up time; only a mistake needs a suggestion
+
         where = ", ".join(f"{r}/{{{','.join(config.states)}}}/" for r in config.artifact_roots)
-        raise ArtifactError(f"artifact {arg} not found in {where}")
+        close = difflib.get_close_matches(arg, sorted({a.stem for a in everything}), n=2, cutoff=0.6)
+        hint = f"; did you mean {' or '.join(close)}?" if close else ""
+        raise ArtifactError(f"artifact {arg} not found in {where}{hint}")
     groups = by_key(found)
     if len(groups) > 1:
         names = ", ".join(sorted(v[0].glob for v in groups.values()))

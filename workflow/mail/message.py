@@ -68,11 +68,16 @@ def make_message_id(role: str, domain: str, now: datetime | None = None) -> str:
     return f"<{now.strftime('%Y%m%d%H%M%S')}.{os.urandom(6).hex()}.{role}@{domain}>"
 
 
+MSGID_GIVEN_RE = re.compile(r"^<[^<>\s@]+@[^<>\s@]+>$")  # what a user or agent may name: left@right
+
+
 def normalize_msgid(value: str) -> str:
+    """A Message-ID given on the command line or by an agent, in angle brackets; refused unless
+    it has RFC 5322's form (``<left@right>``)."""
     v = value.strip()
     if not v.startswith("<"):
         v = f"<{v}>"
-    if not MSGID_REF_RE.match(v):
+    if not MSGID_GIVEN_RE.match(v):
         raise MessageError(f"{value!r} is not a Message-ID like <20251114103000.abc.spec-writer@workflow.local>")
     return v
 

@@ -137,6 +137,27 @@ class Roster:
         panel = PanelName(kind, "reviewer").name
         return panel if panel in self.panels else f"{kind}-reviewer"
 
+    def suggest_names(self, name: str) -> str:
+        """``; did you mean a, b?`` over role, panel and member names (where a name is expected)."""
+        names = sorted({*self.roles, *self.panels, *self.members})
+        close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
+        return (
+            "; did you mean " + ", ".join(close) + "?" if close else f"; `workflow roster` lists the {len(names)} roles"
+        )
+
+    def identity(self, name: str) -> str:
+        """A role, panel or member given by name (``--as``, run-role, agentd resume): itself, or a
+        refusal that names it as a role and suggests roles."""
+        if "@" in name:
+            return self.sender(name)
+        if name in self.roles:
+            if not self.roles[name].takes_mail:
+                raise RosterError(f"role {name} is a sync helper role: it never sends or reads mail")
+            return name
+        if name in self.panels or name in self.members:
+            return name
+        raise RosterError(f"unknown role {name!r}{self.suggest_names(name)}")
+
     def sender(self, address: str) -> str:
         """The identity behind a From address; refuses strangers and sync roles."""
         local, dom = self.local_part(address)
@@ -156,7 +177,7 @@ class Roster:
             return self.panels[identity].mailboxes
         if identity in self.roles or identity in self.members:
             return (identity,)
-        raise RosterError(f"unknown role {identity!r}{self.suggest(identity)}")
+        raise RosterError(f"unknown role {identity!r}{self.suggest_names(identity)}")
 
     def view(self, identity: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """What an identity may see: (its mailboxes, the addresses whose sent mail is its own)."""
