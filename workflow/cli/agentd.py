@@ -47,10 +47,9 @@ def run_daemon(a: App, backend: str | None, rescan: float | None) -> None:
 def agentd() -> None:
     """The background daemon: wakes a role when its trigger mail arrives.
 
+    \b
     Example:
-
         agentd run
-
         agentd status
     """
 
@@ -64,8 +63,8 @@ def agentd() -> None:
 def run(ctx: click.Context, backend: str | None, rescan: float | None) -> None:
     """Run in the foreground (for systemd or tmux); SIGTERM stops it cleanly.
 
+    \b
     Example:
-
         agentd run --rescan 30
     """
     run_daemon(app(ctx), backend, rescan)
@@ -78,8 +77,8 @@ def status(ctx: click.Context, as_json: bool) -> None:
     """Show whether agentd runs (pid, since when), the queue, running roles (pid, age), paused roles
     and why, oldest unread mail, failures. Exits 3 when no agentd runs for this mail root.
 
+    \b
     Example:
-
         agentd status
     """
     a = app(ctx)
@@ -136,8 +135,8 @@ def _print_status(s: DaemonStatus, now: float) -> None:
 def resume(ctx: click.Context, role: str) -> None:
     """Un-pause ROLE (after failures or an exhausted budget).
 
+    \b
     Example:
-
         agentd resume implementer
     """
     a = app(ctx)
@@ -153,8 +152,8 @@ def resume(ctx: click.Context, role: str) -> None:
 def requeue(ctx: click.Context, task: int) -> None:
     """Queue TASK again now (a failed or dead-lettered one).
 
+    \b
     Example:
-
         agentd requeue 42
     """
     with Tasks(app(ctx).config.state.tasks) as tasks:
@@ -169,8 +168,8 @@ def requeue(ctx: click.Context, task: int) -> None:
 def up(ctx: click.Context, port: int | None, backend: str | None) -> None:
     """Run the SMTP server and agentd together in the foreground (local use); Ctrl-C stops both.
 
+    \b
     Example:
-
         workflow up
     """
     a = app(ctx)

@@ -24,12 +24,10 @@ def status(ctx: click.Context, artifact: str | None, as_role: str | None, as_jso
     Panel-internal mail is left out unless --as names a member (or panel) that received it,
     as for `workflow thread` and `workflow search`.
 
+    \b
     Example:
-
         workflow status
-
         workflow status user-auth
-
         workflow status user-auth --as spec-reviewer-panel.claude
     """
     a = app(ctx)

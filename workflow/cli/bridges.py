@@ -21,8 +21,8 @@ from workflow.cli.base import Command, Group, app, backend_option
 def bridge() -> None:
     """Bridges to the outside world's mail.
 
+    \b
     Example:
-
         workflow bridge gmail --once
     """
 
@@ -44,8 +44,8 @@ def bridge_gmail(ctx: click.Context, once: bool, dry_run: bool) -> None:
 
     Configured under [bridges.gmail] (imap_host, user, password_env or xoauth2_command, role…).
 
+    \b
     Example:
-
         workflow bridge gmail --once --dry-run
     """
     a = app(ctx)
@@ -72,8 +72,8 @@ def bridge_gmail(ctx: click.Context, once: bool, dry_run: bool) -> None:
 def bridge_respond(ctx: click.Context, conversation: Path, backend: str | None) -> None:
     """One reply-loop session for CONVERSATION (the bridge spawns this for new replies).
 
+    \b
     Example:
-
         workflow bridge respond ~/.maildir/workflow/.workflow/conversations/20261126.abc.user_workflow.local
     """
     out = respond(app(ctx), conversation, lambda s: click.echo(s, err=True), backend)
@@ -85,8 +85,8 @@ def bridge_respond(ctx: click.Context, conversation: Path, backend: str | None) 
 def bridge_rebuild(conversation: Path) -> None:
     """Rebuild CONVERSATION/thread.md from its numbered reply and response files.
 
+    \b
     Example:
-
         workflow bridge rebuild-thread ~/.maildir/workflow/.workflow/conversations/ID
     """
     click.echo(rebuild_thread(conversation), nl=False)

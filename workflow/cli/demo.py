@@ -24,8 +24,8 @@ def demo(directory: Path | None) -> None:
 
     Needs no API key and no network.
 
+    \b
     Example:
-
         workflow demo --dir /tmp/wf-demo
     """
     run_demo(directory, click.echo)

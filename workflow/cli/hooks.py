@@ -19,8 +19,8 @@ from workflow.delivery.transport import make_transport
 def hooks() -> None:
     """Git hooks: pre-commit keeps state folders legal, post-commit notifies each move once.
 
+    \b
     Example:
-
         workflow hooks install
     """
 
@@ -30,8 +30,8 @@ def hooks() -> None:
 def hooks_install(ctx: click.Context) -> None:
     """Install the pre-commit and post-commit hooks (a hook already there is kept and runs first).
 
+    \b
     Example:
-
         workflow hooks install
     """
     a = app(ctx)
@@ -44,8 +44,8 @@ def hooks_install(ctx: click.Context) -> None:
 def hooks_flush(ctx: click.Context) -> None:
     """Send the notifications queued while mail could not be sent.
 
+    \b
     Example:
-
         workflow hooks flush
     """
     a = app(ctx)
@@ -62,8 +62,8 @@ def hooks_flush(ctx: click.Context) -> None:
 def hooks_run(ctx: click.Context, hook: str, args: tuple[str, ...]) -> None:
     """Run one hook now (git calls this; you rarely need to).
 
+    \b
     Example:
-
         workflow hooks run pre-commit
     """
 

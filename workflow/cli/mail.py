@@ -39,8 +39,8 @@ def inbox(
 
     Reading marks nothing.
 
+    \b
     Example:
-
         workflow inbox spec-reviewer --artifact 'specs/*/user-auth.md'
     """
     a = app(ctx)
@@ -68,8 +68,8 @@ def inbox(
 def thread(ctx: click.Context, message_id: str, as_role: str, as_json: bool) -> None:
     """Print the thread holding MESSAGE_ID as a Markdown transcript, as ROLE sees it.
 
+    \b
     Example:
-
         workflow thread '<20261126031500.a1b2c3d4e5f6.spec-writer@workflow.local>' --as spec-reviewer
     """
     a = app(ctx)
@@ -95,8 +95,8 @@ def thread(ctx: click.Context, message_id: str, as_role: str, as_json: bool) -> 
 def search(ctx: click.Context, text: str, as_role: str | None, limit: int, as_json: bool) -> None:
     """Full-text search over subjects and bodies (every word must appear), newest first.
 
+    \b
     Example:
-
         workflow search "refresh token" --as spec-writer
     """
     a = app(ctx)
@@ -119,8 +119,8 @@ def reindex(ctx: click.Context) -> None:
 
     Also repairs a corrupt or deleted index file.
 
+    \b
     Example:
-
         workflow reindex
     """
     a = app(ctx)

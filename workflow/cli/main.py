@@ -62,8 +62,8 @@ class LazyGroup(Group):
 def cli(ctx: click.Context, config_path: Path | None, mail_root: Path | None) -> None:
     """workflow-mail: Maildir-native workflow mail for AI agent roles and humans.
 
+    \b
     Example:
-
         workflow demo
     """
     ctx.obj = Options(config_path, mail_root)

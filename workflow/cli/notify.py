@@ -46,10 +46,9 @@ def notify(
     the server with the run's credential: checked at once, delivered only if the run succeeds; the
     sender is the run's role.
 
+    \b
     Example:
-
         workflow-notify review-request specs/proposed/user-auth.md spec-reviewer CONTEXT="Focus on error handling"
-
         workflow-notify --in-reply-to "<20251114103000.spec-writer@workflow.local>" clarification-request specs/proposed/user-auth.md spec-writer QUESTION="Expire or refresh?" BLOCKING=no
     """
     a = app(ctx)

@@ -28,8 +28,8 @@ def _panel(a: App, name: str) -> PanelConfig:
 def panel() -> None:
     """Review panels: independent, sealed reviews by several models, one unified decision.
 
+    \b
     Example:
-
         workflow panel status user-auth
     """
 
@@ -42,8 +42,8 @@ def panel() -> None:
 def panel_review(ctx: click.Context, name: str, backend: str | None, via: str) -> None:
     """Run panel NAME on its pending review-requests: sealed assessments, discussion, consensus, decision.
 
+    \b
     Example:
-
         workflow panel review spec-reviewer-panel
     """
     a = app(ctx)
@@ -59,8 +59,8 @@ def panel_review(ctx: click.Context, name: str, backend: str | None, via: str) -
 def panel_status(ctx: click.Context, artifact: str | None, as_json: bool) -> None:
     """Show each panel session: who filed, verdicts once unsealed, the consensus and decision.
 
+    \b
     Example:
-
         workflow panel status user-auth
     """
     a = app(ctx)
@@ -85,8 +85,8 @@ def panel_write(
 ) -> None:
     """Writing panel NAME writes ARTIFACT section by section, then sends the review-request.
 
+    \b
     Example:
-
         workflow panel write spec-writer-panel search --section Overview --section Errors --brief "Search specs"
     """
     a = app(ctx)
@@ -103,8 +103,8 @@ def panel_write(
 def panel_answer(ctx: click.Context, name: str, backend: str | None, via: str) -> None:
     """The primary of writing panel NAME answers the clarifications waiting on the discussion address.
 
+    \b
     Example:
-
         workflow panel answer spec-writer-panel
     """
     a = app(ctx)

@@ -47,8 +47,8 @@ def init(
     artifact root, roles/, optionally email-templates/; runs git init when needed and installs
     the pre-commit and post-commit hooks. Safe to run again: the second run changes nothing.
 
+    \b
     Example:
-
         workflow init my-project --root specs --root vision --root roadmap
     """
     steps = make_project(directory.resolve(), roots, domain, mail_root, templates, not no_hooks)
@@ -114,8 +114,8 @@ def move(
     Inside a run ($WORKFLOW_RUN) the move is the run's: reverted if the run fails, and its
     notification is sent only if the run succeeds.
 
+    \b
     Example:
-
         workflow move user-auth todo --as spec-reviewer --reason "Complete and testable" --notify spec-writer --var NEXT_ROLES=skeleton-writer,test-writer
     """
     a = app(ctx)
@@ -151,8 +151,8 @@ def doctor(ctx: click.Context, fix: bool) -> None:
 
     One line per problem; exits 1 when any remain. --fix repairs what is safe and says what it did.
 
+    \b
     Example:
-
         workflow doctor --fix
     """
     a = app(ctx)

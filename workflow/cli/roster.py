@@ -17,8 +17,8 @@ from workflow.policy.guardrails import ALWAYS, listing
 def roster(ctx: click.Context, as_json: bool) -> None:
     """Print every role, panel and address, and the mailboxes each address reaches.
 
+    \b
     Example:
-
         workflow roster
     """
     ros = app(ctx).roster
@@ -49,8 +49,8 @@ def route(ctx: click.Context, address: str, sender: str | None) -> None:
 
     Exits 0 when the mail would be delivered, non-zero with the rule when not.
 
+    \b
     Example:
-
         workflow route spec-reviewer-panel-internal --from spec-writer
     """
     ros = app(ctx).roster
@@ -75,8 +75,8 @@ def guardrails(ctx: click.Context, as_json: bool) -> None:
     """List every rule delivery checks: the guardrails ([guardrails], on or off) and the rules
     that are always on (visibility boundaries, sender identity), with what each refuses.
 
+    \b
     Example:
-
         workflow guardrails
     """
     rules = listing(app(ctx).config)

@@ -105,12 +105,10 @@ def run_role(
     -i starts an interactive terminal session (the only way to run a sync *-writing-helper).
     The backend is --backend, else the role's front matter, else scripted.
 
+    \b
     Example:
-
         run-role --with-email spec-reviewer
-
         run-role --with-email --backend anthropic --email-poll-interval 10 implementer specs/todo/user-auth.md
-
         run-role -i spec-writing-helper user-auth
     """
     a = app(ctx)

@@ -41,10 +41,9 @@ def smtpd(
     agent inside a run its run's credential, and a person's mail client a login from
     [smtp] auth_users_file, a line "login:SECRET:role,role" (the roles it may send as).
 
+    \b
     Example:
-
         workflow smtpd --port 8025
-
         echo 'alice:'"$(workflow smtpd --hash-password <<< 's3cret')"':user' >> ~/.config/workflow/users
     """
     if hash_pw:
@@ -74,10 +73,9 @@ def imap(ctx: click.Context, directory: Path | None, port: int, listen: str) -> 
     answers through `workflow smtpd` with the same login; a login sees no other mailbox.
     Dovecot runs as root (a system service) and reads mail as the mail root's owner.
 
+    \b
     Example:
-
         workflow imap --write ~/.config/workflow/imap && sudo dovecot -c ~/.config/workflow/imap/dovecot.conf
-
         workflow imap --port 1143    # print it
     """
     from workflow.ops.imap import plan, write  # lazy: start-up time of the other commands
