@@ -137,3 +137,21 @@ def test_help_examples_stay_on_one_line_and_every_option_says_what_it_does(path:
     for p in cmd.params:
         if isinstance(p, click.Option) and p.name != "help":
             assert p.help, f"{' '.join(path)} {p.opts[0]} has no help text"
+
+
+def test_global_options_after_any_subcommand_and_version_everywhere(project: Project, tmp_path: Path) -> None:
+    cfg = str(project.dir / "workflow.toml")
+    project.send("user", "review-request", "specs/proposed/user-auth.md", "spec-reviewer")
+    before = CliRunner().invoke(cli, ["--config", cfg, "inbox", "spec-reviewer"], prog_name="workflow")
+    after = CliRunner().invoke(cli, ["inbox", "spec-reviewer", "--config", cfg], prog_name="workflow")
+    assert before.exit_code == after.exit_code == 0, after.output
+    assert after.output == before.output and "1 unread message" in after.output
+    r = CliRunner().invoke(cli, ["agentd", "status", "--config", cfg, "--mail-root", str(project.mail)])
+    assert r.exit_code == 3 and "not running" in r.output, r.output  # found the project: agentd is simply not up
+    r = CliRunner().invoke(
+        notify_cli.script, ["--stdout", "review-request", "specs/*/user-auth.md", "spec-reviewer", "--config", cfg]
+    )
+    assert r.exit_code == 0 and "X-Event-Type: review-request" in r.output, r.output
+    for script, prog in ((cli, "workflow"), *((s, n) for n, s in SCRIPTS.items())):
+        r = CliRunner().invoke(script, ["--version"], prog_name=prog)
+        assert r.exit_code == 0 and r.output.startswith(f"{prog}, version "), (prog, r.output)

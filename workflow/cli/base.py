@@ -36,9 +36,26 @@ class Fail(click.ClickException):
 
 
 class _Errors:
-    """Mixin: a WorkflowError anywhere below becomes one 'Error: …' line and its exit code."""
+    """Mixin: a WorkflowError anywhere below becomes one 'Error: …' line and its exit code; and
+    the global options (``--config``, ``--mail-root``) are accepted after any subcommand too."""
+
+    params: list[click.Parameter]
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        # not where the command has options of those names (the scripts' own, init's --mail-root)
+        self.own_root_params = not any(p.name in ("config_path", "mail_root") for p in self.params)
+        if self.own_root_params:
+            self.params.extend(root_params())
 
     def invoke(self, ctx: click.Context) -> Any:
+        if self.own_root_params:
+            config, mail_root = ctx.params.pop("config_path", None), ctx.params.pop("mail_root", None)
+            if config is not None or mail_root is not None:
+                root = ctx.find_root()
+                was = root.obj if isinstance(root.obj, Options) else Options()
+                root.obj = Options(config or was.config, mail_root or was.mail_root)
+                root.meta.pop("app", None)
         try:
             return super().invoke(ctx)  # type: ignore[misc]
         except WorkflowError as e:
@@ -119,6 +136,22 @@ via_option = click.option(
 json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 
 
+def version_param(prog: str) -> click.Option:
+    """``--version``: the program's name and workflow-mail's version."""
+
+    def show(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+        if not value or ctx.resilient_parsing:
+            return
+        from importlib.metadata import version  # lazy: only --version needs it
+
+        click.echo(f"{prog}, version {version('workflow-mail')}")
+        ctx.exit()
+
+    return click.Option(
+        ["--version"], is_flag=True, expose_value=False, is_eager=True, callback=show, help="Show the version and exit."
+    )
+
+
 def standalone(cmd: click.Command, name: str) -> click.Command:
     """``cmd`` as a script of its own: the same parameters and subcommands, plus the root
     group's ``--config`` and ``--mail-root``, so ``workflow-notify …`` is ``workflow notify …``."""
@@ -128,7 +161,8 @@ def standalone(cmd: click.Command, name: str) -> click.Command:
         ctx.obj = Options(kw.pop("config_path"), kw.pop("mail_root"))
         return ctx.invoke(cmd.callback, **kw) if cmd.callback is not None else None
 
-    params = [*root_params(), *cmd.params]
+    own = [p for p in cmd.params if p.name not in ("config_path", "mail_root")]  # the script has them itself
+    params = [*root_params(), version_param(name), *own]
     if isinstance(cmd, click.Group):
         return Group(
             name, commands=cmd.commands, callback=callback, params=params, help=cmd.help, context_settings=CONTEXT

@@ -8,11 +8,10 @@ short command such as ``workflow inbox`` starts without the daemons', bridges' a
 from __future__ import annotations
 
 import importlib
-from pathlib import Path
 
 import click
 
-from workflow.cli.base import CONTEXT, Group, Options, root_params, run_script
+from workflow.cli.base import CONTEXT, Group, Options, run_script
 
 COMMANDS = {
     "notify": "workflow.cli.notify:notify",
@@ -59,17 +58,15 @@ class LazyGroup(Group):
 @click.group(cls=LazyGroup, context_settings=CONTEXT)
 @click.version_option(package_name="workflow-mail")
 @click.pass_context
-def cli(ctx: click.Context, config_path: Path | None, mail_root: Path | None) -> None:
+def cli(ctx: click.Context) -> None:
     """workflow-mail: Maildir-native workflow mail for AI agent roles and humans.
 
     \b
     Example:
         workflow demo
     """
-    ctx.obj = Options(config_path, mail_root)
-
-
-cli.params[:0] = root_params()  # --config and --mail-root, shared with the standalone scripts
+    if not isinstance(ctx.obj, Options):  # --config / --mail-root, here or after any subcommand (base._Errors)
+        ctx.obj = Options()
 
 
 def main() -> None:
