@@ -375,3 +375,30 @@ def test_a_decision_moved_with_notify_threads_under_the_review_request(project: 
     assert r.returncode == 0, r.stderr
     approval = next(parse(f.read_bytes()) for f in project.new_files("spec-writer"))
     assert approval.event == "approval" and approval.in_reply_to == request and request in approval.references
+
+
+def test_json_everywhere_it_is_promised_and_read_marks_what_it_prints(project: Project) -> None:
+    import json as json_mod
+
+    mid = project.send("user", "review-request", "specs/proposed/user-auth.md", "spec-reviewer", CONTEXT="look")
+    for args in (
+        ["doctor", "--json"],
+        ["route", "spec-reviewer-panel-internal", "--from", "spec-writer", "--json"],
+        ["reindex", "--json"],
+        ["guardrails", "--json"],
+        ["read", "--as", "spec-reviewer", "--unread", "--peek", "--json"],
+    ):
+        r = project.run(*args)
+        data = json_mod.loads(r.stdout)
+        assert data is not None, args
+    r = project.run("route", "spec-reviewer-panel-internal", "--from", "spec-writer", "--json")
+    assert r.returncode == 6 and json_mod.loads(r.stdout)["from"]["allowed"] is False
+    r = project.run("read", "--as", "spec-reviewer", "--unread")
+    assert r.returncode == 0 and "X-Event-Type: review-request" in r.stdout and "Subject: [REVIEW REQUEST]" in r.stdout
+    assert "look" in r.stdout
+    r = project.run("read", "--as", "spec-reviewer", "--unread")
+    assert "spec-reviewer: no unread mail" in r.stdout  # the first read marked it read
+    r = project.run("read", mid, "--as", "spec-reviewer")
+    assert r.returncode == 0 and mid in r.stdout
+    r = project.run("read", mid, "--as", "spec-writer")
+    assert r.returncode == 5 and "is not in spec-writer's mailbox" in r.stderr

@@ -1,10 +1,12 @@
-"""CLI mail: reading — ``inbox``, ``thread``, ``search`` — and ``reindex``; reading marks nothing."""
+"""CLI mail: reading — ``inbox``, ``thread``, ``search`` (they mark nothing), ``read`` (marks what it
+prints read, as a mail client) — and ``reindex``."""
 
 from __future__ import annotations
 
 import json
 import sys
 import time
+from pathlib import Path
 
 import click
 
@@ -13,7 +15,8 @@ from workflow.core.errors import RosterError
 from workflow.core.locate import Resolver
 from workflow.mail.inbox import group, render_inbox, render_thread, select, thread_rows
 from workflow.mail.index import reset
-from workflow.mail.message import normalize_msgid
+from workflow.mail.message import body_text, normalize_msgid, parse
+from workflow.mail.rows import Row
 
 
 @click.command(cls=Command)
@@ -113,8 +116,9 @@ def search(ctx: click.Context, text: str, as_role: str | None, limit: int, as_js
 
 
 @click.command(cls=Command)
+@json_option
 @click.pass_context
-def reindex(ctx: click.Context) -> None:
+def reindex(ctx: click.Context, as_json: bool) -> None:
     """Rebuild the index from the Maildirs alone (they are the truth; the index is a cache).
 
     Also repairs a corrupt or deleted index file.
@@ -131,6 +135,73 @@ def reindex(ctx: click.Context) -> None:
 
     count = reset(a.config.index_path, a.maildirs, a.config.domain, progress if sys.stderr.isatty() else None)
     dt = time.perf_counter() - t0
+    if as_json:
+        click.echo(json.dumps({"messages": count, "seconds": round(dt, 3), "index": str(a.config.index_path)}))
+        return
     click.echo(
         f"\rindexed {count} messages in {dt:.2f}s ({count / dt if dt else 0:.0f} msg/s) into {a.config.index_path}"
     )
+
+
+@click.command(cls=Command)
+@click.argument("message_ids", nargs=-1, metavar="[MESSAGE-ID]...")
+@click.option("--as", "as_role", required=True, metavar="ROLE", help="Read ROLE's copies (which are then marked read).")
+@click.option("--unread", is_flag=True, help="Every unread message of ROLE, oldest first.")
+@click.option("--peek", is_flag=True, help="Leave what is read unread.")
+@json_option
+@click.pass_context
+def read(
+    ctx: click.Context, message_ids: tuple[str, ...], as_role: str, unread: bool, peek: bool, as_json: bool
+) -> None:
+    """Print messages as ROLE received them — headers and text — and mark them read, as a mail
+    client would: for people who read their role's mail without one.
+
+    \b
+    Example:
+        workflow read --as user --unread
+        workflow read '<20261126031500.a1b2c3d4e5f6.spec-reviewer@workflow.local>' --as spec-writer
+    """
+    if not message_ids and not unread:
+        raise click.UsageError("give MESSAGE-IDs, or --unread")
+    a = app(ctx)
+    boxes = a.roster.mailboxes_of(as_role)
+    wanted = [normalize_msgid(m) for m in message_ids]
+    with a.index() as index:
+        index.refresh(boxes)
+        rows = index.query(boxes, message_ids=wanted) if wanted else index.query(boxes, unread=True)
+    for mid in wanted:
+        if not any(r.message_id == mid for r in rows):
+            raise RosterError(f"message {mid} is not in {as_role}'s mailbox")
+    copies: dict[str, list[Row]] = {}
+    for r in sorted(rows, key=lambda r: r.date):
+        copies.setdefault(r.message_id or f"{r.mailbox}/{r.key}", []).append(r)
+    shown: list[dict[str, object]] = []
+    heads: list[dict[str, str]] = []
+    for mid, same in copies.items():
+        entry = a.maildirs.find(same[0].mailbox, same[0].key)
+        if entry is None:
+            continue
+        raw = Path(entry.file).read_bytes()
+        p = parse(raw)
+        head = {
+            k: p.get(k) or ""
+            for k in ("From", "To", "Date", "Subject", "Message-ID", "X-Event-Type", "X-Workflow-State", "X-Artifacts")
+        }
+        heads.append(head)
+        shown.append({"message_id": mid, "headers": head, "text": body_text(raw, p)})
+        if not peek:
+            for r in same:
+                a.maildirs.mark_seen(r.mailbox, r.key)
+    if as_json:
+        click.echo(json.dumps(shown, indent=2))
+        return
+    if not shown:
+        click.echo(f"{as_role}: no unread mail")
+    for i, (m, head) in enumerate(zip(shown, heads, strict=True)):
+        if i:
+            click.echo("\n" + "-" * 72 + "\n")
+        for k, v in head.items():
+            if v:
+                click.echo(f"{k}: {v}")
+        click.echo("")
+        click.echo(str(m["text"]).rstrip())

@@ -17,6 +17,7 @@ COMMANDS = {
     "notify": "workflow.cli.notify:notify",
     "inbox": "workflow.cli.mail:inbox",
     "thread": "workflow.cli.mail:thread",
+    "read": "workflow.cli.mail:read",
     "search": "workflow.cli.mail:search",
     "reindex": "workflow.cli.mail:reindex",
     "roster": "workflow.cli.roster:roster",

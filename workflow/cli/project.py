@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import click
 
 from workflow.artifacts.move import MoveRequest
 from workflow.artifacts.move import move as move_artifact
-from workflow.cli.base import Command, app, via_option
+from workflow.cli.base import Command, app, json_option, via_option
 from workflow.cli.runs import inside_run
 from workflow.core.words import count
 from workflow.delivery.notify import split_list
@@ -91,6 +92,7 @@ def init(
     "latest review-request of the artifact in the mover's mail).",
 )
 @via_option
+@json_option
 @click.pass_context
 def move(
     ctx: click.Context,
@@ -103,6 +105,7 @@ def move(
     pairs: tuple[str, ...],
     in_reply_to: str | None,
     via: str,
+    as_json: bool,
 ) -> None:
     """Move ARTIFACT to STATE with git mv and one commit; with --notify, send the notification too.
 
@@ -128,6 +131,21 @@ def move(
     req = MoveRequest(artifact, state, role, reason, to, event, parse_vars(list(pairs)), in_reply_to=parent)
     run = inside_run(role)
     result = move_artifact(a, req, make_transport(a.config, a.deliverer, via), run.journal if run else None)
+    if as_json:
+        out = {
+            "before": result.before.path,
+            "after": result.after.path,
+            "commit": result.commit,
+            "subject": result.subject,
+            "message_id": result.message_id,
+            "sent": result.sent or None,
+            "queued": str(result.queued) if result.queued else None,
+            "error": result.error or None,
+        }
+        click.echo(json.dumps(out, indent=2))
+        if result.queued and "failed" in result.queued.parts:
+            sys.exit(6)
+        return
     if result.commit:
         click.echo(f"moved {result.before.path} → {result.after.path}")
         click.echo(f"committed {result.commit[:10]} {result.subject}")
@@ -144,8 +162,9 @@ def move(
 
 @click.command(cls=Command)
 @click.option("--fix", is_flag=True, help="Repair what is safe: reindex, stale locks, queued mail, hooks.")
+@json_option
 @click.pass_context
-def doctor(ctx: click.Context, fix: bool) -> None:
+def doctor(ctx: click.Context, fix: bool, as_json: bool) -> None:
     """Check the project: artifacts in two folders, mail claims that disagree with git, mail about
     artifacts that are gone, index/Maildir drift, stale locks, unsent notifications, missing hooks.
 
@@ -157,9 +176,16 @@ def doctor(ctx: click.Context, fix: bool) -> None:
     """
     a = app(ctx)
     problems = diagnose(a)
+    repaired: list[str] = []
     if fix and any(p.fix for p in problems):
-        repair(a, problems, click.echo)
+        repair(a, problems, repaired.append if as_json else click.echo)
         problems = diagnose(a)
+    if as_json:
+        found = [{"check": p.check, "text": p.text, "fix": p.fix} for p in problems]
+        click.echo(json.dumps({"problems": found, "repaired": repaired}, indent=2))
+        if problems:
+            sys.exit(1)
+        return
     for p in problems:
         click.echo(p.line() + (f" [--fix: {p.fix}]" if p.fix and not fix else ""))
     if problems:

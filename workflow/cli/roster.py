@@ -7,7 +7,7 @@ import json
 import click
 
 from workflow.cli.base import Command, app, json_option
-from workflow.core.errors import RosterError, VisibilityError
+from workflow.core.errors import RosterError, VisibilityError, WorkflowError
 from workflow.policy.guardrails import ALWAYS, listing
 
 
@@ -43,8 +43,9 @@ def roster(ctx: click.Context, as_json: bool) -> None:
 @click.command(cls=Command)
 @click.argument("address")
 @click.option("--from", "sender", metavar="ROLE", help="Also say whether ROLE may send to it.")
+@json_option
 @click.pass_context
-def route(ctx: click.Context, address: str, sender: str | None) -> None:
+def route(ctx: click.Context, address: str, sender: str | None, as_json: bool) -> None:
     """Explain whom ADDRESS reaches and, with --from, whether ROLE may send to it.
 
     Exits 0 when the mail would be delivered, non-zero with the rule when not.
@@ -55,17 +56,38 @@ def route(ctx: click.Context, address: str, sender: str | None) -> None:
     """
     ros = app(ctx).roster
     r = ros.route(address)
-    click.echo(f"{r.address}: {r.kind}")
-    click.echo(f"  {r.explanation}")
-    click.echo(f"  mailboxes: {', '.join(r.mailboxes) or '(none)'}")
+    refusal: WorkflowError | None = None
     if r.kind == "external" and not r.mailboxes:
-        raise RosterError(f"{r.address}: relaying denied: no outbound bridge is configured")
-    if sender:
+        refusal = RosterError(f"{r.address}: relaying denied: no outbound bridge is configured")
+    decision = None
+    if sender and refusal is None:
         who = ros.sender(sender)
         decision = ros.may_send(who, r)
-        click.echo(f"  from {who}: {'allowed' if decision.allowed else 'refused'} ({decision.reason})")
         if not decision.allowed:
-            raise VisibilityError(decision.rule, decision.reason)
+            refusal = VisibilityError(decision.rule, decision.reason)
+    if as_json:
+        out: dict[str, object] = {
+            "address": r.address,
+            "kind": r.kind,
+            "explanation": r.explanation,
+            "mailboxes": list(r.mailboxes),
+        }
+        if decision is not None:
+            out["from"] = {
+                "sender": sender,
+                "allowed": decision.allowed,
+                "reason": decision.reason,
+                "rule": decision.rule,
+            }
+        click.echo(json.dumps(out, indent=2))
+    else:
+        click.echo(f"{r.address}: {r.kind}")
+        click.echo(f"  {r.explanation}")
+        click.echo(f"  mailboxes: {', '.join(r.mailboxes) or '(none)'}")
+        if decision is not None:
+            click.echo(f"  from {sender}: {'allowed' if decision.allowed else 'refused'} ({decision.reason})")
+    if refusal is not None:
+        raise refusal
 
 
 @click.command(cls=Command)
