@@ -35,6 +35,41 @@ class Fail(click.ClickException):
         self.exit_code = e.exit_code  # type: ignore[misc]  # click declares it on the class
 
 
+COMPLETES = {
+    "role": "roles",
+    "as_role": "roles",
+    "sender": "roles",
+    "state": "states",
+    "event": "events",
+    "artifact": "artifacts",
+}
+
+
+def completer(kind: str) -> Any:
+    """A click shell-completion function offering this project's ``kind`` (roles, states, events,
+    artifacts); nothing when there is no project here."""
+
+    def complete(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
+        try:
+            a = App.load()
+            if kind == "roles":
+                names = a.roster.identities()
+            elif kind == "states":
+                names = list(a.config.states)
+            elif kind == "events":
+                names = list(a.config.event_types)
+            else:
+                from workflow.core.locate import scan  # lazy: only completion scans artifacts here
+
+                found = scan(a.config)
+                names = sorted({*(x.path for x in found), *(x.stem for x in found)})
+        except WorkflowError:
+            return []
+        return [n for n in names if n.startswith(incomplete)]
+
+    return complete
+
+
 class _Errors:
     """Mixin: a WorkflowError anywhere below becomes one 'Error: …' line and its exit code; and
     the global options (``--config``, ``--mail-root``) are accepted after any subcommand too."""
@@ -47,6 +82,10 @@ class _Errors:
         self.own_root_params = not any(p.name in ("config_path", "mail_root") for p in self.params)
         if self.own_root_params:
             self.params.extend(root_params())
+        for p in self.params:  # shell completion: role names, states, events, artifacts (of this project)
+            kind = COMPLETES.get(p.name or "")
+            if kind is not None and getattr(p, "_custom_shell_complete", None) is None:
+                p._custom_shell_complete = completer(kind)
 
     def invoke(self, ctx: click.Context) -> Any:
         if self.own_root_params:
