@@ -216,7 +216,12 @@ sleeper = "import time; time.sleep(120)"
 subprocess.Popen([sys.executable, "-c", sleeper, sys.argv[1]], env=env, start_new_session=True)
 # … and a child it moved to a session of its own
 subprocess.Popen(["setsid", sys.executable, "-c", sleeper, sys.argv[1]], env=env)
-while len([d for d in os.listdir("/proc") if d.isdigit() and sys.argv[1].encode() in open(f"/proc/{d}/cmdline", "rb").read()]) < 2:
+def cmdline(d):
+    try:
+        return open(f"/proc/{d}/cmdline", "rb").read()
+    except OSError:  # a process that ended while we listed /proc
+        return b""
+while len([d for d in os.listdir("/proc") if d.isdigit() and sys.argv[1].encode() in cmdline(d)]) < 2:
     pass
 os.kill(os.getpid(), 9)
 """
@@ -228,7 +233,12 @@ def test_the_next_run_kills_what_a_crashed_run_left_alive_before_its_agent_start
         tmp_path,
         f"""
         sys.stdin.read()
-        alive = [d for d in os.listdir("/proc") if d.isdigit() and {marker.encode()!r} in open(f"/proc/{{d}}/cmdline", "rb").read()]
+        def cmdline(d):
+            try:
+                return open(f"/proc/{{d}}/cmdline", "rb").read()
+            except OSError:
+                return b""
+        alive = [d for d in os.listdir("/proc") if d.isdigit() and {marker.encode()!r} in cmdline(d)]
         open("orphans-seen", "w").write(str(len(alive)))
     """,
     )
