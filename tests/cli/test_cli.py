@@ -402,3 +402,40 @@ def test_json_everywhere_it_is_promised_and_read_marks_what_it_prints(project: P
     assert r.returncode == 0 and mid in r.stdout
     r = project.run("read", mid, "--as", "spec-writer")
     assert r.returncode == 5 and "is not in spec-writer's mailbox" in r.stderr
+
+
+def _in_a_terminal(p: Project, *args: str) -> str:
+    """Run a command on a pseudo-terminal (what a person sees) and return what it printed."""
+    import os as os_mod
+    import pty
+    import subprocess as sp
+    import sys as sys_mod
+
+    leader, follower = pty.openpty()
+    env = {k: v for k, v in os_mod.environ.items() if not k.startswith("WORKFLOW_") and k != "NO_COLOR"}
+    env.update(TERM="xterm-256color", COLUMNS="120")
+    proc = sp.Popen([sys_mod.executable, "-m", "workflow", *args], cwd=p.dir, stdout=follower, stderr=follower, env=env)
+    os_mod.close(follower)
+    out = b""
+    while True:
+        try:
+            chunk = os_mod.read(leader, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    proc.wait(timeout=30)
+    os_mod.close(leader)
+    return out.decode(errors="replace")
+
+
+def test_status_is_a_coloured_table_on_a_terminal_and_plain_when_piped(project: Project) -> None:
+    project.send("user", "review-request", "specs/proposed/user-auth.md", "spec-reviewer")
+    shown = _in_a_terminal(project, "status")
+    assert "\x1b[" in shown and "specs/proposed/user-auth.md" in shown and "review-request from user" in shown
+    assert "━" in shown or "─" in shown  # a table's rules
+    piped = project.run("status")
+    assert "\x1b[" not in piped.stdout and "specs/proposed/user-auth.md" in piped.stdout
+    plain = project.run("status", env={"NO_COLOR": "1"})
+    assert "\x1b[" not in plain.stdout

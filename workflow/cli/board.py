@@ -7,6 +7,7 @@ import json
 import click
 
 from workflow.artifacts.board import cards, history, render, to_dict
+from workflow.cli import styled
 from workflow.cli.base import Command, app, json_option
 from workflow.core.locate import find
 
@@ -42,5 +43,7 @@ def status(ctx: click.Context, artifact: str | None, as_role: str | None, as_jso
         click.echo(json.dumps(to_dict(a.config, board), indent=2))
     elif only is not None:
         click.echo(history(board[0]))
+    elif styled.wanted():
+        styled.board(a.config, board)
     else:
         click.echo(render(a.config, board))
