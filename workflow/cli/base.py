@@ -18,7 +18,6 @@ from typing import Any, NamedTuple
 import click
 
 from workflow.app import App
-from workflow.cli.runs import inside_run
 from workflow.core import ownership
 from workflow.core.config import BACKENDS
 from workflow.core.errors import UsageError, WorkflowError
@@ -121,7 +120,11 @@ def app(ctx: click.Context) -> App:
     root = ctx.find_root()
     if not isinstance(root.meta.get("app"), App):
         opts = root.obj if isinstance(root.obj, Options) else Options()
-        run = inside_run(None)  # an agent inside a run threads its replies from what run-role told it
+        run = None
+        if os.environ.get("WORKFLOW_RUN"):  # an agent inside a run threads its replies from what run-role told it
+            from workflow.cli.runs import inside_run  # lazy: only a command inside a run needs the run's code
+
+            run = inside_run(None)
         loaded = App.load(opts.config, opts.mail_root, parent=run.parent if run else None)
         if run is None:  # inside a run the mail root is out of the agent's sight: run-role checked it
             ownership.check(loaded.config)
