@@ -150,26 +150,29 @@ class Roster:
         refusal that names it as a role and suggests roles."""
         if "@" in name:
             return self.sender(name)
-        if name in self.roles:
-            if not self.roles[name].takes_mail:
-                raise RosterError(f"role {name} is a sync helper role: it never sends or reads mail")
-            return name
-        if name in self.panels or name in self.members:
-            return name
-        raise RosterError(f"unknown role {name!r}{self.suggest_names(name)}")
+        found = self._identity(name)
+        if found is None:
+            raise RosterError(f"unknown role {name!r}{self.suggest_names(name)}")
+        return found
+
+    def _identity(self, local: str) -> str | None:
+        """``local`` when it names a role that takes mail, a panel or a member; None when it names
+        nothing; refused for a sync helper role."""
+        if local in self.roles:
+            if not self.roles[local].takes_mail:
+                raise RosterError(f"role {local} is a sync helper role: it never sends or reads mail")
+            return local
+        return local if local in self.panels or local in self.members else None
 
     def sender(self, address: str) -> str:
         """The identity behind a From address; refuses strangers and sync roles."""
         local, dom = self.local_part(address)
         if dom != self.domain:
             raise RosterError(f"sender {address!r} is outside {self.domain}")
-        if local in self.roles:
-            if not self.roles[local].takes_mail:
-                raise RosterError(f"role {local} is a sync helper role: it never sends or reads mail")
-            return local
-        if local in self.panels or local in self.members:
-            return local
-        raise RosterError(f"unknown sender role {local!r}{self.suggest(local)}")
+        found = self._identity(local)
+        if found is None:
+            raise RosterError(f"unknown sender role {local!r}{self.suggest(local)}")
+        return found
 
     def mailboxes_of(self, identity: str) -> tuple[str, ...]:
         """The mailboxes an identity reads (a panel reads through its members)."""
