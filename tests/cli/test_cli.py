@@ -439,3 +439,13 @@ def test_status_is_a_coloured_table_on_a_terminal_and_plain_when_piped(project: 
     assert "\x1b[" not in piped.stdout and "specs/proposed/user-auth.md" in piped.stdout
     plain = project.run("status", env={"NO_COLOR": "1"})
     assert "\x1b[" not in plain.stdout
+
+
+def test_reindex_shows_its_progress_on_a_terminal_and_not_when_piped(project: Project) -> None:
+    for i in range(3):
+        project.send("user", "review-request", "specs/proposed/user-auth.md", "spec-reviewer", CONTEXT=f"c{i}")
+    shown = _in_a_terminal(project, "reindex")
+    assert "mailboxes" in shown and "indexed 3 messages" in shown, shown
+    assert re.search(r"indexed \d+/\d+ mailboxes", shown), shown
+    piped = project.run("reindex")
+    assert "/" not in piped.stderr.replace(str(project.dir), "") and "indexed 3 messages" in piped.stdout
