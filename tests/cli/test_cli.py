@@ -449,3 +449,16 @@ def test_reindex_shows_its_progress_on_a_terminal_and_not_when_piped(project: Pr
     assert re.search(r"indexed \d+/\d+ mailboxes", shown), shown
     piped = project.run("reindex")
     assert "/" not in piped.stderr.replace(str(project.dir), "") and "indexed 3 messages" in piped.stdout
+
+
+def test_inbox_and_doctor_are_coloured_on_a_terminal_and_plain_when_piped(project: Project) -> None:
+    project.send("user", "review-request", "specs/proposed/user-auth.md", "spec-reviewer")
+    shown = _in_a_terminal(project, "inbox", "spec-reviewer")
+    assert "\x1b[" in shown and "review-request" in shown and "[REVIEW REQUEST]" in shown
+    piped = project.run("inbox", "spec-reviewer")
+    assert "\x1b[" not in piped.stdout and "review-request" in piped.stdout
+    (project.dir / "specs" / "todo").mkdir(exist_ok=True)
+    (project.dir / "specs" / "todo" / "user-auth.md").write_text("# a second copy\n")  # in two folders
+    shown = _in_a_terminal(project, "doctor")
+    assert "\x1b[" in shown and "user-auth" in shown
+    assert "\x1b[" not in project.run("doctor").stdout

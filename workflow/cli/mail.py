@@ -10,6 +10,7 @@ from pathlib import Path
 
 import click
 
+from workflow.cli import styled
 from workflow.cli.base import Command, app, json_option, one_of
 from workflow.core.errors import RosterError
 from workflow.core.locate import Resolver
@@ -59,6 +60,8 @@ def inbox(
     where = Resolver(a.config)
     if as_json:
         click.echo(json.dumps({"role": role, "threads": [t.to_dict(where.now) for t in threads]}, indent=2))
+    elif styled.wanted():
+        styled.text(render_inbox(role, threads, not show_all, where.now), "inbox")
     else:
         click.echo(render_inbox(role, threads, not show_all, where.now), nl=False)
 

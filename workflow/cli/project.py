@@ -10,6 +10,7 @@ import click
 
 from workflow.artifacts.move import MoveRequest
 from workflow.artifacts.move import move as move_artifact
+from workflow.cli import styled
 from workflow.cli.base import Command, app, json_option, via_option
 from workflow.cli.runs import inside_run
 from workflow.core.words import count
@@ -186,8 +187,11 @@ def doctor(ctx: click.Context, fix: bool, as_json: bool) -> None:
         if problems:
             sys.exit(1)
         return
-    for p in problems:
-        click.echo(p.line() + (f" [--fix: {p.fix}]" if p.fix and not fix else ""))
+    lines = "\n".join(p.line() + (f" [--fix: {p.fix}]" if p.fix and not fix else "") for p in problems)
+    if lines and styled.wanted():
+        styled.text(lines, "doctor")
+    elif lines:
+        click.echo(lines)
     if problems:
         click.echo(count(len(problems), "problem"), err=True)
         sys.exit(1)

@@ -1,4 +1,4 @@
-"""Styled: tables and colour on a terminal (rich), for the commands people read; plain text when piped.
+"""Styled: tables and colour on a terminal (rich) — the board, the inbox, the doctor; plain text when piped.
 
 ``wanted`` says whether to style: stdout is a terminal and neither ``NO_COLOR`` nor
 ``TERM=dumb`` says otherwise. Piped output stays the plain text scripts and tests read.
@@ -10,10 +10,13 @@ import os
 import sys
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from workflow.artifacts.board import Card, age
-from workflow.core.config import Config
 from workflow.core.words import count
+
+if TYPE_CHECKING:
+    from workflow.artifacts.board import Card
+    from workflow.core.config import Config
 
 STATE_STYLE = {"proposed": "yellow", "todo": "cyan", "doing": "blue", "blocked": "bold red", "done": "green"}
 
@@ -22,10 +25,42 @@ def wanted() -> bool:
     return sys.stdout.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
 
 
+EVENT_STYLE = {
+    "blocker-report": "bold red",
+    "rejection": "red",
+    "review-request": "yellow",
+    "clarification-request": "magenta",
+    "question": "magenta",
+    "approval": "green",
+    "answer": "cyan",
+    "status-update": "dim",
+}
+
+
+def text(plain: str, kind: str) -> None:
+    """Plain output, coloured: the inbox (thread subjects bold, events by kind, ids dim) or the
+    doctor's problems (the check in red). One renderer makes the text; this only colours it."""
+    from rich.console import Console  # lazy: only a terminal pays for rich
+    from rich.text import Text
+
+    t = Text(plain.rstrip("\n"))
+    if kind == "inbox":
+        t.highlight_regex(r"(?m)^▸ .*$", "bold")
+        t.highlight_regex(r"<[^<>\s]+@[^<>\s]+>", "dim")
+        for event, style in EVENT_STYLE.items():
+            t.highlight_regex(rf"\b{event}\b", style)
+    elif kind == "doctor":
+        t.highlight_regex(r"(?m)^[a-z-]+:", "bold red")
+        t.highlight_regex(r"\[--fix: [^\]]*\]", "green")
+    Console(highlight=False).print(t)
+
+
 def board(config: Config, cards: Sequence[Card]) -> None:
     """The board as one table: state, artifact, the last mail about it, its age, what is wrong."""
     from rich.console import Console  # lazy: only a terminal pays for rich
     from rich.table import Table
+
+    from workflow.artifacts.board import age  # lazy: the inbox's start-up does not need the board
 
     now = time.time()
     table = Table(title="workflow status", title_justify="left", show_lines=False)
