@@ -20,8 +20,7 @@ from workflow.agents.sandbox import status as sandbox_status
 from workflow.app import App
 from workflow.artifacts.board import age
 from workflow.cli.base import Command, Group, app, backend_option, json_option, run_script, standalone
-from workflow.core.errors import ConfigError
-from workflow.delivery.address import holder
+from workflow.delivery.address import in_use
 
 
 def run_daemon(a: App, backend: str | None, rescan: float | None) -> None:
@@ -205,9 +204,7 @@ def free(host: str, port: int) -> None:
             s.bind((host, port))
         except OSError as e:
             if e.errno == errno.EADDRINUSE:
-                raise ConfigError(
-                    f"port {port} on {host} is in use by {holder(port)}: stop it, or pick another with --port"
-                ) from None
+                raise in_use(host, port) from None
 
 
 script = standalone(agentd, "agentd")

@@ -42,6 +42,9 @@ def used(mail_root: Path) -> bool:
 def claim(mail_root: Path, project_dir: Path) -> None:
     """Record ``project_dir`` as the owner of ``mail_root`` unless one is recorded already
     (created whole, once: of two projects claiming at once, one wins and the other is refused)."""
+    if owner(mail_root) is not None:  # the common case, every command: a read, no write
+        check_owner(mail_root, project_dir)
+        return
     path = StateDir.of(mail_root).project
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

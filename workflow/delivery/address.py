@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 
 from workflow.core.config import Config
+from workflow.core.errors import ConfigError
 from workflow.core.files import write_atomic
 
 
@@ -42,6 +43,13 @@ def server(config: Config) -> tuple[str, int]:
     if host in ("0.0.0.0", "::", ""):
         host = "127.0.0.1"
     return host, port
+
+
+def in_use(host: str, port: int) -> ConfigError:
+    """The one-line refusal of a port something else listens on, naming what holds it."""
+    return ConfigError(
+        f"port {port} on {host} is in use by {holder(port)}: stop it, or pick another with --port (0 picks a free one)"
+    )
 
 
 def holder(port: int) -> str:

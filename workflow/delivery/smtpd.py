@@ -314,10 +314,7 @@ class Server:
             self.committer.stop()
             self.index.close()
             if e.errno == errno.EADDRINUSE:
-                raise ConfigError(
-                    f"port {self.port} on {self.host} is in use by {address.holder(self.port)}: "
-                    "stop it, or pick another with --port (0 picks a free one)"
-                ) from None
+                raise address.in_use(self.host, self.port) from None
             raise ConfigError(f"cannot listen on {self.host}:{self.port}: {e.strerror or e}") from None
         sock = self.server.sockets[0]
         self.port = int(sock.getsockname()[1])
