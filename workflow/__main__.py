@@ -1,5 +1,5 @@
 """Entry: ``python -m workflow`` runs the CLI."""
 
-from workflow.cli.main import main
+from workflow.cli.entry import workflow
 
-main()
+workflow()

@@ -8,6 +8,7 @@ globals.
 
 from __future__ import annotations
 
+import os
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -53,6 +54,38 @@ class App:
         from workflow.delivery.deliverer import Deliverer
 
         return Deliverer(self.config, self.roster, self.maildirs)
+
+    def save_snapshot(self, loaded_at_ns: int) -> bool:
+        """Save what the short commands need of this project (``core.snapshot``): where its mail
+        and index are, its states and events, and what each identity may see — valid while the
+        config, the roles and the mail root's owner file are unchanged."""
+        from workflow.core import snapshot  # lazy: only the reading commands save a snapshot
+        from workflow.core.resources import builtin_dir
+
+        c = self.config
+        if c.path is None:
+            return False
+        sources = [str(c.path), str(c.state.project)]
+        for d in (builtin_dir("roles"), c.roles_dir):
+            sources.append(str(d))
+            if d.is_dir():
+                sources.extend(str(p) for p in sorted(d.glob("*.md")))
+        roster = self.roster
+        views = {}
+        for name in {*roster.roles, *roster.members, *roster.panels}:
+            boxes, senders = roster.view(name)
+            views[name] = (boxes, senders)
+        facts = {
+            "mail_root": str(c.mail_root),
+            "index_path": str(c.index_path),
+            "domain": c.domain,
+            "project_dir": str(c.project_dir),
+            "states": c.states,
+            "event_types": c.event_types,
+            "artifact_roots": c.artifact_roots,
+            "views": views,
+        }
+        return snapshot.save(str(c.path), os.environ, sources, facts, loaded_at_ns)
 
     def index(self) -> Index:
         """A new connection to the index; use it as a context manager and keep it short-lived."""

@@ -68,7 +68,9 @@ def build(app: App, role: Role, index: Index, new: Sequence[Row], artifact: str 
             seed = t.messages[-1].message_id or ""
             rows = thread_rows(index, boxes, seed, sent) if seed else list(t.messages)
             parts.append(
-                render_thread(rows or list(t.messages), app.maildirs, boxes).replace("# Thread:", "## Thread:", 1)
+                render_thread(rows or list(t.messages), app.config.mail_root, boxes).replace(
+                    "# Thread:", "## Thread:", 1
+                )
             )
             parts.append("")
     else:

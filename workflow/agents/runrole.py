@@ -77,7 +77,7 @@ class Poller:
             texts = []
             for r in fresh:
                 self.known.add(r.message_id or r.key)
-                texts.append(render_thread([r], self.app.maildirs, boxes))
+                texts.append(render_thread([r], self.app.config.mail_root, boxes))
         if fresh:
             self.know(fresh)
         for r, text in zip(fresh, texts, strict=True):

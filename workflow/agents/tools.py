@@ -18,7 +18,7 @@ from workflow.app import App
 from workflow.artifacts.move import MoveRequest, move
 from workflow.core import safeopen
 from workflow.core.errors import ArtifactError, ToolError, WorkflowError
-from workflow.core.locate import GLOB_CHARS, Artifact, Resolver, locate, parse_path
+from workflow.core.locate import Artifact, Resolver, has_glob, locate, parse_path
 from workflow.delivery.notify import NotifyRequest, split_list
 from workflow.delivery.transport import Transport
 from workflow.mail.inbox import group, render_inbox, render_thread, select, thread_rows
@@ -157,7 +157,7 @@ class RoleTools:
 
     def tool_read_artifact(self, path: str) -> str:
         target = path
-        if GLOB_CHARS.search(path) or not (self.app.config.project_dir / path).exists():
+        if has_glob(path) or not (self.app.config.project_dir / path).exists():
             found = locate(path, self.app.config)
             if len(found) != 1:
                 raise ToolError(
@@ -232,4 +232,4 @@ class RoleTools:
             rows = thread_rows(index, boxes, normalize_msgid(message_id), sent)
         if not rows:
             raise ToolError(f"no thread {message_id} in your mail")
-        return render_thread(rows, self.app.maildirs, boxes)
+        return render_thread(rows, self.app.config.mail_root, boxes)

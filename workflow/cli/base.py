@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -18,6 +19,7 @@ from typing import Any, NamedTuple
 import click
 
 from workflow.app import App
+from workflow.cli.fast import JSON, Param, Spec
 from workflow.core import ownership
 from workflow.core.config import BACKENDS
 from workflow.core.errors import UsageError, WorkflowError
@@ -125,12 +127,47 @@ def app(ctx: click.Context) -> App:
             from workflow.cli.runs import inside_run  # lazy: only a command inside a run needs the run's code
 
             run = inside_run(None)
+        root.meta["loaded_at"] = time.time_ns()
         loaded = App.load(opts.config, opts.mail_root, parent=run.parent if run else None)
         if run is None:  # inside a run the mail root is out of the agent's sight: run-role checked it
             ownership.check(loaded.config)
+            root.meta["checked"] = opts.mail_root is None  # a snapshot knows no --mail-root
         root.meta["app"] = loaded
     found: App = root.meta["app"]
     return found
+
+
+def keep_snapshot(ctx: click.Context) -> None:
+    """After a short command ran in full (cli.fast could not), save the project's snapshot so
+    the next one can run fast — if this one checked the mail root and none is current."""
+    root = ctx.find_root()
+    a = app(ctx)
+    if not root.meta.get("checked") or a.config.path is None:
+        return
+    from workflow.core import snapshot  # lazy: only the short commands keep a snapshot
+
+    if snapshot.load(str(a.config.path), os.environ) is None:
+        a.save_snapshot(int(root.meta["loaded_at"]))
+
+
+def params(spec: Spec) -> list[click.Parameter]:
+    """A short command's parameters (declared once in cli.fast) as click parameters."""
+    return [param(p) for p in spec.params]
+
+
+def param(p: Param) -> click.Parameter:
+    if p.kind == "arg":
+        return click.Argument([p.dest], metavar=p.metavar)
+    return click.Option(
+        [p.decl, p.dest],
+        is_flag=p.kind == "flag",
+        type=int if p.integer else None,
+        default=p.default,
+        required=p.required,
+        metavar=p.metavar,
+        show_default=p.show_default,
+        help=p.help,
+    )
 
 
 def root_params() -> list[click.Parameter]:
@@ -175,7 +212,7 @@ via_option = click.option(
     show_default=True,
     help="auto: the SMTP server when it answers, else direct delivery (through the same checks).",
 )
-json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+json_option = click.option(JSON.decl, JSON.dest, is_flag=True, help=JSON.help)
 
 
 def version_param(prog: str) -> click.Option:

@@ -10,25 +10,17 @@ from pathlib import Path
 
 import click
 
-from workflow.cli import styled
-from workflow.cli.base import Command, app, json_option, one_of
+from workflow.cli import fast, styled
+from workflow.cli.base import Command, app, json_option, keep_snapshot, one_of, params
 from workflow.core.errors import RosterError
 from workflow.core.locate import Resolver
-from workflow.mail.inbox import group, render_inbox, render_thread, select, thread_rows
+from workflow.mail.inbox import group, select, thread_rows
 from workflow.mail.index import reset
 from workflow.mail.message import body_text, normalize_msgid, parse
 from workflow.mail.rows import Row
 
 
-@click.command(cls=Command)
-@click.argument("role")
-@click.option("--event", help="Only this X-Event-Type.")
-@click.option(
-    "--artifact", "artifact", metavar="GLOB", help="Only mail whose X-Artifacts match (glob or part of a name)."
-)
-@click.option("--state", help="Only this X-Workflow-State.")
-@click.option("--all", "show_all", is_flag=True, help="Read mail too, not only unread.")
-@json_option
+@click.command(cls=Command, params=params(fast.INBOX))
 @click.pass_context
 def inbox(
     ctx: click.Context,
@@ -51,25 +43,32 @@ def inbox(
     one_of(event, a.config.event_types, "event type")
     one_of(state, a.config.states, "state")
     boxes = a.roster.mailboxes_of(role)
+    where = Resolver(a.config)
     with a.index() as index:
         index.refresh(boxes)
-        rows = select(
-            index, boxes, unread=not show_all, event=event, state=state, artifact=artifact, states=a.config.states
-        )
-    threads = group(rows)
-    where = Resolver(a.config)
-    if as_json:
-        click.echo(json.dumps({"role": role, "threads": [t.to_dict(where.now) for t in threads]}, indent=2))
-    elif styled.wanted():
-        styled.text(render_inbox(role, threads, not show_all, where.now), "inbox")
-    else:
-        click.echo(render_inbox(role, threads, not show_all, where.now), nl=False)
+        if as_json:
+            rows = select(
+                index, boxes, unread=not show_all, event=event, state=state, artifact=artifact, states=a.config.states
+            )
+            click.echo(json.dumps({"role": role, "threads": [t.to_dict(where.now) for t in group(rows)]}, indent=2))
+        else:
+            text = fast.inbox_text(
+                index,
+                boxes,
+                role,
+                where,
+                event=event,
+                artifact=artifact,
+                state=state,
+                show_all=show_all,
+                states=a.config.states,
+                coloured=styled.wanted(),
+            )
+            click.echo(text, nl=False)
+    keep_snapshot(ctx)
 
 
-@click.command(cls=Command)
-@click.argument("message_id")
-@click.option("--as", "as_role", required=True, metavar="ROLE", help="Show only what ROLE may see.")
-@json_option
+@click.command(cls=Command, params=params(fast.THREAD))
 @click.pass_context
 def thread(ctx: click.Context, message_id: str, as_role: str, as_json: bool) -> None:
     """Print the thread holding MESSAGE_ID as a Markdown transcript, as ROLE sees it.
@@ -80,23 +79,21 @@ def thread(ctx: click.Context, message_id: str, as_role: str, as_json: bool) -> 
     """
     a = app(ctx)
     mid = normalize_msgid(message_id)
-    boxes, sent = a.roster.view(as_role)
+    view = a.roster.view(as_role)
     with a.index() as index:
         index.refresh()
-        rows = thread_rows(index, boxes, mid, sent)
-    if not rows:
+        if as_json:
+            rows = thread_rows(index, view[0], mid, view[1])
+            text = json.dumps([r.to_dict() for r in rows], indent=2) + "\n" if rows else None
+        else:
+            text = fast.thread_text(index, view, mid, str(a.config.mail_root))
+    if text is None:
         raise RosterError(f"message {mid} is not in {as_role}'s mailbox")
-    if as_json:
-        click.echo(json.dumps([r.to_dict() for r in rows], indent=2))
-    else:
-        click.echo(render_thread(rows, a.maildirs, boxes), nl=False)
+    click.echo(text, nl=False)
+    keep_snapshot(ctx)
 
 
-@click.command(cls=Command)
-@click.argument("text")
-@click.option("--as", "as_role", metavar="ROLE", help="Search only what ROLE may see (default: every mailbox).")
-@click.option("--limit", default=50, show_default=True, help="Most results to show.")
-@json_option
+@click.command(cls=Command, params=params(fast.SEARCH))
 @click.pass_context
 def search(ctx: click.Context, text: str, as_role: str | None, limit: int, as_json: bool) -> None:
     """Full-text search over subjects and bodies (every word must appear), newest first.
@@ -113,9 +110,10 @@ def search(ctx: click.Context, text: str, as_role: str | None, limit: int, as_js
     if as_json:
         click.echo(json.dumps([r.to_dict() for r in rows], indent=2))
         return
-    for r in rows:
-        click.echo(f"{r.mailbox:<28} {r.event or 'mail':<21} {r.subject}\n{'':<28} {r.message_id}")
-    click.echo(f"{len(rows)} result{'' if len(rows) == 1 else 's'}", err=True)
+    out, count = fast.search_lines(rows)
+    click.echo(out, nl=False)
+    click.echo(count, nl=False, err=True)
+    keep_snapshot(ctx)
 
 
 @click.command(cls=Command)

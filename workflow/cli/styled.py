@@ -1,7 +1,9 @@
-"""Styled: tables and colour on a terminal (rich) — the board, the inbox, the doctor; plain text when piped.
+"""Styled: tables and colour on a terminal — the board, the inbox, the doctor; plain text when piped.
 
 ``wanted`` says whether to style: stdout is a terminal and neither ``NO_COLOR`` nor
-``TERM=dumb`` says otherwise. Piped output stays the plain text scripts and tests read.
+``TERM=dumb`` says otherwise. Piped output stays the plain text scripts and tests read. The
+board and the doctor are drawn by rich; the inbox, a short command that must start fast, is
+coloured here with plain ANSI codes (rich alone would take twice its start-up budget).
 """
 
 from __future__ import annotations
@@ -9,12 +11,13 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from workflow.core.words import count
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from workflow.artifacts.board import Card
     from workflow.core.config import Config
 
@@ -37,19 +40,51 @@ EVENT_STYLE = {
 }
 
 
+ANSI = {
+    "bold": "1",
+    "dim": "2",
+    "red": "31",
+    "green": "32",
+    "yellow": "33",
+    "blue": "34",
+    "magenta": "35",
+    "cyan": "36",
+}
+
+
+def ansi(text: str, style: str) -> str:
+    """``text`` in a rich-style ``style`` ("bold red") as ANSI escape codes."""
+    codes = ";".join(ANSI[w] for w in style.split() if w in ANSI)
+    return f"\x1b[{codes}m{text}\x1b[0m" if codes else text
+
+
+def inbox(plain: str) -> str:
+    """The inbox's text (``mail.inbox.render_inbox``) coloured: thread subjects bold, each
+    message's event by kind, Message-IDs dim. One renderer makes the text; this only colours it."""
+    out = []
+    for line in plain.split("\n"):
+        if line.startswith("▸ "):
+            line = ansi(line, "bold")
+        elif line.startswith("      <") and line.endswith(">"):
+            line = "      " + ansi(line[6:], "dim")
+        elif line.startswith("  ") and len(line) > 22 and line[2] in " N":
+            head, rest = line[:22], line[22:]  # "  N YYYY-MM-DD HH:MM  " then the event
+            event = rest.split(" ", 1)[0]
+            style = EVENT_STYLE.get(event)
+            if style:
+                line = head + ansi(event, style) + rest[len(event) :]
+        out.append(line)
+    return "\n".join(out)
+
+
 def text(plain: str, kind: str) -> None:
-    """Plain output, coloured: the inbox (thread subjects bold, events by kind, ids dim) or the
-    doctor's problems (the check in red). One renderer makes the text; this only colours it."""
+    """Plain output, coloured: the doctor's problems (the check in red). One renderer makes the
+    text; this only colours it."""
     from rich.console import Console  # lazy: only a terminal pays for rich
     from rich.text import Text
 
     t = Text(plain.rstrip("\n"))
-    if kind == "inbox":
-        t.highlight_regex(r"(?m)^▸ .*$", "bold")
-        t.highlight_regex(r"<[^<>\s]+@[^<>\s]+>", "dim")
-        for event, style in EVENT_STYLE.items():
-            t.highlight_regex(rf"\b{event}\b", style)
-    elif kind == "doctor":
+    if kind == "doctor":
         t.highlight_regex(r"(?m)^[a-z-]+:", "bold red")
         t.highlight_regex(r"\[--fix: [^\]]*\]", "green")
     Console(highlight=False).print(t)

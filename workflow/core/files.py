@@ -9,7 +9,10 @@ mix, and the rename itself survives. Maildir delivery has its own batched path (
 from __future__ import annotations
 
 import os
-from pathlib import Path
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def fsync_dir(path: Path | str) -> None:

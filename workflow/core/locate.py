@@ -9,18 +9,51 @@ folder. Its identity is (ROOT, NAME), so ``specs/*/user-auth.md`` — or the old
 
 from __future__ import annotations
 
-import fnmatch
 import os
-import re
-from collections.abc import Iterable, Sequence
-from pathlib import Path, PurePosixPath
-from typing import NamedTuple
 
-from workflow.core import safeopen
-from workflow.core.config import Config
 from workflow.core.errors import ArtifactError
 
-GLOB_CHARS = re.compile(r"[*?\[]")
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+    from typing import NamedTuple, Protocol
+
+    from workflow.core.config import Config
+
+    class Layout(Protocol):
+        """Where artifacts live: a Config, or a short command's snapshot of one."""
+
+        @property
+        def project_dir(self) -> os.PathLike[str] | str: ...
+        @property
+        def artifact_roots(self) -> tuple[str, ...]: ...
+        @property
+        def states(self) -> tuple[str, ...]: ...
+else:
+    from workflow.core.records import NamedTuple
+
+
+def has_glob(text: str) -> bool:
+    """Whether ``text`` holds a glob character (``*``, ``?``, ``[``)."""
+    return "*" in text or "?" in text or "[" in text
+
+
+def literal(pattern: str) -> str:
+    """The longest run of a pattern without glob characters."""
+    for c in "?[":
+        pattern = pattern.replace(c, "*")
+    return max(pattern.split("*"), key=len)
+
+
+def matches(name: str, pattern: str) -> bool:
+    """``fnmatch.fnmatchcase``, without importing it for a pattern with no glob in it."""
+    if pattern == "*":
+        return True
+    if not has_glob(pattern):
+        return name == pattern
+    import fnmatch  # lazy: start-up time; only a glob needs it
+
+    return fnmatch.fnmatchcase(name, pattern)
 
 
 class Artifact(NamedTuple):
@@ -44,7 +77,9 @@ class Artifact(NamedTuple):
 
     @property
     def stem(self) -> str:
-        return PurePosixPath(self.name).stem
+        base = self.name.rsplit("/", 1)[-1]
+        dot = base.rfind(".")
+        return base[:dot] if 0 < dot < len(base) - 1 else base
 
     def moved(self, state: str) -> Artifact:
         return self._replace(state=state)
@@ -58,21 +93,21 @@ class Ref(NamedTuple):
     name: str  # may hold glob characters
 
 
-def split_ref(ref: str, config: Config) -> Ref | None:
+def split_ref(ref: str, config: Layout) -> Ref | None:
     """Split ``ROOT/STATE/NAME`` (any of them may be globs); None when it is not under a root."""
     ref = ref.strip()
-    while ref.startswith("./"):
-        ref = ref[2:]
-    parts = PurePosixPath(ref).parts
+    if ref.startswith("/"):
+        return None
+    parts = [p for p in ref.split("/") if p not in ("", ".")]
     if len(parts) < 3 or parts[0] not in config.artifact_roots or ".." in parts:
         return None
     return Ref(parts[0], parts[1], "/".join(parts[2:]))
 
 
-def parse_path(path: str, config: Config) -> Artifact | None:
+def parse_path(path: str, config: Layout) -> Artifact | None:
     """The artifact a concrete repository path names, or None (not under a root and a state)."""
     ref = split_ref(path, config)
-    if ref is None or ref.state not in config.states or GLOB_CHARS.search(ref.name) or _hidden(ref.name):
+    if ref is None or ref.state not in config.states or has_glob(ref.name) or _hidden(ref.name):
         return None
     return Artifact(ref.root, ref.state, ref.name)
 
@@ -81,9 +116,25 @@ def _hidden(name: str) -> bool:
     return any(p.startswith(".") for p in name.split("/"))
 
 
+def _is_file(config: Layout, base: str, rel: str) -> bool:
+    """A regular file at ``rel``; through a symlink only when it stays inside its root."""
+    full = os.path.join(base, rel.split("/", 1)[1])
+    if not os.path.isfile(full):
+        return False
+    if os.path.realpath(full) == os.path.abspath(full):
+        return True  # no symlink on the way
+    from workflow.core import safeopen  # lazy: start-up time; only a symlink needs the full check
+
+    return safeopen.exists(config, rel)  # type: ignore[arg-type]
+
+
 def scan(config: Config, roots: Iterable[str] | None = None) -> list[Artifact]:
     """Every artifact file in the working tree, by root, state and name (dotfiles skipped, and
     symlinks that lead out of their root: they are not artifacts of this project)."""
+    from pathlib import Path  # lazy: start-up time; only a scan of the tree needs these
+
+    from workflow.core import safeopen
+
     out: list[Artifact] = []
     base = config.project_dir
     for root in roots or config.artifact_roots:
@@ -106,7 +157,7 @@ def scan(config: Config, roots: Iterable[str] | None = None) -> list[Artifact]:
     return out
 
 
-def locate(ref: str, config: Config, artifacts: Sequence[Artifact] | None = None) -> list[Artifact]:
+def locate(ref: str, config: Layout, artifacts: Sequence[Artifact] | None = None) -> list[Artifact]:
     """Where the artifacts a reference names are now.
 
     A path or glob under a root matches by name in every state folder whose name matches its
@@ -116,26 +167,20 @@ def locate(ref: str, config: Config, artifacts: Sequence[Artifact] | None = None
     split = split_ref(ref, config)
     if split is None:
         return []
-    state_pattern = split.state if GLOB_CHARS.search(split.state) else "*"
-    name_is_glob = bool(GLOB_CHARS.search(split.name))
+    state_pattern = split.state if has_glob(split.state) else "*"
+    name_is_glob = has_glob(split.name)
     if artifacts is None and not name_is_glob:
         # A concrete name: one stat per state folder instead of walking the tree (the server's path).
         if _hidden(split.name):
             return []
-        base = config.project_dir / split.root
+        base = os.path.join(config.project_dir, split.root)
         return [
             Artifact(split.root, s, split.name)
             for s in config.states
-            if fnmatch.fnmatchcase(s, state_pattern) and (base / s / split.name).is_file()
+            if matches(s, state_pattern) and _is_file(config, base, f"{split.root}/{s}/{split.name}")
         ]
-    pool = artifacts if artifacts is not None else scan(config, [split.root])
-    return [
-        a
-        for a in pool
-        if a.root == split.root
-        and fnmatch.fnmatchcase(a.state, state_pattern)
-        and (fnmatch.fnmatchcase(a.name, split.name) if name_is_glob else a.name == split.name)
-    ]
+    pool = artifacts if artifacts is not None else scan(config, [split.root])  # type: ignore[arg-type]
+    return [a for a in pool if a.root == split.root and matches(a.state, state_pattern) and matches(a.name, split.name)]
 
 
 def by_key(artifacts: Iterable[Artifact]) -> dict[tuple[str, str], list[Artifact]]:
@@ -164,7 +209,7 @@ def find(arg: str, config: Config) -> Artifact:
                 f"{arg}: not under an artifact root ({roots}); expected ROOT/STATE/NAME like specs/proposed/x.md"
             )
     else:
-        found = [a for a in everything if a.name == arg or PurePosixPath(a.name).name == arg or a.stem == arg]
+        found = [a for a in everything if a.name == arg or a.name.rsplit("/", 1)[-1] == arg or a.stem == arg]
     if not found:
         import difflib  # lazy: start-up time; only a mistake needs a suggestion
 
@@ -188,14 +233,23 @@ def two_folders(copies: Sequence[Artifact]) -> str:
 
 
 class Resolver:
-    """Where the artifacts mail names are now, from one scan of the working tree (cached per ref)."""
+    """Where the artifacts mail names are now (cached per ref): a concrete path by one stat per
+    state folder, a glob from one scan of the working tree, made when the first glob asks."""
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Layout) -> None:
         self.config = config
-        self.artifacts = scan(config)
+        self._scanned: list[Artifact] | None = None
         self._cache: dict[str, list[str]] = {}
+
+    @property
+    def artifacts(self) -> list[Artifact]:
+        if self._scanned is None:
+            self._scanned = scan(self.config)  # type: ignore[arg-type]
+        return self._scanned
 
     def now(self, ref: str) -> list[str]:
         if ref not in self._cache:
-            self._cache[ref] = [a.path for a in locate(ref, self.config, self.artifacts)]
+            split = split_ref(ref, self.config)
+            pool = self.artifacts if split is not None and has_glob(split.name) else None
+            self._cache[ref] = [a.path for a in locate(ref, self.config, pool)]
         return self._cache[ref]

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from workflow.core.config import Config
 from workflow.core.errors import MessageError
-from workflow.core.locate import GLOB_CHARS
+from workflow.core.locate import has_glob
 from workflow.mail.index import Index
 from workflow.mail.message import (
     Draft,
@@ -63,7 +63,7 @@ def artifact_state(path: str, config: Config) -> str | None:
     for part in PurePosixPath(path).parts[:-1]:
         if part in config.states:
             return part
-    if GLOB_CHARS.search(path):
+    if has_glob(path):
         found = sorted(Path(config.project_dir).glob(path))
         states = {p.parent.name for p in found if p.parent.name in config.states}
         if len(states) == 1:

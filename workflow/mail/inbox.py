@@ -7,17 +7,22 @@ anything else last. Reading never marks a message.
 
 from __future__ import annotations
 
-import fnmatch
+import os
 import time
-from collections.abc import Callable, Iterable, Sequence
-from typing import NamedTuple
 
-from workflow.core.locate import GLOB_CHARS
-from workflow.mail.index import Index
-from workflow.mail.maildir import Maildirs
-from workflow.mail.message import body_text, parse
-from workflow.mail.rows import Row
+from workflow.core.locate import has_glob, literal, matches
+from workflow.mail.maildir import find_in
 from workflow.mail.threads import Threads
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Sequence
+    from typing import NamedTuple
+
+    from workflow.mail.reader import Reader
+    from workflow.mail.rows import Row
+else:
+    from workflow.core.records import NamedTuple
 
 PRIORITY = {
     "blocker-report": 0,
@@ -40,9 +45,9 @@ def artifact_matches(pattern: str, artifacts: Sequence[str], states: Sequence[st
     ``states``, ROOT/STATE/NAME paths match by root and name whatever their state folders say
     (mail about specs/proposed/x.md is about x after it moved to todo/)."""
     for a in artifacts:
-        if fnmatch.fnmatchcase(a, pattern) or fnmatch.fnmatchcase(pattern, a):
+        if matches(a, pattern) or matches(pattern, a):
             return True
-        if not GLOB_CHARS.search(pattern) and pattern in a:
+        if not has_glob(pattern) and pattern in a:
             return True
         if states and _same_artifact(pattern, a, states):
             return True
@@ -53,13 +58,9 @@ def _same_artifact(x: str, y: str, states: Sequence[str]) -> bool:
     px, py = x.split("/", 2), y.split("/", 2)
     if len(px) < 3 or len(py) < 3 or px[0] != py[0]:
         return False
-    if not all(p[1] in states or GLOB_CHARS.search(p[1]) for p in (px, py)):
+    if not all(p[1] in states or has_glob(p[1]) for p in (px, py)):
         return False
-    return fnmatch.fnmatchcase(px[2], py[2]) or fnmatch.fnmatchcase(py[2], px[2])
-
-
-def _literal(pattern: str) -> str:
-    return max(GLOB_CHARS.split(pattern), key=len)
+    return matches(px[2], py[2]) or matches(py[2], px[2])
 
 
 class InboxThread(NamedTuple):
@@ -80,7 +81,7 @@ class InboxThread(NamedTuple):
 
 
 def select(
-    index: Index,
+    index: Reader,
     mailboxes: Sequence[str],
     *,
     unread: bool = True,
@@ -92,7 +93,7 @@ def select(
     """The rows a role sees under these filters (copies of one message in several mailboxes once)."""
     # Prefilter in SQL on the longest literal run of the last path component (the artifact's
     # name, shared by a concrete path and a state glob like specs/*/auth.md), then match exactly.
-    like = _literal(artifact.rsplit("/", 1)[-1]) if artifact else None
+    like = literal(artifact.rsplit("/", 1)[-1]) if artifact else None
     rows = index.query(mailboxes, unread=unread, event=event, state=state, artifact_like=like or None)
     if artifact:
         rows = [r for r in rows if artifact_matches(artifact, r.artifacts, states)]
@@ -144,7 +145,7 @@ def group(rows: Sequence[Row]) -> list[InboxThread]:
     return threads
 
 
-def thread_rows(index: Index, mailboxes: Sequence[str], message_id: str, senders: Sequence[str] = ()) -> list[Row]:
+def thread_rows(index: Reader, mailboxes: Sequence[str], message_id: str, senders: Sequence[str] = ()) -> list[Row]:
     """The thread holding ``message_id`` as far as these mailboxes (and these senders' own mail) show it.
 
     Every row records its thread root as it knows it (first Reference, else parent). Grow a set
@@ -195,7 +196,7 @@ def render_inbox(
             arts = ",".join(m.artifacts) or "-"
             state = f" ({m.state})" if m.state else ""
             if now is not None:
-                moved = [p for ref in m.artifacts if not GLOB_CHARS.search(ref) for p in now(ref) if p != ref]
+                moved = [p for ref in m.artifacts if not has_glob(ref) for p in now(ref) if p != ref]
                 if moved:
                     state += f" → now {','.join(moved)}"
             lines.append(
@@ -205,16 +206,19 @@ def render_inbox(
     return "\n".join(lines) + "\n"
 
 
-def render_thread(rows: Sequence[Row], maildirs: Maildirs, mailboxes: Sequence[str] = ()) -> str:
+def render_thread(rows: Sequence[Row], mail_root: str | os.PathLike[str], mailboxes: Sequence[str] = ()) -> str:
     """The thread as a Markdown transcript (the reply loop's thread.md shape, docs/bridges.md); the reader's unread say NEW."""
     if not rows:
         return ""
+    from workflow.mail.message import body_text, parse  # lazy: start-up time; only a transcript needs bodies
+
     out = [f"# Thread: {rows[0].subject}", ""]
     for i, r in enumerate(rows):
-        entry = maildirs.find(r.mailbox, r.key)
+        entry = find_in(os.path.join(mail_root, r.mailbox), r.mailbox, r.key)
         body = ""
         if entry is not None:
-            raw = entry.path.read_bytes()
+            with open(entry.file, "rb") as f:
+                raw = f.read()
             body = body_text(raw, parse(raw)).rstrip("\n")
         new = "NEW " if (not r.seen and r.mailbox in mailboxes) else ""
         out.append(f"## {new}{r.event or 'mail'} from {r.sender.split('@')[0]} ({_when(r.date)} UTC)")

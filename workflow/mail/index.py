@@ -14,30 +14,22 @@ index stays under a tenth of notmuch's on the same mail. ``Row`` always carries 
 
 from __future__ import annotations
 
-import os
-import re
 import sqlite3
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from workflow.core.db import open_db
 from workflow.core.errors import MailIndexError
+from workflow.mail.copies import describe, encode, read_copy, strings
 from workflow.mail.maildir import Entry, Maildirs
 from workflow.mail.message import Parsed
-from workflow.mail.rows import (
-    COLUMNS,
-    N_COLUMNS,
-    DbRow,
-    Row,
-    decode,
-    describe,
-    encode,
-    numbers,
-    read_copy,
-    strings,
-)
+from workflow.mail.reader import REBUILD, SCHEMA_VERSION, Reader, mtimes
+from workflow.mail.rows import COLUMNS, N_COLUMNS
 
-SCHEMA_VERSION = 2
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from workflow.mail.rows import DbRow
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS str(n INTEGER PRIMARY KEY, v TEXT NOT NULL UNIQUE);
 CREATE TABLE IF NOT EXISTS msg(
@@ -54,27 +46,17 @@ CREATE INDEX IF NOT EXISTS msg_space ON msg(space) WHERE space IS NOT NULL;
 CREATE TABLE IF NOT EXISTS dirstate(mailbox TEXT PRIMARY KEY, new_mtime INTEGER NOT NULL, cur_mtime INTEGER NOT NULL);
 CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(subject, body, content='', tokenize='unicode61 remove_diacritics 2', detail=none);
 """
-REBUILD = "run `workflow reindex` to rebuild it from the Maildirs"
 
 
-def _fts_query(text: str) -> str:
-    words = re.findall(r"\w+", text, re.UNICODE)
-    if not words:
-        raise MailIndexError(f"search text {text!r} has no words to look for")
-    return " ".join('"' + w.replace('"', '""') + '"' for w in words)
-
-
-class Index:
-    """An open index; use as a context manager, keep it short-lived."""
+class Index(Reader):
+    """An open index, for reading and writing; use as a context manager, keep it short-lived."""
 
     def __init__(self, path: Path, maildirs: Maildirs, domain: str, *, rebuild_if_new: bool = True) -> None:
-        self.path = path
         self.maildirs = maildirs
         self.domain = domain
-        self._ids: dict[str, int] = {}
-        self._names: dict[int, str] = {}
         fresh = not path.exists()
-        self.db = open_db(path, what="index", error=MailIndexError, remedy=REBUILD)
+        super().__init__(open_db(path, what="index", error=MailIndexError, remedy=REBUILD), path)
+        self.path: Path = path
         try:
             version = self.db.execute("PRAGMA user_version").fetchone()[0]
             if version not in (0, SCHEMA_VERSION):
@@ -93,20 +75,6 @@ class Index:
     def __enter__(self) -> Index:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        self.db.close()
-
-    def _exec(self, sql: str, args: Sequence[object] = ()) -> sqlite3.Cursor:
-        try:
-            return self.db.execute(sql, args)
-        except sqlite3.DatabaseError as e:
-            raise MailIndexError(
-                f"index {self.path} is unreadable ({e}); run `workflow reindex` to rebuild it"
-            ) from None
-
     # ---------------------------------------------------------------- interning
 
     def _intern(self, values: Iterable[str]) -> dict[str, int]:
@@ -117,34 +85,6 @@ class Index:
             self.db.executemany("INSERT OR IGNORE INTO str(v) VALUES (?)", [(v,) for v in missing])
             self._load_ids(missing)
         return cache
-
-    def _load_ids(self, values: Sequence[str]) -> None:
-        for i in range(0, len(values), 500):
-            chunk = values[i : i + 500]
-            for n, v in self.db.execute(f"SELECT n, v FROM str WHERE v IN ({','.join('?' * len(chunk))})", chunk):
-                self._ids[v] = n
-                self._names[n] = v
-
-    def _lookup(self, values: Iterable[str]) -> list[int]:
-        """Ids of strings already known; unknown strings simply match nothing."""
-        vals = list(dict.fromkeys(values))
-        missing = [v for v in vals if v not in self._ids]
-        if missing:
-            self._load_ids(missing)
-        return [self._ids[v] for v in vals if v in self._ids]
-
-    def _name_map(self, ns: set[int]) -> dict[int, str]:
-        missing = [n for n in ns if n not in self._names]
-        for i in range(0, len(missing), 500):
-            chunk = missing[i : i + 500]
-            for n, v in self.db.execute(f"SELECT n, v FROM str WHERE n IN ({','.join('?' * len(chunk))})", chunk):
-                self._names[n] = v
-                self._ids[v] = n
-        return self._names
-
-    def _rows(self, tuples: Iterable[DbRow]) -> list[Row]:
-        raw = list(tuples)
-        return decode(raw, self._name_map(numbers(raw)))
 
     # ---------------------------------------------------------------- writing
 
@@ -183,26 +123,15 @@ class Index:
             raise MailIndexError(f"index {self.path} could not be updated ({e}); run `workflow reindex`") from None
 
     def _mtimes(self, mailbox: str) -> tuple[int, int]:
-        box = self.maildirs.path(mailbox)
-        out = []
-        for sub in ("new", "cur"):
-            try:
-                out.append(os.stat(box / sub).st_mtime_ns)
-            except FileNotFoundError:
-                out.append(0)
-        return out[0], out[1]
+        return mtimes(str(self.maildirs.path(mailbox)))
 
     def refresh(self, mailboxes: Iterable[str] | None = None) -> int:
         """Rescan mailboxes whose directories changed since their last scan; returns how many."""
         boxes = self.maildirs.mailboxes() if mailboxes is None else list(mailboxes)
-        known = {mb: (n, c) for mb, n, c in self._exec("SELECT mailbox, new_mtime, cur_mtime FROM dirstate")}
-        changed = 0
-        for mb in boxes:
-            now = self._mtimes(mb)
-            if known.get(mb) != now:
-                self._rescan(mb, now)
-                changed += 1
-        return changed
+        changed = self.changed((mb, str(self.maildirs.path(mb))) for mb in boxes)
+        for mb, now in changed:
+            self._rescan(mb, now)
+        return len(changed)
 
     def _rescan(self, mailbox: str, mtimes: tuple[int, int]) -> None:
         box = self._lookup([mailbox])
@@ -292,128 +221,6 @@ class Index:
             raise
         return total
 
-    # ---------------------------------------------------------------- reading
-
-    def _visible(
-        self, mailboxes: Sequence[str] | None, senders: Sequence[str], prefix: str = ""
-    ) -> tuple[str, list[object]] | None:
-        """SQL for 'in these mailboxes, or sent by these addresses'; None when nothing can match."""
-        if mailboxes is None:
-            return "1", []
-        boxes = self._lookup(mailboxes)
-        who = self._lookup(senders) if senders else []
-        parts: list[str] = []
-        if boxes:
-            parts.append(f"{prefix}box IN ({','.join('?' * len(boxes))})")
-        if who:
-            parts.append(f"{prefix}sender IN ({','.join('?' * len(who))})")
-        if not parts:
-            return None
-        return "(" + " OR ".join(parts) + ")", [*boxes, *who]
-
-    def query(
-        self,
-        mailboxes: Sequence[str] | None = None,
-        *,
-        unread: bool = False,
-        event: str | None = None,
-        state: str | None = None,
-        artifact_like: str | None = None,
-        message_ids: Sequence[str] | None = None,
-        senders: Sequence[str] = (),
-    ) -> list[Row]:
-        """Rows in ``mailboxes`` (plus, with ``senders``, what those addresses sent)."""
-        visible = self._visible(mailboxes, senders)
-        if visible is None:
-            return []
-        where, args = [visible[0]], list(visible[1])
-        if unread:
-            where.append("seen=0")
-        if event:
-            where.append("event=?")
-            args.append(event)
-        if state:
-            where.append("state=?")
-            args.append(state)
-        if artifact_like:
-            where.append("artifacts LIKE ? ESCAPE '\\'")
-            args.append("%" + re.sub(r"([%_\\])", r"\\\1", artifact_like) + "%")
-        if message_ids is not None:
-            mids = self._lookup(message_ids)
-            if not mids:
-                return []
-            where.append(f"mid IN ({','.join('?' * len(mids))})")
-            args.extend(mids)
-        sql = f"SELECT id, {COLUMNS} FROM msg WHERE " + " AND ".join(where) + " ORDER BY date, key, box"
-        return self._rows(self._exec(sql, args))
-
-    def thread_part(self, ids: Sequence[str], mailboxes: Sequence[str], senders: Sequence[str] = ()) -> list[Row]:
-        """Visible rows that are, or descend from (by recorded root), any of these Message-IDs."""
-        ns = self._lookup(ids)
-        visible = self._visible(mailboxes, senders)
-        if not ns or visible is None:
-            return []
-        marks = ",".join("?" * len(ns))
-        sql = f"SELECT id, {COLUMNS} FROM msg WHERE (root IN ({marks}) OR mid IN ({marks})) AND {visible[0]}"
-        return self._rows(self._exec(sql, [*ns, *ns, *visible[1]]))
-
-    def by_root(self, root: str) -> list[Row]:
-        """Every stored copy in the thread with this recorded root, in any mailbox (for loop checks)."""
-        ns = self._lookup([root])
-        if not ns:
-            return []
-        sql = f"SELECT id, {COLUMNS} FROM msg WHERE root=? OR mid=? ORDER BY date, key"
-        return self._rows(self._exec(sql, [ns[0], ns[0]]))
-
-    def spaces(self, message_ids: Sequence[str]) -> dict[str, str]:
-        """Which of these Message-IDs were delivered into a panel-internal space, and which.
-        Message-IDs compare case-sensitively (RFC 5322), but a case variant of an internal id
-        is taken for it: nobody may thread onto an internal message by changing its case."""
-        if not message_ids:
-            return {}
-        mids = self._lookup(message_ids)
-        out: dict[str, str] = {}
-        if mids:
-            sql = f"SELECT mid, space FROM msg WHERE space IS NOT NULL AND mid IN ({','.join('?' * len(mids))})"
-            names = self._names
-            out = {names[m]: sp for m, sp in self._exec(sql, mids)}
-        rest = {m.lower(): m for m in message_ids if m not in out}
-        if rest:
-            sql = (
-                "SELECT lower(s.v), m.space FROM msg m JOIN str s ON s.n = m.mid WHERE m.space IS NOT NULL "
-                f"AND lower(s.v) IN ({','.join('?' * len(rest))})"
-            )
-            for low, sp in self._exec(sql, list(rest)):
-                out[rest[low]] = sp
-        return out
-
-    def search(
-        self, text: str, mailboxes: Sequence[str] | None = None, limit: int = 50, senders: Sequence[str] = ()
-    ) -> list[Row]:
-        query = _fts_query(text)
-        visible = self._visible(mailboxes, senders, "m.")
-        if visible is None:
-            return []
-        cols = ", ".join("m." + c.strip() for c in COLUMNS.split(","))
-        sql = (
-            f"SELECT m.id, {cols} FROM fts JOIN msg m ON m.id = fts.rowid WHERE fts MATCH ? AND {visible[0]} "
-            "ORDER BY m.date DESC, m.key DESC, m.box LIMIT ?"
-        )
-        return self._rows(self._exec(sql, [query, *visible[1], limit]))
-
-    def thread_links(self) -> Iterator[tuple[str, str | None, str]]:
-        """(Message-ID, In-Reply-To, References) of every stored copy, as interned numbers in text
-        form — threading needs only identity, so the strings are never looked up."""
-        yield from self._exec("SELECT CAST(mid AS TEXT), CAST(irt AS TEXT), refs FROM msg WHERE mid IS NOT NULL")
-
-    def message_ids(self) -> set[str]:
-        """Every Message-ID with a stored copy."""
-        return {v for (v,) in self._exec("SELECT v FROM str WHERE n IN (SELECT mid FROM msg)")}
-
-    def with_artifacts(self) -> list[Row]:
-        """Every stored copy that names an artifact, oldest first (for the board and doctor)."""
-        return self._rows(self._exec(f"SELECT id, {COLUMNS} FROM msg WHERE artifacts != '' ORDER BY date, key, box"))
-
     def drift(self) -> list[tuple[str, int, int, int]]:
         """Mailboxes where the index and the files disagree, whatever the directory mtimes say:
         (mailbox, files not indexed, rows without a file, copies whose place or flags changed)."""
@@ -431,9 +238,6 @@ class Index:
             if unindexed or orphaned or changed:
                 out.append((mailbox, unindexed, orphaned, changed))
         return out
-
-    def count(self) -> int:
-        return int(self._exec("SELECT count(*) FROM msg").fetchone()[0])
 
 
 def reset(path: Path, maildirs: Maildirs, domain: str, progress: Callable[[int, int], None] | None = None) -> int:

@@ -11,12 +11,17 @@ from __future__ import annotations
 import errno
 import os
 import time
-from collections.abc import Iterator, Sequence
-from pathlib import Path
-from typing import NamedTuple
 
 from workflow.core.errors import DeliveryError
 from workflow.core.files import fsync_dir
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+    from pathlib import Path
+    from typing import NamedTuple
+else:
+    from workflow.core.records import NamedTuple
 
 SUBDIRS = ("tmp", "new", "cur")
 
@@ -32,6 +37,8 @@ class Entry(NamedTuple):
 
     @property
     def path(self) -> Path:
+        from pathlib import Path  # lazy: start-up time; the short commands' path works with str
+
         return Path(self.file)
 
     @property
@@ -105,13 +112,7 @@ class Maildirs:
         return self.root / mailbox
 
     def mailboxes(self) -> list[str]:
-        if not self.root.is_dir():
-            return []
-        return sorted(
-            d.name
-            for d in os.scandir(self.root)
-            if d.is_dir() and not d.name.startswith(".") and (Path(d.path) / "new").is_dir()
-        )
+        return mailboxes_in(str(self.root))
 
     def ensure(self, mailbox: str) -> Path:
         """Create mailbox/{tmp,new,cur} (and parents), fsyncing each directory that was created."""
@@ -216,7 +217,7 @@ class Maildirs:
                 moved.append(target)
                 entries.append(Entry(mb, os.path.basename(target), "new", "", target))
             for dname in {os.path.dirname(t) for t in moved}:
-                fsync_dir(Path(dname))
+                fsync_dir(dname)
         except BaseException as e:
             self.undo(mailboxes, moved, [tmp for _, tmp, _ in tmps])
             raise self.failure(e) from None
@@ -229,7 +230,7 @@ class Maildirs:
             _unlink_quiet(target)
         for d in {os.path.dirname(t) for t in moved}:
             try:
-                fsync_dir(Path(d))
+                fsync_dir(d)
             except OSError:
                 pass
         for tmp in tmps:
@@ -271,19 +272,7 @@ class Maildirs:
                     yield Entry(mailbox, key, sub, flags, de.path)
 
     def find(self, mailbox: str, key: str) -> Entry | None:
-        box = self.path(mailbox)
-        p = box / "new" / key
-        if p.exists():
-            return Entry(mailbox, key, "new", "", str(p))
-        try:
-            with os.scandir(box / "cur") as it:
-                for de in it:
-                    k, flags = split_name(de.name)
-                    if k == key:
-                        return Entry(mailbox, key, "cur", flags, de.path)
-        except FileNotFoundError:
-            pass
-        return None
+        return find_in(str(self.path(mailbox)), mailbox, key)
 
     def set_flags(self, entry: Entry, flags: str) -> Entry:
         """Move a copy into cur/ with exactly ``flags`` (sorted, as Maildir requires)."""
@@ -304,6 +293,36 @@ class Maildirs:
             return False
         self.set_flags(entry, entry.flags + "S")
         return True
+
+
+def mailboxes_in(root: str) -> list[str]:
+    """The mailboxes under a mail root: its folders that hold a new/ (not the dot folders)."""
+    try:
+        found = os.scandir(root)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    with found:
+        return sorted(
+            d.name
+            for d in found
+            if d.is_dir() and not d.name.startswith(".") and os.path.isdir(os.path.join(d.path, "new"))
+        )
+
+
+def find_in(box_dir: str, mailbox: str, key: str) -> Entry | None:
+    """Where the copy ``key`` of ``mailbox`` (whose Maildir is ``box_dir``) is now, or None."""
+    p = os.path.join(box_dir, "new", key)
+    if os.path.exists(p):
+        return Entry(mailbox, key, "new", "", p)
+    try:
+        with os.scandir(os.path.join(box_dir, "cur")) as it:
+            for de in it:
+                k, flags = split_name(de.name)
+                if k == key:
+                    return Entry(mailbox, key, "cur", flags, de.path)
+    except FileNotFoundError:
+        pass
+    return None
 
 
 def _unlink_quiet(p: Path | str) -> None:

@@ -10,11 +10,17 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import NamedTuple
 
 from workflow.core.errors import MessageError
+from workflow.mail.ids import given_msgid
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import NamedTuple
+else:
+    from workflow.core.records import NamedTuple
 
 MAX_LINE = 998
 FOLD_AT = 78
@@ -68,16 +74,11 @@ def make_message_id(role: str, domain: str, now: datetime | None = None) -> str:
     return f"<{now.strftime('%Y%m%d%H%M%S')}.{os.urandom(6).hex()}.{role}@{domain}>"
 
 
-MSGID_GIVEN_RE = re.compile(r"^<[^<>\s@]+@[^<>\s@]+>$")  # what a user or agent may name: left@right
-
-
 def normalize_msgid(value: str) -> str:
     """A Message-ID given on the command line or by an agent, in angle brackets; refused unless
     it has RFC 5322's form (``<left@right>``)."""
-    v = value.strip()
-    if not v.startswith("<"):
-        v = f"<{v}>"
-    if not MSGID_GIVEN_RE.match(v):
+    v = given_msgid(value)
+    if v is None:
         raise MessageError(f"{value!r} is not a Message-ID like <20251114103000.abc.spec-writer@workflow.local>")
     return v
 

@@ -246,7 +246,7 @@ def _scenario(app: App, base: Path, transport: SmtpTransport, echo: Callable[[st
     echo(f"$ workflow thread '{request}' --as spec-writer")
     boxes, sent = app.roster.view("spec-writer")
     with app.index() as index:
-        echo(render_thread(thread_rows(index, boxes, request, sent), app.maildirs, boxes))
+        echo(render_thread(thread_rows(index, boxes, request, sent), app.config.mail_root, boxes))
 
     echo(
         "== A review panel: three models review search.md independently (sealed), disagree 2–1, speak with one voice ==\n"

@@ -156,7 +156,7 @@ def answer_discussion(
     for r in rows:
         boxes, sent = app.roster.view(box)
         with app.index() as index:
-            thread = render_thread(thread_rows(index, boxes, r.message_id or "", sent), app.maildirs, boxes)
+            thread = render_thread(thread_rows(index, boxes, r.message_id or "", sent), app.config.mail_root, boxes)
         answer = _run(
             app,
             panel,

@@ -18,7 +18,7 @@ from workflow.core import safeopen
 from workflow.core.addresses import parse_internal
 from workflow.core.config import GUARDRAILS, Config
 from workflow.core.errors import GuardrailError
-from workflow.core.locate import GLOB_CHARS, by_key, locate
+from workflow.core.locate import by_key, has_glob, locate
 from workflow.mail.index import Index
 from workflow.mail.message import Parsed
 from workflow.mail.seals import sealed_artifacts
@@ -128,7 +128,7 @@ class StateMatches:
                 if len(copies) != 1:
                     continue
                 now = copies[0]
-                if m.parsed.event == "review-request" and ref != now.path and not GLOB_CHARS.search(ref):
+                if m.parsed.event == "review-request" and ref != now.path and not has_glob(ref):
                     return GuardrailError(
                         self.name,
                         f"review-request names {ref}, but the artifact is now {now.path}; "

@@ -1,0 +1,119 @@
+"""Copies: how a stored copy becomes an index row — the writing side of ``mail.rows``.
+
+``describe`` turns a stored copy (its Maildir entry, bytes and parsed headers) into a row and its
+full-text fields; ``encode`` swaps the row's strings for interned numbers; ``strings`` lists the
+strings to intern; ``read_copy`` reads a copy's bytes and headers.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+
+from workflow.core.addresses import parse_internal
+from workflow.mail.maildir import Entry
+from workflow.mail.message import Parsed, body_text, parse
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from workflow.mail.rows import DbRow
+
+
+def internal_space(recipients: Iterable[str], domain: str) -> str | None:
+    """The panel-internal space a message belongs to, from the addresses it names."""
+    for addr in recipients:
+        local, _, dom = addr.rpartition("@")
+        if dom == domain and parse_internal(local):
+            return local
+    return None
+
+
+def message_date(value: str | None) -> int:
+    if not value:
+        return 0
+    from email.utils import mktime_tz, parsedate_tz  # lazy: start-up time (the email package)
+
+    try:
+        t = parsedate_tz(value)
+        return int(mktime_tz(t)) if t else 0
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return 0
+
+
+def describe(entry: Entry, raw: bytes, parsed: Parsed, domain: str) -> tuple[DbRow, tuple[str, str]]:
+    """The msg row and the FTS (subject, body) for one stored copy."""
+    rcpt = parsed.recipients
+    refs = parsed.references
+    # The thread's root as far as this message knows it: the first Reference, else the parent.
+    root = refs[0] if refs else (parsed.in_reply_to or parsed.message_id)
+    row = (
+        entry.mailbox,
+        entry.key,
+        entry.subdir,
+        entry.flags,
+        int("S" in entry.flags),
+        parsed.message_id,
+        parsed.in_reply_to,
+        refs,
+        parsed.sender,
+        rcpt,
+        parsed.subject,
+        message_date(parsed.get("Date")),
+        parsed.event,
+        parsed.state,
+        ",".join(parsed.artifacts),
+        internal_space(rcpt, domain),
+        len(raw),
+        root,
+    )
+    return row, (parsed.subject, body_text(raw, parsed))
+
+
+def encode(row: DbRow, ids: Mapping[str, int]) -> DbRow:
+    """A described row with its strings replaced by their interned numbers."""
+    (mb, key, sub, flags, seen, mid, irt, refs, sender, rcpt, subj, date, ev, st, arts, space, size, root) = row
+    return (
+        ids[mb],
+        key,
+        sub,
+        flags,
+        seen,
+        ids[mid] if mid else None,
+        ids[irt] if irt else None,
+        " ".join(str(ids[r]) for r in refs),
+        ids[sender],
+        " ".join(str(ids[a]) for a in rcpt),
+        subj,
+        date,
+        ev,
+        st,
+        arts,
+        space,
+        size,
+        ids[root] if root else None,
+    )
+
+
+def strings(row: DbRow) -> list[str]:
+    """The strings of a described row that the index interns."""
+    out = [row[0], row[8], *row[7], *row[9]]
+    out.extend(v for v in (row[5], row[6], row[17]) if v)
+    return out
+
+
+def read_copy(e: Entry) -> tuple[bytes, Parsed] | None:
+    try:
+        fd = os.open(e.file, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None  # moved or removed while we scanned; the next refresh sees where it went
+    try:
+        chunks = []
+        while True:
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    raw = b"".join(chunks)
+    return raw, parse(raw)
