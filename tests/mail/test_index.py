@@ -163,3 +163,19 @@ def test_a_late_server_batch_never_overwrites_a_fresher_row(tmp_path: Path) -> N
         rows = index.query(["spec-reviewer"])
         assert [(r.seen, r.subdir) for r in rows] == [(True, "cur")]
         assert [r.message_id for r in index.search("body")] == ["<late@x>"]
+
+
+def test_a_transcript_reads_each_copy_where_the_index_put_it_or_wherever_it_went(project: Project) -> None:
+    from workflow.mail.inbox import read_row
+
+    mid = project.send("user", "review-request", "specs/proposed/user-auth.md", "spec-reviewer", CONTEXT="where")
+    with project.app.index() as index:
+        index.refresh()
+        (row,) = index.query(["spec-reviewer"], message_ids=[mid])
+    raw = read_row(project.mail, row)
+    assert raw is not None and b"where" in raw
+    (new,) = (project.mail / "spec-reviewer" / "new").iterdir()
+    new.rename(project.mail / "spec-reviewer" / "cur" / f"{new.name}:2,RS")  # read in a mail client since
+    assert read_row(project.mail, row) == raw
+    (project.mail / "spec-reviewer" / "cur" / f"{new.name}:2,RS").unlink()
+    assert read_row(project.mail, row) is None

@@ -177,6 +177,26 @@ def thread_rows(index: Reader, mailboxes: Sequence[str], message_id: str, sender
     return sorted((found[m] for m in order if m in found), key=lambda r: (r.date, rank[r.message_id or ""]))
 
 
+def read_row(mail_root: str | os.PathLike[str], r: Row) -> bytes | None:
+    """The bytes of the copy a row names: at the place the index recorded, else wherever it has
+    gone since (a scan of its mailbox); None when it is gone."""
+    box = os.path.join(mail_root, r.mailbox)
+    recorded = os.path.join(box, r.subdir, r.key if r.subdir == "new" else f"{r.key}:2,{r.flags}")
+    try:
+        with open(recorded, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        pass
+    entry = find_in(box, r.mailbox, r.key)
+    if entry is None:
+        return None
+    try:
+        with open(entry.file, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
+
+
 def _when(ts: int) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.gmtime(ts)) if ts else "????-??-?? ??:??"
 
@@ -214,12 +234,8 @@ def render_thread(rows: Sequence[Row], mail_root: str | os.PathLike[str], mailbo
 
     out = [f"# Thread: {rows[0].subject}", ""]
     for i, r in enumerate(rows):
-        entry = find_in(os.path.join(mail_root, r.mailbox), r.mailbox, r.key)
-        body = ""
-        if entry is not None:
-            with open(entry.file, "rb") as f:
-                raw = f.read()
-            body = body_text(raw, parse(raw)).rstrip("\n")
+        raw = read_row(mail_root, r)
+        body = body_text(raw, parse(raw)).rstrip("\n") if raw is not None else ""
         new = "NEW " if (not r.seen and r.mailbox in mailboxes) else ""
         out.append(f"## {new}{r.event or 'mail'} from {r.sender.split('@')[0]} ({_when(r.date)} UTC)")
         meta = [f"To: {', '.join(a.split('@')[0] for a in r.recipients)}"]
