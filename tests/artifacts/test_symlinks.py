@@ -76,3 +76,17 @@ def test_artifacts_exist_never_looks_outside_through_a_symlinked_directory(
     raw = message(artifacts=("specs/proposed/out/present.md",))
     with pytest.raises(GuardrailError, match="artifacts-exist"):
         p.app.deliverer.deliver(raw, ["spec-reviewer"])
+
+
+def test_where_an_artifact_is_now_never_counts_a_symlink_out_of_its_root(evil: Project, tmp_path: Path) -> None:
+    from workflow.core.locate import Resolver, locate
+
+    config = evil.app.config
+    assert locate("specs/proposed/evil.md", config) == []
+    assert Resolver(config).now("specs/todo/evil.md") == []
+    os.symlink(
+        config.project_dir / "specs" / "proposed" / "user-auth.md", config.project_dir / "specs" / "todo" / "inside.md"
+    )
+    assert [a.path for a in locate("specs/proposed/inside.md", config)] == [
+        "specs/todo/inside.md"
+    ]  # inside: an artifact

@@ -116,9 +116,9 @@ def _hidden(name: str) -> bool:
     return any(p.startswith(".") for p in name.split("/"))
 
 
-def _is_file(config: Layout, base: str, rel: str) -> bool:
-    """A regular file at ``rel``; through a symlink only when it stays inside its root."""
-    full = os.path.join(base, rel.split("/", 1)[1])
+def _is_file(config: Layout, rel: str) -> bool:
+    """A regular file at the project path ``rel``; through a symlink only when it stays inside its root."""
+    full = os.path.join(config.project_dir, rel)
     if not os.path.isfile(full):
         return False
     if os.path.realpath(full) == os.path.abspath(full):
@@ -173,11 +173,10 @@ def locate(ref: str, config: Layout, artifacts: Sequence[Artifact] | None = None
         # A concrete name: one stat per state folder instead of walking the tree (the server's path).
         if _hidden(split.name):
             return []
-        base = os.path.join(config.project_dir, split.root)
         return [
             Artifact(split.root, s, split.name)
             for s in config.states
-            if matches(s, state_pattern) and _is_file(config, base, f"{split.root}/{s}/{split.name}")
+            if matches(s, state_pattern) and _is_file(config, f"{split.root}/{s}/{split.name}")
         ]
     pool = artifacts if artifacts is not None else scan(config, [split.root])  # type: ignore[arg-type]
     return [a for a in pool if a.root == split.root and matches(a.state, state_pattern) and matches(a.name, split.name)]
