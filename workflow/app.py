@@ -57,15 +57,17 @@ class App:
 
     def save_snapshot(self, loaded_at_ns: int) -> bool:
         """Save what the short commands need of this project (``core.snapshot``): where its mail
-        and index are, its states and events, and what each identity may see — valid while the
-        config, the roles and the mail root's owner file are unchanged."""
-        from workflow.core import snapshot  # lazy: only the reading commands save a snapshot
+        and index are, its states and events, what each identity may see, and where its server
+        listens — valid while the config, the roles, the mail root's owner file and the server's
+        address record are unchanged."""
+        from workflow.core import snapshot  # lazy: only the short commands save a snapshot
         from workflow.core.resources import builtin_dir
+        from workflow.delivery import address, credentials
 
         c = self.config
         if c.path is None:
             return False
-        sources = [str(c.path), str(c.state.project)]
+        sources = [str(c.path), str(c.state.project), str(c.state.smtpd)]
         for d in (builtin_dir("roles"), c.roles_dir):
             sources.append(str(d))
             if d.is_dir():
@@ -84,6 +86,10 @@ class App:
             "event_types": c.event_types,
             "artifact_roots": c.artifact_roots,
             "views": views,
+            "default_sender": c.default_sender,
+            "smtp": (*address.server(c), c.smtp.timeout),
+            "login": credentials.OWNER,
+            "owner_file": str(credentials.owner_file(os.environ)),
         }
         return snapshot.save(str(c.path), os.environ, sources, facts, loaded_at_ns)
 

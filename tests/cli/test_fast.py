@@ -7,8 +7,10 @@ import itertools
 import marshal
 import os
 import pickle
+import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import NamedTuple
@@ -17,9 +19,12 @@ import click
 import pytest
 
 from helpers.project import Project
+from helpers.smtp import auth_plain, server_process
 from workflow.cli import fast
 from workflow.cli.mail import inbox, search, thread
 from workflow.core import records, snapshot
+from workflow.delivery import submit
+from workflow.delivery.credentials import hash_password
 
 HEAVY = ("click", "typing", "pathlib", "tomllib", "email", "json", "rich")
 
@@ -264,3 +269,128 @@ def test_lean_records_behave_as_typing_namedtuples() -> None:
 
             def _replace(self) -> None:  # type: ignore[override]
                 pass
+
+
+def _notify_warm(project: Project, *args: str) -> subprocess.CompletedProcess[str]:
+    for _ in range(5):
+        r = project.run(*args, tool="workflow-notify")
+        assert r.returncode == 0, r.stderr
+        if snapshot.load(str(project.dir / "workflow.toml"), _env()) is not None:
+            return r
+        time.sleep(0.15)
+    raise AssertionError("no snapshot saved")
+
+
+def _stored(project: Project, mid: str) -> bytes:
+    (found,) = [p for p in project.new_files("spec-reviewer") if mid.strip("<>").encode() in p.read_bytes()]
+    return found.read_bytes()
+
+
+def test_notify_through_the_server_starts_fast_and_sends_what_the_command_sends(project: Project) -> None:
+    args = ("review-request", "specs/proposed/user-auth.md", "spec-reviewer,spec-reviewer-panel", "CONTEXT=déjà vu")
+    with server_process(project.dir) as (_, port):
+        _notify_warm(project, "status-update", "specs/proposed/user-auth.md", "spec-writer")
+        r = subprocess.run(
+            [sys.executable, "-X", "importtime", "-c", "from workflow.cli.entry import notify; notify()", *args],
+            cwd=project.dir,
+            env=_env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert r.returncode == 0, r.stderr
+        mods = {line.split("|")[-1].strip() for line in r.stderr.splitlines() if line.startswith("import time:")}
+        heavy = {m for m in mods if m.split(".")[0] in (*HEAVY, "sqlite3", "smtplib")}
+        assert not heavy and "workflow.core.config" not in mods, sorted(heavy)
+        said = [line for line in r.stderr.splitlines() if not line.startswith("import time:")]
+        fast_mid = r.stdout.strip()
+        slow = project.run("--mail-root", str(project.mail), *args, tool="workflow-notify")  # the full command
+        assert slow.returncode == 0, slow.stderr
+        assert said == slow.stderr.splitlines() and f"(smtp: 127.0.0.1:{port})" in said[0], (said, slow.stderr)
+        slow_mid = slow.stdout.strip()
+        a, b = _stored(project, fast_mid), _stored(project, slow_mid)
+
+        def shape(raw: bytes, mid: str) -> list[bytes]:  # all but what names the message or its date
+            token = mid[1:].split("@")[0].encode()
+            return [
+                ln for ln in raw.split(b"\r\n") if token not in ln and not ln.startswith((b"Date:", b"Message-ID:"))
+            ]
+
+        assert shape(a, fast_mid) == shape(b, slow_mid) and len(shape(a, fast_mid)) > 10
+        assert "déjà vu".encode() in a or b"d=C3=A9j=C3=A0 vu" in a
+        # What the server refuses, the full command says, as it would have anyway; nothing is sent twice.
+        before = len(project.new_files())
+        for bad, code, text in (
+            (("reveiw-request", "specs/proposed/user-auth.md", "spec-reviewer"), 4, "unknown event type"),
+            (("question", "specs/proposed/user-auth.md", "nobody"), None, "nobody"),
+            (("--from", "spec-writer", "question", "specs/proposed/nope.md", "spec-reviewer", "lower=x"), 4, "variable name 'lower'"),
+        ):
+            r = project.run(*bad, tool="workflow-notify")
+            assert r.returncode != 0 and (code is None or r.returncode == code), (bad, r.returncode, r.stderr)
+            assert text in r.stderr, (bad, r.stderr)
+        assert len(project.new_files()) == before
+
+
+def test_xnotify_holds_every_boundary_a_message_does(tmp_path: Path) -> None:
+    from helpers.project import users_project
+
+    project = users_project(tmp_path, f"writer:{hash_password('pw')}:spec-writer\n")
+    fields = ["question", "specs/proposed/user-auth.md", "spec-reviewer", "spec-writer", "", "QUESTION=Why?"]
+    with server_process(project.dir) as (_, port):
+        mid, rcpts = submit.submit("127.0.0.1", port, 10, "writer", "pw", fields)
+        assert rcpts == ["spec-reviewer@workflow.local"] and mid.endswith("@workflow.local>")
+        for login, secret, who, said in (
+            ("writer", "pw", "user", "550 5.7.1"),  # a login may send only as its roles
+            ("writer", "wrong", "spec-writer", "535"),
+        ):
+            with pytest.raises(submit.RefusedError, match=said):
+                submit.submit("127.0.0.1", port, 10, login, secret, [*fields[:3], who, "", *fields[5:]])
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            f = s.makefile("rwb")
+            f.readline()
+            for line, answer in (
+                (b"EHLO x", b"250 "),
+                (b"XNOTIFY " + submit.encode(fields).encode(), b"530"),  # not logged in
+                (auth_plain().rstrip(), b"235"),
+                (b"XNOTIFY not*base64", b"501"),
+                (b"MAIL FROM:<spec-writer@workflow.local>", b"250"),
+                (b"XNOTIFY " + submit.encode(fields).encode(), b"503"),  # inside a transaction
+            ):
+                f.write(line + b"\r\n")
+                f.flush()
+                got = f.readline()
+                while got[3:4] == b"-":
+                    got = f.readline()
+                assert got.startswith(answer), (line, got)
+    assert len(project.new_files("spec-reviewer")) == 1
+
+
+def test_notify_that_may_have_been_delivered_is_not_sent_again(project: Project) -> None:
+    """A server that takes the request and hangs up before answering: the command says so and
+    does not fall back to sending the message a second way."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    toml = project.dir / "workflow.toml"
+    seen: list[bytes] = []
+
+    def serve() -> None:
+        for _ in range(10):
+            conn, _ = listener.accept()
+            with conn, conn.makefile("rwb") as f:
+                f.write(b"220 fake\r\n")
+                f.flush()
+                while line := f.readline():
+                    seen.append(line.split(b" ")[0])
+                    if line.startswith(b"XNOTIFY"):
+                        break  # took it, and hangs up without a word
+                    f.write(b"235 ok\r\n" if line.startswith(b"AUTH") else b"250 ok\r\n")
+                    f.flush()
+
+    threading.Thread(target=serve, daemon=True).start()
+    toml.write_text(toml.read_text().replace(f"port = {project.app.config.smtp.port}", f"port = {port}"))
+    r = _warm(project, "inbox", "spec-reviewer")  # the snapshot now names the fake server
+    assert r.returncode == 0
+    r = project.run("status-update", "specs/proposed/user-auth.md", "spec-writer", tool="workflow-notify")
+    assert r.returncode == 9 and "may have been delivered" in r.stderr, (r.returncode, r.stderr)
+    assert seen.count(b"XNOTIFY") == 1 and not project.new_files("spec-writer")
+    listener.close()

@@ -83,7 +83,7 @@ class Project:
         if tool == "workflow":
             cmd = [sys.executable, "-m", "workflow", *args]
         elif tool == "workflow-notify":
-            cmd = [sys.executable, "-c", "from workflow.cli.notify import main; main()", *args]
+            cmd = [sys.executable, "-c", "from workflow.cli.entry import notify; notify()", *args]
         else:
             cmd = [tool, *args]
         return subprocess.run(cmd, cwd=self.dir, env=full_env, input=input, capture_output=True, text=True, timeout=60)

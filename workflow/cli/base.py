@@ -12,19 +12,18 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import click
 
 from workflow.app import App
-from workflow.cli.fast import JSON, Param, Spec
+from workflow.cli.fast import JSON, VIA, Param, Spec
 from workflow.core import ownership
 from workflow.core.config import BACKENDS
 from workflow.core.errors import UsageError, WorkflowError
 
-VIAS = ("auto", "smtp", "direct")  # how a message is sent (delivery.transport.make_transport)
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 
 
@@ -156,18 +155,30 @@ def params(spec: Spec) -> list[click.Parameter]:
 
 
 def param(p: Param) -> click.Parameter:
-    if p.kind == "arg":
-        return click.Argument([p.dest], metavar=p.metavar)
-    return click.Option(
-        [p.decl, p.dest],
-        is_flag=p.kind == "flag",
-        type=int if p.integer else None,
-        default=p.default,
-        required=p.required,
-        metavar=p.metavar,
-        show_default=p.show_default,
-        help=p.help,
-    )
+    if p.kind in ("arg", "rest"):
+        return click.Argument([p.dest], metavar=p.metavar, nargs=-1 if p.kind == "rest" else 1)
+    return click.Option([p.decl, p.dest], **_option(p))
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def option(p: Param) -> Callable[[F], F]:
+    """A declared option (cli.fast) as a click decorator, for commands that are not short ones."""
+    decorate: Callable[[F], F] = click.option(p.decl, p.dest, **_option(p))
+    return decorate
+
+
+def _option(p: Param) -> dict[str, Any]:
+    return {
+        "is_flag": p.kind == "flag",
+        "type": int if p.integer else click.Choice(p.choices) if p.choices else None,
+        "default": p.default,
+        "required": p.required,
+        "metavar": p.metavar,
+        "show_default": p.show_default,
+        "help": p.help,
+    }
 
 
 def root_params() -> list[click.Parameter]:
@@ -205,14 +216,8 @@ backend_option = click.option(
     default=None,
     help="Agent backend for every run (default: each role's or member's own).",
 )
-via_option = click.option(
-    "--via",
-    type=click.Choice(VIAS),
-    default="auto",
-    show_default=True,
-    help="auto: the SMTP server when it answers, else direct delivery (through the same checks).",
-)
-json_option = click.option(JSON.decl, JSON.dest, is_flag=True, help=JSON.help)
+via_option = option(VIA)
+json_option = option(JSON)
 
 
 def version_param(prog: str) -> click.Option:

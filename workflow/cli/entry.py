@@ -1,6 +1,6 @@
-"""Entry: where the ``workflow`` command starts — a short reading command on the fast path
-(``cli.fast``: no click, no configuration loaded), anything else in the full click CLI
-(``cli.main``), which is imported only then."""
+"""Entry: where the ``workflow`` and ``workflow-notify`` commands start — a short command on the
+fast path (``cli.fast``: no click, no configuration loaded), anything else in the full click CLI
+(``cli.main``, ``cli.notify``), which is imported only then."""
 
 from __future__ import annotations
 
@@ -11,16 +11,35 @@ from workflow.cli.fast import run
 
 
 def workflow() -> None:
-    try:
-        code = run(sys.argv[1:], os.environ)
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        code = 130
+    code = _fast(sys.argv[1:])
     if code is None:
         from workflow.cli.main import main  # lazy: the full CLI, when the fast path cannot answer
 
         main()
         return
+    _exit(code)
+
+
+def notify() -> None:
+    """The ``workflow-notify`` script: ``workflow notify``."""
+    code = _fast(["notify", *sys.argv[1:]])
+    if code is None:
+        from workflow.cli.notify import main  # lazy: the full command, when the fast path cannot answer
+
+        main()
+        return
+    _exit(code)
+
+
+def _fast(argv: list[str]) -> int | None:
+    try:
+        return run(argv, os.environ)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+def _exit(code: int) -> None:
     try:
         sys.stdout.flush()
         sys.stderr.flush()

@@ -1,16 +1,17 @@
-"""Fast: the short reading commands — ``inbox``, ``thread``, ``search`` — declared once, and run
+"""Fast: the short commands — ``inbox``, ``thread``, ``search``, ``notify`` — declared once, and run
 without click when they can be.
 
 Each command's parameters are declared here as data (``Spec``); the click commands are built
-from the same declarations (``cli.base.params``), and both run the same bodies (``inbox_text``,
-``thread_text``, ``search_text``). ``run`` is the fast path: it parses the arguments itself, finds
-the project's snapshot (``core.snapshot``), opens the index read-only and answers — unless
-anything is unusual (``--help``, an option it does not know, an unknown role or filter value,
-``--json``, a colour terminal's rich tables, mail not yet indexed, no current snapshot, a run's
-agent): then it returns None and the full command runs, says what is wrong, and saves a new
-snapshot. So the fast path never decides anything the full command would decide differently.
-Start-up time is the point: this module and what it imports stay free of click, ``typing``,
-``pathlib``, ``re``, ``tomllib`` and ``email`` (docs/performance.md).
+from the same declarations (``cli.base.params``). ``run`` is the fast path: it parses the
+arguments itself and finds the project's snapshot (``core.snapshot``); a reading command is then
+answered from the index by the bodies the click commands use too (``cli.reading``), and a
+notification is handed to the running server, which composes and delivers it as the command
+would (``delivery.submit``). Anything unusual (``--help``, an option it does not know, an unknown
+role or filter value, ``--json``, ``--stdout``, mail not yet indexed, no current snapshot, no
+server, a run's agent) makes it return None: the full command runs, says what is wrong, and saves
+a new snapshot. So the fast path never decides anything the full command would decide
+differently. Start-up time is the point: this module and what it imports stay free of click,
+``typing``, ``pathlib``, ``re``, ``tomllib`` and ``email`` (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -18,21 +19,14 @@ from __future__ import annotations
 import os
 import sys
 
-from workflow.cli import styled
 from workflow.core import snapshot
-from workflow.core.errors import WorkflowError
-from workflow.core.locate import Resolver
-from workflow.mail.ids import given_msgid
-from workflow.mail.inbox import group, render_inbox, render_thread, select, thread_rows
-from workflow.mail.maildir import mailboxes_in
-from workflow.mail.reader import Reader
+from workflow.core.errors import TransportError
+from workflow.delivery import submit
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Mapping, Sequence
     from typing import NamedTuple
-
-    from workflow.mail.rows import Row
 else:
     from workflow.core.records import NamedTuple
 
@@ -42,13 +36,14 @@ class Param(NamedTuple):
 
     decl: str
     dest: str
-    kind: str  # "arg", "value" (an option with a value) or "flag"
+    kind: str  # "arg", "rest" (every argument left), "value" (an option with a value) or "flag"
     help: str = ""
     metavar: str | None = None
-    default: str | int | bool | None = None
+    default: str | int | bool | tuple[str, ...] | None = None
     required: bool = False
     integer: bool = False
     show_default: bool = False
+    choices: tuple[str, ...] = ()
 
 
 class Spec(NamedTuple):
@@ -62,6 +57,10 @@ class Spec(NamedTuple):
     @property
     def arguments(self) -> list[Param]:
         return [p for p in self.params if p.kind == "arg"]
+
+    @property
+    def rest(self) -> Param | None:
+        return next((p for p in self.params if p.kind == "rest"), None)
 
 
 JSON = Param("--json", "as_json", "flag", "Machine-readable output.", default=False)
@@ -95,7 +94,29 @@ SEARCH = Spec(
         JSON,
     ),
 )
-SPECS = {s.name: s for s in (INBOX, THREAD, SEARCH)}
+VIA = Param(
+    "--via",
+    "via",
+    "value",
+    "auto: the SMTP server when it answers, else direct delivery (through the same checks).",
+    default="auto",
+    show_default=True,
+    choices=("auto", "smtp", "direct"),  # how a message is sent (delivery.transport.make_transport)
+)
+NOTIFY = Spec(
+    "notify",
+    (
+        Param("--in-reply-to", "in_reply_to", "value", "Message-ID this replies to (threads it).", "ID"),
+        Param("--from", "sender", "value", "Sending role (default $WORKFLOW_ROLE, then 'user').", "ROLE"),
+        Param("--stdout", "stdout", "flag", "Print the message instead of sending it.", default=False),
+        VIA,
+        Param("event", "event", "arg"),
+        Param("artifact", "artifact", "arg"),
+        Param("to", "to", "arg"),
+        Param("pairs", "pairs", "rest", metavar="[KEY=VALUE]...", default=()),
+    ),
+)
+SPECS = {s.name: s for s in (INBOX, THREAD, SEARCH, NOTIFY)}
 
 
 def parse(spec: Spec, argv: Sequence[str]) -> dict[str, object] | None:
@@ -135,13 +156,17 @@ def parse(spec: Spec, argv: Sequence[str]) -> dict[str, object] | None:
                 values[p.dest] = int(given.strip())
             except ValueError:
                 return None
+        elif p.choices and given not in p.choices:
+            return None
         else:
             values[p.dest] = given
-    wanted = spec.arguments
-    if len(args) != len(wanted):
+    wanted, rest = spec.arguments, spec.rest
+    if len(args) < len(wanted) or (rest is None and len(args) > len(wanted)):
         return None
-    for p, v in zip(wanted, args, strict=True):
+    for p, v in zip(wanted, args, strict=False):
         values[p.dest] = v
+    if rest is not None:
+        values[rest.dest] = tuple(args[len(wanted) :])
     if any(p.required and values[p.dest] is None for p in spec.params):
         return None
     return values
@@ -159,44 +184,11 @@ class Known:
         self.event_types = tuple(str(s) for s in facts["event_types"])  # type: ignore[attr-defined]
         self.artifact_roots = tuple(str(s) for s in facts["artifact_roots"])  # type: ignore[attr-defined]
         self.views: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = facts["views"]  # type: ignore[assignment]
-
-
-# ---------------------------------------------------------------- the bodies, shared with the click commands
-
-
-def inbox_text(
-    index: Reader,
-    boxes: Sequence[str],
-    role: str,
-    where: Resolver,
-    *,
-    event: str | None,
-    artifact: str | None,
-    state: str | None,
-    show_all: bool,
-    states: Sequence[str],
-    coloured: bool,
-) -> str:
-    """``workflow inbox``'s text (the index refreshed for ``boxes`` by the caller)."""
-    rows = select(index, boxes, unread=not show_all, event=event, state=state, artifact=artifact, states=states)
-    text = render_inbox(role, group(rows), not show_all, where.now)
-    return styled.inbox(text) + "\n" if coloured else text
-
-
-def thread_text(index: Reader, view: tuple[Sequence[str], Sequence[str]], mid: str, mail_root: str) -> str | None:
-    """``workflow thread``'s transcript; None when the message is not in the viewer's mail."""
-    boxes, sent = view
-    rows = thread_rows(index, boxes, mid, sent)
-    return render_thread(rows, mail_root, boxes) if rows else None
-
-
-def search_lines(rows: Sequence[Row]) -> tuple[str, str]:
-    """``workflow search``'s results (stdout) and their count (stderr)."""
-    out = "".join(f"{r.mailbox:<28} {r.event or 'mail':<21} {r.subject}\n{'':<28} {r.message_id}\n" for r in rows)
-    return out, f"{len(rows)} result{'' if len(rows) == 1 else 's'}\n"
-
-
-# ---------------------------------------------------------------- the fast path
+        self.default_sender = str(facts["default_sender"])
+        smtp: tuple[object, object, object] = facts["smtp"]  # type: ignore[assignment]
+        self.smtp = (str(smtp[0]), int(smtp[1]), float(smtp[2]))  # type: ignore[call-overload, arg-type]
+        self.login = str(facts["login"])
+        self.owner_file = str(facts["owner_file"])
 
 
 def run(argv: Sequence[str], env: Mapping[str, str]) -> int | None:
@@ -213,7 +205,7 @@ def run(argv: Sequence[str], env: Mapping[str, str]) -> int | None:
         config, i = (given, i + 1) if eq else (argv[i + 1], i + 2)
     spec = SPECS.get(argv[i]) if i < len(argv) else None
     kw = parse(spec, argv[i + 1 :]) if spec is not None else None
-    if spec is None or kw is None or kw.pop("as_json"):
+    if spec is None or kw is None or kw.pop("as_json", False):
         return None
     config = str(kw.pop(CONFIG.dest) or config or "") or None
     path = snapshot.config_path(config, env)
@@ -224,77 +216,57 @@ def run(argv: Sequence[str], env: Mapping[str, str]) -> int | None:
         known = Known(facts)
     except (KeyError, TypeError, AttributeError):
         return None
-    reader = Reader.open(known.index_path)
-    if reader is None:
+    if spec is NOTIFY:
+        return _notify(known, kw, env)
+    from workflow.cli import reading  # lazy: the index and the renderers, which notify does not need
+
+    return reading.answer(spec.name, known, kw)
+
+
+def _notify(known: Known, kw: dict[str, object], env: Mapping[str, str]) -> int | None:
+    """workflow-notify through the running server, which composes the message (delivery.submit)."""
+    if kw["stdout"] or kw["via"] == "direct" or env.get("WORKFLOW_TOKEN") or env.get("WORKFLOW_NO_CREDENTIAL"):
         return None
-    with reader:
-        try:
-            return COMMANDS[spec.name](known, reader, kw)
-        except WorkflowError:
-            return None  # the full command says it
-
-
-def _current(reader: Reader, known: Known, boxes: Sequence[str]) -> bool:
-    """Whether the index holds everything in these mailboxes (else the full command refreshes it)."""
-    return not reader.changed((b, os.path.join(known.mail_root, b)) for b in boxes)
-
-
-def _inbox(known: Known, reader: Reader, kw: dict[str, object]) -> int | None:
-    role, event, state = str(kw["role"]), _text(kw["event"]), _text(kw["state"])
-    view = known.views.get(role)
-    if view is None or (event is not None and event not in known.event_types):
-        return None
-    if (state is not None and state not in known.states) or not _current(reader, known, view[0]):
-        return None
-    text = inbox_text(
-        reader,
-        view[0],
-        role,
-        Resolver(known),
-        event=event,
-        artifact=_text(kw["artifact"]),
-        state=state,
-        show_all=bool(kw["show_all"]),
-        states=known.states,
-        coloured=styled.wanted(),
-    )
-    return _write(text)
-
-
-def _thread(known: Known, reader: Reader, kw: dict[str, object]) -> int | None:
-    view = known.views.get(str(kw["as_role"]))
-    mid = given_msgid(str(kw["message_id"]))
-    if view is None or mid is None:
-        return None  # the full command says what is wrong
-    if not _current(reader, known, mailboxes_in(known.mail_root)):
-        return None
-    text = thread_text(reader, view, mid, known.mail_root)
-    return None if text is None else _write(text)
-
-
-def _search(known: Known, reader: Reader, kw: dict[str, object]) -> int | None:
-    as_role = kw["as_role"]
-    view = known.views.get(str(as_role)) if as_role is not None else (None, ())
-    if view is None or not _current(reader, known, mailboxes_in(known.mail_root)):
-        return None
-    text, count = search_lines(reader.search(str(kw["text"]), view[0], int(kw["limit"]), view[1]))  # type: ignore[call-overload]
-    code = _write(text)
-    sys.stderr.write(count)
+    secret = _owner_secret(known.owner_file)
+    if secret is None:
+        return None  # the full command makes it, or says what is wrong with it
+    event = str(kw["event"])
+    sender = text_or_none(kw["sender"]) or env.get("WORKFLOW_ROLE") or known.default_sender
+    pairs = [str(p) for p in kw["pairs"]]  # type: ignore[attr-defined]
+    fields = [event, str(kw["artifact"]), str(kw["to"]), sender, text_or_none(kw["in_reply_to"]) or "", *pairs]
+    host, port, timeout = known.smtp
+    try:
+        mid, recipients = submit.submit(host, port, timeout, known.login, secret, fields)
+    except submit.RefusedError:
+        return None  # nothing was delivered: the full command composes it and says why not, or delivers directly
+    except submit.UnsureError as e:
+        sys.stderr.write(f"Error: sent to {host}:{port} but no answer came ({e}); it may have been delivered\n")
+        return TransportError.exit_code
+    code = write(mid + "\n")
+    sys.stderr.write(f"sent {event} to {', '.join(recipients)} (smtp: {host}:{port})\n")
     return code
 
 
-COMMANDS: dict[str, Callable[[Known, Reader, dict[str, object]], int | None]] = {
-    "inbox": _inbox,
-    "thread": _thread,
-    "search": _search,
-}
+def _owner_secret(path: str) -> str | None:
+    """The owner's secret if its file is as ``delivery.credentials`` keeps it (0600, 64 hex digits)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if os.fstat(fd).st_mode & 0o077:
+            return None
+        secret = os.read(fd, 256).decode("ascii", "replace").strip()
+    finally:
+        os.close(fd)
+    return secret if len(secret) == 64 and all(c in "0123456789abcdef" for c in secret) else None
 
 
-def _text(value: object) -> str | None:
+def text_or_none(value: object) -> str | None:
     return None if value is None else str(value)
 
 
-def _write(text: str) -> int:
+def write(text: str) -> int:
     try:
         sys.stdout.write(text)
         sys.stdout.flush()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from workflow.cli import fast, styled
+from workflow.cli import fast, reading, styled
 from workflow.cli.base import Command, app, json_option, keep_snapshot, one_of, params
 from workflow.core.errors import RosterError
 from workflow.core.locate import Resolver
@@ -52,7 +52,7 @@ def inbox(
             )
             click.echo(json.dumps({"role": role, "threads": [t.to_dict(where.now) for t in group(rows)]}, indent=2))
         else:
-            text = fast.inbox_text(
+            text = reading.inbox_text(
                 index,
                 boxes,
                 role,
@@ -86,7 +86,7 @@ def thread(ctx: click.Context, message_id: str, as_role: str, as_json: bool) -> 
             rows = thread_rows(index, view[0], mid, view[1])
             text = json.dumps([r.to_dict() for r in rows], indent=2) + "\n" if rows else None
         else:
-            text = fast.thread_text(index, view, mid, str(a.config.mail_root))
+            text = reading.thread_text(index, view, mid, str(a.config.mail_root))
     if text is None:
         raise RosterError(f"message {mid} is not in {as_role}'s mailbox")
     click.echo(text, nl=False)
@@ -110,7 +110,7 @@ def search(ctx: click.Context, text: str, as_role: str | None, limit: int, as_js
     if as_json:
         click.echo(json.dumps([r.to_dict() for r in rows], indent=2))
         return
-    out, count = fast.search_lines(rows)
+    out, count = reading.search_lines(rows)
     click.echo(out, nl=False)
     click.echo(count, nl=False, err=True)
     keep_snapshot(ctx)

@@ -6,22 +6,14 @@ import os
 
 import click
 
-from workflow.cli.base import Command, app, run_script, standalone, via_option
+from workflow.cli import fast
+from workflow.cli.base import Command, app, keep_snapshot, params, run_script, standalone
 from workflow.cli.runs import inside_run
-from workflow.delivery.notify import NotifyRequest, split_list
+from workflow.delivery.notify import request
 from workflow.delivery.transport import make_transport
-from workflow.mail.templates import parse_vars
 
 
-@click.command("notify", cls=Command)
-@click.option("--in-reply-to", "in_reply_to", metavar="ID", help="Message-ID this replies to (threads it).")
-@click.option("--from", "sender", metavar="ROLE", help="Sending role (default $WORKFLOW_ROLE, then 'user').")
-@click.option("--stdout", is_flag=True, help="Print the message instead of sending it.")
-@via_option
-@click.argument("event")
-@click.argument("artifact")
-@click.argument("to")
-@click.argument("pairs", nargs=-1, metavar="[KEY=VALUE]...")
+@click.command("notify", cls=Command, params=params(fast.NOTIFY))
 @click.pass_context
 def notify(
     ctx: click.Context,
@@ -53,14 +45,8 @@ def notify(
     """
     a = app(ctx)
     run = inside_run(sender)
-    req = NotifyRequest(
-        event=event,
-        artifacts=tuple(x for x in artifact.split(",") if x.strip()),
-        to=tuple(split_list(to)),
-        sender=run.role if run else sender or os.environ.get("WORKFLOW_ROLE") or a.config.default_sender,
-        in_reply_to=in_reply_to,
-        variables=parse_vars(list(pairs)),
-    )
+    who = run.role if run else sender or os.environ.get("WORKFLOW_ROLE") or a.config.default_sender
+    req = request(event, artifact, to, who, in_reply_to, pairs)
     composed = a.compose(req)
     if stdout:
         click.echo(composed.raw.decode("utf-8", "replace").replace("\r\n", "\n"), nl=False)
@@ -68,6 +54,7 @@ def notify(
     where = composed.send(make_transport(a.config, a.deliverer, via))
     click.echo(composed.message_id)
     click.echo(f"{'staged' if run else 'sent'} {event} to {', '.join(composed.recipients)} ({where})", err=True)
+    keep_snapshot(ctx)
 
 
 script = standalone(notify, "workflow-notify")

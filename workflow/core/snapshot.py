@@ -20,9 +20,10 @@ import marshal
 import os
 import zlib
 
-FORMAT = 1
+FORMAT = 2
 CONFIG_NAME = "workflow.toml"
-ENV = ("WORKFLOW_MAIL_ROOT", "HOME")  # what else chooses the mail root (config.load_config)
+# What else chooses the mail root (config.load_config) and the owner's credential file
+ENV = ("WORKFLOW_MAIL_ROOT", "HOME", "WORKFLOW_CREDENTIALS", "XDG_CONFIG_HOME")
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import format_datetime
@@ -28,7 +28,7 @@ from workflow.mail.message import (
     reply_subject,
     validate_artifact,
 )
-from workflow.mail.templates import render
+from workflow.mail.templates import parse_vars, render
 from workflow.policy.roster import Roster
 
 if TYPE_CHECKING:
@@ -69,6 +69,21 @@ def artifact_state(path: str, config: Config) -> str | None:
         if len(states) == 1:
             return states.pop()
     return None
+
+
+def request(
+    event: str, artifact: str, to: str, sender: str, in_reply_to: str | None, pairs: Sequence[str]
+) -> NotifyRequest:
+    """A notification as ``workflow-notify EVENT ARTIFACT TO [KEY=VALUE]…`` gives it: ARTIFACT and
+    TO may list several, separated by commas. The same for the command and the server's XNOTIFY."""
+    return NotifyRequest(
+        event=event,
+        artifacts=tuple(x for x in artifact.split(",") if x.strip()),
+        to=tuple(split_list(to)),
+        sender=sender,
+        in_reply_to=in_reply_to or None,
+        variables=parse_vars(list(pairs)),
+    )
 
 
 def split_list(value: str) -> list[str]:

@@ -10,6 +10,7 @@ installed aiosmtpd lacks (a test calls it), and pyproject.toml pins aiosmtpd bel
 from __future__ import annotations
 
 import asyncio
+import collections
 import inspect
 import logging
 import re
@@ -176,6 +177,17 @@ def protocol_factory(
         async def smtp_DATA(self, arg: str) -> None:
             await read_data(self, arg, max_message_size)
 
+        async def smtp_XNOTIFY(self, arg: str) -> None:
+            # A notification for the server to compose (delivery.submit): after AUTH, outside a
+            # mail transaction; the handler checks and delivers it as it would the message itself.
+            if await self.check_auth_needed("XNOTIFY"):
+                return
+            assert self.envelope is not None
+            if self.envelope.mail_from is not None:
+                await self.push("503 5.5.1 XNOTIFY inside a mail transaction; RSET first")
+                return
+            await self.push(await self._call_handler_hook("XNOTIFY", arg or ""))
+
         def eof_received(self) -> bool | None:
             # aiosmtpd cancels the session on EOF, so a client that half-closes after the final
             # dot never hears the 250 of a message that was stored: let the answer go out first.
@@ -199,4 +211,10 @@ def protocol_factory(
                 return m.group(1), m.group(2)
             return super()._getaddr(arg)
 
-    return lambda: WorkflowSMTP(handler, data_size_limit=max_message_size, **smtp_options)
+    def make() -> SMTP:
+        smtp = WorkflowSMTP(handler, data_size_limit=max_message_size, **smtp_options)
+        # aiosmtpd keeps these limits on the class; a request carries its KEY=VALUE text
+        smtp.command_size_limits = collections.defaultdict(lambda: SMTP.command_size_limit, XNOTIFY=COMMAND_BUFFER)
+        return smtp
+
+    return make

@@ -51,10 +51,11 @@ from workflow.core.errors import (
     VisibilityError,
     WorkflowError,
 )
-from workflow.delivery import address
+from workflow.delivery import address, submit
 from workflow.delivery.commit import Committer
 from workflow.delivery.credentials import Authenticator, Identity, load_users, make_authenticator
 from workflow.delivery.deliverer import Deliverer, IndexLagError, Plan
+from workflow.delivery.notify import compose, parent_in, request
 from workflow.delivery.smtp_protocol import protocol_factory, quiet_aiosmtpd_log
 from workflow.delivery.staging import RunBox, describe
 from workflow.mail.index import Index
@@ -215,6 +216,33 @@ class Handler:
             note,
         )
         return f"250 2.0.0 {mid} delivered" + (" (duplicate of a stored copy)" if not plan.mailboxes else "")
+
+    async def handle_XNOTIFY(self, server: SMTP, session: Session, envelope: Envelope, arg: str) -> str:
+        """Compose a notification here (``delivery.submit``: workflow-notify's fast path) as the
+        command would, then check and deliver it as any message: MAIL, each RCPT, DATA."""
+        try:
+            event, artifact, to, sender, in_reply_to, *pairs = submit.decode(arg)
+        except ValueError as e:
+            return f"501 5.5.4 {_one_line(e)}"
+        try:
+            req = request(event, artifact, to, sender, in_reply_to, pairs)
+            if req.in_reply_to:
+                await self.committer.indexed()  # the parent may have been stored a moment ago
+            composed = compose(req, self.deliverer.config, self.roster, parent_in(self.index))
+        except WorkflowError as e:
+            return f"550 5.6.0 {_one_line(e)}"
+        mail = Envelope()
+        reply = await self.handle_MAIL(server, session, mail, composed.sender_address, [])
+        for rcpt in composed.recipients:
+            if reply.startswith("250"):
+                reply = await self.handle_RCPT(server, session, mail, rcpt, [])
+        if not reply.startswith("250"):
+            return reply
+        mail.original_content = composed.raw
+        reply = await self.handle_DATA(server, session, mail)
+        if not reply.startswith("250 2.0.0 <") or " staged" in reply:
+            return reply
+        return f"250 2.0.0 {composed.message_id} {','.join(composed.recipients)}"
 
     def _prepare(self, raw: bytes, envelope: Envelope) -> Plan:
         c = self.committer

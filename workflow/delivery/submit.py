@@ -1,0 +1,124 @@
+"""Submit: hand a notification to the running server to compose and deliver (``XNOTIFY``).
+
+``workflow-notify`` must start like a short command, but composing a message needs the whole
+project (templates, roster, threading) — which the server has loaded already. So its fast path
+(``cli.fast``) logs in as the owner and sends one command, ``XNOTIFY`` with the request's fields
+(event, artifacts, recipients, sender, In-Reply-To, KEY=VALUE pairs; NUL-separated, base64); the
+server builds it with ``delivery.notify.request`` and ``compose``, exactly as the command would,
+then puts it through the same MAIL, RCPT and DATA checks as any message and answers
+``250 2.0.0 <Message-ID> RECIPIENT,…`` or the refusal. ``RefusedError`` means nothing was delivered;
+``UnsureError`` means the request went out and no answer came back. Start-up time: this module
+imports ``socket`` and ``binascii`` only.
+"""
+
+from __future__ import annotations
+
+import binascii
+import socket
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+COMMAND = "XNOTIFY"
+
+
+class RefusedError(Exception):
+    """The server did not take the request (or could not be reached): nothing was delivered."""
+
+
+class UnsureError(Exception):
+    """The request was sent but no answer came: it may have been delivered."""
+
+
+def encode(fields: Sequence[str]) -> str:
+    return binascii.b2a_base64("\0".join(fields).encode("utf-8"), newline=False).decode("ascii")
+
+
+def decode(arg: str) -> list[str]:
+    """The fields of an XNOTIFY argument; ValueError when it is not one."""
+    try:
+        return binascii.a2b_base64(arg.strip().encode("ascii"), strict_mode=True).decode("utf-8").split("\0")
+    except (binascii.Error, UnicodeError) as e:
+        raise ValueError(f"XNOTIFY argument is not base64 of UTF-8 fields: {e}") from None
+
+
+class _Conversation:
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.buffer = b""
+
+    def reply(self) -> tuple[int, str]:
+        """One (possibly multi-line) reply: its code and its last line's text."""
+        while True:
+            end = self.buffer.find(b"\r\n")
+            if end < 0:
+                chunk = self.sock.recv(65536)
+                if not chunk:
+                    raise OSError("the server closed the connection")
+                self.buffer += chunk
+                continue
+            line, self.buffer = self.buffer[:end], self.buffer[end + 2 :]
+            if len(line) < 3 or not line[:3].isdigit():
+                raise OSError(f"not an SMTP reply: {line[:80]!r}")
+            if line[3:4] != b"-":
+                return int(line[:3]), line[4:].decode("utf-8", "replace")
+
+    def command(self, text: str) -> tuple[int, str]:
+        self.sock.sendall(text.encode("utf-8") + b"\r\n")
+        return self.reply()
+
+
+def _connect(host: str, port: int, timeout: float) -> socket.socket:
+    """``socket.create_connection``, resolving the host given as bytes: as text it would import
+    the idna codec (and ``re``), a fifth of a short command's start-up."""
+    name = host.encode("ascii") if host.isascii() else host.encode("idna")
+    error: OSError = OSError(f"no address for {host}")
+    for family, kind, proto, _, where in socket.getaddrinfo(name, port, type=socket.SOCK_STREAM):
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.settimeout(timeout)
+            sock.connect(where)
+            return sock
+        except OSError as e:
+            sock.close()
+            error = e
+    raise error
+
+
+def submit(
+    host: str, port: int, timeout: float, login: str, secret: str, fields: Sequence[str]
+) -> tuple[str, list[str]]:
+    """Have the server at ``host:port`` compose and deliver a notification; returns its
+    Message-ID and recipients. Raises RefusedError (nothing delivered) or UnsureError (maybe delivered)."""
+    try:
+        sock = _connect(host, port, timeout)
+    except OSError as e:
+        raise RefusedError(f"cannot reach {host}:{port}: {e}") from None
+    with sock:
+        talk = _Conversation(sock)
+        try:
+            for code, text in (talk.reply(), talk.command("EHLO workflow-notify")):
+                if code // 100 != 2:
+                    raise RefusedError(f"{code} {text}")
+            plain = binascii.b2a_base64(f"\0{login}\0{secret}".encode(), newline=False).decode("ascii")
+            code, text = talk.command(f"AUTH PLAIN {plain}")
+            if code != 235:
+                raise RefusedError(f"{code} {text}")
+            sock.sendall(f"{COMMAND} {encode(fields)}\r\n".encode("ascii"))
+        except OSError as e:
+            raise RefusedError(str(e)) from None
+        try:
+            code, text = talk.reply()
+        except OSError as e:
+            raise UnsureError(str(e)) from None
+        if code != 250:
+            raise RefusedError(f"{code} {text}")
+        try:
+            talk.command("QUIT")
+        except OSError:
+            pass  # it was accepted: a failed goodbye changes nothing
+    parts = text.split(" ")  # "2.0.0 <mid> a@x,b@x"
+    if len(parts) < 3 or not parts[1].startswith("<"):
+        raise UnsureError(f"unexpected answer: 250 {text}")
+    return parts[1], parts[2].split(",")
