@@ -19,8 +19,10 @@ from __future__ import annotations
 import os
 import sys
 
+from workflow.cli.say import text_or_none, write
 from workflow.core import snapshot
 from workflow.core.errors import TransportError
+from workflow.core.snapshot import Known
 from workflow.delivery import submit
 
 TYPE_CHECKING = False
@@ -172,25 +174,6 @@ def parse(spec: Spec, argv: Sequence[str]) -> dict[str, object] | None:
     return values
 
 
-class Known:
-    """A project as its snapshot knows it (the names ``core.locate`` reads, and the views)."""
-
-    def __init__(self, facts: Mapping[str, object]) -> None:
-        self.mail_root = str(facts["mail_root"])
-        self.index_path = str(facts["index_path"])
-        self.domain = str(facts["domain"])
-        self.project_dir = str(facts["project_dir"])
-        self.states = tuple(str(s) for s in facts["states"])  # type: ignore[attr-defined]
-        self.event_types = tuple(str(s) for s in facts["event_types"])  # type: ignore[attr-defined]
-        self.artifact_roots = tuple(str(s) for s in facts["artifact_roots"])  # type: ignore[attr-defined]
-        self.views: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = facts["views"]  # type: ignore[assignment]
-        self.default_sender = str(facts["default_sender"])
-        smtp: tuple[object, object, object] = facts["smtp"]  # type: ignore[assignment]
-        self.smtp = (str(smtp[0]), int(smtp[1]), float(smtp[2]))  # type: ignore[call-overload, arg-type]
-        self.login = str(facts["login"])
-        self.owner_file = str(facts["owner_file"])
-
-
 def run(argv: Sequence[str], env: Mapping[str, str]) -> int | None:
     """Run ``workflow ARGV`` on the fast path and return its exit code; None when the full
     command must run instead (it then decides everything, errors included)."""
@@ -260,16 +243,3 @@ def _owner_secret(path: str) -> str | None:
     finally:
         os.close(fd)
     return secret if len(secret) == 64 and all(c in "0123456789abcdef" for c in secret) else None
-
-
-def text_or_none(value: object) -> str | None:
-    return None if value is None else str(value)
-
-
-def write(text: str) -> int:
-    try:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    except BrokenPipeError:  # `workflow inbox | head`: the reader has all it wanted
-        pass
-    return 0

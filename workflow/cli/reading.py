@@ -12,7 +12,7 @@ import os
 import sys
 
 from workflow.cli import styled
-from workflow.cli.fast import Known, text_or_none, write
+from workflow.cli.say import text_or_none, write
 from workflow.core.errors import WorkflowError
 from workflow.core.locate import Resolver
 from workflow.mail.ids import given_msgid
@@ -24,6 +24,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
+    from workflow.core.snapshot import Known
     from workflow.mail.rows import Row
 
 

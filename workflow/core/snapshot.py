@@ -133,3 +133,22 @@ def save(
             pass
         return False
     return True
+
+
+class Known:
+    """A project as its snapshot knows it (the names ``core.locate`` reads, and the views)."""
+
+    def __init__(self, facts: Mapping[str, object]) -> None:
+        self.mail_root = str(facts["mail_root"])
+        self.index_path = str(facts["index_path"])
+        self.domain = str(facts["domain"])
+        self.project_dir = str(facts["project_dir"])
+        self.states = tuple(str(s) for s in facts["states"])  # type: ignore[attr-defined]
+        self.event_types = tuple(str(s) for s in facts["event_types"])  # type: ignore[attr-defined]
+        self.artifact_roots = tuple(str(s) for s in facts["artifact_roots"])  # type: ignore[attr-defined]
+        self.views: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = facts["views"]  # type: ignore[assignment]
+        self.default_sender = str(facts["default_sender"])
+        smtp: tuple[object, object, object] = facts["smtp"]  # type: ignore[assignment]
+        self.smtp = (str(smtp[0]), int(smtp[1]), float(smtp[2]))  # type: ignore[call-overload, arg-type]
+        self.login = str(facts["login"])
+        self.owner_file = str(facts["owner_file"])
