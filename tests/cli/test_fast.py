@@ -323,7 +323,11 @@ def test_notify_through_the_server_starts_fast_and_sends_what_the_command_sends(
         for bad, code, text in (
             (("reveiw-request", "specs/proposed/user-auth.md", "spec-reviewer"), 4, "unknown event type"),
             (("question", "specs/proposed/user-auth.md", "nobody"), None, "nobody"),
-            (("--from", "spec-writer", "question", "specs/proposed/nope.md", "spec-reviewer", "lower=x"), 4, "variable name 'lower'"),
+            (
+                ("--from", "spec-writer", "question", "specs/proposed/nope.md", "spec-reviewer", "lower=x"),
+                4,
+                "variable name 'lower'",
+            ),
         ):
             r = project.run(*bad, tool="workflow-notify")
             assert r.returncode != 0 and (code is None or r.returncode == code), (bad, r.returncode, r.stderr)
