@@ -23,7 +23,6 @@ from workflow.cli.say import text_or_none, write
 from workflow.core import snapshot
 from workflow.core.errors import TransportError
 from workflow.core.snapshot import Known
-from workflow.delivery import submit
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -213,6 +212,8 @@ def _notify(known: Known, kw: dict[str, object], env: Mapping[str, str]) -> int 
     secret = _owner_secret(known.owner_file)
     if secret is None:
         return None  # the full command makes it, or says what is wrong with it
+    from workflow.delivery import submit  # lazy: the socket module, which the reading commands do not need
+
     event = str(kw["event"])
     sender = text_or_none(kw["sender"]) or env.get("WORKFLOW_ROLE") or known.default_sender
     pairs = [str(p) for p in kw["pairs"]]  # type: ignore[attr-defined]
