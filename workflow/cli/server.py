@@ -11,6 +11,7 @@ import click
 from workflow.cli.base import Command, app
 from workflow.delivery.credentials import hash_password
 from workflow.delivery.smtpd import check_bind, serve
+from workflow.delivery.workers import default_workers, supervise
 
 
 @click.command(cls=Command)
@@ -26,15 +27,31 @@ from workflow.delivery.smtpd import check_bind, serve
 @click.option(
     "--hash-password", "hash_pw", is_flag=True, help="Read a password on stdin, print a users-file secret, exit."
 )
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 256),
+    default=None,
+    help="Server processes sharing the port (default: one per core; 1 serves in this process).",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Log at DEBUG.")
 @click.pass_context
 def smtpd(
-    ctx: click.Context, host: str | None, port: int | None, allow_remote: bool, hash_pw: bool, verbose: bool
+    ctx: click.Context,
+    host: str | None,
+    port: int | None,
+    allow_remote: bool,
+    hash_pw: bool,
+    workers: int | None,
+    verbose: bool,
 ) -> None:
     """Run the SMTP server: validate and persist workflow mail into the Maildirs.
 
     Listens on 127.0.0.1:8025 by default; SIGTERM or Ctrl-C stops it after the transactions in
     flight are stored and answered. One log line per message. Refusals name their rule.
+
+    It runs one worker process per core (--workers), all on the same port; a worker that dies
+    is replaced, and every guarantee (a 250 only once the copies are fsynced and indexed, a
+    retry stored once, visibility, the connection cap) holds across the workers.
 
     Every submission logs in ([smtp] auth = "required"): the workflow commands of the mail root's
     owner use the owner's credential (~/.config/workflow/credentials, made on first use), an
@@ -44,6 +61,7 @@ def smtpd(
     \b
     Example:
         workflow smtpd --port 8025
+        workflow smtpd --workers 4
         echo 'alice:'"$(workflow smtpd --hash-password <<< 's3cret')"':user' >> ~/.config/workflow/users
     """
     if hash_pw:
@@ -58,7 +76,11 @@ def smtpd(
     host = host or a.config.smtp.host
     check_bind(host, allow_remote, a.config)
 
-    serve(a.config, a.deliverer, host, port, lambda bound: None)  # the server logs its start and stop lines
+    count = workers or default_workers()
+    if count == 1:
+        serve(a.config, a.deliverer, host, port, lambda bound: None)  # the server logs its start and stop lines
+        return
+    supervise(a.config, a.deliverer, host, a.config.smtp.port if port is None else port, count, lambda bound: None)
 
 
 @click.command(cls=Command)

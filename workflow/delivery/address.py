@@ -71,8 +71,25 @@ def holder(port: int) -> str:
         try:
             fds = os.listdir(f"/proc/{pid}/fd")
             if any(os.readlink(f"/proc/{pid}/fd/{fd}") in wanted for fd in fds):
-                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+                pid, cmd = _first_of_kind(pid)
                 return f"pid {pid} ({cmd[:120]})"
         except OSError:
             continue
     return "another process (not one of yours)"
+
+
+def _command(pid: str) -> str:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+
+
+def _first_of_kind(pid: str) -> tuple[str, str]:
+    """The process and its command line, or its parent's when that runs the same command (the
+    worker of ``workflow smtpd --workers`` listens; the server is its parent)."""
+    cmd = _command(pid)
+    try:
+        parent = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]
+        if _command(parent) == cmd:
+            return parent, cmd
+    except (OSError, IndexError):
+        pass
+    return pid, cmd

@@ -4,9 +4,13 @@ One thread takes every plan queued since its last round and, for the whole batch
 copy to tmp/, fsyncs each file (the first fsync commits the journal for all of them), renames
 each into new/, fsyncs each touched new/ directory *once*, then wakes the waiting transactions,
 which only then answer ``250``. Nothing is acknowledged before its own file and directory are
-synced. Index rows follow in larger batches (the index is a cache the Maildirs can rebuild). A
-plan that fails (disk full, a directory in the way) is undone alone — no copy left in any new/ —
-and its transaction answers ``451``; the rest of the batch is unaffected.
+synced. Index rows follow in larger batches (the index is a cache the Maildirs can rebuild);
+until then the copies are in ``unindexed``, which delivery's checks read beside the index. Other
+processes storing into the same Maildirs (the workers of ``workflow smtpd --workers``) are told
+of each round's copies *before* its ``250`` (``Peers``), so their checks see them too; when they
+cannot be told, the round is indexed before it is acknowledged. A plan that fails (disk full, a
+directory in the way) is undone alone — no copy left in any new/ — and its transaction answers
+``451``; the rest of the batch is unaffected.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import os
 import queue
 import threading
 from collections.abc import Sequence
+from typing import Literal, Protocol
 
 from workflow.delivery.deliverer import Deliverer, Plan
 from workflow.mail.index import Index
@@ -28,13 +33,30 @@ Result = list[Entry] | BaseException
 INDEX_BATCH = 256
 INDEX_DELAY = 0.05
 Job = tuple[Plan | None, asyncio.Future[list[Entry]], asyncio.AbstractEventLoop]  # no plan: index now
+Copies = Sequence[tuple[str, Sequence[Entry]]]  # (Message-ID, its stored copies)
+
+
+class Peers(Protocol):
+    """The other processes delivering into the same Maildirs: ``tell`` them which copies this one
+    has just "stored" (before they are acknowledged; False if they could not all be told) or
+    has "indexed" (they need not remember them any more)."""
+
+    def tell(self, what: Literal["stored", "indexed"], copies: Copies) -> bool: ...
+
+
+class Alone:
+    """No other process delivers here."""
+
+    def tell(self, what: Literal["stored", "indexed"], copies: Copies) -> bool:
+        return True
 
 
 class Committer:
     """Owns the writing side of delivery for the server: Maildir writes and the index."""
 
-    def __init__(self, deliverer: Deliverer) -> None:
+    def __init__(self, deliverer: Deliverer, peers: Peers | None = None) -> None:
         self.deliverer = deliverer
+        self.peers = peers or Alone()
         self.maildirs = deliverer.maildirs
         self.queue: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
         self.thread = threading.Thread(target=self._run, name="committer", daemon=True)
@@ -45,7 +67,6 @@ class Committer:
         # crash loses only index rows, which the next start's refresh recreates from the Maildirs.
         self._backlog: list[tuple[Plan, list[Entry]]] = []
         self.unindexed: dict[str, list[Entry]] = {}
-        self.known: set[str] = set()  # Message-IDs stored (loaded from the index at start)
 
     def start(self) -> None:
         self.thread.start()
@@ -94,11 +115,14 @@ class Committer:
                 flushes = [j for j in batch if j[0] is None]
                 batch = [j for j in batch if j[0] is not None]
                 results = self._commit([p for p, _, _ in batch if p is not None]) if batch else []
+                stored: list[tuple[str, list[Entry]]] = []
                 for (plan, _, _), result in zip(batch, results, strict=True):
                     if plan is not None and not isinstance(result, BaseException) and result:
                         self._backlog.append((plan, result))
                         self.unindexed.setdefault(plan.message_id, []).extend(result)
-                        self.known.add(plan.message_id)
+                        stored.append((plan.message_id, result))
+                if stored and not self.peers.tell("stored", stored):
+                    self._index(index)  # the others could not be told: let them find it in the index
                 _wake(batch, results)
                 if len(self._backlog) >= INDEX_BATCH or flushes:
                     self._index(index)
@@ -118,6 +142,7 @@ class Committer:
         self.deliverer.record_many(index, backlog)  # logs and carries on if the index fails
         for plan, _ in backlog:
             self.unindexed.pop(plan.message_id, None)
+        self.peers.tell("indexed", [(plan.message_id, entries) for plan, entries in backlog])
 
     def _commit(self, plans: Sequence[Plan]) -> list[Result]:
         md = self.maildirs

@@ -15,7 +15,7 @@ import inspect
 import logging
 import re
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from aiosmtpd.smtp import SMTP
 
@@ -39,10 +39,17 @@ COMMAND_BUFFER = 64 * 1024  # what a connection may buffer while reading a comma
 ANSWERING, EOF_WHILE_ANSWERING = "_workflow_answering", "_workflow_eof_while_answering"
 
 
-class Counters(Protocol):
-    """What the protocol counts for the server (``smtpd.Stats``)."""
+Admission = Literal["serve", "full", "moved"]
 
-    connections: int
+
+class Gate(Protocol):
+    """What the protocol asks of each new connection before it greets it: serve it, refuse it
+    (``cap`` connections are open: this process's or all workers', ``tally.Tally``), or it has
+    been moved to another worker (``workers.Balancer``); ``release`` when a served one closes."""
+
+    def admit(self, cap: int, transport: Any) -> Admission: ...
+
+    def release(self) -> None: ...
 
 
 def missing_private_api(smtp: type = SMTP) -> list[str]:
@@ -131,7 +138,9 @@ class QuietLoginData(logging.Filter):
 
 
 def quiet_aiosmtpd_log() -> None:
+    """aiosmtpd logs every command at INFO; our one line per message is the log that matters."""
     logger = logging.getLogger("mail.log")
+    logger.setLevel(logging.WARNING)
     if not any(isinstance(f, QuietLoginData) for f in logger.filters):
         logger.addFilter(QuietLoginData())
 
@@ -141,7 +150,7 @@ def protocol_factory(
     *,
     max_message_size: int,
     max_connections: int,
-    counters: Counters,
+    gate: Gate,
     protocols: set[SMTP],
     require_auth: bool = False,
     **smtp_options: Any,
@@ -157,20 +166,22 @@ def protocol_factory(
         line_length_limit = COMMAND_BUFFER
 
         def connection_made(self, transport: Any) -> None:
-            if counters.connections >= max_connections:
+            admission = gate.admit(max_connections, transport)
+            self._over_cap = admission != "serve"
+            if admission == "moved":  # another process serves it now: close our descriptor only
+                transport.abort()
+                return
+            if admission == "full":
                 transport.write(b"421 4.7.0 too many connections; try again later\r\n")
                 transport.close()
-                self._over_cap = True
                 return
-            self._over_cap = False
-            counters.connections += 1
             protocols.add(self)
             super().connection_made(transport)
 
         def connection_lost(self, error: Exception | None) -> None:
             if getattr(self, "_over_cap", True):
                 return
-            counters.connections -= 1
+            gate.release()
             protocols.discard(self)
             super().connection_lost(error)
 

@@ -35,9 +35,10 @@ import signal
 import socket
 import ssl
 import threading
-from collections.abc import Callable
+from collections import ChainMap
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from aiosmtpd.smtp import SMTP, Envelope, Session
 
@@ -52,14 +53,15 @@ from workflow.core.errors import (
     WorkflowError,
 )
 from workflow.delivery import address, submit
-from workflow.delivery.commit import Committer
+from workflow.delivery.commit import Committer, Peers
 from workflow.delivery.credentials import Authenticator, Identity, load_users, make_authenticator
 from workflow.delivery.deliverer import Deliverer, IndexLagError, Plan
 from workflow.delivery.notify import compose, parent_in, request
 from workflow.delivery.smtp_protocol import protocol_factory, quiet_aiosmtpd_log
 from workflow.delivery.staging import RunBox, describe
+from workflow.delivery.tally import Tally
 from workflow.mail.index import Index
-from workflow.mail.maildir import Maildirs
+from workflow.mail.maildir import Entry, Maildirs
 from workflow.policy.guardrails import SENDER_MATCHES_ENVELOPE
 from workflow.policy.roster import Roster
 
@@ -112,26 +114,41 @@ def identity_of(session: Session) -> Identity | None:
     return data if getattr(session, "authenticated", False) and isinstance(data, Identity) else None
 
 
-class Stats:
-    """Counters the server and its tests read: connections open, DATA in flight, outcomes."""
+class Others(Protocol):
+    """The copies other workers have stored and not yet indexed (``workers.Crew``): what they
+    ``stored`` (as told so far), and ``settle``, which returns once these Message-IDs are in the
+    index."""
 
-    def __init__(self) -> None:
-        self.connections = 0
-        self.in_flight = 0
-        self.delivered = 0
-        self.refused = 0
-        self.failed = 0
+    def stored(self) -> Mapping[str, Sequence[Entry]]: ...
+
+    async def settle(self, message_ids: Sequence[str], index: Index) -> None: ...
+
+
+class NoOthers:
+    """A server alone: no other worker stores anything."""
+
+    def stored(self) -> Mapping[str, Sequence[Entry]]:
+        return {}
+
+    async def settle(self, message_ids: Sequence[str], index: Index) -> None:
+        return None
+
+
+LAG_ROUNDS = 3  # waits for the index before a message naming fresh copies is answered 451
 
 
 class Handler:
     """aiosmtpd hooks: roster at MAIL/RCPT, Deliverer at DATA."""
 
-    def __init__(self, deliverer: Deliverer, index: Index, committer: Committer, stats: Stats) -> None:
+    def __init__(
+        self, deliverer: Deliverer, index: Index, committer: Committer, stats: Tally, others: Others | None = None
+    ) -> None:
         self.deliverer = deliverer
         self.roster: Roster = deliverer.roster
         self.index = index
         self.committer = committer
         self.stats = stats
+        self.others = others or NoOthers()
 
     async def handle_MAIL(
         self, server: SMTP, session: Session, envelope: Envelope, address: str, options: list[str]
@@ -173,11 +190,7 @@ class Handler:
             crlf = raw.count(b"\r\n")
             if raw.count(b"\n") != crlf or raw.count(b"\r") != crlf:  # a bare LF or CR somewhere
                 raise MessageError("message contains a bare CR or LF; SMTP lines must end in CRLF")
-            try:
-                plan = self._prepare(raw, envelope)
-            except IndexLagError:  # it names copies committed a moment ago: check it once they are indexed
-                await self.committer.indexed()
-                plan = self._prepare(raw, envelope)
+            plan = await self._prepare(raw, envelope)
             mid = plan.message_id
             from_header = self.roster.sender(envelope.mail_from or "")
             if plan.sender != from_header:
@@ -226,8 +239,8 @@ class Handler:
             return f"501 5.5.4 {_one_line(e)}"
         try:
             req = request(event, artifact, to, sender, in_reply_to, pairs)
-            if req.in_reply_to:
-                await self.committer.indexed()  # the parent may have been stored a moment ago
+            if req.in_reply_to:  # the parent may have been stored a moment ago, here or by another worker
+                await self._indexed([req.in_reply_to])
             composed = compose(req, self.deliverer.config, self.roster, parent_in(self.index))
         except WorkflowError as e:
             return f"550 5.6.0 {_one_line(e)}"
@@ -244,11 +257,23 @@ class Handler:
             return reply
         return f"250 2.0.0 {composed.message_id} {','.join(composed.recipients)}"
 
-    def _prepare(self, raw: bytes, envelope: Envelope) -> Plan:
-        c = self.committer
-        return self.deliverer.prepare(
-            raw, envelope.rcpt_tos, self.index, envelope.mail_from or "", c.unindexed, c.known
-        )
+    async def _prepare(self, raw: bytes, envelope: Envelope) -> Plan:
+        """``Deliverer.prepare`` against the index and every copy stored but not yet indexed, by
+        this process or another worker; a message that refers to such copies waits for them."""
+        for attempt in range(LAG_ROUNDS):
+            own, others = self.committer.unindexed, self.others.stored()
+            pending: Mapping[str, Sequence[Entry]] = ChainMap(own, others) if others else own  # type: ignore[arg-type]
+            try:
+                return self.deliverer.prepare(raw, envelope.rcpt_tos, self.index, envelope.mail_from or "", pending)
+            except IndexLagError as e:
+                if attempt == LAG_ROUNDS - 1:
+                    raise
+                await self._indexed(e.message_ids)
+        raise AssertionError("unreachable")
+
+    async def _indexed(self, message_ids: Sequence[str]) -> None:
+        await self.committer.indexed()
+        await self.others.settle(message_ids, self.index)
 
     def _stage(self, run: Path, plan: Plan, envelope: Envelope, sender: str) -> str:
         """A run's agent sent it: checked, held in the run until the run succeeds."""
@@ -279,20 +304,39 @@ class Handler:
 
 
 class Server:
-    """The listening server: start, serve, stop cleanly."""
+    """The listening server: start, serve, stop cleanly.
+
+    One process serves alone, or as worker ``worker`` of ``workflow smtpd --workers N``
+    (``delivery.workers``): then it listens with SO_REUSEPORT beside the others, counts on the
+    workers' shared ``tally``, tells its ``peers`` what it stores and hears from ``others`` what
+    they store, and leaves the start's index refresh to whoever asks for it."""
 
     def __init__(
-        self, config: Config, deliverer: Deliverer, *, host: str | None = None, port: int | None = None
+        self,
+        config: Config,
+        deliverer: Deliverer,
+        *,
+        host: str | None = None,
+        port: int | None = None,
+        tally: Tally | None = None,
+        peers: Peers | None = None,
+        others: Others | None = None,
+        worker: int | None = None,
+        refresh: bool = True,
     ) -> None:
         self.config = config
         self.host = host or config.smtp.host
         self.port = config.smtp.port if port is None else port
         self.deliverer = Deliverer(config, deliverer.roster, Maildirs(config.mail_root))
-        self.stats = Stats()
+        self.stats = tally or Tally()
+        self.worker = worker
+        self.refresh = refresh
         self.index: Index | None = None
-        self.committer = Committer(self.deliverer)
+        self.committer = Committer(self.deliverer, peers)
+        self.others = others
         self.server: asyncio.base_events.Server | None = None
         self.protocols: set[SMTP] = set()
+        self.factory: Callable[[], SMTP] | None = None  # new connections' protocol, once started
 
     def _protocol(self, handler: Handler) -> Callable[[], SMTP]:
         cfg = self.config.smtp
@@ -316,7 +360,7 @@ class Server:
             handler,
             max_message_size=cfg.max_message_size,
             max_connections=cfg.max_connections,
-            counters=self.stats,
+            gate=self.stats,
             protocols=self.protocols,
             enable_SMTPUTF8=True,
             decode_data=False,
@@ -331,13 +375,16 @@ class Server:
         """Listen; returns the bound port."""
         quiet_aiosmtpd_log()
         self.index = self.deliverer.open_index()  # reads in the event loop; the committer has its own
-        self.index.refresh()  # copies stored before a crash but never indexed
-        self.committer.known = self.index.message_ids()  # what a retry could be a retry of
+        if self.refresh:
+            self.index.refresh()  # copies stored before a crash but never indexed
         self.committer.start()
-        handler = Handler(self.deliverer, self.index, self.committer, self.stats)
+        handler = Handler(self.deliverer, self.index, self.committer, self.stats, self.others)
         loop = asyncio.get_running_loop()
+        self.factory = self._protocol(handler)
         try:
-            self.server = await loop.create_server(self._protocol(handler), self.host, self.port)
+            self.server = await loop.create_server(
+                self.factory, self.host, self.port, reuse_port=self.worker is not None
+            )
         except OSError as e:
             self.committer.stop()
             self.index.close()
@@ -346,7 +393,8 @@ class Server:
             raise ConfigError(f"cannot listen on {self.host}:{self.port}: {e.strerror or e}") from None
         sock = self.server.sockets[0]
         self.port = int(sock.getsockname()[1])
-        log.info("listening on %s:%d (mail root %s)", self.host, self.port, self.config.mail_root)
+        if self.worker is None:
+            log.info("listening on %s:%d (mail root %s)", self.host, self.port, self.config.mail_root)
         return self.port
 
     async def stop(self, grace: float = 10.0) -> None:
@@ -362,9 +410,11 @@ class Server:
         self.committer.stop()
         if self.index is not None:
             self.index.close()
-        log.info(
-            "stopped: %d delivered, %d refused, %d failed", self.stats.delivered, self.stats.refused, self.stats.failed
-        )
+
+
+def stopped(delivered: int, refused: int, failed: int, also: str = "") -> None:
+    """The server's last log line."""
+    log.info("stopped: %d delivered, %d refused, %d failed%s", delivered, refused, failed, also)
 
 
 def check_bind(host: str, allow_remote: bool, config: Config) -> None:
@@ -429,13 +479,10 @@ class BackgroundServer:
 
 def serve(
     config: Config, deliverer: Deliverer, host: str | None, port: int | None, ready: Callable[[int], None]
-) -> Stats:
+) -> Tally:
     """Run until SIGTERM or SIGINT, then stop cleanly."""
 
-    # aiosmtpd logs every command at INFO; our one line per message is the log that matters.
-    logging.getLogger("mail.log").setLevel(logging.WARNING)
-
-    async def main() -> Stats:
+    async def main() -> Tally:
         server = Server(config, deliverer, host=host, port=port)
         await server.start()
         stop = asyncio.Event()
@@ -448,6 +495,7 @@ def serve(
             await stop.wait()
             log.info("signal received: stopping")
             await server.stop()
+            stopped(server.stats.delivered, server.stats.refused, server.stats.failed)
         finally:
             address.forget(config)
         return server.stats
