@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from helpers.project import Project, with_smtp
-from helpers.smtp import auth_plain, client, message
+from helpers.smtp import auth_plain, client, message, serving
 from workflow.delivery.credentials import client_credential
 from workflow.delivery.smtpd import BackgroundServer
 from workflow.mail.message import parse
@@ -124,7 +124,14 @@ def test_multi_recipient_is_all_or_nothing(project: Project, smtp: int) -> None:
     assert len(project.new_files("spec-reviewer")) == len(project.new_files("test-writer")) == 1
 
 
-def test_retry_after_lost_250_is_not_delivered_twice(project: Project, smtp: int) -> None:
+@pytest.fixture(params=["1", "2"], ids=["one-process", "two-workers"])
+def any_server(project: Project, request: pytest.FixtureRequest) -> Iterator[int]:
+    with serving(project.app, request.param) as port:
+        yield port
+
+
+def test_retry_after_lost_250_is_not_delivered_twice(project: Project, any_server: int) -> None:
+    smtp = any_server
     raw = message()
     send(smtp, raw)
     with client(smtp) as s:

@@ -1,4 +1,5 @@
-"""Durability: ack implies durable (strace), SIGKILL mid-stream loses nothing acked, disk full is 4xx."""
+"""Durability: ack implies durable (strace), SIGKILL mid-stream loses nothing acked, disk full is 4xx —
+each for one server process and for two workers (`workflow smtpd --workers 2`)."""
 
 from __future__ import annotations
 
@@ -15,11 +16,12 @@ from pathlib import Path
 import pytest
 
 from helpers.project import Project
-from helpers.smtp import client, message, server_process
+from helpers.smtp import children, client, message, server_process, serving
 from workflow.app import App
 from workflow.core.config import load_config
-from workflow.delivery.smtpd import BackgroundServer
 from workflow.mail.message import parse
+
+WORKERS = pytest.mark.parametrize("workers", ["1", "2"], ids=["one-process", "two-workers"])
 
 
 def send(port: int, raw: bytes, to: str = "spec-reviewer@workflow.local") -> None:
@@ -28,7 +30,8 @@ def send(port: int, raw: bytes, to: str = "spec-reviewer@workflow.local") -> Non
 
 
 @pytest.mark.skipif(shutil.which("strace") is None, reason="strace not installed (scripts/system-packages installs it)")
-def test_every_250_follows_fsync_rename_and_directory_fsync(project: Project, tmp_path: Path) -> None:
+@WORKERS
+def test_every_250_follows_fsync_rename_and_directory_fsync(project: Project, tmp_path: Path, workers: str) -> None:
     trace = tmp_path / "trace"
     wrap = [
         "strace",
@@ -42,7 +45,7 @@ def test_every_250_follows_fsync_rename_and_directory_fsync(project: Project, tm
         "trace=openat,close,fsync,link,rename,sendto,write",
     ]
     sent = []
-    with server_process(project.dir, wrap=wrap) as (proc, port):
+    with server_process(project.dir, "--workers", workers, wrap=wrap) as (proc, port):
         for i in range(3):
             raw = message(body=f"message {i}\n")
             send(port, raw)
@@ -84,7 +87,8 @@ def test_every_250_follows_fsync_rename_and_directory_fsync(project: Project, tm
         prev = ack
 
 
-def test_sigkill_mid_stream_loses_nothing_acked(project: Project) -> None:
+@WORKERS
+def test_sigkill_mid_stream_loses_nothing_acked(project: Project, workers: str) -> None:
     acked: list[bytes] = []
     sent: list[bytes] = []
     lock = threading.Lock()
@@ -104,15 +108,20 @@ def test_sigkill_mid_stream_loses_nothing_acked(project: Project) -> None:
                 acked.append(raw)
             i += 1
 
-    with server_process(project.dir) as (proc, port):
+    with server_process(project.dir, "--workers", workers) as (proc, port):
         threads = [threading.Thread(target=client, args=(port, n)) for n in range(4)]
         for t in threads:
             t.start()
         deadline = time.monotonic() + 20
         while len(acked) < 40 and time.monotonic() < deadline:
             time.sleep(0.01)
+        workers_pids = children(proc.pid)
+        for pid in workers_pids:  # the whole server dies at once: every worker, then the parent
+            os.kill(pid, signal.SIGKILL)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
+        for pid in workers_pids:
+            _wait_gone(pid)
         stop.set()
         for t in threads:
             t.join(timeout=20)
@@ -125,15 +134,29 @@ def test_sigkill_mid_stream_loses_nothing_acked(project: Project) -> None:
         assert data in sent_set, "something partial or foreign is in new/"
         assert parse(data).message_id
     # The restarted server serves, and indexes what the killed one stored but never indexed.
-    with server_process(project.dir) as (proc, port):
+    with server_process(project.dir, "--workers", workers) as (proc, port):
         send(port, message(body="after restart\n"))
     assert len(project.new_files("spec-reviewer")) == len(stored) + 1
     with project.app.index() as ix:
         assert len(ix.query(["spec-reviewer"])) == len(stored) + 1
 
 
-def test_sigterm_stops_cleanly(project: Project) -> None:
-    with server_process(project.dir) as (proc, port):
+def _wait_gone(pid: int) -> None:
+    """Until ``pid`` has exited (a zombie has: nothing it does is left to happen)."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                return
+        except OSError:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"pid {pid} still runs after SIGKILL")
+
+
+@WORKERS
+def test_sigterm_stops_cleanly(project: Project, workers: str) -> None:
+    with server_process(project.dir, "--workers", workers) as (proc, port):
         send(port, message())
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0
@@ -153,7 +176,10 @@ def _tiny_fs(path: Path) -> bool:
     )
 
 
-def test_disk_full_is_451_new_stays_clean_and_server_keeps_serving(project: Project, tmp_path: Path) -> None:
+@WORKERS
+def test_disk_full_is_451_new_stays_clean_and_server_keeps_serving(
+    project: Project, tmp_path: Path, workers: str
+) -> None:
     root = tmp_path / "tiny"
     mounted = _tiny_fs(root)
     assert mounted, "cannot mount a tmpfs here: this test needs root (CI runs as root)"
@@ -161,7 +187,7 @@ def test_disk_full_is_451_new_stays_clean_and_server_keeps_serving(project: Proj
         toml = (project.dir / "workflow.toml").read_text().replace('mail_root = "mail"', f'mail_root = "{root}"')
         (project.dir / "workflow.toml").write_text(toml)
         app = App(load_config(project.dir / "workflow.toml", env={}))
-        with BackgroundServer(app.config, app.deliverer) as port:
+        with serving(app, workers) as port:
             send(port, message(body="small\n"))
             filler = root / "filler"
             with open(filler, "wb", buffering=0) as f:  # fill the disk to the last few KB

@@ -13,7 +13,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from workflow.app import App
 from workflow.delivery.credentials import client_credential
+from workflow.delivery.smtpd import BackgroundServer
 from workflow.mail.message import Draft, build, make_message_id
 
 
@@ -113,3 +115,16 @@ def server_process(
                 proc.kill()
                 proc.wait()
         proc.stderr.close()
+
+
+@contextmanager
+def serving(app: App, workers: str) -> Iterator[int]:
+    """A server for ``app``: one in this process ("1"), or `workflow smtpd --workers N` as a
+    subprocess; yields its port."""
+    if workers == "1":
+        with BackgroundServer(app.config, app.deliverer) as port:
+            yield port
+        return
+    assert app.config.path is not None
+    with server_process(app.config.path.parent, "--workers", workers) as (_, port):
+        yield port

@@ -7,8 +7,9 @@ which only then answer ``250``. Nothing is acknowledged before its own file and 
 synced. Index rows follow in larger batches (the index is a cache the Maildirs can rebuild);
 until then the copies are in ``unindexed``, which delivery's checks read beside the index. Other
 processes storing into the same Maildirs (the workers of ``workflow smtpd --workers``) are told
-of each round's copies *before* its ``250`` (``Peers``), so their checks see them too; when they
-cannot be told, the round is indexed before it is acknowledged. A plan that fails (disk full, a
+of each round's copies once their files are synced and before they are moved into new/ (``Peers``),
+so their checks see every copy that can be in a new/, even if this process dies the next moment;
+when they cannot be told, the round is indexed before it is acknowledged. A plan that fails (disk full, a
 directory in the way) is undone alone — no copy left in any new/ — and its transaction answers
 ``451``; the rest of the batch is unaffected.
 """
@@ -38,16 +39,16 @@ Copies = Sequence[tuple[str, Sequence[Entry]]]  # (Message-ID, its stored copies
 
 class Peers(Protocol):
     """The other processes delivering into the same Maildirs: ``tell`` them which copies this one
-    has just "stored" (before they are acknowledged; False if they could not all be told) or
-    has "indexed" (they need not remember them any more)."""
+    is storing ("stored": synced, about to be moved into new/; False if they could not all be
+    told) or has "settled" (indexed, or undone: they need not remember them any more)."""
 
-    def tell(self, what: Literal["stored", "indexed"], copies: Copies) -> bool: ...
+    def tell(self, what: Literal["stored", "settled"], copies: Copies) -> bool: ...
 
 
 class Alone:
     """No other process delivers here."""
 
-    def tell(self, what: Literal["stored", "indexed"], copies: Copies) -> bool:
+    def tell(self, what: Literal["stored", "settled"], copies: Copies) -> bool:
         return True
 
 
@@ -67,6 +68,7 @@ class Committer:
         # crash loses only index rows, which the next start's refresh recreates from the Maildirs.
         self._backlog: list[tuple[Plan, list[Entry]]] = []
         self.unindexed: dict[str, list[Entry]] = {}
+        self._untold = False  # a round the peers could not be told of: indexed before it is acknowledged
 
     def start(self) -> None:
         self.thread.start()
@@ -115,14 +117,20 @@ class Committer:
                 flushes = [j for j in batch if j[0] is None]
                 batch = [j for j in batch if j[0] is not None]
                 results = self._commit([p for p, _, _ in batch if p is not None]) if batch else []
-                stored: list[tuple[str, list[Entry]]] = []
+                undone: list[tuple[str, list[Entry]]] = []
                 for (plan, _, _), result in zip(batch, results, strict=True):
-                    if plan is not None and not isinstance(result, BaseException) and result:
+                    if plan is None:
+                        continue
+                    if isinstance(result, BaseException):
+                        undone.append((plan.message_id, []))
+                    elif result:
                         self._backlog.append((plan, result))
                         self.unindexed.setdefault(plan.message_id, []).extend(result)
-                        stored.append((plan.message_id, result))
-                if stored and not self.peers.tell("stored", stored):
-                    self._index(index)  # the others could not be told: let them find it in the index
+                if undone:
+                    self.peers.tell("settled", undone)
+                if self._untold:
+                    self._index(index)  # the others could not be told: they find the copies in the index
+                    self._untold = False
                 _wake(batch, results)
                 if len(self._backlog) >= INDEX_BATCH or flushes:
                     self._index(index)
@@ -142,7 +150,7 @@ class Committer:
         self.deliverer.record_many(index, backlog)  # logs and carries on if the index fails
         for plan, _ in backlog:
             self.unindexed.pop(plan.message_id, None)
-        self.peers.tell("indexed", [(plan.message_id, entries) for plan, entries in backlog])
+        self.peers.tell("settled", [(plan.message_id, entries) for plan, entries in backlog])
 
     def _commit(self, plans: Sequence[Plan]) -> list[Result]:
         md = self.maildirs
@@ -178,7 +186,20 @@ class Committer:
                 results[i] = md.failure(error)
             else:
                 staged[i] = [(mb, tmp, name) for mb, tmp, name, _ in files]
-        # 3. rename into new/, 4. fsync each touched new/ once, 5. settle each plan
+        # 3. tell the peers where each copy will be, 4. rename into new/, 5. fsync each touched
+        # new/ once, 6. settle each plan
+        told = [
+            (
+                plans[i].message_id,
+                [
+                    Entry(mb, name, "new", "", os.path.dirname(os.path.dirname(tmp)) + "/new/" + name)
+                    for mb, tmp, name in synced
+                ],
+            )
+            for i, synced in staged.items()
+        ]
+        if told and not self.peers.tell("stored", told):
+            self._untold = True
         moved: dict[int, list[tuple[str, str]]] = {}
         for i, synced in staged.items():
             done: list[tuple[str, str]] = []

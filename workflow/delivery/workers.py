@@ -220,17 +220,28 @@ class Supervisor:
             if w is None:
                 continue
             w.pid = 0
+            self._replace(w, _how(status), pid)
+
+    def _replace(self, w: Worker, how: str, pid: int) -> None:
+        """Start another worker in ``w``'s place (it first indexes what the dead one left);
+        a start that fails counts as one more death."""
+        while True:
             self.board.clear(w.row, "connections", "in_flight")  # what it held is gone with it
-            log.warning("worker %d (pid %d) %s: starting another", w.row + 1, pid, _how(status))
             if len(w.started) >= RESTARTS:
                 raise WorkflowError(
                     f"worker {w.row + 1} died {RESTARTS} times in {RESTART_WINDOW:.0f} s; stopping (see the log above)"
                 )
-            pipe = self._spawn(w, refresh=True)  # it indexes what the dead one stored, then listens
+            pipe = self._spawn(w, refresh=True)
             try:
                 self._await_ready({w.row: pipe})
             except WorkflowError as e:
-                raise WorkflowError(f"worker {w.row + 1} could not be restarted: {e}") from None
+                log.warning("worker %d (pid %d) could not start: %s", w.row + 1, w.pid, e)
+                _signal(w.pid, signal.SIGKILL)
+                os.waitpid(w.pid, 0)
+                w.pid = 0
+                continue
+            log.warning("worker %d (pid %d) %s; pid %d serves in its place", w.row + 1, pid, how, w.pid)
+            return
 
     def _stop_all(self) -> None:
         """SIGTERM every worker, wait for each (killing it after STOP_GRACE)."""
@@ -301,12 +312,13 @@ class Crew(Tally):
     * ``admit`` (the protocol's gate): the shared connection cap; and a new connection that
       landed here while another worker has fewer open is passed to that one (SCM_RIGHTS) before
       a byte is sent — the receiver serves it as if it had accepted it;
-    * ``tell`` (the committer's peers): each round's copies, before they are acknowledged, and
-      later that they are indexed;
+    * ``tell`` (the committer's peers): each round's copies, before they are moved into new/, and
+      later that they are indexed (or undone);
     * ``stored`` and ``settle`` (the handler's others): what the others told, read before every
       check, so a retry is recognised and a reply's checks wait for the index, whichever worker
       stored the copies. A worker that dies between telling and indexing is covered: its copies
-      are known by place, and ``settle`` rescans their mailboxes after ``SETTLE`` seconds.
+      are known by place (a retry compares the bytes there, or finds nothing and stores), and
+      ``settle`` rescans their mailboxes after ``SETTLE`` seconds.
     """
 
     def __init__(
@@ -356,9 +368,11 @@ class Crew(Tally):
 
     # ---------------------------------------------------------------- copies stored
 
-    def tell(self, what: Literal["stored", "indexed"], copies: Copies) -> bool:
+    def tell(self, what: Literal["stored", "settled"], copies: Copies) -> bool:
         lines = ["+" if what == "stored" else "-"]
-        lines += [f"{mid} {e.mailbox} {e.key}" for mid, entries in copies for e in entries]
+        lines += [
+            f"{mid} {e.mailbox} {e.key}" for mid, entries in copies for e in entries or [Entry("-", "-", "", "", "")]
+        ]
         data = "\n".join(lines).encode("utf-8", "surrogateescape")
         if len(data) > TELL_MAX:
             return False
@@ -411,9 +425,15 @@ class Crew(Tally):
                     path = os.path.join(self.maildirs.path(mailbox), "new", key)
                     self.others.setdefault(mid, []).append(Entry(mailbox, key, "new", "", path))
                     self.heard[mid] = now
-                else:
-                    self.others.pop(mid, None)
-                    self.heard.pop(mid, None)
+                else:  # settled: that copy (or, "-", every copy of that id) need not be remembered
+                    kept = [
+                        e for e in self.others.get(mid, ()) if mailbox != "-" and (e.mailbox, e.key) != (mailbox, key)
+                    ]
+                    if kept:
+                        self.others[mid] = kept
+                    else:
+                        self.others.pop(mid, None)
+                        self.heard.pop(mid, None)
         while self.heard:  # forget what was never said indexed (its worker died; its replacement indexed it)
             mid, when = next(iter(self.heard.items()))
             if time.monotonic() - when < FORGET:

@@ -1,0 +1,264 @@
+"""`workflow smtpd --workers N`: every guarantee of one server holds across worker processes.
+
+Each test runs the real command with two workers. Two connections open at the same time are
+served by two different workers (the workers even out their connections), so a message on one
+and its retry, or a reply, on the other cross the process boundary; the log line of each
+message names the worker that stored it, and the tests check that it was two.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import smtplib
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from helpers.project import Project, with_smtp
+from helpers.smtp import children, client, message, server_process
+from workflow.mail.message import parse
+
+INTERNAL = "spec-reviewer-panel-internal"
+REVIEWER = "spec-reviewer@workflow.local"
+
+
+class Log:
+    """The server's stderr, read as it comes (so a busy server never blocks on a full pipe)."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.lines: list[str] = []
+        assert proc.stderr is not None
+        self.thread = threading.Thread(target=self._read, args=(proc.stderr,), daemon=True)
+        self.thread.start()
+
+    def _read(self, stream: object) -> None:
+        for line in stream:  # type: ignore[attr-defined]
+            self.lines.append(line)
+
+    def text(self) -> str:
+        return "".join(self.lines)
+
+    def wait_for(self, pattern: str, timeout: float = 30) -> re.Match[str]:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            m = re.search(pattern, self.text())
+            if m:
+                return m
+            time.sleep(0.02)
+        raise AssertionError(f"not in the log after {timeout} s: {pattern}\n{self.text()}")
+
+    def worker_of(self, mid: str) -> set[str]:
+        """The workers that logged a line about this Message-ID."""
+        return set(re.findall(rf"worker (\d+): {re.escape(mid)} ", self.text()))
+
+
+@contextmanager
+def workers(project_dir: Path, n: int = 2) -> Iterator[tuple[subprocess.Popen[str], int, Log]]:
+    with server_process(project_dir, "--workers", str(n)) as (proc, port):
+        log = Log(proc)
+        yield proc, port, log
+
+
+def stop(proc: subprocess.Popen[str], log: Log) -> int:
+    proc.send_signal(signal.SIGTERM)
+    code = proc.wait(timeout=60)
+    log.thread.join(timeout=10)
+    return code
+
+
+def dead(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def wait_until(check: Callable[[], bool], timeout: float = 20) -> None:
+    end = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < end, "timed out"
+        time.sleep(0.02)
+
+
+def lose_250_then_retry(first: smtplib.SMTP, second: smtplib.SMTP, raw: bytes) -> tuple[int, bytes]:
+    """Send ``raw`` on ``first`` and drop its 250 on the floor; send the same bytes on ``second``."""
+    first.sendmail("spec-writer@workflow.local", [REVIEWER], raw)
+    second.ehlo_or_helo_if_needed()
+    second.mail("spec-writer@workflow.local")
+    second.rcpt(REVIEWER)
+    return second.data(raw)
+
+
+def test_a_retry_reaching_another_worker_is_stored_once(project: Project) -> None:
+    with workers(project.dir) as (proc, port, log), client(port) as a, client(port) as b:
+        first = message(body="retried at once\n")
+        code, text = lose_250_then_retry(a, b, first)  # the first worker has not indexed it yet
+        assert code == 250 and b"duplicate" in text, text
+        second = message(body="retried once it is indexed\n")
+        b.sendmail("spec-writer@workflow.local", [REVIEWER], second)
+        time.sleep(0.5)  # the index has caught up: the retry's worker finds it there
+        code, text = _retry_only(a, second)
+        assert code == 250 and b"duplicate" in text, text
+        changed = first.replace(b"retried at once", b"something else")
+        try:
+            b.sendmail("spec-writer@workflow.local", [REVIEWER], changed)
+            raise AssertionError("the same Message-ID with other bytes was accepted")
+        except smtplib.SMTPDataError as e:
+            assert e.smtp_code == 550 and b"already delivered" in e.smtp_error
+        assert stop(proc, log) == 0
+    assert sorted(f.read_bytes() for f in project.new_files("spec-reviewer")) == sorted([first, second])
+    for raw in (first, second):
+        assert len(log.worker_of(parse(raw).message_id or "")) == 2, log.text()  # both workers saw it
+
+
+def _retry_only(s: smtplib.SMTP, raw: bytes) -> tuple[int, bytes]:
+    s.mail("spec-writer@workflow.local")
+    s.rcpt(REVIEWER)
+    return s.data(raw)
+
+
+def test_a_reply_on_another_worker_sees_an_internal_thread_stored_a_moment_ago(project: Project) -> None:
+    """Visibility reads every committed copy, whichever worker stored it and before it is indexed."""
+    sender = "spec-reviewer-panel.claude"
+    refused = 0
+    with workers(project.dir) as (proc, port, log), client(port) as a, client(port) as b:
+        for i in range(40):
+            inner = message(sender, (INTERNAL,), body=f"inside {i}\n")
+            a.sendmail(f"{sender}@workflow.local", [f"{INTERNAL}@workflow.local"], inner)
+            mid = parse(inner).message_id or ""
+            leak = message(sender, ("spec-writer",), body="outside\n", in_reply_to=mid, references=[mid])
+            try:
+                b.sendmail(f"{sender}@workflow.local", ["spec-writer@workflow.local"], leak)
+            except smtplib.SMTPDataError as e:
+                assert e.smtp_code == 550 and b"internal-thread-stays-inside" in e.smtp_error
+                refused += 1
+        assert stop(proc, log) == 0
+    assert refused == 40
+    assert project.new_files("spec-writer") == []
+    assert set(re.findall(r"worker (\d+): \S+ from", log.text())) == {"1", "2"}, log.text()
+
+
+def test_sigkill_of_one_worker_mid_load_loses_nothing_acked_and_it_is_replaced(project: Project) -> None:
+    acked: list[bytes] = []
+    lock = threading.Lock()
+    stop_sending = threading.Event()
+    errors: list[BaseException] = []
+
+    def sender(port: int, n: int) -> None:
+        i = 0
+        s: smtplib.SMTP | None = None
+        while not stop_sending.is_set() and i < 300:
+            raw = message(body=f"client {n} message {i}\n" + "z" * 1500 + "\n")
+            for attempt in range(20):  # as a mail client would: on a broken connection, reconnect and retry
+                try:
+                    if s is None:
+                        s = client(port)
+                    s.sendmail("spec-writer@workflow.local", [REVIEWER], raw)
+                    break
+                except (OSError, smtplib.SMTPException) as e:
+                    s = None
+                    if attempt == 19:
+                        errors.append(e)
+                        return
+                    time.sleep(0.05)
+            with lock:
+                acked.append(raw)
+            i += 1
+        if s is not None:
+            s.quit()
+
+    with workers(project.dir) as (proc, port, log):
+        before = children(proc.pid)
+        assert len(before) == 2
+        threads = [threading.Thread(target=sender, args=(port, n)) for n in range(4)]
+        for t in threads:
+            t.start()
+        wait_until(lambda: len(acked) >= 60)
+        victim = before[0]
+        os.kill(victim, signal.SIGKILL)
+        log.wait_for(rf"worker \d \(pid {victim}\) was killed by SIGKILL; pid \d+ serves in its place")
+        count = len(acked)
+        wait_until(lambda: len(acked) >= count + 60)  # the replacement and the survivor serve on
+        stop_sending.set()
+        for t in threads:
+            t.join(timeout=60)
+        after = children(proc.pid)
+        assert len(after) == 2 and victim not in after and before[1] in after
+        assert stop(proc, log) == 0
+    assert not errors, errors
+    stored = [f.read_bytes() for f in project.new_files("spec-reviewer")]
+    assert len(stored) == len(set(stored)), "a retry after the kill was stored twice"
+    assert set(acked) <= set(stored), "a message that got 250 is missing after SIGKILL of its worker"
+    assert set(stored) <= set(acked)  # what the killed worker stored without answering was retried until acked
+    with project.app.index() as ix:  # the replacement indexed what the killed one left unindexed
+        assert len(ix.query(["spec-reviewer"])) == len(stored)
+
+
+def test_the_connection_cap_counts_every_worker(project: Project) -> None:
+    import socket
+
+    p = with_smtp(project, "max_connections = 3\n")
+    with workers(p.dir) as (proc, port, log):
+        held = [socket.create_connection(("127.0.0.1", port)) for _ in range(3)]
+        for s in held:
+            assert s.recv(100).startswith(b"220")
+        for _ in range(4):  # whichever worker the kernel hands it to, the fourth is one too many
+            extra = socket.create_connection(("127.0.0.1", port))
+            assert extra.recv(100).startswith(b"421 4.7.0")
+            extra.close()
+        held.pop().close()
+        time.sleep(0.2)
+        with client(port) as s:  # a place is free again
+            s.sendmail("spec-writer@workflow.local", [REVIEWER], message())
+        victim = children(proc.pid)[0]
+        os.kill(victim, signal.SIGKILL)  # the places its connections held are given back
+        log.wait_for(rf"pid {victim}\) was killed by SIGKILL; pid \d+ serves in its place")
+        for s in held:
+            s.close()
+        time.sleep(0.2)
+        opened = [client(port) for _ in range(3)]
+        for s in opened:
+            s.noop()
+            s.close()
+        assert stop(proc, log) == 0
+
+
+def test_sigterm_stops_every_worker_and_sums_their_outcomes(project: Project) -> None:
+    with workers(project.dir) as (proc, port, log), client(port) as a, client(port) as b:
+        kids = children(proc.pid)
+        a.sendmail("spec-writer@workflow.local", [REVIEWER], message())
+        b.sendmail("spec-writer@workflow.local", [REVIEWER], message())
+        try:
+            b.sendmail("spec-writer@workflow.local", ["spec-reveiwer@workflow.local"], message())
+        except smtplib.SMTPRecipientsRefused:
+            pass
+        assert stop(proc, log) == 0
+    assert all(dead(pid) for pid in kids)
+    text = log.text()
+    assert "stopped: 2 delivered, 0 refused, 0 failed (2 workers)" in text, text
+    assert not project.app.config.state.smtpd.exists()
+
+
+def test_workers_do_not_outlive_a_killed_parent(project: Project) -> None:
+    with workers(project.dir) as (proc, port, log):
+        kids = children(proc.pid)
+        proc.kill()
+        proc.wait()
+        wait_until(lambda: all(dead(pid) for pid in kids))
+
+
+def test_a_worker_that_keeps_dying_stops_the_server(project: Project) -> None:
+    with workers(project.dir) as (proc, port, log):
+        for n in range(5):
+            victim = children(proc.pid)[-1]  # the newest: the same worker each time, as its replacement
+            os.kill(victim, signal.SIGKILL)
+            if n < 4:
+                log.wait_for(rf"pid {victim}\) was killed by SIGKILL; pid \d+ serves in its place")
+        assert proc.wait(timeout=60) != 0
+        log.thread.join(timeout=10)
+    assert re.search(r"worker \d died 5 times in 30 s; stopping", log.text()), log.text()
