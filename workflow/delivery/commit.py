@@ -68,6 +68,7 @@ class Committer:
         # crash loses only index rows, which the next start's refresh recreates from the Maildirs.
         self._backlog: list[tuple[Plan, list[Entry]]] = []
         self.unindexed: dict[str, list[Entry]] = {}
+        self.known: set[str] = set()  # Message-IDs stored (loaded from the index at start)
         self._untold = False  # a round the peers could not be told of: indexed before it is acknowledged
 
     def start(self) -> None:
@@ -126,6 +127,7 @@ class Committer:
                     elif result:
                         self._backlog.append((plan, result))
                         self.unindexed.setdefault(plan.message_id, []).extend(result)
+                        self.known.add(plan.message_id)
                 if undone:
                     self.peers.tell("settled", undone)
                 if self._untold:

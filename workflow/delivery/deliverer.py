@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import NamedTuple
 
@@ -100,6 +100,7 @@ class Deliverer:
         index: Index,
         sender_hint: str = "",
         unindexed: Mapping[str, Sequence[Entry]] | None = None,
+        known: Container[str] | None = None,
     ) -> Plan:
         """Every check delivery makes, without writing anything.
 
@@ -107,7 +108,9 @@ class Deliverer:
         indexes in batches after acknowledging; with several workers, also the copies the others
         told it of), so a quick retry is still recognised, and a message whose
         References/In-Reply-To name one of them raises ``IndexLagError``: the caller waits for the
-        index and asks again, so visibility and reply checks see every copy."""
+        index and asks again, so visibility and reply checks see every copy. With ``known`` (every
+        Message-ID the caller has stored, been told of or found indexed), an id outside it skips
+        the index lookup: it cannot be a retry."""
         raw = complete_headers(raw, sender_hint, self.config.domain)
         parsed = parse(raw)
         validate(parsed, event_types=self.config.event_types, states=self.config.states)
@@ -127,7 +130,11 @@ class Deliverer:
         guardrails.check(self.config, self.roster, parsed, sender, index)
         mid = parsed.message_id or ""
         boxes = tuple(dict.fromkeys(mb for r in routes for mb in r.mailboxes))
-        already = self._already(index, mid, raw, boxes, (unindexed or {}).get(mid, ()))
+        pending = (unindexed or {}).get(mid, ())
+        if known is not None and mid not in known and not pending:
+            already: tuple[str, ...] = ()
+        else:
+            already = self._already(index, mid, raw, boxes, pending)
         return Plan(raw, mid, sender, tuple(b for b in boxes if b not in already), already, parsed)
 
     def _already(

@@ -36,7 +36,7 @@ import socket
 import ssl
 import threading
 from collections import ChainMap
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -81,7 +81,8 @@ CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 def sanitize(text: object, limit: int = 200) -> str:
     """Peer-supplied text made safe for one log line (no CR, LF or other control characters)."""
     s = text.decode("utf-8", "replace") if isinstance(text, bytes) else str(text)
-    s = CONTROL.sub("?", s[: limit + 1])
+    if not (s.isascii() and s.isprintable()):  # printable ASCII (the common case) has none
+        s = CONTROL.sub("?", s[: limit + 1])
     return s[:limit] + ("…" if len(s) > limit else "")
 
 
@@ -116,8 +117,11 @@ def identity_of(session: Session) -> Identity | None:
 
 class Others(Protocol):
     """The copies other workers have stored and not yet indexed (``workers.Crew``): what they
-    ``stored`` (as told so far), and ``settle``, which returns once these Message-IDs are in the
-    index."""
+    ``stored`` (as told so far), every Message-ID they have ``told`` of since this process
+    started, and ``settle``, which returns once these Message-IDs are in the index."""
+
+    @property
+    def told(self) -> Container[str]: ...
 
     def stored(self) -> Mapping[str, Sequence[Entry]]: ...
 
@@ -127,11 +131,23 @@ class Others(Protocol):
 class NoOthers:
     """A server alone: no other worker stores anything."""
 
+    told: Container[str] = frozenset()
+
     def stored(self) -> Mapping[str, Sequence[Entry]]:
         return {}
 
     async def settle(self, message_ids: Sequence[str], index: Index) -> None:
         return None
+
+
+class Either:
+    """In one container or the other (what this process stored, what the others told of)."""
+
+    def __init__(self, a: Container[str], b: Container[str]) -> None:
+        self.a, self.b = a, b
+
+    def __contains__(self, item: object) -> bool:
+        return item in self.a or item in self.b
 
 
 LAG_ROUNDS = 3  # waits for the index before a message naming fresh copies is answered 451
@@ -149,6 +165,7 @@ class Handler:
         self.committer = committer
         self.stats = stats
         self.others = others or NoOthers()
+        self.known = Either(committer.known, self.others.told)
 
     async def handle_MAIL(
         self, server: SMTP, session: Session, envelope: Envelope, address: str, options: list[str]
@@ -264,7 +281,9 @@ class Handler:
             own, others = self.committer.unindexed, self.others.stored()
             pending: Mapping[str, Sequence[Entry]] = ChainMap(own, others) if others else own  # type: ignore[arg-type]
             try:
-                return self.deliverer.prepare(raw, envelope.rcpt_tos, self.index, envelope.mail_from or "", pending)
+                return self.deliverer.prepare(
+                    raw, envelope.rcpt_tos, self.index, envelope.mail_from or "", pending, self.known
+                )
             except IndexLagError as e:
                 if attempt == LAG_ROUNDS - 1:
                     raise
@@ -377,6 +396,7 @@ class Server:
         self.index = self.deliverer.open_index()  # reads in the event loop; the committer has its own
         if self.refresh:
             self.index.refresh()  # copies stored before a crash but never indexed
+        self.committer.known = self.index.message_ids()  # what a retry could be a retry of
         self.committer.start()
         handler = Handler(self.deliverer, self.index, self.committer, self.stats, self.others)
         loop = asyncio.get_running_loop()

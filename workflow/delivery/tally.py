@@ -22,8 +22,9 @@ from contextlib import contextmanager
 
 from workflow.delivery.smtp_protocol import Admission
 
-FIELDS = ("connections", "in_flight", "delivered", "refused", "failed")
+FIELDS = ("connections", "in_flight", "delivered", "refused", "failed", "serving")
 WIDTH = len(FIELDS)
+CONNECTIONS, SERVING = FIELDS.index("connections"), FIELDS.index("serving")
 CELL = 8  # bytes of one signed 64-bit count
 
 
@@ -88,6 +89,7 @@ class Tally:
     delivered = _Count("delivered")
     refused = _Count("refused")
     failed = _Count("failed")
+    serving = _Count("serving")  # the pid of the worker serving this row (0: none now)
 
     def __init__(self, board: Board | None = None, row: int = 0) -> None:
         self.board = board or Board()

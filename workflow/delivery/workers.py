@@ -48,7 +48,7 @@ from workflow.delivery.commit import Copies
 from workflow.delivery.deliverer import Deliverer
 from workflow.delivery.smtp_protocol import Admission
 from workflow.delivery.smtpd import Server, new_loop, stopped
-from workflow.delivery.tally import WIDTH, Board, Tally
+from workflow.delivery.tally import CONNECTIONS, SERVING, WIDTH, Board, Tally
 from workflow.mail.index import Index
 from workflow.mail.maildir import Entry, Maildirs
 
@@ -206,9 +206,13 @@ class Supervisor:
                 log.info("signal received: stopping %d workers", self.count)
                 return
             self._reap()
+            if not any(w.pid for w in self.workers):
+                log.info("every worker has stopped")
+                return
 
     def _reap(self) -> None:
-        """Replace every worker that died; raise when one keeps dying."""
+        """Replace every worker that died; raise when one keeps dying. A worker that stopped
+        cleanly (someone sent it SIGTERM) was asked to: it is not replaced."""
         while True:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
@@ -220,13 +224,16 @@ class Supervisor:
             if w is None:
                 continue
             w.pid = 0
+            self.board.clear(w.row, "connections", "in_flight", "serving")  # what it held is gone with it
+            if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
+                log.info("worker %d (pid %d) stopped", w.row + 1, pid)
+                continue
             self._replace(w, _how(status), pid)
 
     def _replace(self, w: Worker, how: str, pid: int) -> None:
         """Start another worker in ``w``'s place (it first indexes what the dead one left);
         a start that fails counts as one more death."""
         while True:
-            self.board.clear(w.row, "connections", "in_flight")  # what it held is gone with it
             if len(w.started) >= RESTARTS:
                 raise WorkflowError(
                     f"worker {w.row + 1} died {RESTARTS} times in {RESTART_WINDOW:.0f} s; stopping (see the log above)"
@@ -331,6 +338,7 @@ class Crew(Tally):
         self.maildirs = maildirs
         self.passed: set[object] = set()  # peers passed to this worker: served here, never passed on
         self.others: dict[str, list[Entry]] = {}
+        self.told: set[str] = set()  # every Message-ID told of (stored) since this worker started
         self.heard: dict[str, float] = {}  # when each of ``others`` was told (oldest first)
         self.serve: Callable[[socket.socket], None] | None = None
         self.tasks: set[asyncio.Future[Any]] = set()
@@ -353,7 +361,9 @@ class Crew(Tally):
             self.passed.discard(peer)
             return False
         cells, rows = self.board.cells, self.board.rows
-        loads = [cells[r * WIDTH] for r in range(rows)]
+        loads = [  # a row no worker serves now (one died, or is starting) is passed nothing
+            cells[r * WIDTH + CONNECTIONS] if cells[r * WIDTH + SERVING] else 1 << 62 for r in range(rows)
+        ]
         target = min(range(rows), key=lambda r: (loads[r], r != self.row))
         if loads[target] >= loads[self.row]:
             return False
@@ -422,6 +432,7 @@ class Crew(Tally):
             for line in lines:
                 mid, mailbox, key = line.split(" ")
                 if kind == "+":
+                    self.told.add(mid)
                     path = os.path.join(self.maildirs.path(mailbox), "new", key)
                     self.others.setdefault(mid, []).append(Entry(mailbox, key, "new", "", path))
                     self.heard[mid] = now
@@ -484,8 +495,10 @@ def _serve_worker(sup: Supervisor, row: int, ready: Ready, refresh: bool) -> Non
         loop.add_reader(crew.inbox, crew.hear)
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
+        crew.serving = os.getpid()
         ready.say("ready")
         await stop.wait()
+        crew.serving = 0
         loop.remove_reader(crew.inbox)
         await server.stop()
 

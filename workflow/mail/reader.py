@@ -248,6 +248,10 @@ class Reader:
         form — threading needs only identity, so the strings are never looked up."""
         yield from self._exec("SELECT CAST(mid AS TEXT), CAST(irt AS TEXT), refs FROM msg WHERE mid IS NOT NULL")
 
+    def message_ids(self) -> set[str]:
+        """Every Message-ID with a stored copy."""
+        return {v for (v,) in self._exec("SELECT v FROM str WHERE n IN (SELECT mid FROM msg)")}
+
     def with_artifacts(self) -> list[Row]:
         """Every stored copy that names an artifact, oldest first (for the board and doctor)."""
         return self._rows(self._exec(f"SELECT id, {COLUMNS} FROM msg WHERE artifacts != '' ORDER BY date, key, box"))
