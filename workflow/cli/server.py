@@ -50,8 +50,9 @@ def smtpd(
     flight are stored and answered. One log line per message. Refusals name their rule.
 
     It runs one worker process per core (--workers), all on the same port; a worker that dies
-    is replaced, and every guarantee (a 250 only once the copies are fsynced and indexed, a
-    retry stored once, visibility, the connection cap) holds across the workers.
+    is replaced, and every guarantee holds across the workers: a 250 only once the copies and
+    their directories are fsynced, a retry stored once whichever worker it reaches, replies
+    checked against every worker's copies, one connection cap for all.
 
     Every submission logs in ([smtp] auth = "required"): the workflow commands of the mail root's
     owner use the owner's credential (~/.config/workflow/credentials, made on first use), an
@@ -72,6 +73,10 @@ def smtpd(
         format="%(asctime)s smtpd: %(message)s" if not verbose else "%(asctime)s %(name)s %(levelname)s %(message)s",
         datefmt="%H:%M:%S",
     )
+    # One line per message is logged, so nothing per line that the format does not print:
+    # the caller's frame, the thread, the process.
+    logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
+    logging._srcfile = None  # documented in the "Optimization" section of the logging HOWTO
     a = app(ctx)
     host = host or a.config.smtp.host
     check_bind(host, allow_remote, a.config)
