@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
 """Baseline for scripts/bench/ingest: a bare aiosmtpd server whose handler only calls stdlib
 ``mailbox.Maildir.add`` (no validation, no index, no directory fsync). Prints its port, serves
-until SIGTERM. Usage: bare_aiosmtpd.py MAIL_ROOT"""
+until SIGTERM. Usage: bare_aiosmtpd.py MAIL_ROOT [--null]
+
+With --null: workflow smtpd's own SMTP protocol layer (aiosmtpd with workflow's DATA reader and
+address fast path, ``delivery.smtp_protocol``) on uvloop, with a handler that stores nothing and
+answers 250 at once — what the protocol alone costs per message, the floor under workflow smtpd."""
 
 from __future__ import annotations
 
@@ -29,11 +33,38 @@ class Handler:
         return "250 OK"
 
 
+class Null:
+    async def handle_DATA(self, server, session, envelope):  # type: ignore[no-untyped-def]
+        return "250 OK"
+
+
+def workflow_protocol(loop: asyncio.AbstractEventLoop):  # type: ignore[no-untyped-def]
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from workflow.delivery.smtp_protocol import protocol_factory
+    from workflow.delivery.tally import Tally
+
+    return protocol_factory(
+        Null(),
+        max_message_size=10 << 20,
+        max_connections=64,
+        gate=Tally(),
+        protocols=set(),
+        enable_SMTPUTF8=True,
+        decode_data=False,
+        hostname="null",
+        loop=loop,
+    )
+
+
 async def main() -> None:
     root = Path(sys.argv[1])
-    handler = Handler(root)
     loop = asyncio.get_running_loop()
-    server = await loop.create_server(lambda: SMTP(handler, hostname="bare", loop=loop), "127.0.0.1", 0)
+    if "--null" in sys.argv:
+        factory = workflow_protocol(loop)
+    else:
+        handler = Handler(root)
+        factory = lambda: SMTP(handler, hostname="bare", loop=loop)  # noqa: E731
+    server = await loop.create_server(factory, "127.0.0.1", 0)
     print(server.sockets[0].getsockname()[1], flush=True)
     stop = asyncio.Event()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
@@ -41,4 +72,9 @@ async def main() -> None:
     server.close()
 
 
-asyncio.run(main())
+if "--null" in sys.argv:
+    import uvloop
+
+    uvloop.run(main())
+else:
+    asyncio.run(main())

@@ -430,7 +430,10 @@ class Crew(Tally):
             kind, *lines = data.decode("utf-8", "surrogateescape").split("\n")
             now = time.monotonic()
             for line in lines:
-                mid, mailbox, key = line.split(" ")
+                try:
+                    mid, mailbox, key = line.split(" ")
+                except ValueError:  # not a line a worker writes: nothing to remember
+                    continue
                 if kind == "+":
                     self.told.add(mid)
                     path = os.path.join(self.maildirs.path(mailbox), "new", key)
