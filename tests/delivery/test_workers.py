@@ -262,3 +262,54 @@ def test_a_worker_that_keeps_dying_stops_the_server(project: Project) -> None:
         assert proc.wait(timeout=60) != 0
         log.thread.join(timeout=10)
     assert re.search(r"worker \d died 5 times in 30 s; stopping", log.text()), log.text()
+
+
+def test_connections_are_evened_out_across_workers(project: Project) -> None:
+    """The kernel spreads connections by a hash of their addresses; the workers pass them on so
+    that four open connections are served two by each worker, every time."""
+    for _ in range(3):
+        with workers(project.dir) as (proc, port, log):
+            sessions = [client(port) for _ in range(4)]
+            for s in sessions:
+                s.sendmail("spec-writer@workflow.local", [REVIEWER], message())
+            for s in sessions:
+                s.quit()
+            assert stop(proc, log) == 0
+        served = re.findall(r"worker (\d+): <[^>]+> from", log.text())
+        assert sorted(served) == ["1", "1", "2", "2"], log.text()
+
+
+def test_copies_a_killed_worker_told_of_but_never_indexed_still_count(project: Project) -> None:
+    """A worker killed right after its 250, before it indexed the copy: the other worker still
+    recognises a retry of it (by the copy's place), and a reply into its internal thread waits
+    for the index, rescans, and is refused."""
+    sender = "spec-reviewer-panel.claude"
+    with workers(project.dir) as (proc, port, log), client(port) as a, client(port) as b:
+        first = message(body="which worker serves a?\n")
+        a.sendmail("spec-writer@workflow.local", [REVIEWER], first)
+        row = int(log.wait_for(rf"worker (\d): {re.escape(parse(first).message_id or '')} ").group(1))
+        victim = children(proc.pid)[row - 1]  # workers are forked in order
+        inner = message(sender, (INTERNAL,), body="inside\n")
+        a.sendmail(f"{sender}@workflow.local", [f"{INTERNAL}@workflow.local"], inner)
+        os.kill(victim, signal.SIGKILL)  # well within the 50 ms before it indexes
+        mid = parse(inner).message_id or ""
+        code, text = _retry_only_as(b, sender, INTERNAL, inner)
+        assert code == 250 and b"duplicate" in text, text
+        leak = message(sender, ("spec-writer",), body="outside\n", in_reply_to=mid, references=[mid])
+        started = time.monotonic()
+        try:
+            b.sendmail(f"{sender}@workflow.local", ["spec-writer@workflow.local"], leak)
+            raise AssertionError("a reply into the internal thread reached spec-writer")
+        except smtplib.SMTPDataError as e:
+            assert e.smtp_code == 550 and b"internal-thread-stays-inside" in e.smtp_error, e.smtp_error
+        assert time.monotonic() - started >= 1.5  # it waited for the dead worker's index rows, then rescanned
+        log.wait_for(rf"pid {victim}\) was killed by SIGKILL; pid \d+ serves in its place")
+        assert stop(proc, log) == 0
+    assert project.new_files("spec-writer") == []
+    assert len(project.new_files("spec-reviewer-panel.claude")) == 1
+
+
+def _retry_only_as(s: smtplib.SMTP, sender: str, to: str, raw: bytes) -> tuple[int, bytes]:
+    s.mail(f"{sender}@workflow.local")
+    s.rcpt(f"{to}@workflow.local")
+    return s.data(raw)
