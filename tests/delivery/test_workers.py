@@ -85,13 +85,18 @@ def wait_until(check: Callable[[], bool], timeout: float = 20) -> None:
         time.sleep(0.02)
 
 
+def resend(s: smtplib.SMTP, raw: bytes, sender: str = "spec-writer", to: str = "spec-reviewer") -> tuple[int, bytes]:
+    """Send ``raw`` again on ``s`` (a retry), returning the DATA reply instead of raising."""
+    s.ehlo_or_helo_if_needed()
+    s.mail(f"{sender}@workflow.local")
+    s.rcpt(f"{to}@workflow.local")
+    return s.data(raw)
+
+
 def lose_250_then_retry(first: smtplib.SMTP, second: smtplib.SMTP, raw: bytes) -> tuple[int, bytes]:
     """Send ``raw`` on ``first`` and drop its 250 on the floor; send the same bytes on ``second``."""
     first.sendmail("spec-writer@workflow.local", [REVIEWER], raw)
-    second.ehlo_or_helo_if_needed()
-    second.mail("spec-writer@workflow.local")
-    second.rcpt(REVIEWER)
-    return second.data(raw)
+    return resend(second, raw)
 
 
 def test_a_retry_reaching_another_worker_is_stored_once(project: Project) -> None:
@@ -102,7 +107,7 @@ def test_a_retry_reaching_another_worker_is_stored_once(project: Project) -> Non
         second = message(body="retried once it is indexed\n")
         b.sendmail("spec-writer@workflow.local", [REVIEWER], second)
         time.sleep(0.5)  # the index has caught up: the retry's worker finds it there
-        code, text = _retry_only(a, second)
+        code, text = resend(a, second)
         assert code == 250 and b"duplicate" in text, text
         changed = first.replace(b"retried at once", b"something else")
         try:
@@ -114,12 +119,6 @@ def test_a_retry_reaching_another_worker_is_stored_once(project: Project) -> Non
     assert sorted(f.read_bytes() for f in project.new_files("spec-reviewer")) == sorted([first, second])
     for raw in (first, second):
         assert len(log.worker_of(parse(raw).message_id or "")) == 2, log.text()  # both workers saw it
-
-
-def _retry_only(s: smtplib.SMTP, raw: bytes) -> tuple[int, bytes]:
-    s.mail("spec-writer@workflow.local")
-    s.rcpt(REVIEWER)
-    return s.data(raw)
 
 
 def test_a_reply_on_another_worker_sees_an_internal_thread_stored_a_moment_ago(project: Project) -> None:
@@ -293,7 +292,7 @@ def test_copies_a_killed_worker_told_of_but_never_indexed_still_count(project: P
         a.sendmail(f"{sender}@workflow.local", [f"{INTERNAL}@workflow.local"], inner)
         os.kill(victim, signal.SIGKILL)  # well within the 50 ms before it indexes
         mid = parse(inner).message_id or ""
-        code, text = _retry_only_as(b, sender, INTERNAL, inner)
+        code, text = resend(b, inner, sender, INTERNAL)
         assert code == 250 and b"duplicate" in text, text
         leak = message(sender, ("spec-writer",), body="outside\n", in_reply_to=mid, references=[mid])
         started = time.monotonic()
@@ -307,9 +306,3 @@ def test_copies_a_killed_worker_told_of_but_never_indexed_still_count(project: P
         assert stop(proc, log) == 0
     assert project.new_files("spec-writer") == []
     assert len(project.new_files("spec-reviewer-panel.claude")) == 1
-
-
-def _retry_only_as(s: smtplib.SMTP, sender: str, to: str, raw: bytes) -> tuple[int, bytes]:
-    s.mail(f"{sender}@workflow.local")
-    s.rcpt(f"{to}@workflow.local")
-    return s.data(raw)

@@ -92,7 +92,7 @@ class Committer:
             if not fut.done():
                 fut.set_exception(ConnectionAbortedError("the server is stopping"))
         self._written = []
-        self.indexed_now()
+        self.indexed()
         if self.index is not None:
             self.index.close()
         self.dirs.close()
@@ -117,12 +117,9 @@ class Committer:
             self._hand_over(loop)
         return fut
 
-    async def indexed(self) -> None:
-        """Return once every copy acknowledged before the call is in the index."""
-        self.indexed_now()
-
-    def indexed_now(self) -> None:
-        """Record the durable-but-unindexed copies in one transaction."""
+    def indexed(self) -> None:
+        """Record the durable-but-unindexed copies in one transaction: every copy acknowledged
+        before the call is then in the index."""
         if self._later is not None:
             self._later.cancel()
             self._later = None
@@ -156,15 +153,15 @@ class Committer:
         if undone:
             self.peers.tell("settled", undone)
         if untold:
-            self.indexed_now()  # the others could not be told: they find the copies in the index
+            self.indexed()  # the others could not be told: they find the copies in the index
         loop = asyncio.get_running_loop()
         if self._written:
             self._hand_over(loop)
         _settle([(fut, r) for (_, _, fut), r in zip(batch, results, strict=True)])
         if len(self._backlog) >= INDEX_BATCH:
-            self.indexed_now()
+            self.indexed()
         elif self._backlog and self._later is None:
-            self._later = loop.call_later(INDEX_DELAY, self.indexed_now)  # quiet for a moment: catch up
+            self._later = loop.call_later(INDEX_DELAY, self.indexed)  # quiet for a moment: catch up
 
     def _undo(self, plan: Plan, files: Written) -> None:
         for _, _, _, fd in files:

@@ -291,7 +291,7 @@ class Handler:
         raise AssertionError("unreachable")
 
     async def _indexed(self, message_ids: Sequence[str]) -> None:
-        await self.committer.indexed()
+        self.committer.indexed()
         await self.others.settle(message_ids, self.index)
 
     def _stage(self, run: Path, plan: Plan, envelope: Envelope, sender: str) -> str:

@@ -42,7 +42,7 @@ class Board:
             self.cells = memoryview(self._map).cast("q")
         else:
             self._map = None
-            self.cells = memoryview(array("q", bytes(rows * WIDTH * CELL))).cast("B").cast("q")
+            self.cells = memoryview(array("q", [0] * (rows * WIDTH)))
 
     def tally(self, row: int) -> Tally:
         return Tally(self, row)

@@ -142,14 +142,11 @@ class Supervisor:
             log.info(
                 "listening on %s:%d (%d workers, mail root %s)", self.host, self.port, self.count, self.config.mail_root
             )
-            try:
-                ready(self.port)
-                self._watch()
-            finally:
-                self._stop_all()
-                address.forget(self.config)
+            ready(self.port)
+            self._watch()
         finally:
             self._stop_all()
+            address.forget(self.config)  # only the record this process wrote
             held.close()
             for a, b in self.lanes:
                 a.close()
