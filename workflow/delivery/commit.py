@@ -1,20 +1,21 @@
 """Commit: group commit for the SMTP server — concurrent deliveries made durable together.
 
-Each checked plan is written to tmp/ at once, in the event loop (``submit``). One thread takes
-every plan written since its last round and, for the whole batch: fsyncs each file (the first
-fsync commits the journal for all of them), renames each into new/, fsyncs each touched new/
-directory *once*; back in the event loop the waiting transactions are woken, and only then
-answer ``250``. Nothing is acknowledged before its own file and directory are synced. The thread
-does nothing but the syncs and renames, so the event loop and it rarely wait for each other's
-turn with the interpreter. Index rows follow in larger batches, written in the event loop (the
-index is a cache the Maildirs can rebuild); until then the copies are in ``unindexed``, which
-delivery's checks read beside the index. Other processes storing into the same Maildirs (the
-workers of ``workflow smtpd --workers``) are told of each round's copies once their files are
-synced and before they are moved into new/ (``Peers``), so their checks see every copy that can
-be in a new/, even if this process dies the next moment; when they cannot be told, the round is
-indexed before it is acknowledged. A plan that fails (disk full, a directory in the way) is
-undone alone — no copy left in any new/ — and its transaction answers ``451``; the rest of the
-batch is unaffected.
+Each checked plan is written to tmp/ at once (``submit``). At the end of the event loop's turn,
+one round takes every plan written during it and, for the whole batch: fsyncs each file (the
+first fsync commits the journal for all of them), renames each into new/, fsyncs each touched
+new/ directory *once*; then the waiting transactions are woken, and only then answer ``250``.
+Nothing is acknowledged before its own file and directory are synced. The round runs in the
+event loop itself: a worker process has one thread, so no interpreter lock is handed between
+threads (that cost more than the syncs), and the connections that arrive while a round waits
+for the disk are served by the other workers and batched into the next round. Index rows follow
+in larger batches, written through the server's own index connection (the index is a cache the
+Maildirs can rebuild); until then the copies are in ``unindexed``, which delivery's checks read
+beside the index. Other processes storing into the same Maildirs (the workers of ``workflow
+smtpd --workers``) are told of each round's copies once their files are synced and before they
+are moved into new/ (``Peers``), so their checks see every copy that can be in a new/, even if
+this process dies the next moment; when they cannot be told, the round is indexed before it is
+acknowledged. A plan that fails (disk full, a directory in the way) is undone alone — no copy
+left in any new/ — and its transaction answers ``451``; the rest of the batch is unaffected.
 """
 
 from __future__ import annotations
@@ -22,9 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import queue
-import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Literal, Protocol
 
 from workflow.delivery.deliverer import Deliverer, Plan
@@ -57,15 +56,13 @@ class Alone:
 
 
 class Committer:
-    """Owns the writing side of delivery for the server: Maildir writes and the index. Every
-    method but the thread's own is called in the event loop."""
+    """Owns the writing side of delivery for the server: Maildir writes and index rows. Every
+    method is called in the event loop."""
 
     def __init__(self, deliverer: Deliverer, peers: Peers | None = None) -> None:
         self.deliverer = deliverer
         self.peers = peers or Alone()
         self.maildirs = deliverer.maildirs
-        self.queue: queue.SimpleQueue[tuple[list[Job], asyncio.AbstractEventLoop] | None] = queue.SimpleQueue()
-        self.thread = threading.Thread(target=self._run, name="committer", daemon=True)
         self.dirs = DirFsync()
         self.index: Index | None = None
         # Stored and acknowledged, not yet indexed: the index is a cache, written in larger
@@ -75,26 +72,25 @@ class Committer:
         self._backlog: list[tuple[Plan, list[Entry]]] = []
         self.unindexed: dict[str, list[Entry]] = {}
         self.known: set[str] = set()  # Message-IDs stored (loaded from the index at start)
-        self._written: list[Job] = []  # in tmp/, waiting for the thread to be free
-        self._busy = False  # the thread has a round
+        self._written: list[Job] = []  # in tmp/, waiting for the round at the end of this turn
+        self._round: asyncio.Handle | None = None
         self._later: asyncio.TimerHandle | None = None
 
-    def start(self) -> None:
-        self.index = self.deliverer.open_index()
-        self.thread.start()
+    def start(self, index: Index) -> None:
+        """Write index rows through ``index`` (the server's own connection: one warm cache)."""
+        self.index = index
 
     def stop(self) -> None:
-        """Finish the round in the thread, then stop (what ``submit`` wrote since is undone)."""
-        self.queue.put(None)
-        self.thread.join(timeout=60)
+        """Undo what was written but not yet synced, and index what was; ``index`` stays open."""
+        if self._round is not None:
+            self._round.cancel()
+            self._round = None
         for plan, files, fut in self._written:
             self._undo(plan, files)
             if not fut.done():
                 fut.set_exception(ConnectionAbortedError("the server is stopping"))
         self._written = []
         self.indexed()
-        if self.index is not None:
-            self.index.close()
         self.dirs.close()
 
     def submit(self, plan: Plan) -> asyncio.Future[list[Entry]]:
@@ -113,8 +109,8 @@ class Committer:
             fut.set_exception(md.failure(e))
             return fut
         self._written.append((plan, files, fut))
-        if not self._busy:
-            self._hand_over(loop)
+        if self._round is None:
+            self._round = loop.call_soon(self._commit)
         return fut
 
     def indexed(self) -> None:
@@ -133,15 +129,11 @@ class Committer:
 
     # ---------------------------------------------------------------- rounds
 
-    def _hand_over(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Give the thread every plan written since its last round."""
+    def _commit(self) -> None:
+        """One round: sync every plan written this turn, record it, wake its transactions."""
+        self._round = None
         batch, self._written = self._written, []
-        self._busy = True
-        self.queue.put((batch, loop))
-
-    def _done(self, batch: list[Job], results: list[Result], untold: bool) -> None:
-        """Back in the event loop: record the round, wake its transactions, start the next."""
-        self._busy = False
+        results, told = self._sync(batch)
         undone: list[tuple[str, list[Entry]]] = []
         for (plan, _, _), result in zip(batch, results, strict=True):
             if isinstance(result, BaseException):
@@ -152,16 +144,11 @@ class Committer:
                 self.known.add(plan.message_id)
         if undone:
             self.peers.tell("settled", undone)
-        if untold:
-            self.indexed()  # the others could not be told: they find the copies in the index
-        loop = asyncio.get_running_loop()
-        if self._written:
-            self._hand_over(loop)
-        _settle([(fut, r) for (_, _, fut), r in zip(batch, results, strict=True)])
-        if len(self._backlog) >= INDEX_BATCH:
-            self.indexed()
+        if not told or len(self._backlog) >= INDEX_BATCH:
+            self.indexed()  # when the others could not be told, they find the copies in the index
         elif self._backlog and self._later is None:
-            self._later = loop.call_later(INDEX_DELAY, self.indexed)  # quiet for a moment: catch up
+            self._later = asyncio.get_running_loop().call_later(INDEX_DELAY, self.indexed)
+        _settle([(fut, r) for (_, _, fut), r in zip(batch, results, strict=True)])
 
     def _undo(self, plan: Plan, files: Written) -> None:
         for _, _, _, fd in files:
@@ -171,17 +158,9 @@ class Committer:
                 pass
         self.maildirs.undo(plan.mailboxes, [], [t for _, t, _, _ in files])
 
-    def _run(self) -> None:
-        while True:
-            job = self.queue.get()
-            if job is None:
-                return
-            batch, loop = job
-            untold: list[bool] = []
-            results = self._sync(batch, untold.append)
-            loop.call_soon_threadsafe(self._done, batch, results, bool(untold))
-
-    def _sync(self, batch: Sequence[Job], untold: Callable[[bool], None]) -> list[Result]:
+    def _sync(self, batch: Sequence[Job]) -> tuple[list[Result], bool]:
+        """Make a batch durable in new/; each plan's copies, or its error. False: the peers
+        could not all be told."""
         md = self.maildirs
         results: list[Result] = [[] for _ in batch]
         # 1. fsync each file (the first commits the journal for the whole batch), then close it
@@ -213,8 +192,7 @@ class Committer:
             )
             for i, synced in staged.items()
         ]
-        if told and not self.peers.tell("stored", told):
-            untold(True)
+        all_told = not told or self.peers.tell("stored", told)
         moved: dict[int, list[tuple[str, str]]] = {}
         for i, synced in staged.items():
             done: list[tuple[str, str]] = []
@@ -238,7 +216,7 @@ class Committer:
                 results[i] = md.failure(bad[0])
             else:
                 results[i] = [Entry(mb, os.path.basename(t), "new", "", t) for mb, t in targets]
-        return results
+        return results, all_told
 
 
 def _settle(items: Sequence[tuple[asyncio.Future[list[Entry]], Result]]) -> None:

@@ -122,7 +122,7 @@ class Deliverer:
         routes = self.routes(recipients)
         ancestry = thread_ids(parsed)
         if ancestry and unindexed:
-            lowered = {k.lower() for k in list(unindexed)}  # a copy: the committer adds to it meanwhile
+            lowered = {k.lower() for k in unindexed}
             lagging = [m for m in ancestry if m in unindexed or m.lower() in lowered]
             if lagging:
                 raise IndexLagError(lagging)

@@ -393,11 +393,11 @@ class Server:
     async def start(self) -> int:
         """Listen; returns the bound port."""
         quiet_aiosmtpd_log()
-        self.index = self.deliverer.open_index()  # reads in the event loop; the committer has its own
+        self.index = self.deliverer.open_index()  # reads, and the committer's index rows
         if self.refresh:
             self.index.refresh()  # copies stored before a crash but never indexed
         self.committer.known = self.index.message_ids()  # what a retry could be a retry of
-        self.committer.start()
+        self.committer.start(self.index)
         handler = Handler(self.deliverer, self.index, self.committer, self.stats, self.others)
         loop = asyncio.get_running_loop()
         self.factory = self._protocol(handler)
