@@ -102,7 +102,7 @@ class Committer:
         files: Written = []
         try:
             for mb in plan.mailboxes:
-                tmp, name, fd = md.stage(str(md.ensure(mb)), plan.raw)
+                tmp, name, fd = md.stage(md.ensure(mb), plan.raw)
                 files.append((mb, tmp, name, fd))
         except BaseException as e:
             self._undo(plan, files)

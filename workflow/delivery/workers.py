@@ -433,7 +433,7 @@ class Crew(Tally):
                     continue
                 if kind == "+":
                     self.told.add(mid)
-                    path = os.path.join(self.maildirs.path(mailbox), "new", key)
+                    path = f"{self.maildirs.dir(mailbox)}/new/{key}"
                     self.others.setdefault(mid, []).append(Entry(mailbox, key, "new", "", path))
                     self.heard[mid] = now
                 else:  # settled: that copy (or, "-", every copy of that id) need not be remembered

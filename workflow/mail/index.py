@@ -123,12 +123,12 @@ class Index(Reader):
             raise MailIndexError(f"index {self.path} could not be updated ({e}); run `workflow reindex`") from None
 
     def _mtimes(self, mailbox: str) -> tuple[int, int]:
-        return mtimes(str(self.maildirs.path(mailbox)))
+        return mtimes(self.maildirs.dir(mailbox))
 
     def refresh(self, mailboxes: Iterable[str] | None = None) -> int:
         """Rescan mailboxes whose directories changed since their last scan; returns how many."""
         boxes = self.maildirs.mailboxes() if mailboxes is None else list(mailboxes)
-        changed = self.changed((mb, str(self.maildirs.path(mb))) for mb in boxes)
+        changed = self.changed((mb, self.maildirs.dir(mb)) for mb in boxes)
         for mb, now in changed:
             self._rescan(mb, now)
         return len(changed)

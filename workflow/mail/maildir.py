@@ -105,23 +105,33 @@ class Maildirs:
         self.root = root
         self._host = ""  # looked up on the first write: readers never need it
         self._ready: set[str] = set()  # mailboxes whose tmp/new/cur were seen; skips three stats
+        self._dirs: dict[str, str] = {}  # mailbox → its directory, as a string (the hot paths')
 
     def path(self, mailbox: str) -> Path:
         if not mailbox or "/" in mailbox or mailbox.startswith(".") or "\0" in mailbox:
             raise DeliveryError(f"invalid mailbox name {mailbox!r}")
         return self.root / mailbox
 
+    def dir(self, mailbox: str) -> str:
+        """``path`` as a string, looked up once per mailbox (building a Path costs more than a
+        delivery's rename)."""
+        d = self._dirs.get(mailbox)
+        if d is None:
+            d = self._dirs[mailbox] = str(self.path(mailbox))
+        return d
+
     def mailboxes(self) -> list[str]:
         return mailboxes_in(str(self.root))
 
-    def ensure(self, mailbox: str) -> Path:
-        """Create mailbox/{tmp,new,cur} (and parents), fsyncing each directory that was created."""
-        box = self.path(mailbox)
+    def ensure(self, mailbox: str) -> str:
+        """Create mailbox/{tmp,new,cur} (and parents), fsyncing each directory that was created;
+        returns the mailbox's directory."""
         if mailbox in self._ready:
-            return box
+            return self.dir(mailbox)
+        box = self.path(mailbox)
         if all((box / s).is_dir() for s in SUBDIRS):
             self._ready.add(mailbox)
-            return box
+            return self.dir(mailbox)
         created: list[Path] = []
         missing: list[Path] = []
         p = box
@@ -139,7 +149,7 @@ class Maildirs:
         for d in {c.parent for c in created}:
             fsync_dir(d)
         self._ready.add(mailbox)
-        return box
+        return self.dir(mailbox)
 
     @staticmethod
     def _mkdir(d: Path) -> None:
@@ -208,7 +218,7 @@ class Maildirs:
         moved: list[str] = []
         try:
             for mb in mailboxes:
-                box = str(self.ensure(mb))
+                box = self.ensure(mb)
                 tmp, name = self.write_tmp(box, data)
                 tmps.append((mb, tmp, name))
             entries: list[Entry] = []
@@ -272,7 +282,7 @@ class Maildirs:
                     yield Entry(mailbox, key, sub, flags, de.path)
 
     def find(self, mailbox: str, key: str) -> Entry | None:
-        return find_in(str(self.path(mailbox)), mailbox, key)
+        return find_in(self.dir(mailbox), mailbox, key)
 
     def set_flags(self, entry: Entry, flags: str) -> Entry:
         """Move a copy into cur/ with exactly ``flags`` (sorted, as Maildir requires)."""
