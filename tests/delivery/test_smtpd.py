@@ -328,3 +328,15 @@ def test_dot_stuffing_empty_lines_and_pipelined_commands(project: Project, smtp:
     )
     assert b"250 2.0.0 " in out and out.rstrip().endswith(b"221 Bye")
     assert any(p.read_bytes() == second for p in project.new_files("spec-reviewer"))
+
+
+def test_a_refusal_at_data_logs_the_refused_messages_own_message_id(
+    project: Project, smtp: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    raw = message().replace(b"X-Event-Type: question", b"X-Event-Type: party")
+    mid = parse(raw).message_id
+    assert mid
+    with caplog.at_level("INFO", logger="workflow.delivery.smtpd"), pytest.raises(smtplib.SMTPDataError):
+        send(smtp, raw)
+    refused = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
+    assert len(refused) == 1 and refused[0].startswith(f"{mid} from spec-writer@workflow.local"), refused

@@ -62,6 +62,7 @@ from workflow.delivery.staging import RunBox, describe
 from workflow.delivery.tally import Tally
 from workflow.mail.index import Index
 from workflow.mail.maildir import Entry, Maildirs
+from workflow.mail.message import parse
 from workflow.policy.guardrails import SENDER_MATCHES_ENVELOPE
 from workflow.policy.roster import Roster
 
@@ -221,11 +222,11 @@ class Handler:
             if plan.mailboxes:
                 await self.committer.submit(plan)
         except MessageError as e:
-            return self._refuse(mid, peer, envelope, f"550 5.6.0 {_one_line(e)}")
+            return self._refuse(mid, raw, peer, envelope, f"550 5.6.0 {_one_line(e)}")
         except (VisibilityError, GuardrailError) as e:
-            return self._refuse(mid, peer, envelope, f"550 5.7.1 {_one_line(e)}")
+            return self._refuse(mid, raw, peer, envelope, f"550 5.7.1 {_one_line(e)}")
         except RosterError as e:
-            return self._refuse(mid, peer, envelope, f"550 5.1.1 {_one_line(e)}")
+            return self._refuse(mid, raw, peer, envelope, f"550 5.1.1 {_one_line(e)}")
         except Exception:
             self.stats.failed += 1
             log.exception(
@@ -305,8 +306,12 @@ class Handler:
         log.info("%s from %s: staged in the run of %s", plan.message_id, sanitize(envelope.mail_from), sender)
         return f"250 2.0.0 {plan.message_id} staged: delivered when the run of {sender} succeeds"
 
-    def _refuse(self, mid: str, peer: str, envelope: Envelope, reply: str) -> str:
+    def _refuse(self, mid: str, raw: bytes, peer: str, envelope: Envelope, reply: str) -> str:
+        """Count and log a refusal; ``mid`` is "-" when the check failed before the plan was
+        made, and the log then names the Message-ID the message itself carries, if any."""
         self.stats.refused += 1
+        if mid == "-":
+            mid = sanitize(parse(raw).message_id or "-")
         log.info(
             "%s from %s to %s (peer %s): refused: %s",
             mid,
