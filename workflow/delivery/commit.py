@@ -125,7 +125,7 @@ class Committer:
         self.deliverer.record_many(self.index, backlog)  # logs and carries on if the index fails
         for plan, _ in backlog:
             self.unindexed.pop(plan.message_id, None)
-        self.peers.tell("settled", [(plan.message_id, entries) for plan, entries in backlog])
+        self._tell("settled", [(plan.message_id, entries) for plan, entries in backlog])
 
     # ---------------------------------------------------------------- rounds
 
@@ -143,12 +143,21 @@ class Committer:
                 self.unindexed.setdefault(plan.message_id, []).extend(result)
                 self.known.add(plan.message_id)
         if undone:
-            self.peers.tell("settled", undone)
+            self._tell("settled", undone)
         if not told or len(self._backlog) >= INDEX_BATCH:
             self.indexed()  # when the others could not be told, they find the copies in the index
         elif self._backlog and self._later is None:
             self._later = asyncio.get_running_loop().call_later(INDEX_DELAY, self.indexed)
         _settle([(fut, r) for (_, _, fut), r in zip(batch, results, strict=True)])
+
+    def _tell(self, what: Literal["stored", "settled"], copies: Copies) -> bool:
+        """Tell the peers; a peer that fails in a way no one planned for is one not told (the
+        round is then indexed before its ``250``), never a failed delivery."""
+        try:
+            return self.peers.tell(what, copies)
+        except Exception:
+            log.exception("could not tell the other workers what was %s; indexing first", what)
+            return False
 
     def _undo(self, plan: Plan, files: Written) -> None:
         for _, _, _, fd in files:
@@ -192,7 +201,7 @@ class Committer:
             )
             for i, synced in staged.items()
         ]
-        all_told = not told or self.peers.tell("stored", told)
+        all_told = not told or self._tell("stored", told)
         moved: dict[int, list[tuple[str, str]]] = {}
         for i, synced in staged.items():
             done: list[tuple[str, str]] = []

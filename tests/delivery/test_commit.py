@@ -1,0 +1,74 @@
+"""The group commit on its own: one round per turn, and a peer that breaks never fails a delivery."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Literal
+
+from helpers.project import Project
+from helpers.smtp import message
+from workflow.delivery.commit import Committer
+from workflow.mail.maildir import Entry
+
+
+class BreaksOnce:
+    """Peers whose first "stored" tell fails with an error no one planned for."""
+
+    def __init__(self) -> None:
+        self.broke = False
+
+    def tell(self, what: Literal["stored", "settled"], copies: Sequence[tuple[str, Sequence[Entry]]]) -> bool:
+        if what == "stored" and not self.broke:
+            self.broke = True
+            raise RuntimeError("a peer broke")
+        return True
+
+
+def test_a_peer_that_breaks_is_a_peer_not_told_and_the_round_is_indexed_before_its_250(project: Project) -> None:
+    deliverer = project.app.deliverer
+    first, second = message(mid="<commit.1@workflow.local>"), message(mid="<commit.2@workflow.local>")
+
+    async def main() -> tuple[list[Entry], bool, list[Entry]]:
+        with deliverer.open_index() as index:
+            committer = Committer(deliverer, BreaksOnce())
+            committer.start(index)
+            try:
+                plan = deliverer.prepare(first, ["spec-reviewer@workflow.local"], index)
+                stored = await asyncio.wait_for(committer.submit(plan), 5)
+                indexed_at_250 = bool(index.query(message_ids=["<commit.1@workflow.local>"]))
+                plan = deliverer.prepare(second, ["spec-reviewer@workflow.local"], index)
+                after = await asyncio.wait_for(committer.submit(plan), 5)
+            finally:
+                committer.stop()
+        return stored, indexed_at_250, after
+
+    stored, indexed_at_250, after = asyncio.run(main())
+    assert len(stored) == 1 and indexed_at_250  # the others could not be told: they find it in the index
+    assert len(after) == 1
+    assert sorted(p.read_bytes() for p in project.new_files("spec-reviewer")) == sorted([first, second])
+
+
+def test_plans_submitted_in_one_turn_are_committed_in_one_round(project: Project) -> None:
+    deliverer = project.app.deliverer
+    n = 3
+
+    async def main() -> tuple[int, int]:
+        with deliverer.open_index() as index:
+            committer = Committer(deliverer)
+            committer.start(index)
+            try:
+                plans = [
+                    deliverer.prepare(
+                        message(mid=f"<round.{i}@workflow.local>"), ["spec-reviewer@workflow.local"], index
+                    )
+                    for i in range(n)
+                ]
+                before = committer.dirs.syncs
+                await asyncio.gather(*(committer.submit(p) for p in plans))
+                return committer.dirs.syncs - before, len(project.new_files("spec-reviewer"))
+            finally:
+                committer.stop()
+
+    dir_syncs, stored = asyncio.run(main())
+    assert stored == n and dir_syncs == 1  # one fsync of new/ served the whole batch
