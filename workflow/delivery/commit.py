@@ -133,7 +133,7 @@ class Committer:
         """One round: sync every plan written this turn, record it, wake its transactions."""
         self._round = None
         batch, self._written = self._written, []
-        results, told = self._sync(batch)
+        results, all_told = self._sync(batch)
         undone: list[tuple[str, list[Entry]]] = []
         for (plan, _, _), result in zip(batch, results, strict=True):
             if isinstance(result, BaseException):
@@ -144,7 +144,7 @@ class Committer:
                 self.known.add(plan.message_id)
         if undone:
             self._tell("settled", undone)
-        if not told or len(self._backlog) >= INDEX_BATCH:
+        if not all_told or len(self._backlog) >= INDEX_BATCH:
             self.indexed()  # when the others could not be told, they find the copies in the index
         elif self._backlog and self._later is None:
             self._later = asyncio.get_running_loop().call_later(INDEX_DELAY, self.indexed)
