@@ -278,6 +278,37 @@ def test_connections_are_evened_out_across_workers(project: Project) -> None:
         assert sorted(served) == ["1", "1", "2", "2"], log.text()
 
 
+def test_connections_that_arrive_at_once_are_evened_out_too(project: Project) -> None:
+    """Four clients that connect at the same moment, as a pool of senders starting up does: a
+    connection passed to a worker counts against it before that worker has taken it, so a second
+    one is not passed after it (three on one worker, one on the other, one start in five)."""
+    with workers(project.dir) as (proc, port, log):
+        for trial in range(12):
+            together, sent = threading.Barrier(4), threading.Barrier(4)
+            errors: list[BaseException] = []
+
+            def send(go: threading.Barrier = together, done: threading.Barrier = sent, n: int = trial) -> None:
+                try:
+                    go.wait(timeout=20)
+                    with client(port) as s:
+                        s.sendmail("spec-writer@workflow.local", [REVIEWER], message(body=f"trial {n}\n"))
+                        done.wait(timeout=20)  # every connection open until all four are served
+                except BaseException as e:
+                    errors.append(e)
+
+            start = len(log.text())
+            threads = [threading.Thread(target=send) for _ in range(4)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(timeout=30)
+            assert not errors, errors
+            wait_until(lambda s=start: len(re.findall(r"worker \d+: <[^>]+> from", log.text()[s:])) == 4)
+            served = re.findall(r"worker (\d+): <[^>]+> from", log.text()[start:])
+            assert sorted(served) == ["1", "1", "2", "2"], f"trial {trial + 1}: {served}\n{log.text()}"
+        assert stop(proc, log) == 0
+
+
 def test_copies_a_killed_worker_told_of_but_never_indexed_still_count(project: Project) -> None:
     """A worker killed right after its 250, before it indexed the copy: the other worker still
     recognises a retry of it (by the copy's place), and a reply into its internal thread waits

@@ -7,7 +7,9 @@ shared memory map before it forks, so the parent reads every worker's outcomes (
 worker's) and the connection cap counts every worker's connections. ``admit`` checks the cap
 and takes a connection under a POSIX record lock on the board's file: the kernel releases it
 when its holder dies, so a killed worker cannot leave the others locked out. A row is only
-written by its own worker; the parent clears the connections of a worker that died.
+written by its own worker, with one exception: ``incoming``, the connections another worker has
+passed to it and it has not yet taken, which the passer raises under that lock. The parent
+clears the connections of a worker that died.
 """
 
 from __future__ import annotations
@@ -22,9 +24,9 @@ from contextlib import contextmanager
 
 from workflow.delivery.smtp_protocol import Admission
 
-FIELDS = ("connections", "in_flight", "delivered", "refused", "failed", "serving")
+FIELDS = ("connections", "in_flight", "delivered", "refused", "failed", "serving", "incoming")
 WIDTH = len(FIELDS)
-CONNECTIONS, SERVING = FIELDS.index("connections"), FIELDS.index("serving")
+CONNECTIONS, SERVING, INCOMING = FIELDS.index("connections"), FIELDS.index("serving"), FIELDS.index("incoming")
 CELL = 8  # bytes of one signed 64-bit count
 
 
@@ -90,6 +92,7 @@ class Tally:
     refused = _Count("refused")
     failed = _Count("failed")
     serving = _Count("serving")  # the pid of the worker serving this row (0: none now)
+    incoming = _Count("incoming")  # passed to this row's worker by another, not yet taken
 
     def __init__(self, board: Board | None = None, row: int = 0) -> None:
         self.board = board or Board()
@@ -98,10 +101,14 @@ class Tally:
     def admit(self, cap: int, transport: object = None) -> Admission:
         """Serve a new connection if fewer than ``cap`` are open on the whole board."""
         with self.board.locked():
-            if self.board.total("connections") >= cap:
-                return "full"
-            self.connections += 1
-            return "serve"
+            return self.take(cap)
+
+    def take(self, cap: int) -> Admission:
+        """``admit``'s check and count, for a caller that holds the board's lock."""
+        if self.board.total("connections") >= cap:
+            return "full"
+        self.connections += 1
+        return "serve"
 
     def release(self) -> None:
         self.connections -= 1

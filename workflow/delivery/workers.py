@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import errno
+import functools
 import logging
 import os
 import select
@@ -48,7 +49,7 @@ from workflow.delivery.commit import Copies
 from workflow.delivery.deliverer import Deliverer
 from workflow.delivery.smtp_protocol import Admission
 from workflow.delivery.smtpd import Server, new_loop, stopped
-from workflow.delivery.tally import CONNECTIONS, SERVING, WIDTH, Board, Tally
+from workflow.delivery.tally import CONNECTIONS, INCOMING, SERVING, WIDTH, Board, Tally
 from workflow.mail.index import Index
 from workflow.mail.maildir import Entry, Maildirs
 
@@ -221,7 +222,7 @@ class Supervisor:
             if w is None:
                 continue
             w.pid = 0
-            self.board.clear(w.row, "connections", "in_flight", "serving")  # what it held is gone with it
+            self.board.clear(w.row, "connections", "in_flight", "serving", "incoming")  # what it held is gone with it
             if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
                 log.info("worker %d (pid %d) stopped", w.row + 1, pid)
                 continue
@@ -337,39 +338,51 @@ class Crew(Tally):
         self.others: dict[str, list[Entry]] = {}
         self.told: set[str] = set()  # every Message-ID told of (stored) since this worker started
         self.heard: dict[str, float] = {}  # when each of ``others`` was told (oldest first)
-        self.serve: Callable[[socket.socket], None] | None = None
+        self.serve: Callable[[socket.socket], asyncio.Future[Any]] | None = None
         self.tasks: set[asyncio.Future[Any]] = set()
 
-    def keep(self, task: asyncio.Future[Any]) -> None:
+    def keep(self, task: asyncio.Future[Any]) -> asyncio.Future[Any]:
         """Hold a task until it is done (the loop keeps only a weak reference)."""
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
+        return task
 
     # ---------------------------------------------------------------- connections
 
-    def admit(self, cap: int, transport: object = None) -> Admission:
-        if transport is not None and self._pass(transport):
+    def admit(self, cap: int, transport: Any = None) -> Admission:
+        if transport is None:
+            return super().admit(cap, transport)
+        peer = transport.get_extra_info("peername")
+        if peer in self.passed:  # passed here: served here, and no longer incoming
+            self.passed.discard(peer)
+            with self.board.locked():
+                self.incoming = max(0, self.incoming - 1)
+                return self.take(cap)
+        if self._pass(transport):
             return "moved"
         return super().admit(cap, transport)
 
     def _pass(self, transport: Any) -> bool:
-        peer = transport.get_extra_info("peername")
-        if peer in self.passed:
-            self.passed.discard(peer)
-            return False
-        cells, rows = self.board.cells, self.board.rows
-        loads = [  # a row no worker serves now (one died, or is starting) is passed nothing
-            cells[r * WIDTH + CONNECTIONS] if cells[r * WIDTH + SERVING] else 1 << 62 for r in range(rows)
-        ]
-        target = min(range(rows), key=lambda r: (loads[r], r != self.row))
-        if loads[target] >= loads[self.row]:
-            return False
+        """Pass a new connection to the worker with the fewest, counting those passed to it and
+        not yet taken (it counts them as incoming from the moment they are sent)."""
         sock = transport.get_extra_info("socket")
         if sock is None:
             return False
+        cells, rows = self.board.cells, self.board.rows
+        with self.board.locked():
+            loads = [  # a row no worker serves now (one died, or is starting) is passed nothing
+                cells[r * WIDTH + CONNECTIONS] + cells[r * WIDTH + INCOMING] if cells[r * WIDTH + SERVING] else 1 << 62
+                for r in range(rows)
+            ]
+            target = min(range(rows), key=lambda r: (loads[r], r != self.row))
+            if loads[target] >= loads[self.row]:
+                return False
+            cells[target * WIDTH + INCOMING] += 1
         try:
             self.lanes[target].sendmsg([b"c"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array("i", [sock.fileno()]))])
         except OSError:  # its inbox is full (it is restarting): serve it here
+            with self.board.locked():
+                cells[target * WIDTH + INCOMING] = max(0, cells[target * WIDTH + INCOMING] - 1)
             return False
         return True
 
@@ -459,14 +472,27 @@ class Crew(Tally):
             for fd in array("i", data[: len(data) - len(data) % 4]):
                 sock = socket.socket(fileno=fd)
                 try:
-                    self.passed.add(sock.getpeername())
+                    peer = sock.getpeername()
                 except OSError:  # the client has gone already
                     sock.close()
+                    self._taken()
                     continue
                 if self.serve is None:
                     sock.close()
-                else:
-                    self.serve(sock)
+                    self._taken()
+                    continue
+                self.passed.add(peer)
+                self.serve(sock).add_done_callback(functools.partial(self._not_served, peer))
+
+    def _taken(self, peer: object = None) -> None:
+        """A connection passed here is no longer incoming: served, gone, or refused."""
+        self.passed.discard(peer)
+        with self.board.locked():
+            self.incoming = max(0, self.incoming - 1)
+
+    def _not_served(self, peer: object, task: asyncio.Future[Any]) -> None:
+        if peer in self.passed and (task.cancelled() or task.exception() is not None):
+            self._taken(peer)  # it never reached ``admit``
 
 
 def _serve_worker(sup: Supervisor, row: int, ready: Ready, refresh: bool) -> None:
