@@ -8,7 +8,9 @@ from typing import Literal
 
 from helpers.project import Project
 from helpers.smtp import message
-from workflow.delivery.commit import Committer
+from workflow.delivery.commit import GATHER, Committer
+from workflow.delivery.deliverer import Plan
+from workflow.mail.index import Index
 from workflow.mail.maildir import Entry
 
 
@@ -72,3 +74,76 @@ def test_plans_submitted_in_one_turn_are_committed_in_one_round(project: Project
 
     dir_syncs, stored = asyncio.run(main())
     assert stored == n and dir_syncs == 1  # one fsync of new/ served the whole batch
+
+
+def _plans(project: Project, index: Index, n: int, tag: str) -> list[Plan]:
+    deliverer = project.app.deliverer
+    return [
+        deliverer.prepare(message(mid=f"<{tag}.{i}@workflow.local>"), ["spec-reviewer@workflow.local"], index)
+        for i in range(n)
+    ]
+
+
+def test_a_round_waits_briefly_for_the_transactions_under_way(project: Project) -> None:
+    """Two clients of one process, one a moment behind the other: one round (one fsync of new/)
+    makes both durable, instead of one round each."""
+    deliverer = project.app.deliverer
+
+    async def main() -> int:
+        with deliverer.open_index() as index:
+            committer = Committer(deliverer, under_way=lambda: 2)
+            committer.start(index)
+            try:
+                first, second = _plans(project, index, 2, "gather")
+                before = committer.dirs.syncs
+                one = committer.submit(first)
+                await asyncio.sleep(GATHER / 4)  # the second client's DATA ends a little later
+                two = committer.submit(second)
+                await asyncio.wait_for(asyncio.gather(one, two), 5)
+                return committer.dirs.syncs - before
+            finally:
+                committer.stop()
+
+    assert asyncio.run(main()) == 1
+    assert len(project.new_files("spec-reviewer")) == 2
+
+
+def test_a_lone_transaction_is_not_kept_waiting(project: Project) -> None:
+    deliverer = project.app.deliverer
+
+    async def main() -> bool:
+        with deliverer.open_index() as index:
+            committer = Committer(deliverer, under_way=lambda: 1)
+            committer.start(index)
+            try:
+                (plan,) = _plans(project, index, 1, "lone")
+                fut = committer.submit(plan)
+                await asyncio.sleep(0)  # the end of this turn: its round has run
+                return fut.done()
+            finally:
+                committer.stop()
+
+    assert asyncio.run(main())
+
+
+def test_a_round_waits_no_longer_than_its_bound(project: Project) -> None:
+    """Transactions under way that never reach DATA (a slow client, a refusal) hold a round for
+    GATHER at most."""
+    deliverer = project.app.deliverer
+
+    async def main() -> float:
+        with deliverer.open_index() as index:
+            committer = Committer(deliverer, under_way=lambda: 5)
+            committer.start(index)
+            try:
+                (plan,) = _plans(project, index, 1, "bound")
+                loop = asyncio.get_running_loop()
+                started = loop.time()
+                await asyncio.wait_for(committer.submit(plan), 5)
+                return loop.time() - started
+            finally:
+                committer.stop()
+
+    waited = asyncio.run(main())
+    assert GATHER * 0.9 <= waited < 0.5, waited
+    assert len(project.new_files("spec-reviewer")) == 1

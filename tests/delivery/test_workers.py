@@ -287,7 +287,12 @@ def test_connections_that_arrive_at_once_are_evened_out_too(project: Project) ->
             together, sent = threading.Barrier(4), threading.Barrier(4)
             errors: list[BaseException] = []
 
-            def send(go: threading.Barrier = together, done: threading.Barrier = sent, n: int = trial) -> None:
+            def send(
+                go: threading.Barrier = together,
+                done: threading.Barrier = sent,
+                n: int = trial,
+                errors: list[BaseException] = errors,
+            ) -> None:
                 try:
                     go.wait(timeout=20)
                     with client(port) as s:

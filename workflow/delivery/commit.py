@@ -1,9 +1,13 @@
 """Commit: group commit for the SMTP server — concurrent deliveries made durable together.
 
 Each checked plan is written to tmp/ at once (``submit``). At the end of the event loop's turn,
-one round takes every plan written during it and, for the whole batch: fsyncs each file (the
-first fsync commits the journal for all of them), renames each into new/, fsyncs each touched
-new/ directory *once*; then the waiting transactions are woken, and only then answer ``250``.
+one round takes every plan written so far and, for the whole batch: fsyncs each file (the first
+fsync commits the journal for all of them), renames each into new/, fsyncs each touched new/
+directory *once*; then the waiting transactions are woken, and only then answer ``250``. While
+more of this process's transactions are under way than plans are written (another client is
+between MAIL and the end of its DATA), a round waits for them, ``GATHER`` at most: the syncs,
+not the checks, are most of a message's cost, and one round for two clients costs what one round
+for one costs.
 Nothing is acknowledged before its own file and directory are synced. The round runs in the
 event loop itself: a worker process has one thread, so no interpreter lock is handed between
 threads (that cost more than the syncs), and the connections that arrive while a round waits
@@ -23,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal, Protocol
 
 from workflow.delivery.deliverer import Deliverer, Plan
@@ -35,6 +39,7 @@ log = logging.getLogger(__name__)
 Result = list[Entry] | BaseException
 INDEX_BATCH = 256
 INDEX_DELAY = 0.05
+GATHER = 0.002  # the longest a round waits for the transactions under way to write their plans
 Written = list[tuple[str, str, str, int]]  # each copy in tmp/: mailbox, tmp path, name, open fd
 Job = tuple[Plan, Written, asyncio.Future[list[Entry]]]
 Copies = Sequence[tuple[str, Sequence[Entry]]]  # (Message-ID, its stored copies)
@@ -59,9 +64,13 @@ class Committer:
     """Owns the writing side of delivery for the server: Maildir writes and index rows. Every
     method is called in the event loop."""
 
-    def __init__(self, deliverer: Deliverer, peers: Peers | None = None) -> None:
+    def __init__(
+        self, deliverer: Deliverer, peers: Peers | None = None, under_way: Callable[[], int] | None = None
+    ) -> None:
         self.deliverer = deliverer
         self.peers = peers or Alone()
+        # How many of this process's mail transactions are under way: from MAIL to their answer.
+        self.under_way = under_way or (lambda: 0)
         self.maildirs = deliverer.maildirs
         self.dirs = DirFsync()
         self.index: Index | None = None
@@ -73,7 +82,9 @@ class Committer:
         self.unindexed: dict[str, list[Entry]] = {}
         self.known: set[str] = set()  # Message-IDs stored (loaded from the index at start)
         self._written: list[Job] = []  # in tmp/, waiting for the round at the end of this turn
-        self._round: asyncio.Handle | None = None
+        self._round: asyncio.Handle | None = None  # at the end of this turn: commit, or wait
+        self._gather: asyncio.TimerHandle | None = None  # the round waiting for more plans
+        self._first = 0.0  # when the oldest plan in _written was written (the loop's clock)
         self._later: asyncio.TimerHandle | None = None
 
     def start(self, index: Index) -> None:
@@ -82,9 +93,10 @@ class Committer:
 
     def stop(self) -> None:
         """Undo what was written but not yet synced, and index what was; ``index`` stays open."""
-        if self._round is not None:
-            self._round.cancel()
-            self._round = None
+        for handle in (self._round, self._gather):
+            if handle is not None:
+                handle.cancel()
+        self._round = self._gather = None
         for plan, files, fut in self._written:
             self._undo(plan, files)
             if not fut.done():
@@ -108,9 +120,11 @@ class Committer:
             self._undo(plan, files)
             fut.set_exception(md.failure(e))
             return fut
+        if not self._written:
+            self._first = loop.time()
         self._written.append((plan, files, fut))
         if self._round is None:
-            self._round = loop.call_soon(self._commit)
+            self._round = loop.call_soon(self._end_of_turn)
         return fut
 
     def indexed(self) -> None:
@@ -129,10 +143,27 @@ class Committer:
 
     # ---------------------------------------------------------------- rounds
 
-    def _commit(self) -> None:
-        """One round: sync every plan written this turn, record it, wake its transactions."""
+    def _end_of_turn(self) -> None:
+        """Commit now, or wait (``GATHER`` at most) while other transactions may soon write."""
         self._round = None
+        if not self._written:
+            return
+        loop = asyncio.get_running_loop()
+        left = self._first + GATHER - loop.time()
+        if left > 0 and self.under_way() > len(self._written):
+            if self._gather is None:
+                self._gather = loop.call_later(left, self._commit)
+            return
+        self._commit()
+
+    def _commit(self) -> None:
+        """One round: sync every plan written so far, record it, wake its transactions."""
+        if self._gather is not None:
+            self._gather.cancel()
+            self._gather = None
         batch, self._written = self._written, []
+        if not batch:
+            return
         results, all_told = self._sync(batch)
         undone: list[tuple[str, list[Entry]]] = []
         for (plan, _, _), result in zip(batch, results, strict=True):

@@ -356,11 +356,15 @@ class Server:
         self.worker = worker
         self.refresh = refresh
         self.index: Index | None = None
-        self.committer = Committer(self.deliverer, peers)
+        self.committer = Committer(self.deliverer, peers, self._under_way)
         self.others = others
         self.server: asyncio.base_events.Server | None = None
         self.protocols: set[SMTP] = set()
         self.factory: Callable[[], SMTP] | None = None  # new connections' protocol, once started
+
+    def _under_way(self) -> int:
+        """This process's mail transactions under way: MAIL given, DATA not yet answered."""
+        return sum(1 for p in self.protocols if p.envelope is not None and p.envelope.mail_from is not None)
 
     def _protocol(self, handler: Handler) -> Callable[[], SMTP]:
         cfg = self.config.smtp
