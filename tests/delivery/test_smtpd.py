@@ -8,6 +8,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator
+from email.utils import parsedate_to_datetime
 
 import pytest
 
@@ -83,12 +84,17 @@ def test_data_refusals_name_header_and_rule(project: Project, smtp: int, mutate:
 
 def test_missing_message_id_and_date_are_added(project: Project, smtp: int) -> None:
     raw = b"From: spec-writer@workflow.local\r\nTo: spec-reviewer@workflow.local\r\nSubject: plain\r\n\r\nhi\r\n"
+    sent = time.time()
     send(smtp, raw)
-    [f] = project.new_files("spec-reviewer")
-    stored = f.read_bytes()
-    assert stored.endswith(raw)
-    p = parse(stored)
-    assert p.message_id and p.message_id.endswith(".spec-writer@workflow.local>") and p.get("Date")
+    send(smtp, raw)  # within the same second: the time parts are shared, the ids are not
+    stored = [f.read_bytes() for f in project.new_files("spec-reviewer")]
+    assert len(stored) == 2 and all(s.endswith(raw) for s in stored)
+    ids = set()
+    for p in map(parse, stored):
+        assert p.message_id and p.message_id.endswith(".spec-writer@workflow.local>")
+        ids.add(p.message_id)
+        assert abs(parsedate_to_datetime(p.get("Date")).timestamp() - sent) < 5, p.get("Date")
+    assert len(ids) == 2
 
 
 def test_size_limit_is_552(project_factory: Callable[..., Project]) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from collections.abc import Container, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import NamedTuple
@@ -22,7 +23,7 @@ from workflow.core.config import Config
 from workflow.core.errors import MailIndexError, MessageError, RosterError
 from workflow.mail.index import Index
 from workflow.mail.maildir import Entry, Maildirs
-from workflow.mail.message import Parsed, make_message_id, parse, split_head, thread_ids, validate
+from workflow.mail.message import Parsed, id_stamp, message_id_at, parse, split_head, thread_ids, validate
 from workflow.policy import guardrails
 from workflow.policy.roster import Roster, Route
 from workflow.policy.visibility import check as check_visibility
@@ -57,19 +58,40 @@ class Delivered(NamedTuple):
     already: tuple[str, ...] = ()
 
 
-def complete_headers(raw: bytes, sender_hint: str, domain: str) -> bytes:
+class Stamps:
+    """The current second as a Message-ID's time part and as a Date header, formatted once per
+    second: a server completes many messages in a second."""
+
+    def __init__(self) -> None:
+        self._second = -1
+        self._id = self._date = b""
+
+    def now(self) -> tuple[str, bytes]:
+        """(``YYYYMMDDHHMMSS``, the RFC 5322 date) of this second."""
+        second = int(time.time())
+        if second != self._second:
+            from email.utils import format_datetime  # lazy: start-up time (the email package)
+
+            when = datetime.fromtimestamp(second, UTC)
+            self._id, self._date = id_stamp(when).encode("ascii"), format_datetime(when).encode("ascii")
+            self._second = second
+        return self._id.decode("ascii"), self._date
+
+
+def complete_headers(raw: bytes, sender_hint: str, domain: str, stamps: Stamps | None = None) -> bytes:
     """Prepend a Message-ID and a Date when the message lacks them (nothing else is changed)."""
     head, _ = split_head(raw)
     lower = b"\n" + head.lower()
+    if b"\nmessage-id:" in lower and b"\ndate:" in lower:
+        return raw
     eol = b"\r\n" if b"\r\n" in head or not head else b"\n"
+    stamp, date = (stamps or Stamps()).now()
     extra = b""
     if b"\nmessage-id:" not in lower:
         local = sender_hint.split("@")[0] or "smtp"
-        extra += b"Message-ID: " + make_message_id(local, domain).encode("ascii") + eol
+        extra += b"Message-ID: " + message_id_at(stamp, local, domain).encode("ascii") + eol
     if b"\ndate:" not in lower:
-        from email.utils import format_datetime  # lazy: start-up time (the email package)
-
-        extra += b"Date: " + format_datetime(datetime.now(UTC)).encode("ascii") + eol
+        extra += b"Date: " + date + eol
     return extra + raw
 
 
@@ -80,6 +102,7 @@ class Deliverer:
         self.config = config
         self.roster = roster
         self.maildirs = maildirs or Maildirs(config.mail_root)
+        self.stamps = Stamps()
 
     def open_index(self) -> Index:
         return Index(self.config.index_path, self.maildirs, self.config.domain)
@@ -111,7 +134,7 @@ class Deliverer:
         index and asks again, so visibility and reply checks see every copy. With ``known`` (every
         Message-ID the caller has stored, been told of or found indexed), an id outside it skips
         the index lookup: it cannot be a retry."""
-        raw = complete_headers(raw, sender_hint, self.config.domain)
+        raw = complete_headers(raw, sender_hint, self.config.domain, self.stamps)
         parsed = parse(raw)
         validate(parsed, event_types=self.config.event_types, states=self.config.states)
         if not parsed.get("From"):

@@ -70,8 +70,17 @@ def validate_artifact(path: str) -> str:
 
 def make_message_id(role: str, domain: str, now: datetime | None = None) -> str:
     """``<YYYYMMDDHHMMSS.<unique>.<role>@domain>`` (ARCHITECTURE.md)."""
-    now = now or datetime.now(UTC)
-    return f"<{now.strftime('%Y%m%d%H%M%S')}.{os.urandom(6).hex()}.{role}@{domain}>"
+    return message_id_at(id_stamp(now or datetime.now(UTC)), role, domain)
+
+
+def id_stamp(when: datetime) -> str:
+    """The time part of a Message-ID: ``YYYYMMDDHHMMSS``."""
+    return when.strftime("%Y%m%d%H%M%S")
+
+
+def message_id_at(stamp: str, role: str, domain: str) -> str:
+    """A new Message-ID with the time part ``stamp`` (``id_stamp``)."""
+    return f"<{stamp}.{os.urandom(6).hex()}.{role}@{domain}>"
 
 
 def normalize_msgid(value: str) -> str:
