@@ -24,9 +24,9 @@ from contextlib import contextmanager
 
 from workflow.delivery.smtp_protocol import Admission
 
-FIELDS = ("connections", "in_flight", "delivered", "refused", "failed", "serving", "incoming")
+FIELDS = ("connections", "in_flight", "delivered", "refused", "failed", "serving", "incoming", "tells")
 WIDTH = len(FIELDS)
-CONNECTIONS, SERVING, INCOMING = FIELDS.index("connections"), FIELDS.index("serving"), FIELDS.index("incoming")
+CONNECTIONS, SERVING, INCOMING, TELLS = (FIELDS.index(f) for f in ("connections", "serving", "incoming", "tells"))
 CELL = 8  # bytes of one signed 64-bit count
 
 
@@ -93,6 +93,7 @@ class Tally:
     failed = _Count("failed")
     serving = _Count("serving")  # the pid of the worker serving this row (0: none now)
     incoming = _Count("incoming")  # passed to this row's worker by another, not yet taken
+    tells = _Count("tells")  # how many times this row's worker has told the others of copies
 
     def __init__(self, board: Board | None = None, row: int = 0) -> None:
         self.board = board or Board()

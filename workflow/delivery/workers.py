@@ -49,7 +49,7 @@ from workflow.delivery.commit import Copies
 from workflow.delivery.deliverer import Deliverer
 from workflow.delivery.smtp_protocol import Admission
 from workflow.delivery.smtpd import Server, new_loop, stopped
-from workflow.delivery.tally import CONNECTIONS, INCOMING, SERVING, WIDTH, Board, Tally
+from workflow.delivery.tally import CONNECTIONS, INCOMING, SERVING, TELLS, WIDTH, Board, Tally
 from workflow.mail.index import Index
 from workflow.mail.maildir import Entry, Maildirs
 
@@ -339,6 +339,7 @@ class Crew(Tally):
         self.told: set[str] = set()  # every Message-ID told of (stored) since this worker started
         self.heard: dict[str, float] = {}  # when each of ``others`` was told (oldest first)
         self.serve: Callable[[socket.socket], asyncio.Future[Any]] | None = None
+        self._heard_up_to = -1  # the others' tell count when the inbox was last read to the end
         self.tasks: set[asyncio.Future[Any]] = set()
 
     def keep(self, task: asyncio.Future[Any]) -> asyncio.Future[Any]:
@@ -403,11 +404,17 @@ class Crew(Tally):
                     lane.send(data)
                 except OSError:  # its inbox is full or gone: it cannot know, so this round is indexed first
                     told = False
+        self.tells += 1  # after the sends: whoever reads the new count finds the datagrams queued
         return told
 
     def stored(self) -> Mapping[str, Sequence[Entry]]:
-        self.hear()
+        if self._told_count() != self._heard_up_to:  # else nothing was told since the last hear
+            self.hear()
         return self.others
+
+    def _told_count(self) -> int:
+        cells = self.board.cells
+        return sum(cells[r * WIDTH + TELLS] for r in range(self.board.rows) if r != self.row)
 
     async def settle(self, message_ids: Sequence[str], index: Index) -> None:
         wanted = {m.lower() for m in message_ids}
@@ -429,10 +436,14 @@ class Crew(Tally):
 
     def hear(self) -> None:
         """Take in everything waiting in this worker's inbox: passed connections, copies told."""
+        told = self._told_count()  # before reading: every tell it counts is queued, so read below
         while True:
             try:
                 data, ancillary, _, _ = self.inbox.recvmsg(TELL_MAX, socket.CMSG_SPACE(16 * 4), socket.MSG_CMSG_CLOEXEC)
-            except (BlockingIOError, InterruptedError):
+            except BlockingIOError:
+                self._heard_up_to = told  # read to the end
+                break
+            except InterruptedError:
                 break
             if ancillary or data == b"c":
                 self._serve_passed(ancillary)
