@@ -211,6 +211,17 @@ def test_connection_cap_and_idle_timeout(project_factory: Callable[..., Project]
         for s in (a, b):
             s.close()
         time.sleep(0.2)
+        # A client that keeps talking is never idle, however long it stays; once it stops, the
+        # timeout counts from its last command.
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as d:
+            assert d.recv(100).startswith(b"220")
+            for _ in range(6):  # 2.4 s in all, more than twice the timeout
+                d.sendall(b"NOOP\r\n")
+                assert d.recv(100).startswith(b"250"), "an active connection was closed"
+                time.sleep(0.4)
+            last = time.monotonic()
+            assert d.recv(100) == b""  # closed once idle
+            assert 0.4 <= time.monotonic() - last < 3, time.monotonic() - last
         send(port, message())
 
 

@@ -25,8 +25,17 @@ SIMPLE_PATH = re.compile(
 )
 # Private members of aiosmtpd.smtp.SMTP this module relies on (checked by missing_private_api):
 # methods, and the stream attributes ``_cb_client_connected`` sets.
-PRIVATE_METHODS = ("_set_post_data_state", "_call_handler_hook", "_getaddr", "_cb_client_connected")
+PRIVATE_METHODS = (
+    "_set_post_data_state",
+    "_call_handler_hook",
+    "_getaddr",
+    "_cb_client_connected",
+    "_reset_timeout",
+    "_timeout_cb",
+)
 PRIVATE_ATTRIBUTES = ("_reader", "_writer")
+# ... and the idle timer's attributes, which ``__init__`` sets
+PRIVATE_INIT_ATTRIBUTES = ("_timeout_handle", "_timeout_duration")
 
 
 AUTH_REQUIRED = (
@@ -59,7 +68,15 @@ def missing_private_api(smtp: type = SMTP) -> list[str]:
         source = inspect.getsource(smtp._cb_client_connected)  # type: ignore[attr-defined]
     except (AttributeError, OSError, TypeError):
         source = ""
-    return missing + [name for name in PRIVATE_ATTRIBUTES if f"self.{name} =" not in source]
+    try:
+        init = inspect.getsource(vars(smtp)["__init__"])
+    except (KeyError, OSError, TypeError):
+        init = ""
+    return (
+        missing
+        + [name for name in PRIVATE_ATTRIBUTES if f"self.{name} =" not in source]
+        + [name for name in PRIVATE_INIT_ATTRIBUTES if f"self.{name}" not in init]
+    )
 
 
 async def read_data(proto: SMTP, arg: str, limit: int) -> None:
@@ -213,6 +230,30 @@ def protocol_factory(
                 await self.push(AUTH_REQUIRED)
                 return True
             return False
+
+        def _reset_timeout(self, duration: float | None = None) -> None:
+            # aiosmtpd replaces its idle timer at every command (a cancel and a new timer each
+            # time); we note when the connection was last active, and one timer per idle period
+            # checks that and sets itself again for what is left.
+            if duration is not None:  # a one-off duration (the PROXY handshake): aiosmtpd's way
+                super()._reset_timeout(duration)
+                return
+            loop = self.loop
+            self._workflow_active = loop.time()
+            handle = self._timeout_handle
+            if handle is None or handle.cancelled() or getattr(self, "_workflow_idle_check", None) is not handle:
+                if handle is not None:
+                    handle.cancel()
+                handle = loop.call_later(self._timeout_duration, self._idle_check)
+                self._timeout_handle = self._workflow_idle_check = handle
+
+        def _idle_check(self) -> None:
+            idle = self.loop.time() - self._workflow_active
+            if idle >= self._timeout_duration:
+                self._timeout_cb()  # type: ignore[no-untyped-call]
+                return
+            handle = self.loop.call_later(self._timeout_duration - idle, self._idle_check)
+            self._timeout_handle = self._workflow_idle_check = handle
 
         def _getaddr(self, arg: str) -> tuple[str | None, str | None]:
             # The plain <local@domain> form every workflow client sends, without the email
