@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from workflow.core.errors import DeliveryError
-from workflow.mail.maildir import Maildirs
+from workflow.mail.maildir import Maildirs, Writeback
 
 RAW = b"From: a@workflow.local\r\nTo: b@workflow.local\r\nSubject: hi\r\nMessage-ID: <m1@workflow.local>\r\n\r\nbody line\r\n"
 
@@ -148,3 +148,21 @@ def test_mblaze_lists_and_reads(tmp_path: Path) -> None:
     assert len(files) == 1
     hdr = subprocess.run(["mhdr", "-h", "Message-ID", files[0]], capture_output=True, text=True, check=True).stdout
     assert hdr.strip() == "<m1@workflow.local>"
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="sync_file_range is Linux's")
+def test_writeback_starts_a_files_write_out_and_leaves_errors_to_the_fsync(tmp_path: Path) -> None:
+    """The committer starts every file of a round writing before it fsyncs the first, so one
+    journal commit covers all their allocations; on Linux the call must be found (else that
+    silently stops), and a failing call must not raise: the fsync after it reports the error."""
+    writeback = Writeback()
+    assert writeback.available
+    fd = os.open(tmp_path / "m", os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, b"x" * 5000)
+        writeback.start(fd)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    assert (tmp_path / "m").read_bytes() == b"x" * 5000
+    writeback.start(fd)  # closed: EBADF, ignored

@@ -1,9 +1,10 @@
 """Commit: group commit for the SMTP server — concurrent deliveries made durable together.
 
 Each checked plan is written to tmp/ at once (``submit``). At the end of the event loop's turn,
-one round takes every plan written so far and, for the whole batch: fsyncs each file (the first
-fsync commits the journal for all of them), renames each into new/, fsyncs each touched new/
-directory *once*; then the waiting transactions are woken, and only then answer ``250``. While
+one round takes every plan written so far and, for the whole batch: starts writing every file,
+fsyncs each (the first fsync commits the journal for all of them), renames each into new/,
+fsyncs each touched new/ directory *once*; then the waiting transactions are woken, and only
+then answer ``250``. While
 more of this process's transactions are under way than plans are written (another client is
 between MAIL and the end of its DATA), a round waits for them, ``GATHER`` at most: the syncs,
 not the checks, are most of a message's cost, and one round for two clients costs what one round
@@ -32,7 +33,7 @@ from typing import Literal, Protocol
 
 from workflow.delivery.deliverer import Deliverer, Plan
 from workflow.mail.index import Index
-from workflow.mail.maildir import DirFsync, Entry
+from workflow.mail.maildir import DirFsync, Entry, Writeback
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +74,7 @@ class Committer:
         self.under_way = under_way or (lambda: 0)
         self.maildirs = deliverer.maildirs
         self.dirs = DirFsync()
+        self.writeback = Writeback()
         self.index: Index | None = None
         # Stored and acknowledged, not yet indexed: the index is a cache, written in larger
         # batches than the durable writes (every INDEX_BATCH copies, or after INDEX_DELAY quiet).
@@ -203,7 +205,12 @@ class Committer:
         could not all be told."""
         md = self.maildirs
         results: list[Result] = [[] for _ in batch]
-        # 1. fsync each file (the first commits the journal for the whole batch), then close it
+        # 1. fsync each file (the first commits the journal for the whole batch), then close it;
+        # with more than one, start writing them all first (maildir.Writeback says why)
+        if sum(len(files) for _, files, _ in batch) > 1:
+            for _, files, _ in batch:
+                for _, _, _, fd in files:
+                    self.writeback.start(fd)
         staged: dict[int, list[tuple[str, str, str]]] = {}
         for i, (plan, files, _) in enumerate(batch):
             error: BaseException | None = None
