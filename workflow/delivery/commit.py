@@ -4,11 +4,10 @@ Each checked plan is written to tmp/ at once (``submit``). At the end of the eve
 one round takes every plan written so far and, for the whole batch: starts writing every file,
 fsyncs each (the first fsync commits the journal for all of them), renames each into new/,
 fsyncs each touched new/ directory *once*; then the waiting transactions are woken, and only
-then answer ``250``. While
-more of this process's transactions are under way than plans are written (another client is
-between MAIL and the end of its DATA), a round waits for them, ``GATHER`` at most: the syncs,
-not the checks, are most of a message's cost, and one round for two clients costs what one round
-for one costs.
+then answer ``250``. While more of this process's transactions are under way than plans are
+written (another client is between MAIL and the end of its DATA), a round waits for them,
+``GATHER`` at most: the syncs, not the checks, are most of a message's cost, and one round for
+two clients costs what one round for one costs.
 Nothing is acknowledged before its own file and directory are synced. The round runs in the
 event loop itself: a worker process has one thread, so no interpreter lock is handed between
 threads (that cost more than the syncs), and the connections that arrive while a round waits
