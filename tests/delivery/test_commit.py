@@ -1,17 +1,33 @@
-"""The group commit on its own: one round per turn, and a peer that breaks never fails a delivery."""
+"""The group commit on its own: rounds, their wait for the transactions under way, and a peer that
+breaks never fails a delivery."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Literal
 
 from helpers.project import Project
 from helpers.smtp import message
-from workflow.delivery.commit import GATHER, Committer
+from workflow.delivery.commit import GATHER, Committer, Peers
 from workflow.delivery.deliverer import Plan
 from workflow.mail.index import Index
 from workflow.mail.maildir import Entry
+
+
+@contextmanager
+def committing(project: Project, peers: Peers | None = None, under_way: int = 0) -> Iterator[tuple[Committer, Index]]:
+    """A committer on the project's Maildirs and index (``under_way``: the transactions it is told
+    are under way), stopped at the end."""
+    deliverer = project.app.deliverer
+    with deliverer.open_index() as index:
+        committer = Committer(deliverer, peers, lambda: under_way)
+        committer.start(index)
+        try:
+            yield committer, index
+        finally:
+            committer.stop()
 
 
 class BreaksOnce:
@@ -32,17 +48,12 @@ def test_a_peer_that_breaks_is_a_peer_not_told_and_the_round_is_indexed_before_i
     first, second = message(mid="<commit.1@workflow.local>"), message(mid="<commit.2@workflow.local>")
 
     async def main() -> tuple[list[Entry], bool, list[Entry]]:
-        with deliverer.open_index() as index:
-            committer = Committer(deliverer, BreaksOnce())
-            committer.start(index)
-            try:
-                plan = deliverer.prepare(first, ["spec-reviewer@workflow.local"], index)
-                stored = await asyncio.wait_for(committer.submit(plan), 5)
-                indexed_at_250 = bool(index.query(message_ids=["<commit.1@workflow.local>"]))
-                plan = deliverer.prepare(second, ["spec-reviewer@workflow.local"], index)
-                after = await asyncio.wait_for(committer.submit(plan), 5)
-            finally:
-                committer.stop()
+        with committing(project, BreaksOnce()) as (committer, index):
+            plan = deliverer.prepare(first, ["spec-reviewer@workflow.local"], index)
+            stored = await asyncio.wait_for(committer.submit(plan), 5)
+            indexed_at_250 = bool(index.query(message_ids=["<commit.1@workflow.local>"]))
+            plan = deliverer.prepare(second, ["spec-reviewer@workflow.local"], index)
+            after = await asyncio.wait_for(committer.submit(plan), 5)
         return stored, indexed_at_250, after
 
     stored, indexed_at_250, after = asyncio.run(main())
@@ -52,25 +63,14 @@ def test_a_peer_that_breaks_is_a_peer_not_told_and_the_round_is_indexed_before_i
 
 
 def test_plans_submitted_in_one_turn_are_committed_in_one_round(project: Project) -> None:
-    deliverer = project.app.deliverer
     n = 3
 
     async def main() -> tuple[int, int]:
-        with deliverer.open_index() as index:
-            committer = Committer(deliverer)
-            committer.start(index)
-            try:
-                plans = [
-                    deliverer.prepare(
-                        message(mid=f"<round.{i}@workflow.local>"), ["spec-reviewer@workflow.local"], index
-                    )
-                    for i in range(n)
-                ]
-                before = committer.dirs.syncs
-                await asyncio.gather(*(committer.submit(p) for p in plans))
-                return committer.dirs.syncs - before, len(project.new_files("spec-reviewer"))
-            finally:
-                committer.stop()
+        with committing(project) as (committer, index):
+            plans = _plans(project, index, n, "round")
+            before = committer.dirs.syncs
+            await asyncio.gather(*(committer.submit(p) for p in plans))
+            return committer.dirs.syncs - before, len(project.new_files("spec-reviewer"))
 
     dir_syncs, stored = asyncio.run(main())
     assert stored == n and dir_syncs == 1  # one fsync of new/ served the whole batch
@@ -87,41 +87,28 @@ def _plans(project: Project, index: Index, n: int, tag: str) -> list[Plan]:
 def test_a_round_waits_briefly_for_the_transactions_under_way(project: Project) -> None:
     """Two clients of one process, one a moment behind the other: one round (one fsync of new/)
     makes both durable, instead of one round each."""
-    deliverer = project.app.deliverer
 
     async def main() -> int:
-        with deliverer.open_index() as index:
-            committer = Committer(deliverer, under_way=lambda: 2)
-            committer.start(index)
-            try:
-                first, second = _plans(project, index, 2, "gather")
-                before = committer.dirs.syncs
-                one = committer.submit(first)
-                await asyncio.sleep(GATHER / 4)  # the second client's DATA ends a little later
-                two = committer.submit(second)
-                await asyncio.wait_for(asyncio.gather(one, two), 5)
-                return committer.dirs.syncs - before
-            finally:
-                committer.stop()
+        with committing(project, under_way=2) as (committer, index):
+            first, second = _plans(project, index, 2, "gather")
+            before = committer.dirs.syncs
+            one = committer.submit(first)
+            await asyncio.sleep(GATHER / 4)  # the second client's DATA ends a little later
+            two = committer.submit(second)
+            await asyncio.wait_for(asyncio.gather(one, two), 5)
+            return committer.dirs.syncs - before
 
     assert asyncio.run(main()) == 1
     assert len(project.new_files("spec-reviewer")) == 2
 
 
 def test_a_lone_transaction_is_not_kept_waiting(project: Project) -> None:
-    deliverer = project.app.deliverer
-
     async def main() -> bool:
-        with deliverer.open_index() as index:
-            committer = Committer(deliverer, under_way=lambda: 1)
-            committer.start(index)
-            try:
-                (plan,) = _plans(project, index, 1, "lone")
-                fut = committer.submit(plan)
-                await asyncio.sleep(0)  # the end of this turn: its round has run
-                return fut.done()
-            finally:
-                committer.stop()
+        with committing(project, under_way=1) as (committer, index):
+            (plan,) = _plans(project, index, 1, "lone")
+            fut = committer.submit(plan)
+            await asyncio.sleep(0)  # the end of this turn: its round has run
+            return fut.done()
 
     assert asyncio.run(main())
 
@@ -129,20 +116,14 @@ def test_a_lone_transaction_is_not_kept_waiting(project: Project) -> None:
 def test_a_round_waits_no_longer_than_its_bound(project: Project) -> None:
     """Transactions under way that never reach DATA (a slow client, a refusal) hold a round for
     GATHER at most."""
-    deliverer = project.app.deliverer
 
     async def main() -> float:
-        with deliverer.open_index() as index:
-            committer = Committer(deliverer, under_way=lambda: 5)
-            committer.start(index)
-            try:
-                (plan,) = _plans(project, index, 1, "bound")
-                loop = asyncio.get_running_loop()
-                started = loop.time()
-                await asyncio.wait_for(committer.submit(plan), 5)
-                return loop.time() - started
-            finally:
-                committer.stop()
+        with committing(project, under_way=5) as (committer, index):
+            (plan,) = _plans(project, index, 1, "bound")
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            await asyncio.wait_for(committer.submit(plan), 5)
+            return loop.time() - started
 
     waited = asyncio.run(main())
     assert GATHER * 0.9 <= waited < 0.5, waited
