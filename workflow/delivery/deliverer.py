@@ -64,7 +64,7 @@ class Stamps:
 
     def __init__(self) -> None:
         self._second = -1
-        self._id = self._date = b""
+        self._id, self._date = "", b""
 
     def now(self) -> tuple[str, bytes]:
         """(``YYYYMMDDHHMMSS``, the RFC 5322 date) of this second."""
@@ -73,9 +73,9 @@ class Stamps:
             from email.utils import format_datetime  # lazy: start-up time (the email package)
 
             when = datetime.fromtimestamp(second, UTC)
-            self._id, self._date = id_stamp(when).encode("ascii"), format_datetime(when).encode("ascii")
+            self._id, self._date = id_stamp(when), format_datetime(when).encode("ascii")
             self._second = second
-        return self._id.decode("ascii"), self._date
+        return self._id, self._date
 
 
 def complete_headers(raw: bytes, sender_hint: str, domain: str, stamps: Stamps | None = None) -> bytes:

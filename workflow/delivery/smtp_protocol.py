@@ -181,6 +181,8 @@ def protocol_factory(
         # command_size_limits) and, being read against this limit, never buffer more than it;
         # DATA is read against it too, in pieces, and may be as long as the message size limit.
         line_length_limit = COMMAND_BUFFER
+        _workflow_active = 0.0  # the loop's time of the last command (the idle timer's reference)
+        _workflow_idle_check: asyncio.TimerHandle | None = None  # our idle timer, when it is set
 
         def connection_made(self, transport: Any) -> None:
             admission = gate.admit(max_connections, transport)
@@ -241,7 +243,7 @@ def protocol_factory(
             loop = self.loop
             self._workflow_active = loop.time()
             handle = self._timeout_handle
-            if handle is None or handle.cancelled() or getattr(self, "_workflow_idle_check", None) is not handle:
+            if handle is None or handle.cancelled() or handle is not self._workflow_idle_check:
                 if handle is not None:
                     handle.cancel()
                 handle = loop.call_later(self._timeout_duration, self._idle_check)
