@@ -316,12 +316,14 @@ class Crew(Tally):
 
     * ``admit`` (the protocol's gate): the shared connection cap; and a new connection that
       landed here while another worker has fewer open is passed to that one (SCM_RIGHTS) before
-      a byte is sent — the receiver serves it as if it had accepted it;
+      a byte is sent — the receiver serves it as if it had accepted it, and it counts against the
+      receiver from the moment it is sent (the board's ``incoming``);
     * ``tell`` (the committer's peers): each round's copies, before they are moved into new/, and
       later that they are indexed (or undone);
-    * ``stored`` and ``settle`` (the handler's others): what the others told, read before every
-      check, so a retry is recognised and a reply's checks wait for the index, whichever worker
-      stored the copies. A worker that dies between telling and indexing is covered: its copies
+    * ``stored`` and ``settle`` (the handler's others): what the others told, read before a
+      check whenever their tell counts (on the board) moved since the inbox was last read, so a
+      retry is recognised and a reply's checks wait for the index, whichever worker stored the
+      copies. A worker that dies between telling and indexing is covered: its copies
       are known by place (a retry compares the bytes there, or finds nothing and stores), and
       ``settle`` rescans their mailboxes after ``SETTLE`` seconds.
     """
