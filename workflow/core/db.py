@@ -4,14 +4,22 @@ Every store (the index, agentd's tasks, the panels, the Slack queue) is opened h
 way: its directory created, a 30 s busy timeout, autocommit (callers open ``BEGIN IMMEDIATE``
 themselves), WAL journaling with ``synchronous=NORMAL``, and the store's schema applied. A file
 SQLite cannot use raises the caller's error type naming the file and what to do.
+
+Turning a new file to WAL needs it alone, and SQLite answers "database is locked" at once to a
+process that asks while another has it open, without waiting out the busy timeout; the server,
+agentd and a role's run often create a project's index together, so that answer is retried
+(``wal``) until the busy timeout, like any other lock.
 """
 
 from __future__ import annotations
 
 import sqlite3
+import time
 from pathlib import Path
 
 from workflow.core.errors import WorkflowError
+
+BUSY_TIMEOUT = 30.0  # how long a store waits for another process's lock
 
 
 def open_db(
@@ -26,13 +34,13 @@ def open_db(
     threads; callers serialise their own writes."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        db = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
+        db = sqlite3.connect(path, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False)
     except OSError as e:
         raise error(f"cannot open {what} {path}: {e.strerror}") from None
     except sqlite3.DatabaseError as e:
         raise error(f"{what} {path} is unreadable ({e}); {remedy}") from None
     try:
-        db.execute("PRAGMA journal_mode=WAL")
+        wal(db)
         db.execute("PRAGMA synchronous=NORMAL")
         if schema:
             db.executescript(schema)
@@ -40,3 +48,19 @@ def open_db(
         db.close()
         raise error(f"{what} {path} is unreadable ({e}); {remedy}") from None
     return db
+
+
+def wal(db: sqlite3.Connection) -> None:
+    """Switch ``db`` to WAL journaling, waiting (``BUSY_TIMEOUT`` at most) while another process
+    holds the new file."""
+    deadline = time.monotonic() + BUSY_TIMEOUT
+    pause = 0.001
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) or time.monotonic() > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
