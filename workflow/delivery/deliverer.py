@@ -78,14 +78,14 @@ class Stamps:
         return self._id, self._date
 
 
-def complete_headers(raw: bytes, sender_hint: str, domain: str, stamps: Stamps | None = None) -> bytes:
+def complete_headers(raw: bytes, sender_hint: str, domain: str, stamps: Stamps) -> bytes:
     """Prepend a Message-ID and a Date when the message lacks them (nothing else is changed)."""
     head, _ = split_head(raw)
     lower = b"\n" + head.lower()
     if b"\nmessage-id:" in lower and b"\ndate:" in lower:
         return raw
     eol = b"\r\n" if b"\r\n" in head or not head else b"\n"
-    stamp, date = (stamps or Stamps()).now()
+    stamp, date = stamps.now()
     extra = b""
     if b"\nmessage-id:" not in lower:
         local = sender_hint.split("@")[0] or "smtp"
