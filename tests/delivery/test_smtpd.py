@@ -136,6 +136,25 @@ def any_server(project: Project, request: pytest.FixtureRequest) -> Iterator[int
         yield port
 
 
+def test_the_server_writes_full_text_rows_once_it_is_quiet(project: Project, any_server: int) -> None:
+    """A copy's full-text row is not on the path to its 250; the server writes it once it has been
+    quiet for a moment, with no search to prompt it."""
+    words = ("wombat", "quokka", "numbat")
+    for w in words:
+        send(any_server, message(body=f"the {w} was here\n"))
+    deadline = time.monotonic() + 10
+    while True:
+        with project.app.index() as index:
+            due, count = index.text_due(), index.count()
+        if (due, count) == (0, 3) or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert (due, count) == (0, 3)
+    with project.app.index() as index:
+        for w in words:
+            assert len(index.search(w)) == 1
+
+
 def test_retry_after_lost_250_is_not_delivered_twice(project: Project, any_server: int) -> None:
     smtp = any_server
     raw = message()

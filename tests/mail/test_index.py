@@ -179,3 +179,67 @@ def test_a_transcript_reads_each_copy_where_the_index_put_it_or_wherever_it_went
     assert read_row(project.mail, row) == raw
     (project.mail / "spec-reviewer" / "cur" / f"{new.name}:2,RS").unlink()
     assert read_row(project.mail, row) is None
+
+
+def _three_copies(md: Maildirs) -> list[tuple[list, bytes, object]]:  # type: ignore[type-arg]
+    """Three copies stored after the index was opened (a fresh index indexes what it finds)."""
+    items = []
+    for word in ("wombat", "quokka", "numbat"):
+        raw = (
+            f"From: a@workflow.local\r\nTo: b@workflow.local\r\nMessage-ID: <{word}@x>\r\nSubject: about a {word}\r\n"
+            f"\r\nthe {word} body\r\n"
+        ).encode()
+        items.append((md.deliver(["spec-reviewer"], raw), raw, parse(raw)))
+    return items
+
+
+def test_full_text_rows_left_for_later_are_written_before_a_search(tmp_path: Path) -> None:
+    """The server indexes a copy at once but leaves its full-text row for a quiet moment; a search
+    must still find it, wherever the copy went since, and a copy that is gone settles its note."""
+    from workflow.mail.index import Index
+
+    md = Maildirs(tmp_path / "mail")
+    with Index(tmp_path / "idx.sqlite", md, "workflow.local") as index:
+        items = _three_copies(md)
+        index.add_many(items, text=False)  # type: ignore[arg-type]
+        assert index.text_due() == 3
+        md.set_flags(items[1][0][0], "S")  # read in a mail client: now in cur/ with a flag
+        os.unlink(items[2][0][0].file)  # deleted before its text was written
+        assert [r.message_id for r in index.search("wombat")] == ["<wombat@x>"]
+        assert index.text_due() == 0
+        assert [r.message_id for r in index.search("quokka")] == ["<quokka@x>"]
+        assert index.search("numbat") == []
+        assert index.fill_text() == 0
+
+
+def test_full_text_rows_are_written_in_steps_oldest_first(tmp_path: Path) -> None:
+    from workflow.mail.index import Index
+
+    md = Maildirs(tmp_path / "mail")
+    with Index(tmp_path / "idx.sqlite", md, "workflow.local") as index:
+        items = _three_copies(md)
+        index.add_many(items, text=False)  # type: ignore[arg-type]
+        assert index.fill_text(2) == 2 and index.text_due() == 1
+        # the two oldest have their rows (a plain FTS query: the search itself would fill the rest)
+        found = {n for (n,) in index.db.execute("SELECT rowid FROM fts WHERE fts MATCH 'wombat OR quokka OR numbat'")}
+        assert len(found) == 2 and max(found) < max(n for (n,) in index.db.execute("SELECT id FROM msg"))
+        index.rebuild()
+        assert index.text_due() == 0 and [r.message_id for r in index.search("numbat")] == ["<numbat@x>"]
+
+
+def test_an_index_of_the_previous_schema_is_upgraded_in_place(tmp_path: Path) -> None:
+    from workflow.mail.index import Index
+    from workflow.mail.reader import SCHEMA_VERSION, Reader
+
+    md = Maildirs(tmp_path / "mail")
+    path = tmp_path / "idx.sqlite"
+    with Index(path, md, "workflow.local") as index:
+        items = _three_copies(md)
+        index.add_many(items[:1])  # type: ignore[arg-type]
+        index.db.executescript("DROP TABLE fts_todo; PRAGMA user_version=2;")  # as schema 2 left it
+    assert Reader.open(str(path)) is None  # the reading fast path leaves an old index to the full command
+    with Index(path, md, "workflow.local") as index:
+        assert index.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        index.add_many(items[1:], text=False)  # type: ignore[arg-type]
+        assert index.text_due() == 2
+        assert {r.message_id for r in index.search("body")} == {"<wombat@x>", "<quokka@x>", "<numbat@x>"}

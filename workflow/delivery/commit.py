@@ -14,7 +14,9 @@ threads (that cost more than the syncs), and the connections that arrive while a
 for the disk are served by the other workers and batched into the next round. Index rows follow
 in larger batches, written through the server's own index connection (the index is a cache the
 Maildirs can rebuild); until then the copies are in ``unindexed``, which delivery's checks read
-beside the index. Other processes storing into the same Maildirs (the workers of ``workflow
+beside the index. Their full-text rows, which no check reads and which cost as much as the rest of
+the row, are written once the process has been quiet for ``TEXT_QUIET`` (a search writes any still
+missing first). Other processes storing into the same Maildirs (the workers of ``workflow
 smtpd --workers``) are told of each round's copies once their files are synced and before they
 are moved into new/ (``Peers``), so their checks see every copy that can be in a new/, even if
 this process dies the next moment; when they cannot be told, the round is indexed before it is
@@ -30,6 +32,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Literal, Protocol
 
+from workflow.core.errors import MailIndexError
 from workflow.delivery.deliverer import Deliverer, Plan
 from workflow.mail.index import Index
 from workflow.mail.maildir import DirFsync, Entry, Writeback
@@ -40,6 +43,8 @@ Result = list[Entry] | BaseException
 INDEX_BATCH = 256
 INDEX_DELAY = 0.05
 GATHER = 0.002  # the longest a round waits for the transactions under way to write their plans
+TEXT_QUIET = 0.5  # full-text rows are written once this process has committed nothing for this long
+TEXT_STEP = 100  # ... this many at a time (a few ms of the loop), serving whatever came in between
 Written = list[tuple[str, str, str, int]]  # each copy in tmp/: mailbox, tmp path, name, open fd
 Job = tuple[Plan, Written, asyncio.Future[list[Entry]]]
 Copies = Sequence[tuple[str, Sequence[Entry]]]  # (Message-ID, its stored copies)
@@ -87,17 +92,21 @@ class Committer:
         self._gather: asyncio.TimerHandle | None = None  # the round waiting for more plans
         self._first = 0.0  # when the oldest plan in _written was written (the loop's clock)
         self._later: asyncio.TimerHandle | None = None
+        self._last_round = 0.0  # when the last round committed (the loop's clock)
+        self._filler: asyncio.TimerHandle | None = None  # writing the full-text rows left for later
 
     def start(self, index: Index) -> None:
-        """Write index rows through ``index`` (the server's own connection: one warm cache)."""
+        """Write index rows through ``index`` (the server's own connection: one warm cache), and
+        in a quiet moment the full-text rows left for later (by this server or an earlier one)."""
         self.index = index
+        self._filler = asyncio.get_running_loop().call_later(TEXT_QUIET, self._fill)
 
     def stop(self) -> None:
         """Undo what was written but not yet synced, and index what was; ``index`` stays open."""
-        for handle in (self._round, self._gather):
+        for handle in (self._round, self._gather, self._filler):
             if handle is not None:
                 handle.cancel()
-        self._round = self._gather = None
+        self._round = self._gather = self._filler = None
         for plan, files, fut in self._written:
             self._undo(plan, files)
             if not fut.done():
@@ -137,7 +146,8 @@ class Committer:
         if not self._backlog or self.index is None:
             return
         backlog, self._backlog = self._backlog, []
-        self.deliverer.record_many(self.index, backlog)  # logs and carries on if the index fails
+        # logs and carries on if the index fails; the full-text rows follow (``_fill``)
+        self.deliverer.record_many(self.index, backlog, text=False)
         for plan, _ in backlog:
             self.unindexed.pop(plan.message_id, None)
         self._tell("settled", [(plan.message_id, entries) for plan, entries in backlog])
@@ -181,6 +191,29 @@ class Committer:
         elif self._backlog and self._later is None:
             self._later = asyncio.get_running_loop().call_later(INDEX_DELAY, self.indexed)
         _settle([(fut, r) for (_, _, fut), r in zip(batch, results, strict=True)])
+        loop = asyncio.get_running_loop()
+        self._last_round = loop.time()
+        if self._filler is None:
+            self._filler = loop.call_later(TEXT_QUIET, self._fill)
+
+    def _fill(self) -> None:
+        """Write the full-text rows left for later, ``TEXT_STEP`` at a time, once nothing has been
+        committed for ``TEXT_QUIET`` and no transaction is under way; a busy server waits."""
+        self._filler = None
+        if self.index is None:
+            return
+        loop = asyncio.get_running_loop()
+        wait = self._last_round + TEXT_QUIET - loop.time()
+        if wait > 0 or self._written or self._backlog or self.under_way():
+            self._filler = loop.call_later(max(wait, GATHER), self._fill)
+            return
+        try:
+            written = self.index.fill_text(TEXT_STEP)
+        except MailIndexError as e:
+            log.warning("full-text rows not written: %s", e)  # a search writes them, or reindex
+            return
+        if written == TEXT_STEP:  # more to write: first serve what came meanwhile
+            self._filler = loop.call_later(0, self._fill)
 
     def _tell(self, what: Literal["stored", "settled"], copies: Copies) -> bool:
         """Tell the peers; a peer that fails in a way no one planned for is one not told (the

@@ -192,13 +192,14 @@ class Deliverer:
         """Index the stored copies; a failure here loses nothing (refresh finds them)."""
         self.record_many(index, [(plan, entries)])
 
-    def record_many(self, index: Index, done: Sequence[tuple[Plan, Sequence[Entry]]]) -> None:
-        """Index several deliveries in one transaction."""
+    def record_many(self, index: Index, done: Sequence[tuple[Plan, Sequence[Entry]]], *, text: bool = True) -> None:
+        """Index several deliveries in one transaction (``text=False``: their full-text rows later,
+        ``Index.fill_text``)."""
         items = [(entries, plan.raw, plan.parsed) for plan, entries in done if entries]
         if not items:
             return
         try:
-            index.add_many(items)
+            index.add_many(items, text=text)
         except MailIndexError as e:
             log.warning("%s stored but not indexed: %s", ", ".join(p.message_id for p, _ in done), e)
 

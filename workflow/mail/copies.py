@@ -42,6 +42,16 @@ def message_date(value: str | None) -> int:
 
 def describe(entry: Entry, raw: bytes, parsed: Parsed, domain: str) -> tuple[DbRow, tuple[str, str]]:
     """The msg row and the FTS (subject, body) for one stored copy."""
+    return describe_row(entry, raw, parsed, domain), text_of(raw, parsed)
+
+
+def text_of(raw: bytes, parsed: Parsed) -> tuple[str, str]:
+    """What the full-text index holds of a copy: its subject and its text body."""
+    return parsed.subject, body_text(raw, parsed)
+
+
+def describe_row(entry: Entry, raw: bytes, parsed: Parsed, domain: str) -> DbRow:
+    """The msg row for one stored copy."""
     rcpt = parsed.recipients
     refs = parsed.references
     # The thread's root as far as this message knows it: the first Reference, else the parent.
@@ -66,7 +76,7 @@ def describe(entry: Entry, raw: bytes, parsed: Parsed, domain: str) -> tuple[DbR
         len(raw),
         root,
     )
-    return row, (parsed.subject, body_text(raw, parsed))
+    return row
 
 
 def encode(row: DbRow, ids: Mapping[str, int]) -> DbRow:

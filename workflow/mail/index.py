@@ -5,7 +5,11 @@ marking a message read, a file removed) by comparing each mailbox's new/ and cur
 the ones recorded at its last scan, and rescans only those. ``rebuild`` recreates everything from
 the Maildirs alone; a deleted index is rebuilt on first open. The FTS5 table is contentless:
 rows for copies that disappear stay until the next rebuild but never match, because every search
-joins back to ``msg`` (whose ids are never reused).
+joins back to ``msg`` (whose ids are never reused). The server writes a copy's full-text row later
+(``add_many(text=False)`` notes its id in ``fts_todo``): tokenizing a body is the largest part of
+indexing a copy, and no check reads it. ``fill_text`` writes the rows noted, oldest first; the
+server calls it when it is quiet, and ``search`` before it searches, so a search always sees
+every copy indexed.
 
 Message-IDs, addresses and mailbox names are interned in ``str`` and stored as integers (a
 References chain of twelve ids is a dozen small numbers, not 700 bytes): at 100k messages the
@@ -20,7 +24,7 @@ from pathlib import Path
 
 from workflow.core.db import open_db
 from workflow.core.errors import MailIndexError
-from workflow.mail.copies import describe, encode, read_copy, strings
+from workflow.mail.copies import describe, describe_row, encode, read_copy, strings, text_of
 from workflow.mail.maildir import Entry, Maildirs
 from workflow.mail.message import Parsed
 from workflow.mail.reader import REBUILD, SCHEMA_VERSION, Reader, mtimes
@@ -28,7 +32,7 @@ from workflow.mail.rows import COLUMNS, N_COLUMNS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from workflow.mail.rows import DbRow
+    from workflow.mail.rows import DbRow, Row
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS str(n INTEGER PRIMARY KEY, v TEXT NOT NULL UNIQUE);
@@ -45,7 +49,10 @@ CREATE INDEX IF NOT EXISTS msg_root ON msg(root);
 CREATE INDEX IF NOT EXISTS msg_space ON msg(space) WHERE space IS NOT NULL;
 CREATE TABLE IF NOT EXISTS dirstate(mailbox TEXT PRIMARY KEY, new_mtime INTEGER NOT NULL, cur_mtime INTEGER NOT NULL);
 CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(subject, body, content='', tokenize='unicode61 remove_diacritics 2', detail=none);
+CREATE TABLE IF NOT EXISTS fts_todo(id INTEGER PRIMARY KEY);
 """
+TEXT_BATCH = 100  # full-text rows written per transaction by ``fill_text``
+UPGRADES = {2: "CREATE TABLE IF NOT EXISTS fts_todo(id INTEGER PRIMARY KEY);"}  # from schema N to N + 1
 
 
 class Index(Reader):
@@ -59,6 +66,11 @@ class Index(Reader):
         self.path: Path = path
         try:
             version = self.db.execute("PRAGMA user_version").fetchone()[0]
+            while version in UPGRADES:
+                self.db.executescript(
+                    f"BEGIN IMMEDIATE; {UPGRADES[version]} PRAGMA user_version={version + 1}; COMMIT;"
+                )
+                version += 1
             if version not in (0, SCHEMA_VERSION):
                 raise MailIndexError(
                     f"index {path} has schema {version}, expected {SCHEMA_VERSION}; run `workflow reindex`"
@@ -88,32 +100,39 @@ class Index(Reader):
 
     # ---------------------------------------------------------------- writing
 
-    def add_many(self, items: Sequence[tuple[Sequence[Entry], bytes, Parsed]]) -> None:
-        """Record several deliveries in one transaction (the server batches concurrent ones)."""
+    def add_many(self, items: Sequence[tuple[Sequence[Entry], bytes, Parsed]], *, text: bool = True) -> None:
+        """Record several deliveries in one transaction (the server batches concurrent ones);
+        ``text=False`` leaves their full-text rows to ``fill_text``."""
         rows: list[DbRow] = []
-        fts: list[tuple[str, str]] = []
+        fts: list[tuple[str, str] | None] = []
         for entries, raw, parsed in items:
             if not entries:
                 continue
-            row, text = describe(entries[0], raw, parsed, self.domain)
+            row = describe_row(entries[0], raw, parsed, self.domain)
+            words = text_of(raw, parsed) if text else None
             for e in entries:
                 rows.append((e.mailbox, e.key, e.subdir, e.flags, int("S" in e.flags)) + row[5:])
-                fts.append(text)
+                fts.append(words)
         if rows:
             self._insert(rows, fts)
 
-    def _insert(self, rows: Sequence[DbRow], fts: Sequence[tuple[str, str]]) -> None:
+    def _insert(self, rows: Sequence[DbRow], fts: Sequence[tuple[str, str] | None]) -> None:
+        """Insert msg rows with their full-text rows, or (None) a note to write that one later."""
         try:
             self.db.execute("BEGIN IMMEDIATE")
             ids = self._intern(v for row in rows for v in strings(row))
-            for row, (subj, body) in zip(rows, fts, strict=True):
+            for row, words in zip(rows, fts, strict=True):
                 # IGNORE, never REPLACE: a row already there came from a rescan that saw the file more
                 # recently (a reader may have marked it seen since the server's batch was made).
                 cur = self.db.execute(
                     f"INSERT OR IGNORE INTO msg({COLUMNS}) VALUES ({','.join('?' * N_COLUMNS)})", encode(row, ids)
                 )
-                if cur.rowcount == 1:
-                    self.db.execute("INSERT INTO fts(rowid, subject, body) VALUES (?,?,?)", (cur.lastrowid, subj, body))
+                if cur.rowcount != 1:
+                    continue
+                if words is None:
+                    self.db.execute("INSERT INTO fts_todo(id) VALUES (?)", (cur.lastrowid,))
+                else:
+                    self.db.execute("INSERT INTO fts(rowid, subject, body) VALUES (?,?,?)", (cur.lastrowid, *words))
             self.db.execute("COMMIT")
         except sqlite3.DatabaseError as e:
             if self.db.in_transaction:
@@ -121,6 +140,57 @@ class Index(Reader):
             self._ids.clear()  # ids interned in the rolled-back transaction no longer exist
             self._names.clear()
             raise MailIndexError(f"index {self.path} could not be updated ({e}); run `workflow reindex`") from None
+
+    def text_due(self) -> int:
+        """How many copies still lack their full-text row."""
+        return int(self._exec("SELECT count(*) FROM fts_todo").fetchone()[0])
+
+    def fill_text(self, most: int | None = None) -> int:
+        """Write the full-text rows left for later, oldest first, ``TEXT_BATCH`` per transaction
+        (``most`` at most); returns how many notes were settled. A copy no longer indexed, or whose
+        file is gone, is settled without one (a later rescan indexes a copy found again, text and
+        all)."""
+        done = 0
+        while most is None or done < most:
+            n = TEXT_BATCH if most is None else min(TEXT_BATCH, most - done)
+            try:
+                self.db.execute("BEGIN IMMEDIATE")
+                todo = self.db.execute(
+                    "SELECT t.id, s.v, m.key, m.subdir, m.flags FROM fts_todo t LEFT JOIN msg m ON m.id = t.id "
+                    "LEFT JOIN str s ON s.n = m.box ORDER BY t.id LIMIT ?",
+                    (n,),
+                ).fetchall()
+                texts: list[tuple[int, str, str]] = []
+                for rowid, box, key, sub, flags in todo:
+                    got = self._read(box, key, sub, flags) if box is not None else None
+                    if got is not None:
+                        texts.append((rowid, *text_of(got[0], got[1])))
+                self.db.executemany("INSERT INTO fts(rowid, subject, body) VALUES (?,?,?)", texts)
+                self.db.executemany("DELETE FROM fts_todo WHERE id=?", [(t[0],) for t in todo])
+                self.db.execute("COMMIT")
+            except sqlite3.DatabaseError as e:
+                if self.db.in_transaction:
+                    self.db.execute("ROLLBACK")
+                raise MailIndexError(f"index {self.path} could not be updated ({e}); run `workflow reindex`") from None
+            done += len(todo)
+            if len(todo) < n:
+                break
+        return done
+
+    def _read(self, mailbox: str, key: str, subdir: str, flags: str) -> tuple[bytes, Parsed] | None:
+        """A copy's bytes and headers where its row says it is, else wherever it is now."""
+        name = key if subdir == "new" else f"{key}:2,{flags}"
+        got = read_copy(Entry(mailbox, key, subdir, flags, f"{self.maildirs.dir(mailbox)}/{subdir}/{name}"))
+        if got is None:
+            entry = self.maildirs.find(mailbox, key)
+            got = read_copy(entry) if entry is not None else None
+        return got
+
+    def search(
+        self, text: str, mailboxes: Sequence[str] | None = None, limit: int = 50, senders: Sequence[str] = ()
+    ) -> list[Row]:
+        self.fill_text()  # every copy indexed is searched, however recent
+        return super().search(text, mailboxes, limit, senders)
 
     def _mtimes(self, mailbox: str) -> tuple[int, int]:
         return mtimes(self.maildirs.dir(mailbox))
@@ -176,7 +246,7 @@ class Index(Reader):
         """Forget everything and index every mailbox from the Maildirs; returns copies indexed."""
         self._exec("BEGIN IMMEDIATE")
         try:
-            for table in ("msg", "dirstate", "str"):
+            for table in ("msg", "dirstate", "str", "fts_todo"):
                 self.db.execute(f"DELETE FROM {table}")
             self.db.execute("INSERT INTO fts(fts) VALUES('delete-all')")
             self.db.execute("DELETE FROM sqlite_sequence WHERE name='msg'")
