@@ -90,3 +90,26 @@ def test_where_an_artifact_is_now_never_counts_a_symlink_out_of_its_root(evil: P
     assert [a.path for a in locate("specs/proposed/inside.md", config)] == [
         "specs/todo/inside.md"
     ]  # inside: an artifact
+
+
+def test_a_state_folder_that_is_a_symlink_out_of_its_root_holds_no_artifact(evil: Project, tmp_path: Path) -> None:
+    """The server's locate checks each folder between the project and the file (no resolving of
+    the whole path): a state folder replaced by a symlink out of the project must count as empty,
+    and one pointing inside still counts."""
+    import shutil
+
+    from workflow.core.locate import locate
+
+    config = evil.app.config
+    ghosts = tmp_path / "ghost-state"
+    ghosts.mkdir()
+    (ghosts / "ghost.md").write_text(SECRET)
+    blocked = config.project_dir / "specs" / "blocked"
+    shutil.rmtree(blocked, ignore_errors=True)
+    os.symlink(ghosts, blocked)
+    assert locate("specs/*/ghost.md", config) == []
+    assert locate("specs/blocked/ghost.md", config) == []
+    os.unlink(blocked)
+    os.symlink(config.project_dir / "specs" / "proposed", blocked)  # inside the root: its files count
+    found = {a.path for a in locate("specs/*/user-auth.md", config)}
+    assert found == {"specs/proposed/user-auth.md", "specs/blocked/user-auth.md"}

@@ -10,6 +10,7 @@ folder. Its identity is (ROOT, NAME), so ``specs/*/user-auth.md`` — or the old
 from __future__ import annotations
 
 import os
+from stat import S_ISDIR, S_ISREG
 
 from workflow.core.errors import ArtifactError
 
@@ -118,14 +119,30 @@ def _hidden(name: str) -> bool:
 
 def _is_file(config: Layout, rel: str) -> bool:
     """A regular file at the project path ``rel``; through a symlink only when it stays inside its root."""
-    full = os.path.join(config.project_dir, rel)
-    if not os.path.isfile(full):
+    base = os.fspath(config.project_dir)
+    try:
+        mode = os.lstat(f"{base}/{rel}").st_mode
+    except OSError:
         return False
-    if os.path.realpath(full) == os.path.abspath(full):
-        return True  # no symlink on the way
+    if S_ISREG(mode) and not _symlink_above(base, rel):
+        return True  # no symlink between the project and the file (the server's path: a few lstats)
+    if S_ISDIR(mode):
+        return False
     from workflow.core import safeopen  # lazy: start-up time; only a symlink needs the full check
 
     return safeopen.exists(config, rel)  # type: ignore[arg-type]
+
+
+def _symlink_above(base: str, rel: str) -> bool:
+    """Whether a folder between ``base`` and the file ``rel`` below it is a symlink (or gone)."""
+    parts = rel.split("/")[:-1]
+    for i in range(1, len(parts) + 1):
+        try:
+            if not S_ISDIR(os.lstat(f"{base}/{'/'.join(parts[:i])}").st_mode):
+                return True
+        except OSError:
+            return True
+    return False
 
 
 def scan(config: Config, roots: Iterable[str] | None = None) -> list[Artifact]:
