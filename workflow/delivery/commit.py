@@ -2,7 +2,8 @@
 
 Each checked plan is written to tmp/ at once (``submit``). At the end of the event loop's turn,
 one round takes every plan written so far and, for the whole batch: starts writing every file,
-fsyncs each (the first fsync commits the journal for all of them), renames each into new/,
+fsyncs each (with a journal the first fsync commits it for all of them; without one each finds its
+data already on its way), renames each into new/,
 fsyncs each touched new/ directory *once*; then the waiting transactions are woken, and only
 then answer ``250``. While more of this process's transactions are under way than plans are
 written (another client is between MAIL and the end of its DATA), a round waits for them,
@@ -237,8 +238,8 @@ class Committer:
         could not all be told."""
         md = self.maildirs
         results: list[Result] = [[] for _ in batch]
-        # 1. fsync each file (the first commits the journal for the whole batch), then close it;
-        # with more than one, start writing them all first (maildir.Writeback says why)
+        # 1. fsync each file, then close it; with more than one, start writing them all first
+        # (maildir.Writeback says why)
         if sum(len(files) for _, files, _ in batch) > 1:
             for _, files, _ in batch:
                 for _, _, _, fd in files:

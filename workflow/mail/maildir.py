@@ -68,11 +68,13 @@ class Writeback:
     ahead of a batch of fsyncs.
 
     A file's blocks are allocated when its data is first written out. Fsynced one by one, each file
-    of a batch writes its data and commits the journal for its own allocation, one commit after
-    another. Started together first, every allocation joins the running transaction: the first
-    fsync commits them all, and the rest only wait for their data. Where the call is missing
-    (another libc or system), ``start`` does nothing; the fsyncs that follow are what make the
-    data durable either way, and they report any error."""
+    of a batch writes its data, and on a journaled file system commits the journal for its own
+    allocation, one after another. Started together first, every allocation joins the running
+    transaction: the first fsync commits them all, and the rest only wait for their data. Without
+    a journal (ext4 can run without one), an fsync writes the file's data, its inode and a new
+    file's directory synchronously, and the data started first is already on its way. Where the
+    call is missing (another libc or system), ``start`` does nothing; the fsyncs that follow are
+    what make the data durable either way, and they report any error."""
 
     def __init__(self) -> None:
         import ctypes  # lazy: start-up time; only the server's committer starts write-outs
@@ -218,8 +220,8 @@ class Maildirs:
     def stage(self, box: str, data: bytes) -> tuple[str, str, int]:
         """Create tmp/<unique> exclusively and write every byte; the fd stays open, unsynced.
 
-        The server's committer stages a whole batch before fsyncing any file: the first fsync
-        commits the journal for all of them, so the rest find little left to do.
+        The server's committer stages a whole batch before fsyncing any file, and starts writing
+        them all first (``Writeback``), so the fsyncs after the first find little left to do.
         """
         for _ in range(8):
             name = self._new_name()
