@@ -323,7 +323,7 @@ def build(d: Draft) -> bytes:
 class Parsed:
     """A message's headers (unfolded and decoded) and where its body starts in the raw bytes."""
 
-    __slots__ = ("headers", "body_offset", "max_line", "_by_name")
+    __slots__ = ("headers", "body_offset", "max_line", "_by_name", "_memo")
 
     def __init__(self, headers: tuple[tuple[str, str], ...], body_offset: int, max_line: int = 0) -> None:
         self.headers = headers
@@ -333,6 +333,7 @@ class Parsed:
         for n, v in headers:
             by_name.setdefault(n.lower(), []).append(v)
         self._by_name = by_name
+        self._memo: dict[str, str | None | tuple[str, ...]] = {}  # what the properties below derived
 
     def get(self, name: str) -> str | None:
         values = self._by_name.get(name.lower())
@@ -348,9 +349,11 @@ class Parsed:
 
     @property
     def message_id(self) -> str | None:
-        v = self.get("Message-ID")
-        m = MSGID_RE.search(v) if v else None
-        return m.group(0) if m else None
+        if "mid" not in self._memo:
+            v = self.get("Message-ID")
+            m = MSGID_RE.search(v) if v else None
+            self._memo["mid"] = m.group(0) if m else None
+        return self._memo["mid"]  # type: ignore[return-value]
 
     @property
     def in_reply_to(self) -> str | None:
@@ -371,9 +374,11 @@ class Parsed:
     def sender(self) -> str:
         """The addr-spec of From: (parsed as an RFC 5322 mailbox, not scanned for something
         address-like: a display name that looks like an address is only a display name)."""
-        v = self.get("From") or ""
-        one = mailboxes(v)
-        return one[0] if len(one) == 1 else v.strip().lower()
+        if "from" not in self._memo:
+            v = self.get("From") or ""
+            one = mailboxes(v)
+            self._memo["from"] = one[0] if len(one) == 1 else v.strip().lower()
+        return self._memo["from"]  # type: ignore[return-value]
 
     @property
     def in_reply_to_ids(self) -> list[str]:
@@ -383,11 +388,13 @@ class Parsed:
 
     @property
     def recipients(self) -> list[str]:
-        out: list[str] = []
-        for h in ("To", "Cc"):
-            for v in self.get_all(h):
-                out.extend(mailboxes(v))
-        return out
+        if "rcpt" not in self._memo:
+            out: list[str] = []
+            for h in ("To", "Cc"):
+                for v in self.get_all(h):
+                    out.extend(mailboxes(v))
+            self._memo["rcpt"] = tuple(out)
+        return list(self._memo["rcpt"])  # type: ignore[arg-type]
 
     @property
     def event(self) -> str | None:
