@@ -121,12 +121,19 @@ class Index(Reader):
         try:
             self.db.execute("BEGIN IMMEDIATE")
             ids = self._intern(v for row in rows for v in strings(row))
+            insert = f"INSERT OR IGNORE INTO msg({COLUMNS}) VALUES ({','.join('?' * N_COLUMNS)})"
+            if all(words is None for words in fts):
+                # The server's batches: rows only, in one call; the new rows are those numbered
+                # after the largest id before them (AUTOINCREMENT, and this transaction writes alone).
+                (last,) = self.db.execute("SELECT coalesce(max(id), 0) FROM msg").fetchone()
+                self.db.executemany(insert, [encode(row, ids) for row in rows])
+                self.db.execute("INSERT INTO fts_todo(id) SELECT id FROM msg WHERE id > ?", (last,))
+                self.db.execute("COMMIT")
+                return
             for row, words in zip(rows, fts, strict=True):
                 # IGNORE, never REPLACE: a row already there came from a rescan that saw the file more
                 # recently (a reader may have marked it seen since the server's batch was made).
-                cur = self.db.execute(
-                    f"INSERT OR IGNORE INTO msg({COLUMNS}) VALUES ({','.join('?' * N_COLUMNS)})", encode(row, ids)
-                )
+                cur = self.db.execute(insert, encode(row, ids))
                 if cur.rowcount != 1:
                     continue
                 if words is None:
