@@ -2,10 +2,9 @@
 
 Each checked plan is written to tmp/ at once (``submit``). At the end of the event loop's turn,
 one round takes every plan written so far and, for the whole batch: starts writing every file,
-fsyncs each (with a journal the first fsync commits it for all of them; without one each finds its
-data already on its way), renames each into new/,
-fsyncs each touched new/ directory *once*; then the waiting transactions are woken, and only
-then answer ``250``. While more of this process's transactions are under way than plans are
+fsyncs each (with a journal the first fsync commits it for all of them; without one each finds
+its data already on its way), renames each into new/, fsyncs each touched new/ directory *once*;
+then the waiting transactions are woken, and only then answer ``250``. While more of this process's transactions are under way than plans are
 written (another client is between MAIL and the end of its DATA), a round waits for them,
 ``GATHER`` at most: the syncs, not the checks, are most of a message's cost, and one round for
 two clients costs what one round for one costs.

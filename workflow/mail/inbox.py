@@ -11,7 +11,7 @@ import os
 import time
 
 from workflow.core.locate import has_glob, literal, matches
-from workflow.mail.maildir import find_in
+from workflow.mail.maildir import read_at
 from workflow.mail.threads import Threads
 
 TYPE_CHECKING = False
@@ -180,21 +180,7 @@ def thread_rows(index: Reader, mailboxes: Sequence[str], message_id: str, sender
 def read_row(mail_root: str | os.PathLike[str], r: Row) -> bytes | None:
     """The bytes of the copy a row names: at the place the index recorded, else wherever it has
     gone since (a scan of its mailbox); None when it is gone."""
-    box = os.path.join(mail_root, r.mailbox)
-    recorded = os.path.join(box, r.subdir, r.key if r.subdir == "new" else f"{r.key}:2,{r.flags}")
-    try:
-        with open(recorded, "rb") as f:
-            return f.read()
-    except FileNotFoundError:
-        pass
-    entry = find_in(box, r.mailbox, r.key)
-    if entry is None:
-        return None
-    try:
-        with open(entry.file, "rb") as f:
-            return f.read()
-    except FileNotFoundError:
-        return None
+    return read_at(os.path.join(mail_root, r.mailbox), r.mailbox, r.key, r.subdir, r.flags)
 
 
 def _when(ts: int) -> str:

@@ -25,8 +25,8 @@ from pathlib import Path
 from workflow.core.db import open_db
 from workflow.core.errors import MailIndexError
 from workflow.mail.copies import describe, describe_row, encode, read_copy, strings, text_of
-from workflow.mail.maildir import Entry, Maildirs
-from workflow.mail.message import Parsed
+from workflow.mail.maildir import Entry, Maildirs, read_at
+from workflow.mail.message import Parsed, parse
 from workflow.mail.reader import REBUILD, SCHEMA_VERSION, Reader, mtimes
 from workflow.mail.rows import COLUMNS, N_COLUMNS
 
@@ -104,7 +104,7 @@ class Index(Reader):
         """Record several deliveries in one transaction (the server batches concurrent ones);
         ``text=False`` leaves their full-text rows to ``fill_text``."""
         rows: list[DbRow] = []
-        fts: list[tuple[str, str] | None] = []
+        fts: list[tuple[str, str]] = []
         for entries, raw, parsed in items:
             if not entries:
                 continue
@@ -112,34 +112,30 @@ class Index(Reader):
             words = text_of(raw, parsed) if text else None
             for e in entries:
                 rows.append((e.mailbox, e.key, e.subdir, e.flags, int("S" in e.flags)) + row[5:])
-                fts.append(words)
+                if words is not None:
+                    fts.append(words)
         if rows:
-            self._insert(rows, fts)
+            self._insert(rows, fts if text else None)
 
-    def _insert(self, rows: Sequence[DbRow], fts: Sequence[tuple[str, str] | None]) -> None:
-        """Insert msg rows with their full-text rows, or (None) a note to write that one later."""
+    def _insert(self, rows: Sequence[DbRow], fts: Sequence[tuple[str, str]] | None) -> None:
+        """Insert msg rows with their full-text rows, or (``fts`` None) with a note to write
+        those later. IGNORE, never REPLACE: a row already there came from a rescan that saw the
+        file more recently (a reader may have marked it seen since the server's batch was made)."""
         try:
             self.db.execute("BEGIN IMMEDIATE")
             ids = self._intern(v for row in rows for v in strings(row))
             insert = f"INSERT OR IGNORE INTO msg({COLUMNS}) VALUES ({','.join('?' * N_COLUMNS)})"
-            if all(words is None for words in fts):
-                # The server's batches: rows only, in one call; the new rows are those numbered
-                # after the largest id before them (AUTOINCREMENT, and this transaction writes alone).
+            if fts is None:
+                # Rows only, in one call; the new rows are those numbered after the largest id
+                # before them (AUTOINCREMENT, and this transaction writes alone).
                 (last,) = self.db.execute("SELECT coalesce(max(id), 0) FROM msg").fetchone()
                 self.db.executemany(insert, [encode(row, ids) for row in rows])
                 self.db.execute("INSERT INTO fts_todo(id) SELECT id FROM msg WHERE id > ?", (last,))
-                self.db.execute("COMMIT")
-                return
-            for row, words in zip(rows, fts, strict=True):
-                # IGNORE, never REPLACE: a row already there came from a rescan that saw the file more
-                # recently (a reader may have marked it seen since the server's batch was made).
-                cur = self.db.execute(insert, encode(row, ids))
-                if cur.rowcount != 1:
-                    continue
-                if words is None:
-                    self.db.execute("INSERT INTO fts_todo(id) VALUES (?)", (cur.lastrowid,))
-                else:
-                    self.db.execute("INSERT INTO fts(rowid, subject, body) VALUES (?,?,?)", (cur.lastrowid, *words))
+            else:
+                for row, words in zip(rows, fts, strict=True):
+                    cur = self.db.execute(insert, encode(row, ids))
+                    if cur.rowcount == 1:
+                        self.db.execute("INSERT INTO fts(rowid, subject, body) VALUES (?,?,?)", (cur.lastrowid, *words))
             self.db.execute("COMMIT")
         except sqlite3.DatabaseError as e:
             if self.db.in_transaction:
@@ -186,12 +182,8 @@ class Index(Reader):
 
     def _read(self, mailbox: str, key: str, subdir: str, flags: str) -> tuple[bytes, Parsed] | None:
         """A copy's bytes and headers where its row says it is, else wherever it is now."""
-        name = key if subdir == "new" else f"{key}:2,{flags}"
-        got = read_copy(Entry(mailbox, key, subdir, flags, f"{self.maildirs.dir(mailbox)}/{subdir}/{name}"))
-        if got is None:
-            entry = self.maildirs.find(mailbox, key)
-            got = read_copy(entry) if entry is not None else None
-        return got
+        raw = read_at(self.maildirs.dir(mailbox), mailbox, key, subdir, flags)
+        return (raw, parse(raw)) if raw is not None else None
 
     def search(
         self, text: str, mailboxes: Sequence[str] | None = None, limit: int = 50, senders: Sequence[str] = ()

@@ -372,6 +372,25 @@ def find_in(box_dir: str, mailbox: str, key: str) -> Entry | None:
     return None
 
 
+def read_at(box_dir: str, mailbox: str, key: str, subdir: str, flags: str) -> bytes | None:
+    """The bytes of the copy ``key`` of ``mailbox``: at the place an index recorded (``subdir``,
+    ``flags``), else wherever it has gone since (a scan of its cur/); None when it is gone."""
+    recorded = os.path.join(box_dir, subdir, key if subdir == "new" else f"{key}:2,{flags}")
+    try:
+        with open(recorded, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        pass
+    entry = find_in(box_dir, mailbox, key)
+    if entry is None:
+        return None
+    try:
+        with open(entry.file, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
+
+
 def _unlink_quiet(p: Path | str) -> None:
     try:
         os.unlink(p)
