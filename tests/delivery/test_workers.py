@@ -13,6 +13,7 @@ import re
 import signal
 import smtplib
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -249,6 +250,32 @@ def test_workers_do_not_outlive_a_killed_parent(project: Project) -> None:
         proc.kill()
         proc.wait()
         wait_until(lambda: all(dead(pid) for pid in kids))
+
+
+FORKED_AFTER_ITS_PARENT_DIED = """
+import os, sys, time
+from workflow.delivery.workers import die_with_parent
+parent = os.getpid()
+pid = os.fork()
+if pid == 0:
+    while os.getppid() == parent:  # the parent exits first: as when it is killed as it forks
+        time.sleep(0.01)
+    die_with_parent(parent)
+    time.sleep(30)
+    os._exit(0)
+print(pid, flush=True)
+os._exit(0)
+"""
+
+
+def test_a_worker_forked_as_its_parent_is_killed_does_not_outlive_it() -> None:
+    # A replacement worker forked just before the parent is SIGKILLed first runs with another
+    # parent already: asked for its parent's pid then, it would wait for the wrong one to die.
+    out = subprocess.run(
+        [sys.executable, "-c", FORKED_AFTER_ITS_PARENT_DIED], capture_output=True, text=True, timeout=30
+    )
+    child = int(out.stdout)
+    wait_until(lambda: dead(child), timeout=10)
 
 
 def test_a_worker_that_keeps_dying_stops_the_server(project: Project) -> None:

@@ -168,10 +168,11 @@ class Supervisor:
         r, wr = os.pipe()
         sys.stdout.flush()
         sys.stderr.flush()  # or the worker would write what the parent had buffered once more
+        parent = os.getpid()
         pid = os.fork()
         if pid == 0:  # the worker: never returns
             os.close(r)
-            _worker_main(self, w.row, Ready(wr), refresh)
+            _worker_main(self, w.row, Ready(wr), refresh, parent)
         os.close(wr)
         w.pid = pid
         w.started = [t for t in w.started if time.monotonic() - t < RESTART_WINDOW] + [time.monotonic()]
@@ -290,12 +291,13 @@ class Ready:
         return True
 
 
-def _worker_main(sup: Supervisor, row: int, ready: Ready, refresh: bool) -> None:
-    """A forked worker: serve until SIGTERM (or the parent's death), then exit the process."""
+def _worker_main(sup: Supervisor, row: int, ready: Ready, refresh: bool, parent: int) -> None:
+    """A forked worker of ``parent``: serve until SIGTERM (or the parent's death), then exit the
+    process."""
     code = 0
     try:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
-        _die_with_parent()
+        die_with_parent(parent)
         if sup.held is not None:
             sup.held.close()  # the parent's hold on the port; the worker listens on its own socket
         for handler in logging.getLogger().handlers:
@@ -559,15 +561,17 @@ class _Prefix(logging.Filter):
         return True
 
 
-def _die_with_parent() -> None:
-    """SIGTERM this worker when the parent dies (Linux), so no worker outlives its server."""
-    parent = os.getppid()
+def die_with_parent(parent: int) -> None:
+    """SIGTERM this forked process when ``parent`` (the pid that forked it, taken before the fork)
+    dies (Linux), so no worker outlives its server. A parent that died before the request took
+    effect, even before the child ran at all, is seen too: the child then has another parent
+    already (asking the child for its parent's pid would name that one)."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     except (OSError, AttributeError):
         return
-    if os.getppid() != parent:  # the parent died before the request took effect
+    if os.getppid() != parent:
         os.kill(os.getpid(), signal.SIGTERM)
 
 
