@@ -1,5 +1,5 @@
 """The group commit on its own: rounds, their wait for the transactions under way, and a peer that
-breaks never fails a delivery."""
+breaks never fails a delivery — with the fsyncs the loop waits in and with asynchronous ones."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Literal
 
+import pytest
+
 from helpers.project import Project
 from helpers.smtp import message
 from workflow.delivery.commit import GATHER, Committer, Peers
@@ -15,15 +17,20 @@ from workflow.delivery.deliverer import Plan
 from workflow.mail.index import Index
 from workflow.mail.maildir import Entry
 
+SYNCS = pytest.mark.parametrize("asynchronous", [True, False], ids=["aio", "blocking"])
+
 
 @contextmanager
-def committing(project: Project, peers: Peers | None = None, under_way: int = 0) -> Iterator[tuple[Committer, Index]]:
+def committing(
+    project: Project, peers: Peers | None = None, under_way: int = 0, asynchronous: bool = True
+) -> Iterator[tuple[Committer, Index]]:
     """A committer on the project's Maildirs and index (``under_way``: the transactions it is told
     are under way), stopped at the end."""
     deliverer = project.app.deliverer
     with deliverer.open_index() as index:
-        committer = Committer(deliverer, peers, lambda: under_way)
+        committer = Committer(deliverer, peers, lambda: under_way, asynchronous=asynchronous)
         committer.start(index)
+        assert (committer.aio is not None) == asynchronous  # this machine kind has Linux AIO
         try:
             yield committer, index
         finally:
@@ -43,12 +50,15 @@ class BreaksOnce:
         return True
 
 
-def test_a_peer_that_breaks_is_a_peer_not_told_and_the_round_is_indexed_before_its_250(project: Project) -> None:
+@SYNCS
+def test_a_peer_that_breaks_is_a_peer_not_told_and_the_round_is_indexed_before_its_250(
+    project: Project, asynchronous: bool
+) -> None:
     deliverer = project.app.deliverer
     first, second = message(mid="<commit.1@workflow.local>"), message(mid="<commit.2@workflow.local>")
 
     async def main() -> tuple[list[Entry], bool, list[Entry]]:
-        with committing(project, BreaksOnce()) as (committer, index):
+        with committing(project, BreaksOnce(), asynchronous=asynchronous) as (committer, index):
             plan = deliverer.prepare(first, ["spec-reviewer@workflow.local"], index)
             stored = await asyncio.wait_for(committer.submit(plan), 5)
             indexed_at_250 = bool(index.query(message_ids=["<commit.1@workflow.local>"]))
@@ -62,11 +72,12 @@ def test_a_peer_that_breaks_is_a_peer_not_told_and_the_round_is_indexed_before_i
     assert sorted(p.read_bytes() for p in project.new_files("spec-reviewer")) == sorted([first, second])
 
 
-def test_plans_submitted_in_one_turn_are_committed_in_one_round(project: Project) -> None:
+@SYNCS
+def test_plans_submitted_in_one_turn_are_committed_in_one_round(project: Project, asynchronous: bool) -> None:
     n = 3
 
     async def main() -> tuple[int, int]:
-        with committing(project) as (committer, index):
+        with committing(project, asynchronous=asynchronous) as (committer, index):
             plans = _plans(project, index, n, "round")
             before = committer.dirs.syncs
             await asyncio.gather(*(committer.submit(p) for p in plans))
@@ -84,12 +95,13 @@ def _plans(project: Project, index: Index, n: int, tag: str) -> list[Plan]:
     ]
 
 
-def test_a_round_waits_briefly_for_the_transactions_under_way(project: Project) -> None:
+@SYNCS
+def test_a_round_waits_briefly_for_the_transactions_under_way(project: Project, asynchronous: bool) -> None:
     """Two clients of one process, one a moment behind the other: one round (one fsync of new/)
     makes both durable, instead of one round each."""
 
     async def main() -> int:
-        with committing(project, under_way=2) as (committer, index):
+        with committing(project, under_way=2, asynchronous=asynchronous) as (committer, index):
             first, second = _plans(project, index, 2, "gather")
             before = committer.dirs.syncs
             one = committer.submit(first)
@@ -102,23 +114,29 @@ def test_a_round_waits_briefly_for_the_transactions_under_way(project: Project) 
     assert len(project.new_files("spec-reviewer")) == 2
 
 
-def test_a_lone_transaction_is_not_kept_waiting(project: Project) -> None:
-    async def main() -> bool:
-        with committing(project, under_way=1) as (committer, index):
+@SYNCS
+def test_a_lone_transaction_is_not_kept_waiting(project: Project, asynchronous: bool) -> None:
+    async def main() -> tuple[int, bool]:
+        with committing(project, under_way=1, asynchronous=asynchronous) as (committer, index):
             (plan,) = _plans(project, index, 1, "lone")
             fut = committer.submit(plan)
-            await asyncio.sleep(0)  # the end of this turn: its round has run
-            return fut.done()
+            await asyncio.sleep(0)  # the end of this turn: its round has started (blocking: run)
+            started, done = committer.gathering, fut.done()
+            await asyncio.wait_for(fut, 5)
+            return started, done
 
-    assert asyncio.run(main())
+    waiting, done = asyncio.run(main())
+    assert waiting == 0
+    assert done or asynchronous  # an asynchronous round ends when the disk is done
 
 
-def test_a_round_waits_no_longer_than_its_bound(project: Project) -> None:
+@SYNCS
+def test_a_round_waits_no_longer_than_its_bound(project: Project, asynchronous: bool) -> None:
     """Transactions under way that never reach DATA (a slow client, a refusal) hold a round for
     GATHER at most."""
 
     async def main() -> float:
-        with committing(project, under_way=5) as (committer, index):
+        with committing(project, under_way=5, asynchronous=asynchronous) as (committer, index):
             (plan,) = _plans(project, index, 1, "bound")
             loop = asyncio.get_running_loop()
             started = loop.time()

@@ -4,24 +4,30 @@ Each checked plan is written to tmp/ at once (``submit``). At the end of the eve
 one round takes every plan written so far and, for the whole batch: starts writing every file,
 fsyncs each (with a journal the first fsync commits it for all of them; without one each finds
 its data already on its way), renames each into new/, fsyncs each touched new/ directory *once*;
-then the waiting transactions are woken, and only then answer ``250``. While more of this process's transactions are under way than plans are
-written (another client is between MAIL and the end of its DATA), a round waits for them,
-``GATHER`` at most: the syncs, not the checks, are most of a message's cost, and one round for
-two clients costs what one round for one costs.
-Nothing is acknowledged before its own file and directory are synced. The round runs in the
-event loop itself: a worker process has one thread, so no interpreter lock is handed between
-threads (that cost more than the syncs), and the connections that arrive while a round waits
-for the disk are served by the other workers and batched into the next round. Index rows follow
-in larger batches, written through the server's own index connection (the index is a cache the
-Maildirs can rebuild); until then the copies are in ``unindexed``, which delivery's checks read
-beside the index. Their full-text rows, which no check reads and which cost as much as the rest of
-the row, are written once the process has been quiet for ``TEXT_QUIET`` (a search writes any still
-missing first). Other processes storing into the same Maildirs (the workers of ``workflow
-smtpd --workers``) are told of each round's copies once their files are synced and before they
-are moved into new/ (``Peers``), so their checks see every copy that can be in a new/, even if
-this process dies the next moment; when they cannot be told, the round is indexed before it is
-acknowledged. A plan that fails (disk full, a directory in the way) is undone alone — no copy
-left in any new/ — and its transaction answers ``451``; the rest of the batch is unaffected.
+then the waiting transactions are woken, and only then answer ``250``. While more of this
+process's transactions are under way than plans are written or syncing (another client is
+between MAIL and the end of its DATA), a round waits for them, ``GATHER`` at most: the syncs,
+not the checks, are most of a message's cost, and one round for two clients costs what one
+round for one costs. Nothing is acknowledged before its own file and directory are synced.
+
+Where Linux AIO is available (``aio.Fsyncs``), a round submits each phase's fsyncs together and
+the event loop goes on serving while the disk works; it takes the round up again when they are
+reaped, and the next round may start meanwhile. The kernel runs them side by side, and a virtual
+disk serves several syncs in about the time of one. Elsewhere the round blocks the loop in one
+fsync after another (``asynchronous=False`` asks for that): a worker process has one thread, so
+no interpreter lock is handed between threads (that cost more than the syncs), and the
+connections that arrive meanwhile are served by the other workers and batched into the next
+round. Index rows follow in larger batches, written through the server's own index connection
+(the index is a cache the Maildirs can rebuild); until then the copies are in ``unindexed``,
+which delivery's checks read beside the index. Their full-text rows, which no check reads and
+which cost as much as the rest of the row, are written once the process has been quiet for
+``TEXT_QUIET`` (a search writes any still missing first). Other processes storing into the same
+Maildirs (the workers of ``workflow smtpd --workers``) are told of each round's copies once
+their files are synced and before they are moved into new/ (``Peers``), so their checks see
+every copy that can be in a new/, even if this process dies the next moment; when they cannot be
+told, the round is indexed before it is acknowledged. A plan that fails (disk full, a directory
+in the way) is undone alone — no copy left in any new/ — and its transaction answers ``451``;
+the rest of the batch is unaffected.
 """
 
 from __future__ import annotations
@@ -30,9 +36,10 @@ import asyncio
 import logging
 import os
 from collections.abc import Callable, Sequence
-from typing import Literal, Protocol
+from typing import Literal, NamedTuple, Protocol
 
 from workflow.core.errors import MailIndexError
+from workflow.delivery.aio import Fsyncs
 from workflow.delivery.deliverer import Deliverer, Plan
 from workflow.mail.index import Index
 from workflow.mail.maildir import DirFsync, Entry, Writeback
@@ -46,7 +53,16 @@ GATHER = 0.002  # the longest a round waits for the transactions under way to wr
 TEXT_QUIET = 0.5  # full-text rows are written once this process has committed nothing for this long
 TEXT_STEP = 100  # ... this many at a time (a few ms of the loop), serving whatever came in between
 Written = list[tuple[str, str, str, int]]  # each copy in tmp/: mailbox, tmp path, name, open fd
-Job = tuple[Plan, Written, asyncio.Future[list[Entry]]]
+
+
+class Job(NamedTuple):
+    """A plan written to tmp/, waiting for its round."""
+
+    plan: Plan
+    files: Written
+    fut: asyncio.Future[list[Entry]]  # resolved once its copies are durable in new/
+
+
 Copies = Sequence[tuple[str, Sequence[Entry]]]  # (Message-ID, its stored copies)
 
 
@@ -70,9 +86,19 @@ class Committer:
     method is called in the event loop."""
 
     def __init__(
-        self, deliverer: Deliverer, peers: Peers | None = None, under_way: Callable[[], int] | None = None
+        self,
+        deliverer: Deliverer,
+        peers: Peers | None = None,
+        under_way: Callable[[], int] | None = None,
+        *,
+        asynchronous: bool = True,
     ) -> None:
         self.deliverer = deliverer
+        # fsync without blocking the loop where the system allows it (``aio``), from ``start``
+        self.asynchronous = asynchronous
+        self.aio: Fsyncs | None = None
+        self._rounds: set[asyncio.Task[None]] = set()  # rounds syncing (asynchronous fsyncs)
+        self._syncing = 0  # ... and the plans they hold
         self.peers = peers or Alone()
         # How many of this process's mail transactions are under way: from MAIL to their answer.
         self.under_way = under_way or (lambda: 0)
@@ -99,7 +125,18 @@ class Committer:
         """Write index rows through ``index`` (the server's own connection: one warm cache), and
         in a quiet moment the full-text rows left for later (by this server or an earlier one)."""
         self.index = index
-        self._filler = asyncio.get_running_loop().call_later(TEXT_QUIET, self._fill)
+        loop = asyncio.get_running_loop()
+        if self.asynchronous and self.aio is None:
+            self.aio = Fsyncs.open(loop)
+        self._filler = loop.call_later(TEXT_QUIET, self._fill)
+
+    async def drain(self) -> None:
+        """Wait for the rounds under way to end (their transactions are answered)."""
+        deadline = asyncio.get_running_loop().time() + 10
+        while (self._rounds or self._written) and asyncio.get_running_loop().time() < deadline:
+            if self._written and self._round is None and self._gather is None:
+                self._commit()
+            await asyncio.sleep(0.001)
 
     def stop(self) -> None:
         """Undo what was written but not yet synced, and index what was; ``index`` stays open."""
@@ -112,6 +149,9 @@ class Committer:
             if not fut.done():
                 fut.set_exception(ConnectionAbortedError("the server is stopping"))
         self._written = []
+        if self.aio is not None:
+            self.aio.close()  # waits for the syncs submitted; a round not finished stays unanswered
+            self.aio = None
         self.indexed()
         self.dirs.close()
 
@@ -132,7 +172,7 @@ class Committer:
             return fut
         if not self._written:
             self._first = loop.time()
-        self._written.append((plan, files, fut))
+        self._written.append(Job(plan, files, fut))
         if self._round is None:
             self._round = loop.call_soon(self._end_of_turn)
         return fut
@@ -161,23 +201,51 @@ class Committer:
             return
         loop = asyncio.get_running_loop()
         left = self._first + GATHER - loop.time()
-        if left > 0 and self.under_way() > len(self._written):
+        if left > 0 and self.under_way() > len(self._written) + self._syncing:
             if self._gather is None:
                 self._gather = loop.call_later(left, self._commit)
             return
         self._commit()
 
+    @property
+    def gathering(self) -> int:
+        """Plans written to tmp/ whose round has not started."""
+        return len(self._written)
+
     def _commit(self) -> None:
-        """One round: sync every plan written so far, record it, wake its transactions."""
+        """One round: sync every plan written so far, record it, wake its transactions. With
+        asynchronous fsyncs the round goes on while the loop serves others, and the next round
+        may start before it ends."""
         if self._gather is not None:
             self._gather.cancel()
             self._gather = None
         batch, self._written = self._written, []
         if not batch:
             return
-        results, all_told = self._sync(batch)
+        if self.aio is None:
+            self._finish(batch, *self._sync(batch))
+            return
+        task = asyncio.get_running_loop().create_task(self._commit_async(batch, self.aio))
+        self._rounds.add(task)
+        task.add_done_callback(self._rounds.discard)
+
+    async def _commit_async(self, batch: list[Job], aio: Fsyncs) -> None:
+        self._syncing += len(batch)
+        try:
+            results, all_told = await self._sync_async(batch, aio)
+        except BaseException as e:  # a bug, or the loop closing: no transaction is left waiting
+            for job in batch:
+                self._undo(job.plan, job.files)
+            self._finish(batch, [e for _ in batch], True)
+            raise
+        finally:
+            self._syncing -= len(batch)
+        self._finish(batch, results, all_told)
+
+    def _finish(self, batch: list[Job], results: list[Result], all_told: bool) -> None:
+        """Record a round's copies, index them now or soon, and wake its transactions."""
         undone: list[tuple[str, list[Entry]]] = []
-        for (plan, _, _), result in zip(batch, results, strict=True):
+        for (plan, *_), result in zip(batch, results, strict=True):
             if isinstance(result, BaseException):
                 undone.append((plan.message_id, []))
             elif result:
@@ -190,7 +258,7 @@ class Committer:
             self.indexed()  # when the others could not be told, they find the copies in the index
         elif self._backlog and self._later is None:
             self._later = asyncio.get_running_loop().call_later(INDEX_DELAY, self.indexed)
-        _settle([(fut, r) for (_, _, fut), r in zip(batch, results, strict=True)])
+        _settle([(job.fut, r) for job, r in zip(batch, results, strict=True)])
         loop = asyncio.get_running_loop()
         self._last_round = loop.time()
         if self._filler is None:
@@ -204,7 +272,7 @@ class Committer:
             return
         loop = asyncio.get_running_loop()
         wait = self._last_round + TEXT_QUIET - loop.time()
-        if wait > 0 or self._written or self._backlog or self.under_way():
+        if wait > 0 or self._written or self._rounds or self._backlog or self.under_way():
             self._filler = loop.call_later(max(wait, GATHER), self._fill)
             return
         try:
@@ -233,37 +301,75 @@ class Committer:
         self.maildirs.undo(plan.mailboxes, [], [t for _, t, _, _ in files])
 
     def _sync(self, batch: Sequence[Job]) -> tuple[list[Result], bool]:
-        """Make a batch durable in new/; each plan's copies, or its error. False: the peers
-        could not all be told."""
-        md = self.maildirs
+        """Make a batch durable in new/, blocking in each fsync; each plan's copies, or its error.
+        False: the peers could not all be told."""
         results: list[Result] = [[] for _ in batch]
-        # 1. fsync each file, then close it; with more than one, start writing them all first
-        # (maildir.Writeback says why)
-        if sum(len(files) for _, files, _ in batch) > 1:
-            for _, files, _ in batch:
-                for _, _, _, fd in files:
-                    self.writeback.start(fd)
+        fds = self._start_writing(batch)
+        staged = self._files_synced(batch, [_fsync(fd) for fd in fds], results)
+        moved, dirs, all_told = self._move(batch, staged, results)
+        self._dirs_synced(batch, moved, dirs, [_fsync_dir(self.dirs, d) for d in dirs], results)
+        return results, all_told
+
+    async def _sync_async(self, batch: Sequence[Job], aio: Fsyncs) -> tuple[list[Result], bool]:
+        """``_sync`` with the loop free while the disk works: each phase's fsyncs submitted
+        together, their completions reaped by the loop."""
+        results: list[Result] = [[] for _ in batch]
+        staged = self._files_synced(batch, await aio.fsync(self._start_writing(batch)), results)
+        moved, dirs, all_told = self._move(batch, staged, results)
+        dir_fds: list[int] = []
+        opened: list[OSError | None] = []
+        for d in dirs:
+            try:
+                dir_fds.append(self.dirs.fd(d))
+                opened.append(None)
+            except OSError as e:
+                opened.append(e)
+        synced = iter(await aio.fsync(dir_fds))
+        outcome = [e if e is not None else next(synced) for e in opened]
+        self.dirs.syncs += len(dir_fds)
+        self._dirs_synced(batch, moved, dirs, outcome, results)
+        return results, all_told
+
+    def _start_writing(self, batch: Sequence[Job]) -> list[int]:
+        """Every file's fd, its write-out started when there is more than one
+        (maildir.Writeback says why)."""
+        fds = [fd for job in batch for _, _, _, fd in job.files]
+        if len(fds) > 1:
+            for fd in fds:
+                self.writeback.start(fd)
+        return fds
+
+    def _files_synced(
+        self, batch: Sequence[Job], outcome: Sequence[OSError | None], results: list[Result]
+    ) -> dict[int, list[tuple[str, str, str]]]:
+        """Close each file; a plan any of whose files failed to sync is undone. Returns the
+        plans whose files are all durable in tmp/."""
+        md = self.maildirs
         staged: dict[int, list[tuple[str, str, str]]] = {}
-        for i, (plan, files, _) in enumerate(batch):
+        k = 0
+        for i, (plan, files, *_) in enumerate(batch):
             error: BaseException | None = None
             for _, _, _, fd in files:
-                try:
-                    if error is None:
-                        os.fsync(fd)
-                except OSError as e:
-                    error = e
-                finally:
-                    os.close(fd)
+                error = error or outcome[k]
+                k += 1
+                os.close(fd)
             if error is not None:
                 md.undo(plan.mailboxes, [], [t for _, t, _, _ in files])
                 results[i] = md.failure(error)
             else:
                 staged[i] = [(mb, tmp, name) for mb, tmp, name, _ in files]
-        # 2. tell the peers where each copy will be, 3. rename into new/, 4. fsync each touched
-        # new/ once, 5. settle each plan
+        return staged
+
+    def _move(
+        self, batch: Sequence[Job], staged: dict[int, list[tuple[str, str, str]]], results: list[Result]
+    ) -> tuple[dict[int, list[tuple[str, str]]], list[str], bool]:
+        """Tell the peers where each copy will be, then rename each into new/. Returns each
+        plan's (mailbox, new path) pairs, the new/ directories to sync, and whether all the
+        peers were told."""
+        md = self.maildirs
         told = [
             (
-                batch[i][0].message_id,
+                batch[i].plan.message_id,
                 [
                     Entry(mb, name, "new", "", os.path.dirname(os.path.dirname(tmp)) + "/new/" + name)
                     for mb, tmp, name in synced
@@ -280,22 +386,45 @@ class Committer:
                     done.append((mb, md.move_new(tmp, name)))
                 moved[i] = done
             except BaseException as e:
-                md.undo(batch[i][0].mailboxes, [t for _, t in done], [t for _, t, _ in synced])
+                md.undo(batch[i].plan.mailboxes, [t for _, t in done], [t for _, t, _ in synced])
                 results[i] = md.failure(e)
-        failed: dict[str, BaseException] = {}
-        for d in sorted({os.path.dirname(t) for targets in moved.values() for _, t in targets}):
-            try:
-                self.dirs.fsync(d)
-            except OSError as e:
-                failed[d] = e
+        dirs = sorted({os.path.dirname(t) for targets in moved.values() for _, t in targets})
+        return moved, dirs, all_told
+
+    def _dirs_synced(
+        self,
+        batch: Sequence[Job],
+        moved: dict[int, list[tuple[str, str]]],
+        dirs: Sequence[str],
+        outcome: Sequence[OSError | None],
+        results: list[Result],
+    ) -> None:
+        """Each moved plan's copies, or, when one of its new/ directories failed to sync, its
+        error (and none of its copies left in new/)."""
+        failed = {d: e for d, e in zip(dirs, outcome, strict=True) if e is not None}
         for i, targets in moved.items():
             bad = [failed[os.path.dirname(t)] for _, t in targets if os.path.dirname(t) in failed]
             if bad:
-                md.undo(batch[i][0].mailboxes, [t for _, t in targets], [])
-                results[i] = md.failure(bad[0])
+                self.maildirs.undo(batch[i].plan.mailboxes, [t for _, t in targets], [])
+                results[i] = self.maildirs.failure(bad[0])
             else:
                 results[i] = [Entry(mb, os.path.basename(t), "new", "", t) for mb, t in targets]
-        return results, all_told
+
+
+def _fsync(fd: int) -> OSError | None:
+    try:
+        os.fsync(fd)
+    except OSError as e:
+        return e
+    return None
+
+
+def _fsync_dir(dirs: DirFsync, d: str) -> OSError | None:
+    try:
+        dirs.fsync(d)
+    except OSError as e:
+        return e
+    return None
 
 
 def _settle(items: Sequence[tuple[asyncio.Future[list[Entry]], Result]]) -> None:

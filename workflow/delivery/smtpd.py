@@ -436,6 +436,7 @@ class Server:
         for p in list(self.protocols):
             if p.transport is not None:
                 p.transport.close()
+        await self.committer.drain()
         self.committer.stop()
         if self.index is not None:
             self.index.close()

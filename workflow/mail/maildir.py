@@ -107,27 +107,29 @@ class DirFsync:
         self.syncs = 0
 
     def fsync(self, d: str) -> None:
+        os.fsync(self.fd(d))
+        self.syncs += 1
+
+    def fd(self, d: str) -> int:
+        """An fd of directory ``d`` as it is now, kept open for the next sync (the caller syncs it)."""
         cached = self._fds.get(d)
         if cached is not None:
             fd, dev, ino = cached
             st = os.stat(d)
             if (st.st_dev, st.st_ino) == (dev, ino):
-                os.fsync(fd)
-                self.syncs += 1
-                return
+                return fd
             self._fds.pop(d, None)
             os.close(fd)
         fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
-            os.fsync(fd)
             st = os.fstat(fd)
         except BaseException:
             os.close(fd)
             raise
-        self.syncs += 1
         if len(self._fds) >= 256:
             os.close(self._fds.pop(next(iter(self._fds)))[0])
         self._fds[d] = (fd, st.st_dev, st.st_ino)
+        return fd
 
     def close(self) -> None:
         for fd, _, _ in self._fds.values():
