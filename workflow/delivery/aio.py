@@ -73,6 +73,11 @@ class _Batch:
         self.left = n
         self.iocbs = (_Iocb * n)()  # kept alive until the kernel is done with them
 
+    def settle(self) -> None:
+        """Resolve the future once no request is left."""
+        if self.left == 0 and not self.future.done():
+            self.future.set_result(self.outcome)
+
 
 class Fsyncs:
     """One event loop's asynchronous fsyncs (one AIO context, one eventfd)."""
@@ -117,7 +122,7 @@ class Fsyncs:
         fut: asyncio.Future[Outcome] = self._loop.create_future()
         batch = _Batch(fut, len(fds))
         if not fds:
-            fut.set_result(batch.outcome)
+            batch.settle()
             return fut
         if len(self._pending) + len(fds) > DEPTH:
             batch.left = 0
@@ -150,8 +155,7 @@ class Fsyncs:
                 os.fsync(fds[i])
             except OSError as e:
                 batch.outcome[i] = e
-        if batch.left == 0 and not batch.future.done():
-            batch.future.set_result(batch.outcome)
+        batch.settle()
 
     def _reap(self, wait: bool = False) -> None:
         """Take every completed sync (``wait``: until none is left) and resolve finished batches."""
@@ -179,8 +183,7 @@ class Fsyncs:
                 if ev.res < 0:
                     batch.outcome[i] = OSError(-ev.res, os.strerror(-ev.res))
                 batch.left -= 1
-                if batch.left == 0 and not batch.future.done():
-                    batch.future.set_result(batch.outcome)
+                batch.settle()
             if not wait:
                 return
 

@@ -132,11 +132,10 @@ class Committer:
 
     async def drain(self) -> None:
         """Wait for the rounds under way to end (their transactions are answered)."""
-        deadline = asyncio.get_running_loop().time() + 10
-        while (self._rounds or self._written) and asyncio.get_running_loop().time() < deadline:
-            if self._written and self._round is None and self._gather is None:
-                self._commit()
-            await asyncio.sleep(0.001)
+        if self._written:
+            self._commit()  # no more transactions are coming: no reason to gather
+        if self._rounds:
+            await asyncio.wait(set(self._rounds), timeout=10)
 
     def stop(self) -> None:
         """Undo what was written but not yet synced, and index what was; ``index`` stays open."""
