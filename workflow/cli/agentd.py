@@ -8,7 +8,9 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 
 import click
 
@@ -23,6 +25,22 @@ from workflow.cli.base import Command, Group, app, backend_option, json_option, 
 from workflow.delivery.address import in_use
 
 
+def stop_handler(daemon: Agentd) -> Callable[[int, object], None]:
+    """SIGTERM/SIGINT for agentd. A handler runs in the main thread, which may be inside
+    ``Event.wait`` holding that event's lock; setting the event there would wait for itself
+    forever. So the stop is requested from a thread of its own."""
+
+    def request() -> None:
+        if daemon.stop.is_set():
+            click.echo("stopping now: killing the runs (their mail stays unread and is tried again later)", err=True)
+        daemon.request_stop()
+
+    def handler(signum: int, frame: object) -> None:
+        threading.Thread(target=request, name="agentd-stop", daemon=True).start()
+
+    return handler
+
+
 def run_daemon(a: App, backend: str | None, rescan: float | None) -> None:
     """agentd in the foreground until SIGTERM or SIGINT."""
     opts = a.config.agentd
@@ -32,13 +50,8 @@ def run_daemon(a: App, backend: str | None, rescan: float | None) -> None:
         opts = opts._replace(rescan=rescan)
     daemon = Agentd(a, opts, lambda line: click.echo(line, err=True))
 
-    def stop(signum: int, frame: object) -> None:
-        if daemon.stop.is_set():
-            click.echo("stopping now: killing the runs (their mail stays unread and is tried again later)", err=True)
-        daemon.request_stop()
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop_handler(daemon))
+    signal.signal(signal.SIGINT, stop_handler(daemon))
     daemon.run()
 
 
