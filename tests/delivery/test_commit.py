@@ -6,31 +6,40 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Literal
 
 import pytest
 
 from helpers.project import Project
 from helpers.smtp import message
+from workflow.core.errors import DeliveryError
 from workflow.delivery.commit import GATHER, Committer, Peers
 from workflow.delivery.deliverer import Plan
 from workflow.mail.index import Index
 from workflow.mail.maildir import Entry
 
 SYNCS = pytest.mark.parametrize("asynchronous", [True, False], ids=["aio", "blocking"])
+# copies written with no name in new/ (where the system allows it, as this machine kind does), or in tmp/
+NAMING = pytest.mark.parametrize("unnamed", [True, False], ids=["unnamed", "in-tmp"])
 
 
 @contextmanager
 def committing(
-    project: Project, peers: Peers | None = None, under_way: int = 0, asynchronous: bool = True
+    project: Project,
+    peers: Peers | None = None,
+    under_way: int = 0,
+    asynchronous: bool = True,
+    unnamed: bool = True,
 ) -> Iterator[tuple[Committer, Index]]:
     """A committer on the project's Maildirs and index (``under_way``: the transactions it is told
     are under way), stopped at the end."""
     deliverer = project.app.deliverer
     with deliverer.open_index() as index:
-        committer = Committer(deliverer, peers, lambda: under_way, asynchronous=asynchronous)
+        committer = Committer(deliverer, peers, lambda: under_way, asynchronous=asynchronous, unnamed=unnamed)
         committer.start(index)
         assert (committer.aio is not None) == asynchronous  # this machine kind has Linux AIO
+        assert (committer.unnamed is not None and committer.unnamed.available) == unnamed  # ... and O_TMPFILE
         try:
             yield committer, index
         finally:
@@ -73,18 +82,54 @@ def test_a_peer_that_breaks_is_a_peer_not_told_and_the_round_is_indexed_before_i
 
 
 @SYNCS
-def test_plans_submitted_in_one_turn_are_committed_in_one_round(project: Project, asynchronous: bool) -> None:
+@NAMING
+def test_plans_submitted_in_one_turn_are_committed_in_one_round(
+    project: Project, asynchronous: bool, unnamed: bool
+) -> None:
     n = 3
 
-    async def main() -> tuple[int, int]:
-        with committing(project, asynchronous=asynchronous) as (committer, index):
+    async def main() -> tuple[int, int, list[Entry]]:
+        with committing(project, asynchronous=asynchronous, unnamed=unnamed) as (committer, index):
             plans = _plans(project, index, n, "round")
             before = committer.dirs.syncs
-            await asyncio.gather(*(committer.submit(p) for p in plans))
-            return committer.dirs.syncs - before, len(project.new_files("spec-reviewer"))
+            stored = await asyncio.gather(*(committer.submit(p) for p in plans))
+            return committer.dirs.syncs - before, len(project.new_files("spec-reviewer")), sum(stored, [])
 
-    dir_syncs, stored = asyncio.run(main())
+    dir_syncs, stored, entries = asyncio.run(main())
     assert stored == n and dir_syncs == 1  # one fsync of new/ served the whole batch
+    assert sorted(Path(e.file).read_bytes() for e in entries) == sorted(
+        message(mid=f"<round.{i}@workflow.local>") for i in range(n)
+    )
+    assert list((project.mail / "spec-reviewer" / "tmp").iterdir()) == []
+
+
+@SYNCS
+@NAMING
+def test_a_copy_that_cannot_be_moved_into_new_undoes_its_plan_alone(
+    project: Project, asynchronous: bool, unnamed: bool
+) -> None:
+    """A plan for two mailboxes, one of whose new/ is gone by the time its round moves the copies
+    there: no copy of it stays anywhere, and the other plan of the round is stored."""
+    deliverer = project.app.deliverer
+    both = message(mid="<undo.1@workflow.local>", to=("spec-reviewer", "implementer"))
+    alone = message(mid="<undo.2@workflow.local>")
+
+    async def main() -> tuple[BaseException | None, list[Entry]]:
+        with committing(project, asynchronous=asynchronous, unnamed=unnamed) as (committer, index):
+            first = deliverer.prepare(both, ["spec-reviewer@workflow.local", "implementer@workflow.local"], index)
+            second = deliverer.prepare(alone, ["spec-reviewer@workflow.local"], index)
+            one, two = committer.submit(first), committer.submit(second)
+            (project.mail / "implementer" / "new").rmdir()  # before the round, at the end of this turn
+            failed, stored = await asyncio.gather(one, two, return_exceptions=True)
+        assert isinstance(stored, list)
+        return (failed if isinstance(failed, BaseException) else None), stored
+
+    failed, stored = asyncio.run(main())
+    assert isinstance(failed, DeliveryError) and "implementer" in str(failed)
+    assert [p.read_bytes() for p in project.new_files("spec-reviewer")] == [alone]
+    assert [e.mailbox for e in stored] == ["spec-reviewer"]
+    for box in ("spec-reviewer", "implementer"):
+        assert list((project.mail / box / "tmp").iterdir()) == []
 
 
 def _plans(project: Project, index: Index, n: int, tag: str) -> list[Plan]:

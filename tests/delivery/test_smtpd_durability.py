@@ -22,6 +22,7 @@ from workflow.app import App
 from workflow.core.config import load_config
 from workflow.delivery.aio import Fsyncs
 from workflow.mail.message import parse
+from workflow.mail.unnamed import Unnamed
 
 WORKERS = pytest.mark.parametrize("workers", ["1", "2"], ids=["one-process", "two-workers"])
 
@@ -33,7 +34,10 @@ def send(port: int, raw: bytes, to: str = "spec-reviewer@workflow.local") -> Non
 
 @pytest.mark.skipif(shutil.which("strace") is None, reason="strace not installed (scripts/system-packages installs it)")
 @WORKERS
-def test_every_250_follows_fsync_rename_and_directory_fsync(project: Project, tmp_path: Path, workers: str) -> None:
+def test_every_250_follows_fsync_link_and_directory_fsync(project: Project, tmp_path: Path, workers: str) -> None:
+    """Each copy is written (with no name in new/ where the system allows it, as here), fsynced,
+    moved into new/ (linked, or renamed from tmp/), and its new/ directory fsynced — and a linked
+    file fsynced again, for its link count — all before its 250."""
     trace = tmp_path / "trace"
     wrap = [
         "strace",
@@ -44,7 +48,7 @@ def test_every_250_follows_fsync_rename_and_directory_fsync(project: Project, tm
         "-o",
         str(trace),
         "-e",
-        "trace=openat,close,fsync,link,rename,sendto,write,io_submit,io_getevents",
+        "trace=openat,close,fsync,link,linkat,rename,sendto,write,io_submit,io_getevents",
     ]
     sent = []
     with server_process(project.dir, "--workers", workers, wrap=wrap) as (proc, port):
@@ -57,6 +61,7 @@ def test_every_250_follows_fsync_rename_and_directory_fsync(project: Project, tm
     synced = completed_fsyncs(traced)
     if aio_here():  # the server's fsyncs are asynchronous where the system has Linux AIO
         assert any(ln.startswith("io_submit(") and "IOCB_CMD_FSYNC" in ln for ln in lines)
+    unnamed = unnamed_here(project.dir / "mail" / "spec-reviewer")
     acks = [i for i, ln in enumerate(lines) if "250 2.0.0 <" in ln and ("sendto(" in ln or "write(" in ln)]
     assert len(acks) == 3
 
@@ -74,19 +79,37 @@ def test_every_250_follows_fsync_rename_and_directory_fsync(project: Project, tm
     for n, ack in enumerate(acks):
         assert sent[n] in lines[ack]
         window = lines[prev:ack]
-        tmp_open = [(i, ln) for i, ln in enumerate(window) if "/spec-reviewer/tmp/" in ln and "O_EXCL" in ln]
-        assert tmp_open, "no tmp file created before the 250"
-        i_open, open_line = tmp_open[-1]
+        if unnamed:
+            opened = [(i, ln) for i, ln in enumerate(window) if '/spec-reviewer/new"' in ln and "O_TMPFILE" in ln]
+        else:
+            opened = [(i, ln) for i, ln in enumerate(window) if "/spec-reviewer/tmp/" in ln and "O_EXCL" in ln]
+        assert opened, "no file written before the 250"
+        i_open, open_line = opened[-1]
         fd = open_line.rsplit("=", 1)[1].strip()
         i_fsync = next(i - prev for i, f in synced if i - prev > i_open and f == fd)
+        moves = ("linkat(",) if unnamed else ("rename(", "link(")
         i_move = next(
             i
             for i, ln in enumerate(window)
-            if i > i_fsync and ln.startswith(("rename(", "link(")) and "/spec-reviewer/new/" in ln
+            if i > i_fsync and ln.startswith(moves) and "/spec-reviewer/new/" in ln.split(",", 3)[-1]
         )
+        if unnamed:
+            assert f'"/proc/self/fd/{fd}"' in window[i_move]
+            i_again = next(i - prev for i, f in synced if i - prev > i_move and f == fd)
+            assert i_again < ack - prev, "the linked file was not fsynced again before its 250"
         i_dirsync = next(i - prev for i, f in synced if i - prev > i_move and f in dir_fd_at(i))
         assert i_open < i_fsync < i_move < i_dirsync < ack - prev
         prev = ack
+
+
+def unnamed_here(box: Path) -> bool:
+    """Whether this system and the file system of ``box`` (a Maildir) allow unnamed copies."""
+    unnamed = Unnamed()
+    fd = unnamed.write(str(box), b"")
+    if fd is None:
+        return False
+    os.close(fd)
+    return True
 
 
 def aio_here() -> bool:

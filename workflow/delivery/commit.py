@@ -1,14 +1,17 @@
 """Commit: group commit for the SMTP server — concurrent deliveries made durable together.
 
-Each checked plan is written to tmp/ at once (``submit``). At the end of the event loop's turn,
-one round takes every plan written so far and, for the whole batch: starts writing every file,
-fsyncs each (with a journal the first fsync commits it for all of them; without one each finds
-its data already on its way), renames each into new/, fsyncs each touched new/ directory *once*;
-then the waiting transactions are woken, and only then answer ``250``. While more of this
-process's transactions are under way than plans are written or syncing (another client is
-between MAIL and the end of its DATA), a round waits for them, ``GATHER`` at most: the syncs,
-not the checks, are most of a message's cost, and one round for two clients costs what one
-round for one costs. Nothing is acknowledged before its own file and directory are synced.
+Each checked plan's copies are written at once (``submit``): each with no name in its new/ where
+the system allows it (``mail.unnamed``: its fsync then writes no directory), else in tmp/. At the
+end of the event loop's turn, one round takes every plan written so far and, for the whole batch:
+starts writing every file, fsyncs each (with a journal the first fsync commits it for all of them;
+without one each finds its data already on its way), links each into new/ (or renames it from
+tmp/), fsyncs each touched new/ directory *once* and, beside them, each linked file again (its
+link count is in its own inode); then the waiting transactions are woken, and only then answer
+``250``. While more of this process's transactions are under way than plans are written or
+syncing (another client is between MAIL and the end of its DATA), a round waits for them,
+``GATHER`` at most: the syncs, not the checks, are most of a message's cost, and one round for
+two clients costs what one round for one costs. Nothing is acknowledged before its own file and
+directory are synced.
 
 Where Linux AIO is available (``aio.Fsyncs``), a round submits each phase's fsyncs together and
 the event loop goes on serving while the disk works; it takes the round up again when they are
@@ -26,8 +29,8 @@ Maildirs (the workers of ``workflow smtpd --workers``) are told of each round's 
 their files are synced and before they are moved into new/ (``Peers``), so their checks see
 every copy that can be in a new/, even if this process dies the next moment; when they cannot be
 told, the round is indexed before it is acknowledged. A plan that fails (disk full, a directory
-in the way) is undone alone — no copy left in any new/ — and its transaction answers ``451``;
-the rest of the batch is unaffected.
+in the way) is undone alone — no copy left in any new/ or tmp/ — and its transaction answers
+``451``; the rest of the batch is unaffected.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from workflow.delivery.aio import Fsyncs
 from workflow.delivery.deliverer import Deliverer, Plan
 from workflow.mail.index import Index
 from workflow.mail.maildir import DirFsync, Entry, Writeback
+from workflow.mail.unnamed import Unnamed
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +56,19 @@ INDEX_DELAY = 0.05
 GATHER = 0.002  # the longest a round waits for the transactions under way to write their plans
 TEXT_QUIET = 0.5  # full-text rows are written once this process has committed nothing for this long
 TEXT_STEP = 100  # ... this many at a time (a few ms of the loop), serving whatever came in between
-Written = list[tuple[str, str, str, int]]  # each copy in tmp/: mailbox, tmp path, name, open fd
+
+
+class Copy(NamedTuple):
+    """A copy written and not yet in new/: unnamed in its new/ (``tmp`` empty), or in tmp/."""
+
+    mailbox: str
+    box: str  # the mailbox's directory
+    tmp: str  # its path in tmp/, or "" when it has no name (``mail.unnamed``)
+    name: str  # its name in new/ to be
+    fd: int  # open until synced (a copy with no name: until linked and synced again)
+
+
+Written = list[Copy]
 
 
 class Job(NamedTuple):
@@ -92,6 +108,7 @@ class Committer:
         under_way: Callable[[], int] | None = None,
         *,
         asynchronous: bool = True,
+        unnamed: bool = True,
     ) -> None:
         self.deliverer = deliverer
         # fsync without blocking the loop where the system allows it (``aio``), from ``start``
@@ -105,6 +122,8 @@ class Committer:
         self.maildirs = deliverer.maildirs
         self.dirs = DirFsync()
         self.writeback = Writeback()
+        # copies written with no name in their new/ where the system allows it (``mail.unnamed``)
+        self.unnamed = Unnamed() if unnamed else None
         self.index: Index | None = None
         # Stored and acknowledged, not yet indexed: the index is a cache, written in larger
         # batches than the durable writes (every INDEX_BATCH copies, or after INDEX_DELAY quiet).
@@ -163,8 +182,13 @@ class Committer:
         files: Written = []
         try:
             for mb in plan.mailboxes:
-                tmp, name, fd = md.stage(md.ensure(mb), plan.raw)
-                files.append((mb, tmp, name, fd))
+                box = md.ensure(mb)
+                fd = self.unnamed.write(box, plan.raw) if self.unnamed is not None else None
+                if fd is not None:
+                    files.append(Copy(mb, box, "", md.new_name(), fd))
+                else:
+                    tmp, name, fd = md.stage(box, plan.raw)
+                    files.append(Copy(mb, box, tmp, name, fd))
         except BaseException as e:
             self._undo(plan, files)
             fut.set_exception(md.failure(e))
@@ -292,12 +316,12 @@ class Committer:
             return False
 
     def _undo(self, plan: Plan, files: Written) -> None:
-        for _, _, _, fd in files:
+        for copy in files:
             try:
-                os.close(fd)
+                os.close(copy.fd)
             except OSError:
                 pass
-        self.maildirs.undo(plan.mailboxes, [], [t for _, t, _, _ in files])
+        self.maildirs.undo(plan.mailboxes, [], [c.tmp for c in files if c.tmp])
 
     def _sync(self, batch: Sequence[Job]) -> tuple[list[Result], bool]:
         """Make a batch durable in new/, blocking in each fsync; each plan's copies, or its error.
@@ -306,7 +330,9 @@ class Committer:
         fds = self._start_writing(batch)
         staged = self._files_synced(batch, [_fsync(fd) for fd in fds], results)
         moved, dirs, all_told = self._move(batch, staged, results)
-        self._dirs_synced(batch, moved, dirs, [_fsync_dir(self.dirs, d) for d in dirs], results)
+        outcome = [_fsync_dir(self.dirs, d) for d in dirs]
+        outcome += [_fsync(c.fd) for _, linked in moved.values() for c in linked]
+        self._dirs_synced(batch, moved, dirs, outcome, results)
         return results, all_told
 
     async def _sync_async(self, batch: Sequence[Job], aio: Fsyncs) -> tuple[list[Result], bool]:
@@ -315,24 +341,25 @@ class Committer:
         results: list[Result] = [[] for _ in batch]
         staged = self._files_synced(batch, await aio.fsync(self._start_writing(batch)), results)
         moved, dirs, all_told = self._move(batch, staged, results)
-        dir_fds: list[int] = []
+        fds: list[int] = []
         opened: list[OSError | None] = []
         for d in dirs:
             try:
-                dir_fds.append(self.dirs.fd(d))
+                fds.append(self.dirs.fd(d))
                 opened.append(None)
             except OSError as e:
                 opened.append(e)
-        synced = iter(await aio.fsync(dir_fds))
-        outcome = [e if e is not None else next(synced) for e in opened]
-        self.dirs.syncs += len(dir_fds)
+        self.dirs.syncs += len(fds)
+        fds += [c.fd for _, linked in moved.values() for c in linked]
+        synced = iter(await aio.fsync(fds))
+        outcome = [e if e is not None else next(synced) for e in opened] + list(synced)
         self._dirs_synced(batch, moved, dirs, outcome, results)
         return results, all_told
 
     def _start_writing(self, batch: Sequence[Job]) -> list[int]:
         """Every file's fd, its write-out started when there is more than one
         (maildir.Writeback says why)."""
-        fds = [fd for job in batch for _, _, _, fd in job.files]
+        fds = [c.fd for job in batch for c in job.files]
         if len(fds) > 1:
             for fd in fds:
                 self.writeback.start(fd)
@@ -340,74 +367,90 @@ class Committer:
 
     def _files_synced(
         self, batch: Sequence[Job], outcome: Sequence[OSError | None], results: list[Result]
-    ) -> dict[int, list[tuple[str, str, str]]]:
-        """Close each file; a plan any of whose files failed to sync is undone. Returns the
-        plans whose files are all durable in tmp/."""
+    ) -> dict[int, Written]:
+        """Close each file in tmp/ (a file with no name stays open to be linked); a plan any of
+        whose files failed to sync is undone. Returns the plans whose files are all durable."""
         md = self.maildirs
-        staged: dict[int, list[tuple[str, str, str]]] = {}
+        staged: dict[int, Written] = {}
         k = 0
         for i, (plan, files, *_) in enumerate(batch):
             error: BaseException | None = None
-            for _, _, _, fd in files:
+            for copy in files:
                 error = error or outcome[k]
                 k += 1
-                os.close(fd)
+                if copy.tmp:
+                    os.close(copy.fd)
             if error is not None:
-                md.undo(plan.mailboxes, [], [t for _, t, _, _ in files])
+                self._close_unnamed(files)
+                md.undo(plan.mailboxes, [], [c.tmp for c in files if c.tmp])
                 results[i] = md.failure(error)
             else:
-                staged[i] = [(mb, tmp, name) for mb, tmp, name, _ in files]
+                staged[i] = files
         return staged
 
     def _move(
-        self, batch: Sequence[Job], staged: dict[int, list[tuple[str, str, str]]], results: list[Result]
-    ) -> tuple[dict[int, list[tuple[str, str]]], list[str], bool]:
-        """Tell the peers where each copy will be, then rename each into new/. Returns each
-        plan's (mailbox, new path) pairs, the new/ directories to sync, and whether all the
-        peers were told."""
+        self, batch: Sequence[Job], staged: dict[int, Written], results: list[Result]
+    ) -> tuple[dict[int, tuple[list[tuple[str, str]], Written]], list[str], bool]:
+        """Tell the peers where each copy will be, then move each into new/: rename it from tmp/,
+        or link it (a file with no name). Returns, for each plan moved, its (mailbox, new path)
+        pairs and its linked files (to be synced again, then closed); the new/ directories to
+        sync; and whether all the peers were told."""
         md = self.maildirs
         told = [
-            (
-                batch[i].plan.message_id,
-                [
-                    Entry(mb, name, "new", "", os.path.dirname(os.path.dirname(tmp)) + "/new/" + name)
-                    for mb, tmp, name in synced
-                ],
-            )
-            for i, synced in staged.items()
+            (batch[i].plan.message_id, [Entry(c.mailbox, c.name, "new", "", f"{c.box}/new/{c.name}") for c in files])
+            for i, files in staged.items()
         ]
         all_told = not told or self._tell("stored", told)
-        moved: dict[int, list[tuple[str, str]]] = {}
-        for i, synced in staged.items():
+        moved: dict[int, tuple[list[tuple[str, str]], Written]] = {}
+        for i, files in staged.items():
             done: list[tuple[str, str]] = []
             try:
-                for mb, tmp, name in synced:
-                    done.append((mb, md.move_new(tmp, name)))
-                moved[i] = done
+                for c in files:
+                    target = md.move_new(c.tmp, c.name) if c.tmp else self._link(c)
+                    done.append((c.mailbox, target))
+                moved[i] = (done, [c for c in files if not c.tmp])
             except BaseException as e:
-                md.undo(batch[i].plan.mailboxes, [t for _, t in done], [t for _, t, _ in synced])
+                self._close_unnamed(files)
+                md.undo(batch[i].plan.mailboxes, [t for _, t in done], [c.tmp for c in files if c.tmp])
                 results[i] = md.failure(e)
-        dirs = sorted({os.path.dirname(t) for targets in moved.values() for _, t in targets})
+        dirs = sorted({os.path.dirname(t) for targets, _ in moved.values() for _, t in targets})
         return moved, dirs, all_told
 
     def _dirs_synced(
         self,
         batch: Sequence[Job],
-        moved: dict[int, list[tuple[str, str]]],
+        moved: dict[int, tuple[list[tuple[str, str]], Written]],
         dirs: Sequence[str],
         outcome: Sequence[OSError | None],
         results: list[Result],
     ) -> None:
-        """Each moved plan's copies, or, when one of its new/ directories failed to sync, its
-        error (and none of its copies left in new/)."""
-        failed = {d: e for d, e in zip(dirs, outcome, strict=True) if e is not None}
-        for i, targets in moved.items():
+        """Each moved plan's copies, or, when one of its new/ directories or of its linked files
+        failed to sync, its error (and none of its copies left in new/). ``outcome`` is each
+        directory's, then each linked file's, in the order of ``moved``."""
+        failed = {d: e for d, e in zip(dirs, outcome, strict=False) if e is not None}
+        after = iter(outcome[len(dirs) :])
+        for i, (targets, linked) in moved.items():
             bad = [failed[os.path.dirname(t)] for _, t in targets if os.path.dirname(t) in failed]
+            bad += [e for e in (next(after) for _ in linked) if e is not None]
+            self._close_unnamed(linked)
             if bad:
                 self.maildirs.undo(batch[i].plan.mailboxes, [t for _, t in targets], [])
                 results[i] = self.maildirs.failure(bad[0])
             else:
                 results[i] = [Entry(mb, os.path.basename(t), "new", "", t) for mb, t in targets]
+
+    def _link(self, copy: Copy) -> str:
+        assert self.unnamed is not None  # it wrote the copy
+        return self.unnamed.link(copy.fd, copy.box, copy.name)
+
+    @staticmethod
+    def _close_unnamed(files: Written) -> None:
+        for c in files:
+            if not c.tmp:
+                try:
+                    os.close(c.fd)
+                except OSError:
+                    pass
 
 
 def _fsync(fd: int) -> OSError | None:

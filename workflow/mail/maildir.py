@@ -199,7 +199,8 @@ class Maildirs:
         except OSError as e:
             raise DeliveryError(f"cannot create mail directory {d}: {e.strerror}") from None
 
-    def _new_name(self) -> str:
+    def new_name(self) -> str:
+        """A unique file name (time, microseconds, pid, 64 random bits, host), as Maildir asks."""
         if not self._host:
             self._host = _hostname()
         now = time.time()
@@ -226,7 +227,7 @@ class Maildirs:
         them all first (``Writeback``), so the fsyncs after the first find little left to do.
         """
         for _ in range(8):
-            name = self._new_name()
+            name = self.new_name()
             tmp = f"{box}/tmp/{name}"
             try:
                 fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
