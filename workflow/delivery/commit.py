@@ -65,7 +65,7 @@ class Copy(NamedTuple):
     box: str  # the mailbox's directory
     tmp: str  # its path in tmp/, or "" when it has no name (``mail.unnamed``)
     name: str  # its name in new/ to be
-    fd: int  # open until synced (a copy with no name: until linked and synced again)
+    fd: int  # open until its round ends (a copy with no name is linked, then synced again, through it)
 
 
 Written = list[Copy]
@@ -257,8 +257,8 @@ class Committer:
         try:
             results, all_told = await self._sync_async(batch, aio)
         except BaseException as e:  # a bug, or the loop closing: no transaction is left waiting
-            for job in batch:
-                self._undo(job.plan, job.files)
+            for job in batch:  # (the round closed their files)
+                self.maildirs.undo(job.plan.mailboxes, [], [c.tmp for c in job.files if c.tmp])
             self._finish(batch, [e for _ in batch], True)
             raise
         finally:
@@ -316,6 +316,7 @@ class Committer:
             return False
 
     def _undo(self, plan: Plan, files: Written) -> None:
+        """Take back a plan whose round has not started: close its files, remove those in tmp/."""
         for copy in files:
             try:
                 os.close(copy.fd)
@@ -327,33 +328,39 @@ class Committer:
         """Make a batch durable in new/, blocking in each fsync; each plan's copies, or its error.
         False: the peers could not all be told."""
         results: list[Result] = [[] for _ in batch]
-        fds = self._start_writing(batch)
-        staged = self._files_synced(batch, [_fsync(fd) for fd in fds], results)
-        moved, dirs, all_told = self._move(batch, staged, results)
-        outcome = [_fsync_dir(self.dirs, d) for d in dirs]
-        outcome += [_fsync(c.fd) for _, linked in moved.values() for c in linked]
-        self._dirs_synced(batch, moved, dirs, outcome, results)
+        try:
+            fds = self._start_writing(batch)
+            staged = self._files_synced(batch, [_fsync(fd) for fd in fds], results)
+            moved, dirs, all_told = self._move(batch, staged, results)
+            outcome = [_fsync_dir(self.dirs, d) for d in dirs]
+            outcome += [_fsync(c.fd) for _, linked in moved.values() for c in linked]
+            self._dirs_synced(batch, moved, dirs, outcome, results)
+        finally:
+            _close(batch)
         return results, all_told
 
     async def _sync_async(self, batch: Sequence[Job], aio: Fsyncs) -> tuple[list[Result], bool]:
         """``_sync`` with the loop free while the disk works: each phase's fsyncs submitted
         together, their completions reaped by the loop."""
         results: list[Result] = [[] for _ in batch]
-        staged = self._files_synced(batch, await aio.fsync(self._start_writing(batch)), results)
-        moved, dirs, all_told = self._move(batch, staged, results)
-        fds: list[int] = []
-        opened: list[OSError | None] = []
-        for d in dirs:
-            try:
-                fds.append(self.dirs.fd(d))
-                opened.append(None)
-            except OSError as e:
-                opened.append(e)
-        self.dirs.syncs += len(fds)
-        fds += [c.fd for _, linked in moved.values() for c in linked]
-        synced = iter(await aio.fsync(fds))
-        outcome = [e if e is not None else next(synced) for e in opened] + list(synced)
-        self._dirs_synced(batch, moved, dirs, outcome, results)
+        try:
+            staged = self._files_synced(batch, await aio.fsync(self._start_writing(batch)), results)
+            moved, dirs, all_told = self._move(batch, staged, results)
+            fds: list[int] = []
+            opened: list[OSError | None] = []
+            for d in dirs:
+                try:
+                    fds.append(self.dirs.fd(d))
+                    opened.append(None)
+                except OSError as e:
+                    opened.append(e)
+            self.dirs.syncs += len(fds)
+            fds += [c.fd for _, linked in moved.values() for c in linked]
+            synced = iter(await aio.fsync(fds))
+            outcome = [e if e is not None else next(synced) for e in opened] + list(synced)
+            self._dirs_synced(batch, moved, dirs, outcome, results)
+        finally:
+            _close(batch)  # the kernel holds what it needs of a submitted fsync's file
         return results, all_told
 
     def _start_writing(self, batch: Sequence[Job]) -> list[int]:
@@ -368,20 +375,17 @@ class Committer:
     def _files_synced(
         self, batch: Sequence[Job], outcome: Sequence[OSError | None], results: list[Result]
     ) -> dict[int, Written]:
-        """Close each file in tmp/ (a file with no name stays open to be linked); a plan any of
-        whose files failed to sync is undone. Returns the plans whose files are all durable."""
+        """A plan any of whose files failed to sync is undone. Returns the plans whose files are
+        all durable."""
         md = self.maildirs
         staged: dict[int, Written] = {}
         k = 0
         for i, (plan, files, *_) in enumerate(batch):
             error: BaseException | None = None
-            for copy in files:
+            for _ in files:
                 error = error or outcome[k]
                 k += 1
-                if copy.tmp:
-                    os.close(copy.fd)
             if error is not None:
-                self._close_unnamed(files)
                 md.undo(plan.mailboxes, [], [c.tmp for c in files if c.tmp])
                 results[i] = md.failure(error)
             else:
@@ -393,8 +397,8 @@ class Committer:
     ) -> tuple[dict[int, tuple[list[tuple[str, str]], Written]], list[str], bool]:
         """Tell the peers where each copy will be, then move each into new/: rename it from tmp/,
         or link it (a file with no name). Returns, for each plan moved, its (mailbox, new path)
-        pairs and its linked files (to be synced again, then closed); the new/ directories to
-        sync; and whether all the peers were told."""
+        pairs and its linked files (to be synced again); the new/ directories to sync; and
+        whether all the peers were told."""
         md = self.maildirs
         told = [
             (batch[i].plan.message_id, [Entry(c.mailbox, c.name, "new", "", f"{c.box}/new/{c.name}") for c in files])
@@ -410,7 +414,6 @@ class Committer:
                     done.append((c.mailbox, target))
                 moved[i] = (done, [c for c in files if not c.tmp])
             except BaseException as e:
-                self._close_unnamed(files)
                 md.undo(batch[i].plan.mailboxes, [t for _, t in done], [c.tmp for c in files if c.tmp])
                 results[i] = md.failure(e)
         dirs = sorted({os.path.dirname(t) for targets, _ in moved.values() for _, t in targets})
@@ -432,7 +435,6 @@ class Committer:
         for i, (targets, linked) in moved.items():
             bad = [failed[os.path.dirname(t)] for _, t in targets if os.path.dirname(t) in failed]
             bad += [e for e in (next(after) for _ in linked) if e is not None]
-            self._close_unnamed(linked)
             if bad:
                 self.maildirs.undo(batch[i].plan.mailboxes, [t for _, t in targets], [])
                 results[i] = self.maildirs.failure(bad[0])
@@ -443,14 +445,15 @@ class Committer:
         assert self.unnamed is not None  # it wrote the copy
         return self.unnamed.link(copy.fd, copy.box, copy.name)
 
-    @staticmethod
-    def _close_unnamed(files: Written) -> None:
-        for c in files:
-            if not c.tmp:
-                try:
-                    os.close(c.fd)
-                except OSError:
-                    pass
+
+def _close(batch: Sequence[Job]) -> None:
+    """Close every file of a round, once, whatever became of it."""
+    for job in batch:
+        for c in job.files:
+            try:
+                os.close(c.fd)
+            except OSError:
+                pass
 
 
 def _fsync(fd: int) -> OSError | None:
