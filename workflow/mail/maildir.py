@@ -234,12 +234,7 @@ class Maildirs:
             except FileExistsError:
                 continue
             try:
-                view = memoryview(data)
-                while view:
-                    n = os.write(fd, view)
-                    if n <= 0:
-                        raise OSError(errno.EIO, "short write")
-                    view = view[n:]
+                write_all(fd, data)
             except BaseException:
                 os.close(fd)
                 _unlink_quiet(tmp)
@@ -343,6 +338,16 @@ class Maildirs:
             return False
         self.set_flags(entry, entry.flags + "S")
         return True
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write every byte of ``data`` to ``fd``, checking each write."""
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        if n <= 0:
+            raise OSError(errno.EIO, "short write")
+        view = view[n:]
 
 
 def mailboxes_in(root: str) -> list[str]:

@@ -22,6 +22,8 @@ from __future__ import annotations
 import errno
 import os
 
+from workflow.mail.maildir import write_all
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -89,12 +91,7 @@ class Unnamed:
             self._linkat = None
             return None
         try:
-            view = memoryview(data)
-            while view:
-                n = os.write(fd, view)
-                if n <= 0:
-                    raise OSError(errno.EIO, "short write")
-                view = view[n:]
+            write_all(fd, data)
         except BaseException:
             os.close(fd)
             raise
