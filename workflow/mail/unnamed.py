@@ -2,9 +2,9 @@
 its bytes are durable.
 
 The classic Maildir write creates tmp/<name>, fsyncs it and renames it into new/. On ext4
-without a journal the first fsync of a new file also writes its directory — tmp/'s block, then its
-inode, each waited for — though tmp/ is only a place to wait in. A file with no name has no
-directory entry to write: its fsync writes its data and its inode. Once that fsync returns, the
+without a journal the first fsync of a new file also writes its directory's block, waited for,
+though tmp/ is only a place to wait in. A file with no name has no directory entry to write: its
+fsync writes its data and its inode. Once that fsync returns, the
 file is linked into new/ (``link``: never over an existing name). Its link count lives in its
 own inode, so the file is fsynced a second time, beside its new/ directory, before anything
 reports it stored: a crash before that leaves either no name, or (which ``fsck`` clears) a name
