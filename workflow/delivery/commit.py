@@ -258,7 +258,7 @@ class Committer:
             results, all_told = await self._sync_async(batch, aio)
         except BaseException as e:  # a bug, or the loop closing: no transaction is left waiting
             for job in batch:  # (the round closed their files)
-                self.maildirs.undo(job.plan.mailboxes, [], [c.tmp for c in job.files if c.tmp])
+                self.maildirs.undo(job.plan.mailboxes, [], _in_tmp(job.files))
             self._finish(batch, [e for _ in batch], True)
             raise
         finally:
@@ -322,7 +322,7 @@ class Committer:
                 os.close(copy.fd)
             except OSError:
                 pass
-        self.maildirs.undo(plan.mailboxes, [], [c.tmp for c in files if c.tmp])
+        self.maildirs.undo(plan.mailboxes, [], _in_tmp(files))
 
     def _sync(self, batch: Sequence[Job]) -> tuple[list[Result], bool]:
         """Make a batch durable in new/, blocking in each fsync; each plan's copies, or its error.
@@ -386,7 +386,7 @@ class Committer:
                 error = error or outcome[k]
                 k += 1
             if error is not None:
-                md.undo(plan.mailboxes, [], [c.tmp for c in files if c.tmp])
+                md.undo(plan.mailboxes, [], _in_tmp(files))
                 results[i] = md.failure(error)
             else:
                 staged[i] = files
@@ -414,7 +414,7 @@ class Committer:
                     done.append((c.mailbox, target))
                 moved[i] = (done, [c for c in files if not c.tmp])
             except BaseException as e:
-                md.undo(batch[i].plan.mailboxes, [t for _, t in done], [c.tmp for c in files if c.tmp])
+                md.undo(batch[i].plan.mailboxes, [t for _, t in done], _in_tmp(files))
                 results[i] = md.failure(e)
         dirs = sorted({os.path.dirname(t) for targets, _ in moved.values() for _, t in targets})
         return moved, dirs, all_told
@@ -430,7 +430,7 @@ class Committer:
         """Each moved plan's copies, or, when one of its new/ directories or of its linked files
         failed to sync, its error (and none of its copies left in new/). ``outcome`` is each
         directory's, then each linked file's, in the order of ``moved``."""
-        failed = {d: e for d, e in zip(dirs, outcome, strict=False) if e is not None}
+        failed = {d: e for d, e in zip(dirs, outcome[: len(dirs)], strict=True) if e is not None}
         after = iter(outcome[len(dirs) :])
         for i, (targets, linked) in moved.items():
             bad = [failed[os.path.dirname(t)] for _, t in targets if os.path.dirname(t) in failed]
@@ -444,6 +444,11 @@ class Committer:
     def _link(self, copy: Copy) -> str:
         assert self.unnamed is not None  # it wrote the copy
         return self.unnamed.link(copy.fd, copy.box, copy.name)
+
+
+def _in_tmp(files: Written) -> list[str]:
+    """The paths in tmp/ of the copies that have one (a copy with no name has none to remove)."""
+    return [c.tmp for c in files if c.tmp]
 
 
 def _close(batch: Sequence[Job]) -> None:
