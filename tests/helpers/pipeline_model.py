@@ -1,0 +1,280 @@
+"""Pipeline model: a stand-in Messages API that plays every built-in role as a capable model would.
+
+It answers ``POST /v1/messages`` at the wire, so the real anthropic SDK inside run-role drives it.
+Each answer is computed from the request alone (the role from the system prompt, the handed mail
+from the first user turn, what the tools answered so far from the later turns), so concurrent
+runs of different roles never share state here. Each role does only what its role file allows:
+
+* spec-writer: a person's question → drafts the spec, answers the person, asks spec-reviewer for a
+  review; a clarification-request → revises the spec and answers in the thread;
+* spec-reviewer: a review-request → asks one clarification; the answer → approves (moves the
+  spec to todo/, NEXT_ROLES=skeleton-writer,test-writer);
+* skeleton-writer / test-writer: the spec's approval → moves the spec todo → doing (one of the
+  two wins; the other finds it there), writes its own artifact in proposed/, asks its reviewer;
+* skeleton-reviewer / test-reviewer: a review-request → approve (NEXT_ROLES=implementer);
+* implementer: once the skeleton and the tests are both approved → moves them to doing, then the
+  spec, the skeleton and the tests to done, and tells the person.
+
+Every request is recorded (``calls``), with the role, so a test can count runs and model calls.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, NamedTuple
+
+MAIL = re.compile(
+    r"^## (NEW )?(\S+) from (\S+) \(.*?\)\n(?:.*?Artifacts: ([^·\n]+))?.*?\nMessage-ID: (<[^>\s]+>)",
+    re.M,
+)
+
+
+class Mail(NamedTuple):
+    new: bool
+    event: str
+    sender: str
+    artifacts: tuple[str, ...]
+    message_id: str
+
+
+class Call(NamedTuple):
+    role: str
+    first: bool  # the run's first model call (its prompt holds the handed mail)
+    prompt: str
+
+
+def mail_in(prompt: str) -> list[Mail]:
+    out = []
+    for m in MAIL.finditer(prompt):
+        arts = tuple(a.strip() for a in (m.group(4) or "").split(",") if a.strip())
+        out.append(Mail(bool(m.group(1)), m.group(2), m.group(3), arts, m.group(5)))
+    return out
+
+
+def about(mail: Mail, name: str) -> bool:
+    return any(a.rsplit("/", 1)[-1] == f"{name}.md" for a in mail.artifacts)
+
+
+SPEC_V1 = "# Rate limit\n\nThe public API allows 100 requests per minute per API key.\n"
+SPEC_V2 = SPEC_V1 + "\nOver the limit: 429 with Retry-After (seconds until the window resets).\n"
+OWN = {"skeleton-writer": ("skeleton", "skeleton-reviewer"), "test-writer": ("tests", "test-reviewer")}
+
+
+def tool(name: str, **args: Any) -> dict[str, Any]:
+    return {"tool": name, "args": args}
+
+
+def say(text: str) -> dict[str, Any]:
+    return {"say": text}
+
+
+def plan(role: str, prompt: str, results: list[str]) -> list[dict[str, Any]]:
+    """The whole run's actions, given what the tools have answered so far (the plan may depend on
+    them: the implementer reads where the skeleton and the tests are before it acts)."""
+    new = [m for m in mail_in(prompt) if m.new]
+    steps: list[dict[str, Any]] = []
+    if role == "spec-writer":
+        for m in new:
+            if m.event == "question" and about(m, "rate-limit"):
+                steps += [
+                    tool("write_artifact", path="specs/proposed/rate-limit.md", content=SPEC_V1),
+                    tool(
+                        "send_message",
+                        event="answer",
+                        artifact="specs/*/rate-limit.md",
+                        to=[m.sender],
+                        in_reply_to=m.message_id,
+                        variables={"CONTEXT": "Drafted specs/proposed/rate-limit.md; spec-reviewer reviews it."},
+                    ),
+                    tool(
+                        "send_message",
+                        event="review-request",
+                        artifact="specs/*/rate-limit.md",
+                        to=["spec-reviewer"],
+                        variables={"CONTEXT": "Focus on what happens over the limit."},
+                    ),
+                ]
+            elif m.event == "clarification-request" and about(m, "rate-limit"):
+                steps += [
+                    tool("write_artifact", path="specs/proposed/rate-limit.md", content=SPEC_V2),
+                    tool(
+                        "send_message",
+                        event="answer",
+                        artifact="specs/*/rate-limit.md",
+                        to=[m.sender],
+                        in_reply_to=m.message_id,
+                        variables={"CONTEXT": "429 with Retry-After; the spec says so now."},
+                    ),
+                ]
+    elif role == "spec-reviewer":
+        for m in new:
+            if m.event == "review-request" and about(m, "rate-limit"):
+                steps.append(
+                    tool(
+                        "send_message",
+                        event="clarification-request",
+                        artifact="specs/*/rate-limit.md",
+                        to=[m.sender],
+                        in_reply_to=m.message_id,
+                        variables={"QUESTION": "What does a client get over the limit?", "BLOCKING": "yes"},
+                    )
+                )
+            elif m.event == "answer" and about(m, "rate-limit"):
+                steps += [
+                    tool("read_artifact", path="specs/*/rate-limit.md"),
+                    tool("move_artifact", artifact="rate-limit", state="todo", reason="Complete and testable"),
+                    tool(
+                        "send_message",
+                        event="approval",
+                        artifact="specs/*/rate-limit.md",
+                        to=[m.sender],
+                        in_reply_to=m.message_id,
+                        variables={"NEXT_STATE": "todo", "NEXT_ROLES": "skeleton-writer,test-writer"},
+                    ),
+                ]
+    elif role in OWN:
+        kind, reviewer = OWN[role]
+        for m in new:
+            if m.event == "approval" and about(m, "rate-limit"):
+                steps += [
+                    tool("move_artifact", artifact="rate-limit", state="doing", reason=f"Writing the {kind}"),
+                    tool(
+                        "write_artifact",
+                        path=f"specs/proposed/rate-limit-{kind}.md",
+                        content=f"# Rate limit: {kind}\n\nFor specs/*/rate-limit.md.\n",
+                    ),
+                    tool(
+                        "send_message",
+                        event="review-request",
+                        artifact=f"specs/*/rate-limit-{kind}.md",
+                        to=[reviewer],
+                        variables={"CONTEXT": f"The {kind} for rate-limit."},
+                    ),
+                ]
+    elif role in ("skeleton-reviewer", "test-reviewer"):
+        kind = "skeleton" if role == "skeleton-reviewer" else "tests"
+        for m in new:
+            if m.event == "review-request" and about(m, f"rate-limit-{kind}"):
+                steps += [
+                    tool("read_artifact", path=f"specs/*/rate-limit-{kind}.md"),
+                    tool("move_artifact", artifact=f"rate-limit-{kind}", state="todo", reason="Matches the spec"),
+                    tool(
+                        "send_message",
+                        event="approval",
+                        artifact=f"specs/*/rate-limit-{kind}.md",
+                        to=[m.sender],
+                        in_reply_to=m.message_id,
+                        variables={"NEXT_STATE": "todo", "NEXT_ROLES": "implementer"},
+                    ),
+                ]
+    elif role == "implementer":
+        if any(m.event == "approval" for m in new):
+            steps += [
+                tool("read_artifact", path="specs/*/rate-limit-skeleton.md"),
+                tool("read_artifact", path="specs/*/rate-limit-tests.md"),
+            ]
+            if len(results) >= 2:
+                where = [r.splitlines()[0] if r else "" for r in results[:2]]
+                if all("/todo/" in w for w in where):
+                    steps += [
+                        tool("move_artifact", artifact="rate-limit-skeleton", state="doing", reason="Building"),
+                        tool("move_artifact", artifact="rate-limit-tests", state="doing", reason="Building"),
+                        tool("move_artifact", artifact="rate-limit", state="done", reason="Every test passes"),
+                        tool("move_artifact", artifact="rate-limit-skeleton", state="done", reason="Built"),
+                        tool("move_artifact", artifact="rate-limit-tests", state="done", reason="All pass"),
+                        tool(
+                            "send_message",
+                            event="status-update",
+                            artifact="specs/*/rate-limit.md",
+                            to=["user"],
+                            variables={"CONTEXT": "rate-limit is implemented: spec, skeleton and tests are done."},
+                        ),
+                    ]
+                else:
+                    steps.append(say("Waiting for the other review before building."))
+    return steps
+
+
+class PipelineModel:
+    """The stand-in API server; ``url`` goes into ANTHROPIC_BASE_URL."""
+
+    def __init__(self) -> None:
+        self.calls: list[Call] = []
+        self.refusals: list[tuple[str, str]] = []  # (role, what a tool refused)
+        self.lock = threading.Lock()
+        model = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
+                data = json.dumps(model.answer(body)).encode()
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def answer(self, body: dict[str, Any]) -> dict[str, Any]:
+        found = re.search(r"You are the (\S+) role", str(body.get("system", "")))
+        role = found.group(1) if found else "?"
+        messages = body.get("messages", [])
+        prompt = messages[0]["content"] if messages and isinstance(messages[0]["content"], str) else ""
+        results: list[str] = []
+        for i, m in enumerate(messages[1:], 2):
+            if m["role"] == "user" and isinstance(m["content"], list):
+                for block in m["content"]:
+                    if block.get("type") == "tool_result":
+                        text = block.get("content")
+                        text = text if isinstance(text, str) else json.dumps(text)
+                        results.append(text)
+                        if block.get("is_error") and i == len(messages):  # each refusal once: when it is new
+                            with self.lock:
+                                self.refusals.append((role, text))
+        with self.lock:
+            self.calls.append(Call(role, len(messages) == 1, prompt))
+        steps = plan(role, prompt, results)
+        done = len(results)
+        if done < len(steps) and "tool" in steps[done]:
+            step = steps[done]
+            content = [{"type": "tool_use", "id": f"toolu_{done}", "name": step["tool"], "input": step["args"]}]
+            return _message(content, "tool_use")
+        last = steps[done]["say"] if done < len(steps) else "Nothing more to do for this mail."
+        return _message([{"type": "text", "text": last}], "end_turn")
+
+    def runs(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for c in self.calls:
+            if c.first:
+                out[c.role] = out.get(c.role, 0) + 1
+        return out
+
+    def __enter__(self) -> PipelineModel:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _message(content: list[dict[str, Any]], stop: str) -> dict[str, Any]:
+    return {
+        "id": "msg_pipeline",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-stand-in",
+        "content": content,
+        "stop_reason": stop,
+        "stop_sequence": None,
+        "usage": {"input_tokens": 100, "output_tokens": 20},
+    }
