@@ -16,6 +16,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from helpers.git import GIT_ENV
 from helpers.pipeline_model import PipelineModel
 from helpers.project import free_port
@@ -28,7 +30,8 @@ from workflow.mail.message import parse
 ARTIFACTS = ("rate-limit", "rate-limit-skeleton", "rate-limit-tests")
 
 
-def start(tmp_path: Path, model: PipelineModel) -> tuple[Path, dict[str, str], App]:
+def start(tmp_path: Path, model: PipelineModel, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, dict[str, str], App]:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # init's mail root is ~/.maildir/workflow: this test's own
     proj = tmp_path / "proj"
     proj.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("WORKFLOW_", "ANTHROPIC_"))}
@@ -71,9 +74,9 @@ def unread_triggers(app: App) -> list[str]:
     return out
 
 
-def test_one_request_reaches_done_with_no_human_action(tmp_path: Path) -> None:
+def test_one_request_reaches_done_with_no_human_action(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with PipelineModel() as model:
-        proj, env, app = start(tmp_path, model)
+        proj, env, app = start(tmp_path, model, monkeypatch)
         log = tmp_path / "up.out"
         with open(log, "ab") as out:
             up = subprocess.Popen([sys.executable, "-m", "workflow", "up"], cwd=proj, env=env, stdout=out, stderr=out)
@@ -113,7 +116,8 @@ def test_one_request_reaches_done_with_no_human_action(tmp_path: Path) -> None:
                         failed = [(t.role, t.error) for t in tasks.list((TaskStatus.FAILED,))]
                     raise AssertionError(
                         f"the pipeline stopped: {sorted(p.relative_to(proj).as_posix() for p in (proj / 'specs').rglob('*.md'))}; "
-                        f"refusals {model.refusals}; failed runs {failed}; runs {model.runs()}\n{log.read_text()[-4000:]}"
+                        f"refusals {model.refusals}; failed runs {failed}; runs {model.runs()}\n{log.read_text()[-4000:]}\n"
+                        + "\n".join(f.read_text()[-1500:] for f in sorted(app.config.state.runs.glob("task-*.log")))
                     )
                 time.sleep(0.1)
             took = time.monotonic() - t0
@@ -146,15 +150,17 @@ def test_one_request_reaches_done_with_no_human_action(tmp_path: Path) -> None:
             assert handed.get((box, str(parse(raw).message_id))) == 1, (box, parse(raw).event)
 
     # one thread per conversation: every message about an artifact threads under its first message
+    question = [parse(raw) for _, raw, _ in copies(app) if parse(raw).event == "question"]
+    assert len(question) == 1
     by_artifact: dict[str, set[str]] = {}
     for _, raw, _ in copies(app):
         m = parse(raw)
-        if m.event in ("question", "status-update"):
-            continue  # the person's request and the closing note are threads of their own
+        root = (m.references or [str(m.message_id)])[0]
+        if root == question[0].message_id or m.event == "status-update":
+            continue  # the person's request (and its answer) and the closing note are threads of their own
         name = m.artifacts[0].rsplit("/", 1)[-1]
-        by_artifact.setdefault(name, set()).add((m.references or [str(m.message_id)])[0])
+        by_artifact.setdefault(name, set()).add(root)
     assert {k: len(v) for k, v in by_artifact.items()} == {"rate-limit.md": 1, "rate-limit-skeleton.md": 1, "rate-limit-tests.md": 1}
-    question = [parse(raw) for _, raw, _ in copies(app) if parse(raw).event == "question"]
     answers = [parse(raw) for box, raw, _ in copies(app) if box == "user" and parse(raw).event == "answer"]
     assert len(answers) == 1 and answers[0].in_reply_to == question[0].message_id
 

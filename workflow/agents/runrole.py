@@ -26,7 +26,7 @@ from workflow.agents.sandbox import status
 from workflow.agents.tools import RoleTools
 from workflow.agents.txn import Run, RunTransport, recover
 from workflow.app import App
-from workflow.core.errors import RosterError
+from workflow.core.errors import GitError, RosterError
 from workflow.core.locate import Resolver, find
 from workflow.delivery import address
 from workflow.delivery.smtpd import BackgroundServer
@@ -217,8 +217,8 @@ def _session(
         sandbox = status(app.config)
         if not sandbox.enforced:
             echo(f"{role.name}: {sandbox.line}")
-    run = Run.begin(app.config.state, role.name, rows)
-    tools = RoleTools(app, role, RunTransport(app, run), journal=run.intend_move)
+    run = Run.begin(app.config.state, role.name, rows, app.config, shell=name == "command")
+    tools = RoleTools(app, role, RunTransport(app, run), journal=run.intend_move, wrote=run.wrote)
     known = {r.message_id or r.key for r in rows}
     mail_file = run.agent / "new-mail.md"
     mail_file.write_text("", encoding="utf-8")
@@ -267,7 +267,12 @@ def _session(
         result = result._replace(ok=False, error=f"timed out after {limit:.0f}s ({result.error or 'it finished late'})")
     sent: list[str] = []
     if result.ok:
-        sent = run.commit(app, transport)
+        try:
+            sent = run.commit_edits(app)
+        except GitError as e:
+            result = result._replace(ok=False, error=f"its artifact edits could not be committed: {e}")
+    if result.ok:
+        sent += run.commit(app, transport)
         echo(f"{role.name}: run succeeded in {took:.1f}s")
     else:
         echo(f"{role.name}: run failed after {took:.1f}s: {result.error}")

@@ -100,15 +100,18 @@ class RoleTools:
         may_send: bool = True,
         read_only: bool = False,
         journal: Callable[[Artifact, Artifact], None] | None = None,
+        wrote: Callable[[str], None] | None = None,
     ) -> None:
         """``transport`` is the run's (it checks each message and stages it until the run ends);
-        ``journal`` hears of every move before it is committed (the run reverts it on failure)."""
+        ``journal`` hears of every move before it is committed (the run reverts it on failure);
+        ``wrote`` of every artifact written (the run commits it when it succeeds, or puts it back)."""
         self.app = app
         self.role = role
         self.transport = transport
         self.may_send = may_send and role.takes_mail and not read_only
         self.read_only = read_only
         self.journal = journal
+        self.wrote = wrote
         self.sent: list[str] = []  # Message-IDs of the messages the run has sent (staged until it ends)
         self.moved: list[str] = []
         self.written: list[str] = []
@@ -180,18 +183,20 @@ class RoleTools:
         elsewhere = [x.path for x in locate(a.glob, self.app.config) if x.path != a.path]
         if elsewhere:
             raise ToolError(f"{a.name} already exists as {', '.join(elsewhere)}; write it there (or move it first)")
+        if self.wrote is not None:
+            self.wrote(a.path)  # recorded before the write: a crash in between still rolls it back
         try:
             safeopen.write(self.app.config, a.path, content, self.app.config.runs.max_artifact_bytes)
         except ArtifactError as e:
             raise ToolError(str(e)) from None
         self.written.append(a.path)
-        return f"wrote {a.path} ({len(content.encode())} bytes)"
+        return f"wrote {a.path} ({len(content.encode())} bytes); it is committed when your run ends successfully"
 
     def tool_move_artifact(self, artifact: str, state: str, reason: str = "") -> str:
         req = MoveRequest(artifact, state, self.role.name, reason, notified_by="run-role")
-        result = move(self.app, req, self.transport, self.journal)
+        result = move(self.app, req, self.transport, self.journal, owned=lambda p: p in self.written)
         if result.commit is None:
-            return f"{result.before.path} is already in {state}/"
+            return f"{result.before.path} is already in {state}/ (nothing to move)"
         self.moved.append(result.after.path)
         return (
             f"moved {result.before.path} → {result.after.path} (commit {result.commit[:10]}); "

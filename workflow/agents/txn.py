@@ -4,14 +4,21 @@ Every message a run sends — through a tool, or through ``workflow-notify`` / `
 --notify`` called by a command-backend agent inside the run (``$WORKFLOW_RUN`` names it) — is
 checked at once (every delivery rule, so a refusal reaches the agent while it can still act on
 it) and *staged* in the run's directory, ``<state>/runs/ROLE.run/``. Artifact moves happen at once
-(later checks must see them) and are journalled before they are committed.
+(later checks must see them) and are journalled before they are committed. What the run writes
+to artifacts (``write_artifact``, or a shell agent's own edits) stays uncommitted in the working
+tree until the run ends (``artifacts.edits``: a snapshot of the artifact roots is taken when the
+run begins); an artifact the run wrote moves with its edits, in the move's commit.
 
-* **Commit** (the run succeeded): the run is marked committing, each staged message is sent
+* **Commit** (the run succeeded): the run's remaining artifact edits are committed as its role
+  (one commit; if git refuses it, the run fails instead and is rolled back), then the run is
+  marked committing, each staged message is sent
   (a crash here is finished by the next run: resending is harmless, the server stores a
   Message-ID with the same bytes once), the mail handed to the run is marked read, the
   directory is removed.
 * **Roll back** (the run failed, timed out, was interrupted or killed): staged mail is dropped,
-  journalled moves are reverted with a commit each, the handed mail stays unread for the next run.
+  journalled moves are reverted with a commit each, every artifact the run wrote is put back as
+  it was (a file it created is removed; what its moves committed is committed back), the handed
+  mail stays unread for the next run.
 * **Recover**: a directory left by a crashed run is finished by the next run of the role, once it
   holds the role's lock: committed forward when it was committing, rolled back otherwise.
 """
@@ -28,8 +35,10 @@ from typing import NamedTuple
 
 from workflow.agents.contain import leftovers
 from workflow.app import App
+from workflow.artifacts import edits
 from workflow.artifacts.move import revert
-from workflow.core.errors import DeliveryError, RuleError, ToolError, TransportError
+from workflow.core.config import Config
+from workflow.core.errors import DeliveryError, GitError, RuleError, ToolError, TransportError
 from workflow.core.files import write_atomic
 from workflow.core.locate import Artifact
 from workflow.core.statedir import StateDir
@@ -66,7 +75,9 @@ class Run(RunBox):
     # -- lifecycle
 
     @classmethod
-    def begin(cls, state: StateDir, role: str, handed: Sequence[Row]) -> Run:
+    def begin(
+        cls, state: StateDir, role: str, handed: Sequence[Row], config: Config | None = None, shell: bool = False
+    ) -> Run:
         """A fresh run of ``role`` handed these copies (the caller holds the role's lock)."""
         run = cls(run_dir(state, role))
         if run.dir.exists():
@@ -79,7 +90,17 @@ class Run(RunBox):
         info: dict[str, object] = {"role": role, "pid": os.getpid(), "started": time.time()}
         write_atomic(run.agent / "info.json", json.dumps(info))
         run.know(handed)
-        run.write_info({**info, "state": OPEN, "token_sha256": digest, "handed": [[r.mailbox, r.key] for r in handed]})
+        run.write_info(
+            {
+                **info,
+                "state": OPEN,
+                "token_sha256": digest,
+                "handed": [[r.mailbox, r.key] for r in handed],
+                "shell": shell,  # a shell agent's edits are found by diffing; a tools-only run's are listed
+            }
+        )
+        if config is not None:  # what the artifact roots hold now: a failed run is put back to it
+            write_atomic(run.dir / "base.json", json.dumps(edits.snapshot(config).blobs), mode=0o600)
         return run
 
     def know(self, rows: Sequence[Row]) -> None:
@@ -108,6 +129,53 @@ class Run(RunBox):
         if not self.is_open():
             raise ToolError("the run has ended: it moves nothing more")
         journal_move(self.agent, before, after)
+
+    def wrote(self, path: str) -> None:
+        """Record an artifact the run wrote through its tools (the owner's side: the agent cannot)."""
+        with open(self.dir / "written", "a", encoding="utf-8") as f:
+            f.write(path + "\n")
+
+    def written(self) -> set[str]:
+        try:
+            return set((self.dir / "written").read_text(encoding="utf-8").split("\n")) - {""}
+        except OSError:
+            return set()
+
+    def base(self) -> dict[str, str] | None:
+        try:
+            data = json.loads((self.dir / "base.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else None
+
+    def edits(self, config: Config) -> list[str]:
+        """The run's uncommitted artifact edits now (``artifacts.edits.changed``)."""
+        base = self.base()
+        if base is None:
+            return []
+        others: set[str] = set()
+        for d in self.dir.parent.glob("*.run"):
+            if d != self.dir:
+                others |= Run(d).written()
+        return edits.changed(config, base, None if self.info().get("shell") else self.written(), others)
+
+    def commit_edits(self, app: App) -> list[str]:
+        """Commit what the run wrote, as its role (before the run commits its mail); GitError when
+        git refuses, and then the run must fail."""
+        paths = self.edits(app.config)
+        if not paths:
+            return []
+        write_atomic(self.dir / "edits.json", json.dumps(paths), mode=0o600)  # a rollback after a crash finds them
+        role = str(self.info().get("role", "run-role"))
+        sha = edits.commit(app.config, role, paths, "edit")
+        return [f"committed {', '.join(paths)} as {role} (commit {sha[:10]})"] if sha else []
+
+    def committed_edits(self) -> list[str]:
+        try:
+            data = json.loads((self.dir / "edits.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return []
+        return [str(p) for p in data] if isinstance(data, list) else []
 
     def moves(self) -> list[Journalled]:
         out: list[Journalled] = []
@@ -148,13 +216,28 @@ class Run(RunBox):
         if dropped:
             lines.append(f"{len(dropped)} staged message(s) not sent: " + ", ".join(s.message_id for s in dropped))
         role = str(info.get("role", "run-role"))
-        for m in reversed(self.moves()):
-            sha = revert(app.config, m.before, m.after, role, f"The run failed ({why}); its move is undone.")
+        moved = self.moves()
+        pending = self.edits(app.config)  # before the moves go back: a reverted move is not an edit
+        for m in reversed(moved):
+            try:
+                sha = revert(app.config, m.before, m.after, role, f"The run failed ({why}); its move is undone.")
+            except GitError as e:
+                lines.append(f"could not revert the move {m.before.path} → {m.after.path}: {e}")
+                continue
             lines.append(
                 f"reverted the move {m.before.path} → {m.after.path} (commit {sha[:10]})"
                 if sha
                 else f"left {m.after.path} alone: it is no longer where the failed run put it"
             )
+        base = self.base()
+        if base is not None:
+            committed = {p for m in moved for p in (m.before.path, m.after.path)} | set(self.committed_edits())
+            try:
+                lines += edits.restore(
+                    app.config, base, set(pending) | committed, committed, role, f"The run failed ({why})."
+                )
+            except GitError as e:
+                lines.append(f"could not put back what the run wrote: {e}")
         shutil.rmtree(self.dir, ignore_errors=True)
         return lines
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import NamedTuple
@@ -31,19 +32,39 @@ class Change(NamedTuple):
     path: str  # project-relative
 
 
-def run_git(args: Sequence[str], cwd: Path, *, check: bool = True, env: dict[str, str] | None = None) -> str:
-    """Run git; return stdout. A failure raises GitError carrying git's own message."""
-    try:
-        p = subprocess.run(
-            ["git", *args],
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            check=False,
-            env={**os.environ, **(env or {})},
-        )
-    except FileNotFoundError:
-        raise GitError("git is not installed (no `git` on PATH)") from None
+INDEX_BUSY_WAIT = 10.0  # seconds to wait out another git's index.lock (a person's git, an agent's)
+
+
+def run_git(
+    args: Sequence[str],
+    cwd: Path,
+    *,
+    check: bool = True,
+    env: dict[str, str] | None = None,
+    input: str | None = None,
+) -> str:
+    """Run git; return stdout. A failure raises GitError carrying git's own message. A command
+    that meets another git's ``index.lock`` is tried again for a while: our own writes queue on
+    the project's lock (``gitlock``), but a person's git or an agent's may hold the index."""
+    end = time.monotonic() + INDEX_BUSY_WAIT
+    delay = 0.01
+    while True:
+        try:
+            p = subprocess.run(
+                ["git", *args],
+                cwd=cwd,
+                capture_output=True,
+                text=True,
+                check=False,
+                env={**os.environ, **(env or {})},
+                input=input,
+            )
+        except FileNotFoundError:
+            raise GitError("git is not installed (no `git` on PATH)") from None
+        if p.returncode == 0 or "index.lock" not in p.stderr or time.monotonic() > end:
+            break
+        time.sleep(delay)
+        delay = min(delay * 2, 0.25)
     if check and p.returncode != 0:
         msg = (p.stderr or p.stdout).strip().splitlines()
         raise GitError(f"git {args[0]} failed: {msg[-1] if msg else f'exit {p.returncode}'}")
@@ -73,8 +94,8 @@ class Repo:
         except GitError:
             return None
 
-    def git(self, *args: str, check: bool = True, env: dict[str, str] | None = None) -> str:
-        return run_git(args, self.top, check=check, env=env)
+    def git(self, *args: str, check: bool = True, env: dict[str, str] | None = None, input: str | None = None) -> str:
+        return run_git(args, self.top, check=check, env=env, input=input)
 
     def to_project(self, path: str) -> str | None:
         """A top-relative path as project-relative, or None when it is outside the project."""

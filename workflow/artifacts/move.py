@@ -3,7 +3,10 @@
 ``workflow move user-auth todo --as spec-reviewer --reason "…" --notify spec-writer`` checks
 everything first (the artifact exists once, is committed and clean, the transition is legal,
 the role exists, the notification renders), then moves and commits only the artifact's two
-paths (other staged work is left alone) with a message naming role, transition and reason.
+paths (other staged work is left alone) with a message naming role, transition and reason,
+authored as the role. From the checks to the commit it holds the project's git lock
+(``gitlock``): concurrent moves queue, and the one that comes second sees where the first put
+the artifact. Inside a run, an artifact the run itself wrote moves with its edits in one commit.
 The notification is sent after the commit, so the server's state check sees the new folder;
 if it cannot be sent it is queued in the outbox and the move still stands. The commit carries
 a ``Workflow-Notify`` trailer so the post-commit hook does not notify a second time.
@@ -11,15 +14,18 @@ a ``Workflow-Notify`` trailer so the post-commit hook does not notify a second t
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
 from workflow.app import App
-from workflow.artifacts import transitions
+from workflow.artifacts import edits, transitions
+from workflow.artifacts.gitlock import project_lock
+from workflow.artifacts.gitrepo import Repo
 from workflow.core.config import Config
 from workflow.core.errors import DeliveryError, GitError, RuleError, TransportError
-from workflow.core.locate import Artifact, find
+from workflow.core.locate import Artifact, find, locate
 from workflow.delivery import outbox
 from workflow.delivery.notify import Composed, NotifyRequest
 from workflow.delivery.transport import Transport
@@ -140,21 +146,35 @@ def check(config: Config, req: MoveRequest, roster: Roster | None = None) -> tup
 
 
 def move(
-    app: App, req: MoveRequest, transport: Transport, journal: Callable[[Artifact, Artifact], None] | None = None
+    app: App,
+    req: MoveRequest,
+    transport: Transport,
+    journal: Callable[[Artifact, Artifact], None] | None = None,
+    owned: Callable[[str], bool] | None = None,
 ) -> MoveResult:
     """Move and commit, then send the notification (queued on failure). ``journal`` hears of the
-    move after every check and before the commit (a run records it, to revert it if the run fails)."""
+    move after every check and before the commit (a run records it, to revert it if the run fails).
+    ``owned`` says which uncommitted artifact paths the caller's run wrote: such an artifact moves
+    with its edits, in the move's commit; any other must be committed first.
+
+    Everything from finding the artifact to the commit holds the project's git lock, so two runs
+    moving at once queue: the second sees where the first put the artifact."""
     config = app.config
     role = app.roster.identity(req.role)
     req = req._replace(role=role)
-    before, after = check(config, req, app.roster)
-    note = _notification(app, req, before, after)  # renders now: a missing variable refuses before any change
-    event = note[0] if note else req.notified_by
-    sha: str | None = None
-    if before.state != after.state:
-        if journal is not None:
-            journal(before, after)
-        sha = _git_move(config, before, after, commit_message(req, before, after, event))
+    with project_lock(config) as env:
+        before, after = check(config, req, app.roster)
+        note = _notification(app, req, before, after)  # renders now: a missing variable refuses before any change
+        event = note[0] if note else req.notified_by
+        sha: str | None = None
+        if before.state != after.state:
+            carry = owned is not None and _uncommitted(config, before) and owned(before.path)
+            _git_move_check(config, before, after, carry)
+            if journal is not None:
+                journal(before, after)
+            sha = _git_move(
+                config, before, after, commit_message(req, before, after, event), env=env, carry=carry, author=role
+            )
     subject = (
         transitions.commit_subject(role, before.state, after.state, before.stem)
         if sha
@@ -190,46 +210,84 @@ def revert(config: Config, before: Artifact, after: Artifact, role: str, reason:
         f"{reason}\n\nWorkflow-Role: {role}\nWorkflow-Transition: {after.path} -> {before.path}\n"
         "Workflow-Notify: none (the move of a failed run, reverted)\n"
     )
-    return _git_move(config, after, before, message, verify=False)
+    with project_lock(config) as env:
+        if not (config.project_dir / after.path).is_file() or os.path.lexists(config.project_dir / before.path):
+            return None
+        if _uncommitted(config, after):  # the failed run edited it after the move: its edits go too
+            repo = Repo(config)
+            repo.git("checkout", "-q", "HEAD", "--", repo.to_top(after.path), env=env)
+        return _git_move(config, after, before, message, env=env, verify=False, author=role)
 
 
-def _git_move(config: Config, before: Artifact, after: Artifact, message: str, *, verify: bool = True) -> str:
-    """``git mv`` one artifact and commit just its two paths; refuses anything unclean first."""
-    import git  # lazy: start-up time (gitpython costs ~110 ms); only a move commits
-
+def _top(config: Config) -> Repo:
     try:
-        repo = git.Repo(config.project_dir, search_parent_directories=True)
-    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        return Repo(config)
+    except GitError:
         raise GitError(f"{config.project_dir} is not inside a git repository; run `workflow init`") from None
-    top = Path(repo.working_tree_dir or config.project_dir).resolve()
-    prefix = config.project_dir.resolve().relative_to(top).as_posix()
-    src = before.path if prefix == "." else f"{prefix}/{before.path}"
-    dst = after.path if prefix == "." else f"{prefix}/{after.path}"
-    try:
-        repo.git.ls_files("--error-unmatch", "--", src)
-    except git.GitCommandError:
-        raise GitError(f"{before.path} is not committed; `git add` and commit it before moving it") from None
-    if repo.is_dirty(index=True, working_tree=True, path=src):
-        raise GitError(f"{before.path} has uncommitted changes; commit or stash them before moving it")
-    if (top / dst).exists():
+
+
+def _uncommitted(config: Config, a: Artifact) -> bool:
+    """Whether the artifact's file differs from HEAD (edited, new, or staged)."""
+    repo = Repo(config)
+    return bool(repo.git("status", "--porcelain", "-uall", "--", repo.to_top(a.path)).strip())
+
+
+def _git_move_check(config: Config, before: Artifact, after: Artifact, carry: bool) -> None:
+    """Refuse, naming the truth, a move git could not make: the artifact is gone from where it was
+    found (another run moved it: say where it is now), it has edits that are not this run's, or
+    its new place is taken."""
+    repo = _top(config)
+    src, dst = repo.to_top(before.path), repo.to_top(after.path)
+    if not os.path.lexists(config.project_dir / before.path):
+        now = [a.path for a in locate(before.glob, config)]
+        where = f"it is now {' and '.join(now)}" if now else "it is in no state folder now"
+        raise GitError(f"{before.path} was moved while this move was checked: {where}")
+    if not carry:
+        if not repo.git("ls-files", "--", src).strip():
+            raise GitError(f"{before.path} is not committed; `git add` and commit it before moving it")
+        if repo.git("status", "--porcelain", "--", src).strip():
+            raise GitError(f"{before.path} has uncommitted changes; commit or stash them before moving it")
+    if os.path.lexists(config.project_dir / after.path) or repo.git("ls-files", "--", dst).strip():
         raise GitError(f"{after.path} already exists; the artifact would be in two state folders")
-    (top / dst).parent.mkdir(parents=True, exist_ok=True)
+
+
+def _git_move(
+    config: Config,
+    before: Artifact,
+    after: Artifact,
+    message: str,
+    *,
+    env: dict[str, str],
+    verify: bool = True,
+    carry: bool = False,
+    author: str = "",
+) -> str:
+    """``git mv`` one artifact and commit just its paths (call holding the project's git lock).
+    With ``carry`` the artifact's uncommitted edits (a run's own) are committed with the move.
+    Returns the id of the commit this move made, never a later one."""
+    repo = _top(config)
+    src, dst = repo.to_top(before.path), repo.to_top(after.path)
+    in_head = bool(repo.tracked("HEAD", [before.path]))
+    (config.project_dir / after.path).parent.mkdir(parents=True, exist_ok=True)
+    if carry:
+        repo.git("add", "--", src, env=env)
     try:
-        repo.git.mv("--", src, dst)
-    except git.GitCommandError as e:
-        raise GitError(f"git mv {before.path} {after.path} failed: {_git_text(e)}") from None
+        repo.git("mv", "--", src, dst, env=env)
+    except GitError as e:
+        raise GitError(f"git mv {before.path} {after.path} failed: {e}") from None
+    spec = [src, dst] if in_head else [dst]
+    who = [f"--author={edits.author(config, author)}"] if author else []
     try:
-        repo.git.commit("-m", message, *(() if verify else ("--no-verify",)), "--", src, dst)
-    except git.GitCommandError as e:
+        repo.git("commit", "-q", *who, "-m", message, *(() if verify else ("--no-verify",)), "--", *spec, env=env)
+    except GitError as e:
         try:
-            repo.git.mv("--", dst, src)
-        except git.GitCommandError:
+            repo.git("mv", "--", dst, src, env=env)
+        except GitError:
             pass
-        raise GitError(f"commit refused; {before.path} is back where it was: {_git_text(e)}") from None
-    return str(repo.head.commit.hexsha)
-
-
-def _git_text(e: object) -> str:
-    text = (getattr(e, "stderr", "") or getattr(e, "stdout", "") or str(e)).strip()
-    lines = [ln.strip() for ln in text.replace("stderr: ", "").splitlines() if ln.strip().strip("'")]
-    return " / ".join(ln.strip("'") for ln in lines[-6:]) or str(e)
+        raise GitError(f"commit refused; {before.path} is back where it was: {e}") from None
+    # the commit is HEAD now: the lock keeps every other owner-side writer out, and HEAD's own
+    # change is checked so a person's commit in the same instant is never reported as ours
+    sha = repo.git("rev-parse", "HEAD").strip()
+    if dst not in repo.git("diff-tree", "-r", "--root", "--no-commit-id", "--name-only", "--no-renames", sha).split():
+        raise GitError(f"moved {before.path} to {after.path}, but HEAD is another commit now; see `git log`")
+    return sha

@@ -7,6 +7,7 @@ import traceback
 
 import click
 
+from workflow.artifacts.gitlock import project_lock
 from workflow.artifacts.gitrepo import Repo
 from workflow.artifacts.hooks import absolutize_env, install, post_commit, pre_commit
 from workflow.cli.base import Command, Group, app
@@ -82,7 +83,8 @@ def hooks_run(ctx: click.Context, hook: str, args: tuple[str, ...]) -> None:
                 say("commit refused (fix the above; `git commit --no-verify` skips this check)")
                 sys.exit(1)
             return
-        post_commit(a, repo, make_transport(a.config, a.deliverer), say)
+        with project_lock(a.config):  # queued behind a run's git writes (not when one of them runs us)
+            post_commit(a, repo, make_transport(a.config, a.deliverer), say)
     except WorkflowError as e:
         say(f"warning: skipped: {e}")
     except Exception:

@@ -116,7 +116,8 @@ def move(
     the state it is already in commits nothing (a rejection stays put) but still notifies.
 
     Inside a run ($WORKFLOW_RUN) the move is the run's: reverted if the run fails, and its
-    notification is sent only if the run succeeds.
+    notification is sent only if the run succeeds; the artifact's uncommitted edits move with it,
+    in the move's commit.
 
     \b
     Example:
@@ -131,7 +132,13 @@ def move(
     parent = normalize_msgid(in_reply_to) if in_reply_to else None
     req = MoveRequest(artifact, state, role, reason, to, event, parse_vars(list(pairs)), in_reply_to=parent)
     run = inside_run(role)
-    result = move_artifact(a, req, make_transport(a.config, a.deliverer, via), run.journal if run else None)
+    result = move_artifact(
+        a,
+        req,
+        make_transport(a.config, a.deliverer, via),
+        run.journal if run else None,
+        owned=(lambda path: True) if run else None,  # inside a run, its uncommitted edits move with it
+    )
     if as_json:
         out = {
             "before": result.before.path,

@@ -88,6 +88,12 @@ class StateDir:
         return self.locks / f"{name}.lock"
 
     @property
+    def git_lock(self) -> Path:
+        """The project's git lock: every owner-side git write (moves, run commits, rollbacks, the
+        post-commit hook) holds it, so concurrent runs queue instead of meeting on ``index.lock``."""
+        return self.root / "git.lock"
+
+    @property
     def runs(self) -> Path:
         """Each agentd run's log and result file, and each role's mail-during-the-run file."""
         return self.root / "runs"

@@ -1,0 +1,205 @@
+"""Edits: what a run changed in the artifact roots — committed as its role, or put back.
+
+A run's transaction (``agents.txn``) takes a *snapshot* of the artifact roots when it begins: the
+git blob of every file there (the index's blob for a clean file; a clean file costs nothing to
+read), every dirty or untracked file's contents written into git's object store, so the run can
+always be put back. When the run ends:
+
+* **changed** — the run's edits: files under the artifact roots that differ from the snapshot and
+  are not committed (dirty against HEAD: a file another run committed meanwhile is that run's).
+  A tools-only run (the anthropic and scripted backends) claims only what its ``write_artifact``
+  calls wrote; a shell agent claims every such change except what another open run wrote with
+  its tools (two shell agents editing at once cannot be told apart: give them different roots);
+* **commit** — one commit of those paths, authored as the role, with ``Workflow-Role`` and
+  ``Workflow-Notify: none`` trailers (nobody is told of an edit; the run's mail says what it did);
+* **restore** — each path back to its snapshot content (a file the run created is removed), and
+  the paths the run had committed (moves that carried its edits) committed back.
+
+Symlinks are never followed: one a run creates is not committed, and a rollback removes it.
+Every git write here holds the project's git lock (``gitlock``).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Collection, Iterable
+from pathlib import Path
+from typing import NamedTuple
+
+from workflow.artifacts.gitlock import project_lock
+from workflow.artifacts.gitrepo import Change as GitChange
+from workflow.artifacts.gitrepo import Repo, moves
+from workflow.core.config import Config
+from workflow.core.errors import GitError
+from workflow.core.locate import parse_path
+
+LINK = "symlink"  # a snapshot's entry for a symlink (never followed, never committed)
+ABSENT = ""
+
+
+class Tree(NamedTuple):
+    """The artifact roots at one moment: path → blob id (``LINK`` for a symlink), and the paths
+    that differ from HEAD (modified, added, deleted or untracked)."""
+
+    blobs: dict[str, str]
+    dirty: frozenset[str]
+
+
+def author(config: Config, role: str) -> str:
+    """The git author of a role's commits: ``role <role@domain>``."""
+    return f"{role} <{role}@{config.domain}>"
+
+
+def _status(repo: Repo, roots: list[str]) -> list[tuple[str, str]]:
+    """(XY, project path) of every dirty or untracked file under ``roots``."""
+    out = repo.git("status", "--porcelain=v1", "-z", "-uall", "--no-renames", "--", *roots)
+    entries = []
+    for item in out.split("\0"):
+        if len(item) > 3:
+            rel = repo.to_project(item[3:])
+            if rel is not None:
+                entries.append((item[:2], rel))
+    return entries
+
+
+def snapshot(config: Config, repo: Repo | None = None) -> Tree:
+    """The artifact roots now; dirty and untracked files' contents are kept in git's object store."""
+    repo = repo or Repo.find(config)
+    if repo is None:
+        return Tree({}, frozenset())
+    roots = [repo.to_top(r) for r in config.artifact_roots if (config.project_dir / r).is_dir()]
+    if not roots:
+        return Tree({}, frozenset())
+    blobs: dict[str, str] = {}
+    for entry in repo.git("ls-files", "-s", "-z", "--", *roots).split("\0"):
+        if "\t" in entry:
+            meta, path = entry.split("\t", 1)
+            rel = repo.to_project(path)
+            if rel is not None:
+                blobs[rel] = LINK if meta.startswith("120000") else meta.split()[1]
+    dirty: set[str] = set()
+    to_hash: list[str] = []
+    for _, rel in _status(repo, roots):
+        dirty.add(rel)
+        full = config.project_dir / rel
+        if full.is_symlink():
+            blobs[rel] = LINK
+        elif full.is_file() and "\n" not in rel:
+            to_hash.append(rel)
+        else:
+            blobs[rel] = ABSENT
+    if to_hash:
+        ids = repo.git("hash-object", "-w", "--no-filters", "--stdin-paths", input="\n".join(to_hash) + "\n").split()
+        blobs.update(zip(to_hash, ids, strict=True))
+    return Tree({k: v for k, v in blobs.items() if v != ABSENT}, frozenset(dirty))
+
+
+def changed(
+    config: Config, base: dict[str, str], written: Collection[str] | None, others: Collection[str] = ()
+) -> list[str]:
+    """The run's uncommitted edits: paths that differ from ``base`` and from HEAD — only those in
+    ``written`` when given (a tools-only run), never those in ``others`` (other runs' writes)."""
+    now = snapshot(config)
+    out = [p for p in now.dirty if now.blobs.get(p, ABSENT) != base.get(p, ABSENT)]
+    if written is not None:
+        out = [p for p in out if p in written]
+    return sorted(p for p in out if p not in others)
+
+
+def _check(config: Config, paths: Iterable[str]) -> None:
+    """Refuse edits that are really moves (a file deleted in one state folder, added in another:
+    moves go through ``workflow move``, which checks the transition) or that leave an artifact in
+    two state folders."""
+    project = config.project_dir
+    changes = [GitChange("D" if not os.path.lexists(project / p) else "A", p) for p in paths]
+    for m in moves(changes, config):
+        raise GitError(
+            f"the run moved {m.before.path} to {m.after.path} by hand; moves go through move_artifact "
+            "(or `workflow move`), which checks the transition"
+        )
+    for p in paths:
+        a = parse_path(p, config)
+        if a is None or not os.path.lexists(project / p):
+            continue
+        twins = [s for s in config.states if s != a.state and os.path.lexists(project / a.root / s / a.name)]
+        if twins:
+            raise GitError(f"{p} would be in two state folders (also in {', '.join(twins)}/)")
+
+
+def commit(config: Config, role: str, paths: list[str], why: str) -> str | None:
+    """Commit ``paths`` as ``role`` (one commit; None when there is nothing to commit)."""
+    paths = [p for p in paths if not (config.project_dir / p).is_symlink()]
+    if not paths:
+        return None
+    _check(config, paths)
+    repo = Repo(config)
+    names = ", ".join(sorted({Path(p).name for p in paths}))
+    message = (
+        f"{role}: {why} {names}\n\n"
+        f"Workflow-Role: {role}\nWorkflow-Edits: {len(paths)} file(s)\n"
+        "Workflow-Notify: none (a run's edits: its mail says what it did)\n"
+    )
+    with project_lock(config) as env:
+        tracked = set(repo.tracked("HEAD", paths)) | set(repo.tracked(None, paths))
+        present = [p for p in paths if os.path.lexists(config.project_dir / p)]
+        spec = [repo.to_top(p) for p in sorted(set(present) | (tracked & set(paths)))]
+        if not spec:
+            return None
+        repo.git("add", "-A", "--", *spec, env=env)
+        if not repo.git("diff", "--cached", "--name-only", "--", *spec).strip():
+            return None
+        repo.git("commit", "-q", f"--author={author(config, role)}", "-m", message, "--", *spec, env=env)
+        return repo.git("rev-parse", "HEAD").strip()
+
+
+def restore(
+    config: Config, base: dict[str, str], paths: Iterable[str], committed: Collection[str], role: str, why: str
+) -> list[str]:
+    """Put each path back as ``base`` had it; commit back those in ``committed`` (paths the run's
+    own commits changed) that now differ from HEAD. Returns a line per path put back."""
+    repo = Repo.find(config)
+    if repo is None:
+        return []
+    lines: list[str] = []
+    with project_lock(config) as env:
+        for p in sorted(set(paths)):
+            full = config.project_dir / p
+            want = base.get(p, ABSENT)
+            if want in (ABSENT, LINK):
+                if os.path.lexists(full) and (want == ABSENT or not full.is_symlink()):
+                    full.unlink()
+                    lines.append(f"removed {p}, which the run created")
+                continue
+            if full.is_symlink():
+                full.unlink()
+            elif full.is_file() and repo.git("hash-object", "--no-filters", "--", repo.to_top(p)).strip() == want:
+                continue
+            data = _blob(repo, want)
+            full.parent.mkdir(parents=True, exist_ok=True)
+            tmp = full.with_name(f".{full.name}.restore")
+            tmp.write_bytes(data)
+            os.replace(tmp, full)
+            lines.append(f"put {p} back as it was before the run")
+        back = [
+            p for p in sorted(set(committed)) if p in {d for _, d in _status(repo, [repo.to_top(c) for c in committed])}
+        ]
+        if back:
+            spec = [repo.to_top(p) for p in back]
+            repo.git("add", "-A", "--", *spec, env=env)
+            message = (
+                f"{role}: undo the edits of a failed run ({', '.join(Path(p).name for p in back)})\n\n{why}\n\n"
+                f"Workflow-Role: {role}\nWorkflow-Notify: none (the edits of a failed run, undone)\n"
+            )
+            repo.git(
+                "commit", "-q", "--no-verify", f"--author={author(config, role)}", "-m", message, "--", *spec, env=env
+            )
+            lines.append(f"committed {', '.join(back)} back (commit {repo.git('rev-parse', 'HEAD').strip()[:10]})")
+    return lines
+
+
+def _blob(repo: Repo, sha: str) -> bytes:
+    p = subprocess.run(["git", "cat-file", "blob", sha], cwd=repo.top, capture_output=True, check=False)
+    if p.returncode != 0:
+        raise GitError(f"cannot read blob {sha[:10]} to restore a file: {p.stderr.decode(errors='replace').strip()}")
+    return p.stdout
