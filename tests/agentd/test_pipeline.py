@@ -160,13 +160,22 @@ def test_one_request_reaches_done_with_no_human_action(tmp_path: Path, monkeypat
             continue  # the person's request (and its answer) and the closing note are threads of their own
         name = m.artifacts[0].rsplit("/", 1)[-1]
         by_artifact.setdefault(name, set()).add(root)
-    assert {k: len(v) for k, v in by_artifact.items()} == {"rate-limit.md": 1, "rate-limit-skeleton.md": 1, "rate-limit-tests.md": 1}
+    assert {k: len(v) for k, v in by_artifact.items()} == {
+        "rate-limit.md": 1,
+        "rate-limit-skeleton.md": 1,
+        "rate-limit-tests.md": 1,
+    }
     answers = [parse(raw) for box, raw, _ in copies(app) if box == "user" and parse(raw).event == "answer"]
     assert len(answers) == 1 and answers[0].in_reply_to == question[0].message_id
 
     # only legal transitions, each committed once, by the role allowed to make it, authored as it
     moves = []
-    for line in git(proj, "log", "--reverse", "--format=%an%x09%(trailers:key=Workflow-Transition,valueonly,separator=)%x09%(trailers:key=Workflow-Role,valueonly,separator=)").splitlines():
+    for line in git(
+        proj,
+        "log",
+        "--reverse",
+        "--format=%an%x09%(trailers:key=Workflow-Transition,valueonly,separator=)%x09%(trailers:key=Workflow-Role,valueonly,separator=)",
+    ).splitlines():
         author, transition, role = (line.split("\t") + ["", ""])[:3]
         if not transition:
             continue

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, NamedTuple
 
@@ -205,12 +206,16 @@ class PipelineModel:
         self.calls: list[Call] = []
         self.refusals: list[tuple[str, str]] = []  # (role, what a tool refused)
         self.lock = threading.Lock()
+        self.busy = 0.0  # seconds spent computing answers: the "model time" of the runs
         model = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
+                t = time.monotonic()
                 data = json.dumps(model.answer(body)).encode()
+                with model.lock:
+                    model.busy += time.monotonic() - t
                 self.send_response(200)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(data)))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,10 +33,21 @@ def held_by_parent() -> bool:
     return os.environ.get(MARKER) == "1"
 
 
+def identity(config: Config) -> dict[str, str]:
+    """The committer to name when git has none configured (``git var`` fails): the owner, as
+    ``workflow-mail <owner@DOMAIN>``; nothing when git has one."""
+    p = subprocess.run(["git", "var", "GIT_COMMITTER_IDENT"], cwd=config.project_dir, capture_output=True, check=False)
+    if p.returncode == 0:
+        return {}
+    return {"GIT_COMMITTER_NAME": "workflow-mail", "GIT_COMMITTER_EMAIL": f"owner@{config.domain}"}
+
+
 @contextmanager
 def project_lock(config: Config, wait: float = WAIT) -> Iterator[dict[str, str]]:
-    """Hold the project's git lock; yields the environment for git commands run under it."""
-    env = {MARKER: "1"}
+    """Hold the project's git lock; yields the environment for git commands run under it (with a
+    committer identity of the owner's when git has none configured: a run's commit never fails
+    for want of ``user.email`` on a fresh machine)."""
+    env = {MARKER: "1", **identity(config)}
     if held_by_parent():
         yield env
         return

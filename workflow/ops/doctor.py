@@ -25,6 +25,7 @@ from workflow.delivery import outbox
 from workflow.delivery.transport import make_transport
 from workflow.mail.inbox import unique
 from workflow.mail.index import reset
+from workflow.policy.roles import disagreements
 
 CHECKS = (
     "two-folders",
@@ -38,6 +39,7 @@ CHECKS = (
     "containment",
     "sandbox",
     "auth",
+    "role-text",
 )
 
 
@@ -156,6 +158,8 @@ def _the_rest(app: App, repo: Repo | None) -> list[Problem]:
                 'set auth = "required" (the default) to bind every sender to its login',
             )
         )
+    for name in sorted(app.roster.roles):
+        out.extend(Problem("role-text", line) for line in disagreements(app.roster.roles[name]))
     return out
 
 

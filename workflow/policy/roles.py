@@ -5,6 +5,7 @@ Built-in roles ship with the package; a project's own ``roles/`` overrides them 
 
 from __future__ import annotations
 
+import re
 import tomllib
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -41,6 +42,44 @@ class Role(NamedTuple):
 
     def describe_moves(self) -> str:
         return ", ".join(f"{a} → {b}" for a, b in self.moves) or "none"
+
+
+STATED_TRIGGERS = re.compile(r"^\s*[-*]?\s*Mail that wakes you:\s*(.*?)\.?\s*$", re.M)
+STATED_MOVES = re.compile(r"^\s*[-*]?\s*Moves you own:\s*(.*?)(?:\.\s|\.$|$)", re.M)
+
+
+def _stated(text: str) -> list[str]:
+    items = [i.strip().strip("`") for i in re.split(r",|\band\b", text)]
+    return [i for i in items if i and i.lower() not in ("none", "nothing")]
+
+
+def disagreements(role: Role) -> list[str]:
+    """Where a role's prompt states triggers or moves (``Mail that wakes you: …``, ``Moves you own:
+    …``) that its front matter does not give it, or leaves out ones it does: the model would act
+    on the text, the server and ``move`` on the front matter. One line per disagreement."""
+    out: list[str] = []
+    if role.mode == "human":  # a person is never woken, and may make any legal move
+        return out
+    for m in STATED_TRIGGERS.finditer(role.prompt):
+        said = set(_stated(m.group(1)))
+        if said != set(role.triggers):
+            out.append(
+                f"{role.path}: its text says the mail that wakes it is {', '.join(sorted(said)) or 'none'}; "
+                f"its front matter triggers are {', '.join(role.triggers) or 'none'}"
+            )
+    for m in STATED_MOVES.finditer(role.prompt):
+        said_moves: set[tuple[str, str]] = set()
+        for item in _stated(m.group(1)):
+            parts = [x.strip() for x in re.split(r"→|->", item)]
+            if len(parts) == 2 and all(parts):
+                said_moves.add((parts[0], parts[1]))
+        if said_moves != set(role.moves):
+            out.append(
+                f"{role.path}: its text says its moves are "
+                f"{', '.join(f'{a} → {b}' for a, b in sorted(said_moves)) or 'none'}; "
+                f"its front matter moves are {role.describe_moves()}"
+            )
+    return out
 
 
 def _list(path: Path, key: str, value: object) -> tuple[str, ...]:
