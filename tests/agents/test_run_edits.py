@@ -9,6 +9,8 @@ git's index.lock, and each reports its own commit.
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -17,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.agentd import wait_until
 from helpers.git import GIT_ENV, git_project, sh
 from helpers.project import Project
 from helpers.runs import script, unread
@@ -112,11 +115,64 @@ def test_a_failed_run_that_wrote_and_moved_is_put_back_entirely(gp: Project) -> 
     assert (gp.dir / "specs" / "proposed" / "user-auth.md").read_text() == "# User auth\n"
 
 
+def test_a_failed_runs_move_that_someone_moved_on_is_left_alone_not_put_in_two_folders(gp: Project) -> None:
+    script(
+        gp,
+        "spec-reviewer",
+        [
+            {"tool": "move_artifact", "artifact": "user-auth", "state": "todo", "reason": "ok"},
+            {"sleep": 30},
+            {"fail": "crashed"},
+        ],
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WORKFLOW_")}
+    run = subprocess.Popen(
+        [sys.executable, "-m", "workflow", "run-role", "--with-email", "spec-reviewer"],
+        cwd=gp.dir,
+        env={**env, **GIT_ENV},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        wait_until(lambda: (gp.dir / "specs" / "todo" / "user-auth.md").exists(), "the run's move")
+        r = gp.run("move", "user-auth", "doing", "--as", "implementer", env=GIT_ENV)
+        assert r.returncode == 0, r.stderr
+    finally:
+        run.send_signal(signal.SIGINT)  # the run fails: rolled back
+        out, _ = run.communicate(timeout=60)
+    assert "left specs/todo/user-auth.md alone" in out, out
+    tracked = sh(gp, "git", "ls-files", "specs").stdout.split()
+    assert [t for t in tracked if t.endswith("user-auth.md")] == ["specs/doing/user-auth.md"]
+    assert status(gp) == ""
+
+
+def test_a_project_in_a_subdirectory_of_its_repository_commits_and_puts_back_a_runs_writes(tmp_path: Path) -> None:
+    top = tmp_path / "repo"
+    top.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=top, check=True)
+    p = git_project(top / "proj")
+    p.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer")
+    (p.dir / "specs" / "proposed" / "owner.md").write_text("the owner's draft\n")
+    before = head(p)
+    script(p, "spec-reviewer", [WRITE, {"fail": "crashed"}])
+    r = p.run("run-role", "--with-email", "spec-reviewer", env=GIT_ENV)
+    assert r.returncode == 1 and head(p) == before, r.stdout
+    assert not (p.dir / "specs" / "proposed" / "notes.md").exists()
+    script(p, "spec-reviewer", [WRITE, {"say": "ok"}])
+    r = p.run("run-role", "--with-email", "spec-reviewer", env=GIT_ENV)
+    assert r.returncode == 0, r.stdout
+    assert log(p, before) == ["spec-reviewer|spec-reviewer: edit notes.md"]
+    assert sh(p, "git", "show", "--name-only", "--format=", "HEAD").stdout.split() == ["proj/specs/proposed/notes.md"]
+    assert (p.dir / "specs" / "proposed" / "owner.md").read_text() == "the owner's draft\n"
+
+
 SHELL_AGENT = """
 import os, sys
 sys.stdin.read()
 open("specs/proposed/user-auth.md", "a").write("edited by the agent's shell\\n")
 open("specs/proposed/shell.md", "w").write("# new\\n")
+open("specs/proposed/odd\\nname.md", "w").write("# a newline in its name\\n")
 sys.exit(int(os.environ.get("AGENT_EXIT", "0")))
 """
 
@@ -135,10 +191,16 @@ def test_a_shell_agents_edits_are_committed_on_success_and_put_back_on_failure(g
     assert r.returncode == (0 if code == 0 else 1), r.stdout + r.stderr
     assert status(gp) == ""
     if code == 0:
-        assert log(gp, before) == ["spec-reviewer|spec-reviewer: edit shell.md, user-auth.md"]
+        assert log(gp, before) == ["spec-reviewer|spec-reviewer: edit odd\\nname.md, shell.md, user-auth.md"]
     else:
         assert head(gp) == before
         assert not (gp.dir / "specs" / "proposed" / "shell.md").exists()
+        assert not (gp.dir / "specs" / "proposed" / "odd\nname.md").exists()
+        # a shell's edits cannot be told from a person's made meanwhile: what the rollback discarded is kept
+        kept = "refs/workflow/discarded/spec-reviewer"
+        assert sh(gp, "git", "show", f"{kept}:specs/proposed/shell.md").stdout == "# new\n"
+        assert "edited by the agent's shell" in sh(gp, "git", "show", f"{kept}:specs/proposed/user-auth.md").stdout
+        assert f"in {kept}" in r.stdout
 
 
 def together(*calls: object) -> list[MoveResult | BaseException]:
@@ -163,6 +225,8 @@ def together(*calls: object) -> list[MoveResult | BaseException]:
 
 def test_two_runs_moving_different_artifacts_at_the_same_moment_both_succeed(tmp_path: Path) -> None:
     p = git_project(tmp_path / "race")
+    for hook in ("pre-commit", "post-commit"):  # fast commits: the tightest race on git's index.lock
+        (p.dir / ".git" / "hooks" / hook).unlink()
     transport = make_transport(p.app.config, p.app.deliverer, "direct")
     for i in range(20):
         for name in (f"a{i}", f"b{i}"):

@@ -167,8 +167,11 @@ class Run(RunBox):
             return []
         write_atomic(self.dir / "edits.json", json.dumps(paths), mode=0o600)  # a rollback after a crash finds them
         role = str(self.info().get("role", "run-role"))
-        sha = edits.commit(app.config, role, paths, "edit")
-        return [f"committed {', '.join(paths)} as {role} (commit {sha[:10]})"] if sha else []
+        done = edits.commit(app.config, role, paths, "edit")
+        lines = [f"committed {', '.join(done.paths)} as {role} (commit {done.sha[:10]})"] if done.sha else []
+        if done.skipped:
+            lines.append(f"not committed (symlinks are never committed): {', '.join(done.skipped)}")
+        return lines
 
     def committed_edits(self) -> list[str]:
         try:
@@ -218,12 +221,15 @@ class Run(RunBox):
         role = str(info.get("role", "run-role"))
         moved = self.moves()
         pending = self.edits(app.config)  # before the moves go back: a reverted move is not an edit
+        reverted: list[Journalled] = []
         for m in reversed(moved):
             try:
                 sha = revert(app.config, m.before, m.after, role, f"The run failed ({why}); its move is undone.")
             except GitError as e:
                 lines.append(f"could not revert the move {m.before.path} → {m.after.path}: {e}")
                 continue
+            if sha:
+                reverted.append(m)
             lines.append(
                 f"reverted the move {m.before.path} → {m.after.path} (commit {sha[:10]})"
                 if sha
@@ -231,10 +237,17 @@ class Run(RunBox):
             )
         base = self.base()
         if base is not None:
-            committed = {p for m in moved for p in (m.before.path, m.after.path)} | set(self.committed_edits())
+            # only moves put back: one someone moved on since is left where it is, with its content
+            committed = {p for m in reverted for p in (m.before.path, m.after.path)} | set(self.committed_edits())
             try:
                 lines += edits.restore(
-                    app.config, base, set(pending) | committed, committed, role, f"The run failed ({why})."
+                    app.config,
+                    base,
+                    set(pending) | committed,
+                    committed,
+                    role,
+                    f"The run failed ({why}).",
+                    keep=bool(info.get("shell")),
                 )
             except GitError as e:
                 lines.append(f"could not put back what the run wrote: {e}")

@@ -13,7 +13,11 @@ always be put back. When the run ends:
 * **commit** — one commit of those paths, authored as the role, with ``Workflow-Role`` and
   ``Workflow-Notify: none`` trailers (nobody is told of an edit; the run's mail says what it did);
 * **restore** — each path back to its snapshot content (a file the run created is removed), and
-  the paths the run had committed (moves that carried its edits) committed back.
+  the paths the run had committed (moves that carried its edits) committed back. Nothing is put
+  back where the artifact now sits in another state folder (someone moved it on). A shell
+  agent's changes cannot be told from a person's made at the same time, so before a shell run is
+  put back, what it discards is kept in a commit on ``refs/workflow/discarded/ROLE``: a rollback
+  never loses anybody's bytes.
 
 Symlinks are never followed: one a run creates is not committed, and a rollback removes it.
 Every git write here holds the project's git lock (``gitlock``).
@@ -85,12 +89,15 @@ def snapshot(config: Config, repo: Repo | None = None) -> Tree:
         full = config.project_dir / rel
         if full.is_symlink():
             blobs[rel] = LINK
-        elif full.is_file() and "\n" not in rel:
-            to_hash.append(rel)
-        else:
+        elif not full.is_file():
             blobs[rel] = ABSENT
-    if to_hash:
-        ids = repo.git("hash-object", "-w", "--no-filters", "--stdin-paths", input="\n".join(to_hash) + "\n").split()
+        elif "\n" in rel:  # --stdin-paths reads one name a line: such a name is hashed by itself
+            blobs[rel] = repo.git("hash-object", "-w", "--no-filters", "--", repo.to_top(rel)).strip()
+        else:
+            to_hash.append(rel)
+    if to_hash:  # git runs at the repository's top: the paths must be the top's, not the project's
+        names = "\n".join(repo.to_top(p) for p in to_hash) + "\n"
+        ids = repo.git("hash-object", "-w", "--no-filters", "--stdin-paths", input=names).split()
         blobs.update(zip(to_hash, ids, strict=True))
     return Tree({k: v for k, v in blobs.items() if v != ABSENT}, frozenset(dirty))
 
@@ -127,14 +134,21 @@ def _check(config: Config, paths: Iterable[str]) -> None:
             raise GitError(f"{p} would be in two state folders (also in {', '.join(twins)}/)")
 
 
-def commit(config: Config, role: str, paths: list[str], why: str) -> str | None:
-    """Commit ``paths`` as ``role`` (one commit; None when there is nothing to commit)."""
-    paths = [p for p in paths if not (config.project_dir / p).is_symlink()]
+class Committed(NamedTuple):
+    sha: str | None  # None: nothing to commit
+    paths: tuple[str, ...]  # what the commit holds
+    skipped: tuple[str, ...] = ()  # symlinks: never committed
+
+
+def commit(config: Config, role: str, paths: list[str], why: str) -> Committed:
+    """Commit ``paths`` as ``role``, in one commit (symlinks are left out, and said)."""
+    links = tuple(p for p in paths if (config.project_dir / p).is_symlink())
+    paths = [p for p in paths if p not in links]
     if not paths:
-        return None
+        return Committed(None, (), links)
     _check(config, paths)
     repo = Repo(config)
-    names = ", ".join(sorted({Path(p).name for p in paths}))
+    names = ", ".join(sorted({_printable(Path(p).name) for p in paths}))
     message = (
         f"{role}: {why} {names}\n\n"
         f"Workflow-Role: {role}\nWorkflow-Edits: {len(paths)} file(s)\n"
@@ -143,27 +157,41 @@ def commit(config: Config, role: str, paths: list[str], why: str) -> str | None:
     with project_lock(config) as env:
         tracked = set(repo.tracked("HEAD", paths)) | set(repo.tracked(None, paths))
         present = [p for p in paths if os.path.lexists(config.project_dir / p)]
-        spec = [repo.to_top(p) for p in sorted(set(present) | (tracked & set(paths)))]
+        chosen = sorted(set(present) | (tracked & set(paths)))
+        spec = [repo.to_top(p) for p in chosen]
         if not spec:
-            return None
+            return Committed(None, (), links)
         repo.git("add", "-A", "--", *spec, env=env)
-        if not repo.git("diff", "--cached", "--name-only", "--", *spec).strip():
-            return None
+        if not repo.git("diff", "--cached", "--name-only", "-z", "--", *spec).strip("\0"):
+            return Committed(None, (), links)
         repo.git("commit", "-q", f"--author={author(config, role)}", "-m", message, "--", *spec, env=env)
-        return repo.git("rev-parse", "HEAD").strip()
+        return Committed(repo.git("rev-parse", "HEAD").strip(), tuple(chosen), links)
 
 
 def restore(
-    config: Config, base: dict[str, str], paths: Iterable[str], committed: Collection[str], role: str, why: str
+    config: Config,
+    base: dict[str, str],
+    paths: Iterable[str],
+    committed: Collection[str],
+    role: str,
+    why: str,
+    keep: bool = False,
 ) -> list[str]:
     """Put each path back as ``base`` had it; commit back those in ``committed`` (paths the run's
-    own commits changed) that now differ from HEAD. Returns a line per path put back."""
+    own commits changed) that now differ from HEAD. With ``keep`` (a shell agent's run, whose
+    edits cannot be told from a person's made meanwhile), what is discarded is first kept in a
+    commit on ``refs/workflow/discarded/ROLE``, so nothing is lost. Returns a line per change."""
     repo = Repo.find(config)
     if repo is None:
         return []
     lines: list[str] = []
     with project_lock(config) as env:
-        for p in sorted(set(paths)):
+        todo = sorted(p for p in set(paths) if not _twin_elsewhere(config, base, p))
+        for p in sorted(set(paths) - set(todo)):
+            lines.append(f"left {p} alone: the artifact is in another state folder now")
+        if keep:
+            lines += _keep(config, repo, base, todo, role, why, env)
+        for p in todo:
             full = config.project_dir / p
             want = base.get(p, ABSENT)
             if want in (ABSENT, LINK):
@@ -182,7 +210,9 @@ def restore(
             os.replace(tmp, full)
             lines.append(f"put {p} back as it was before the run")
         back = [
-            p for p in sorted(set(committed)) if p in {d for _, d in _status(repo, [repo.to_top(c) for c in committed])}
+            p
+            for p in sorted(set(committed) & set(todo))
+            if p in {d for _, d in _status(repo, [repo.to_top(c) for c in committed])}
         ]
         if back:
             spec = [repo.to_top(p) for p in back]
@@ -196,6 +226,50 @@ def restore(
             )
             lines.append(f"committed {', '.join(back)} back (commit {repo.git('rev-parse', 'HEAD').strip()[:10]})")
     return lines
+
+
+def _printable(name: str) -> str:
+    """A file name fit for a commit's subject line: control characters escaped (``\\n``)."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in name)
+
+
+def _twin_elsewhere(config: Config, base: dict[str, str], p: str) -> bool:
+    """Whether putting ``p`` back would leave its artifact in two state folders."""
+    a = parse_path(p, config)
+    if a is None or base.get(p, ABSENT) == ABSENT or os.path.lexists(config.project_dir / p):
+        return False
+    return any(s != a.state and os.path.lexists(config.project_dir / a.root / s / a.name) for s in config.states)
+
+
+def _keep(
+    config: Config, repo: Repo, base: dict[str, str], paths: list[str], role: str, why: str, env: dict[str, str]
+) -> list[str]:
+    """Keep the current contents of the regular files among ``paths`` that differ from ``base`` in
+    a commit on ``refs/workflow/discarded/ROLE`` (parent: that ref's last one), off every branch."""
+    kept: list[tuple[str, str]] = []
+    for p in paths:
+        full = config.project_dir / p
+        if full.is_file() and not full.is_symlink():
+            sha = repo.git("hash-object", "-w", "--no-filters", "--", repo.to_top(p)).strip()
+            if sha != base.get(p, ABSENT):
+                kept.append((repo.to_top(p), sha))
+    if not kept:
+        return []
+    ref = f"refs/workflow/discarded/{role}"
+    index = repo.git_dir / f"workflow-discard-{os.getpid()}.index"
+    tree_env = {**env, "GIT_INDEX_FILE": str(index)}
+    try:
+        info = "".join(f"100644 {sha}\t{path}\0" for path, sha in kept)
+        repo.git("update-index", "--add", "-z", "--index-info", input=info, env=tree_env)
+        tree = repo.git("write-tree", env=tree_env).strip()
+    finally:
+        index.unlink(missing_ok=True)
+    parent = repo.git("rev-parse", "--verify", "-q", ref, check=False).strip()
+    message = f"{role}: what a failed run's rollback discarded\n\n{why}\n"
+    sha = repo.git("commit-tree", tree, *(["-p", parent] if parent else []), "-m", message, env=env).strip()
+    repo.git("update-ref", ref, sha, env=env)
+    names = ", ".join(repo.to_project(p) or p for p, _ in kept)
+    return [f"kept {names} as they were in {ref} ({sha[:10]}; `git show {ref}:PATH` brings one back)"]
 
 
 def _blob(repo: Repo, sha: str) -> bytes:

@@ -274,6 +274,8 @@ def _git_move(
     try:
         repo.git("mv", "--", src, dst, env=env)
     except GitError as e:
+        # an agent's own git (no lock of ours binds it) may have moved it between the check and here
+        _git_move_check(config, before, after, carry)
         raise GitError(f"git mv {before.path} {after.path} failed: {e}") from None
     spec = [src, dst] if in_head else [dst]
     who = [f"--author={edits.author(config, author)}"] if author else []
