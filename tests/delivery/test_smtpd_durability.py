@@ -66,9 +66,13 @@ def test_every_250_follows_fsync_link_and_directory_fsync(project: Project, tmp_
     assert len(acks) == 3
 
     def dir_fd_at(i: int) -> set[str]:
-        """fds that refer to spec-reviewer/new at line i (opened before, not closed since)."""
+        """fds that refer to spec-reviewer/new at line i in the process of line i (opened before,
+        not closed since, by that process: another worker's close of the same number is its own fd)."""
+        pid = traced[i].split(" ", 1)[0]
         fds: set[str] = set()
-        for ln in lines[:i]:
+        for raw, ln in zip(traced[:i], lines[:i], strict=True):
+            if raw.split(" ", 1)[0] != pid:
+                continue
             if '/spec-reviewer/new"' in ln and "O_DIRECTORY" in ln and ln.startswith("openat("):
                 fds.add(ln.rsplit("=", 1)[1].strip())
             elif ln.startswith("close("):

@@ -211,8 +211,10 @@ class Run(RunBox):
         shutil.rmtree(self.dir, ignore_errors=True)
         return lines
 
-    def rollback(self, app: App, why: str) -> list[str]:
-        """The run failed: drop what it staged, revert what it moved, leave its mail unread."""
+    def rollback(self, app: App, why: str, *, crashed: bool = False) -> list[str]:
+        """The run failed: drop what it staged, revert what it moved, put back what it wrote, leave
+        its mail unread. ``crashed``: finishing a run that died — files may have changed since, by
+        anyone, so what is discarded is kept (``edits.restore``), as for every shell agent's run."""
         info = self.leave_open(ROLLING_BACK)  # no stage, move or login may join it any more
         lines = []
         dropped = self.staged()
@@ -247,7 +249,7 @@ class Run(RunBox):
                     committed,
                     role,
                     f"The run failed ({why}).",
-                    keep=bool(info.get("shell")),
+                    keep=crashed or bool(info.get("shell")),
                 )
             except GitError as e:
                 lines.append(f"could not put back what the run wrote: {e}")
@@ -305,6 +307,6 @@ def recover(app: App, role: str, transport: Transport, echo: Callable[[str], Non
         lines = run.commit(app, transport)
     else:
         echo(f"{role}: rolling back a run that ended without succeeding (pid {info.get('pid', '?')})")
-        lines = run.rollback(app, "it was interrupted")
+        lines = run.rollback(app, "it was interrupted", crashed=True)
     for line in lines:
         echo(f"  {line}")
