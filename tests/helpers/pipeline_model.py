@@ -27,6 +27,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, NamedTuple
 
+from helpers.fake_anthropic import message
+
 MAIL = re.compile(
     r"^## (NEW )?(\S+) from (\S+) \(.*?\)\n(?:.*?Artifacts: ([^·\n]+))?.*?\nMessage-ID: (<[^>\s]+>)",
     re.M,
@@ -68,6 +70,11 @@ def tool(name: str, **args: Any) -> dict[str, Any]:
     return {"tool": name, "args": args}
 
 
+def send(event: str, artifact: str, to: list[str], reply: str | None, variables: dict[str, str]) -> dict[str, Any]:
+    args: dict[str, Any] = {"event": event, "artifact": artifact, "to": to, "variables": variables}
+    return tool("send_message", **args, **({"in_reply_to": reply} if reply else {}))
+
+
 def say(text: str) -> dict[str, Any]:
     return {"say": text}
 
@@ -82,58 +89,54 @@ def plan(role: str, prompt: str, results: list[str]) -> list[dict[str, Any]]:
             if m.event == "question" and about(m, "rate-limit"):
                 steps += [
                     tool("write_artifact", path="specs/proposed/rate-limit.md", content=SPEC_V1),
-                    tool(
-                        "send_message",
-                        event="answer",
-                        artifact="specs/*/rate-limit.md",
-                        to=[m.sender],
-                        in_reply_to=m.message_id,
-                        variables={"CONTEXT": "Drafted specs/proposed/rate-limit.md; spec-reviewer reviews it."},
+                    send(
+                        "answer",
+                        "specs/*/rate-limit.md",
+                        [m.sender],
+                        m.message_id,
+                        {"CONTEXT": "Drafted specs/proposed/rate-limit.md; spec-reviewer reviews it."},
                     ),
-                    tool(
-                        "send_message",
-                        event="review-request",
-                        artifact="specs/*/rate-limit.md",
-                        to=["spec-reviewer"],
-                        variables={"CONTEXT": "Focus on what happens over the limit."},
+                    send(
+                        "review-request",
+                        "specs/*/rate-limit.md",
+                        ["spec-reviewer"],
+                        None,
+                        {"CONTEXT": "Focus on what happens over the limit."},
                     ),
                 ]
             elif m.event == "clarification-request" and about(m, "rate-limit"):
                 steps += [
                     tool("write_artifact", path="specs/proposed/rate-limit.md", content=SPEC_V2),
-                    tool(
-                        "send_message",
-                        event="answer",
-                        artifact="specs/*/rate-limit.md",
-                        to=[m.sender],
-                        in_reply_to=m.message_id,
-                        variables={"CONTEXT": "429 with Retry-After; the spec says so now."},
+                    send(
+                        "answer",
+                        "specs/*/rate-limit.md",
+                        [m.sender],
+                        m.message_id,
+                        {"CONTEXT": "429 with Retry-After; the spec says so now."},
                     ),
                 ]
     elif role == "spec-reviewer":
         for m in new:
             if m.event == "review-request" and about(m, "rate-limit"):
                 steps.append(
-                    tool(
-                        "send_message",
-                        event="clarification-request",
-                        artifact="specs/*/rate-limit.md",
-                        to=[m.sender],
-                        in_reply_to=m.message_id,
-                        variables={"QUESTION": "What does a client get over the limit?", "BLOCKING": "yes"},
+                    send(
+                        "clarification-request",
+                        "specs/*/rate-limit.md",
+                        [m.sender],
+                        m.message_id,
+                        {"QUESTION": "What does a client get over the limit?", "BLOCKING": "yes"},
                     )
                 )
             elif m.event == "answer" and about(m, "rate-limit"):
                 steps += [
                     tool("read_artifact", path="specs/*/rate-limit.md"),
                     tool("move_artifact", artifact="rate-limit", state="todo", reason="Complete and testable"),
-                    tool(
-                        "send_message",
-                        event="approval",
-                        artifact="specs/*/rate-limit.md",
-                        to=[m.sender],
-                        in_reply_to=m.message_id,
-                        variables={"NEXT_STATE": "todo", "NEXT_ROLES": "skeleton-writer,test-writer"},
+                    send(
+                        "approval",
+                        "specs/*/rate-limit.md",
+                        [m.sender],
+                        m.message_id,
+                        {"NEXT_STATE": "todo", "NEXT_ROLES": "skeleton-writer,test-writer"},
                     ),
                 ]
     elif role in OWN:
@@ -147,12 +150,12 @@ def plan(role: str, prompt: str, results: list[str]) -> list[dict[str, Any]]:
                         path=f"specs/proposed/rate-limit-{kind}.md",
                         content=f"# Rate limit: {kind}\n\nFor specs/*/rate-limit.md.\n",
                     ),
-                    tool(
-                        "send_message",
-                        event="review-request",
-                        artifact=f"specs/*/rate-limit-{kind}.md",
-                        to=[reviewer],
-                        variables={"CONTEXT": f"The {kind} for rate-limit."},
+                    send(
+                        "review-request",
+                        f"specs/*/rate-limit-{kind}.md",
+                        [reviewer],
+                        None,
+                        {"CONTEXT": f"The {kind} for rate-limit."},
                     ),
                 ]
     elif role in ("skeleton-reviewer", "test-reviewer"):
@@ -162,13 +165,12 @@ def plan(role: str, prompt: str, results: list[str]) -> list[dict[str, Any]]:
                 steps += [
                     tool("read_artifact", path=f"specs/*/rate-limit-{kind}.md"),
                     tool("move_artifact", artifact=f"rate-limit-{kind}", state="todo", reason="Matches the spec"),
-                    tool(
-                        "send_message",
-                        event="approval",
-                        artifact=f"specs/*/rate-limit-{kind}.md",
-                        to=[m.sender],
-                        in_reply_to=m.message_id,
-                        variables={"NEXT_STATE": "todo", "NEXT_ROLES": "implementer"},
+                    send(
+                        "approval",
+                        f"specs/*/rate-limit-{kind}.md",
+                        [m.sender],
+                        m.message_id,
+                        {"NEXT_STATE": "todo", "NEXT_ROLES": "implementer"},
                     ),
                 ]
     elif role == "implementer":
@@ -186,12 +188,12 @@ def plan(role: str, prompt: str, results: list[str]) -> list[dict[str, Any]]:
                         tool("move_artifact", artifact="rate-limit", state="done", reason="Every test passes"),
                         tool("move_artifact", artifact="rate-limit-skeleton", state="done", reason="Built"),
                         tool("move_artifact", artifact="rate-limit-tests", state="done", reason="All pass"),
-                        tool(
-                            "send_message",
-                            event="status-update",
-                            artifact="specs/*/rate-limit.md",
-                            to=["user"],
-                            variables={"CONTEXT": "rate-limit is implemented: spec, skeleton and tests are done."},
+                        send(
+                            "status-update",
+                            "specs/*/rate-limit.md",
+                            ["user"],
+                            None,
+                            {"CONTEXT": "rate-limit is implemented: spec, skeleton and tests are done."},
                         ),
                     ]
                 else:
@@ -222,7 +224,7 @@ class PipelineModel:
                 self.end_headers()
                 self.wfile.write(data)
 
-            def log_message(self, *args: object) -> None:
+            def logmessage(self, *args: object) -> None:
                 pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -252,9 +254,9 @@ class PipelineModel:
         if done < len(steps) and "tool" in steps[done]:
             step = steps[done]
             content = [{"type": "tool_use", "id": f"toolu_{done}", "name": step["tool"], "input": step["args"]}]
-            return _message(content, "tool_use")
+            return message(content, "tool_use", (100, 20))
         last = steps[done]["say"] if done < len(steps) else "Nothing more to do for this mail."
-        return _message([{"type": "text", "text": last}], "end_turn")
+        return message([{"type": "text", "text": last}], "end_turn", (100, 20))
 
     def runs(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -270,16 +272,3 @@ class PipelineModel:
     def __exit__(self, *exc: object) -> None:
         self.server.shutdown()
         self.server.server_close()
-
-
-def _message(content: list[dict[str, Any]], stop: str) -> dict[str, Any]:
-    return {
-        "id": "msg_pipeline",
-        "type": "message",
-        "role": "assistant",
-        "model": "claude-stand-in",
-        "content": content,
-        "stop_reason": stop,
-        "stop_sequence": None,
-        "usage": {"input_tokens": 100, "output_tokens": 20},
-    }
