@@ -224,7 +224,7 @@ class PipelineModel:
                 self.end_headers()
                 self.wfile.write(data)
 
-            def logmessage(self, *args: object) -> None:
+            def log_message(self, *args: object) -> None:
                 pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
