@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import smtplib
 import subprocess
 import sys
@@ -17,17 +16,12 @@ import pytest
 
 from helpers.git import GIT_ENV, git_project, mail
 from helpers.project import Project
-from workflow.agents.sandbox import status
-from workflow.core.config import load_config
+from helpers.sandboxing import needs_bwrap
 from workflow.delivery.credentials import owner_file
 from workflow.delivery.smtpd import BackgroundServer
 from workflow.mail.message import parse
 
 BIN = Path(sys.executable).parent
-SANDBOXED = shutil.which("bwrap") is not None and status(load_config(None, env={})).enforced
-needs_bwrap = pytest.mark.skipif(
-    not SANDBOXED, reason="bubblewrap is missing or cannot make namespaces here (scripts/system-packages installs it)"
-)
 
 HOSTILE = """\
 import json, os, smtplib, subprocess, sys

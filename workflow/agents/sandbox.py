@@ -6,7 +6,9 @@ built from a list, not from ``/`` minus exceptions:
 * the system, read-only (``/usr``, ``/etc``, ``/opt``, the ``/bin`` and ``/lib`` links), and the
   Python and workflow-mail it needs to call ``workflow-notify`` and ``workflow move``;
 * the project's working tree, writable (read-only for a panel member), and ``[runs] readable`` /
-  ``writable`` (the agent CLI's own state: ``~/.claude`` by default);
+  ``writable`` (the agent CLI's own state: ``~/.claude`` by default) — but never the owner's
+  control plane inside it (``control_plane``: the config, roles, templates, git's hooks and
+  config stay read-only, so nothing the agent writes is run or obeyed by the owner's processes);
 * the one directory of its run it may see (``$WORKFLOW_RUN``);
 * an empty ``$HOME``, ``/tmp`` and ``/var/tmp`` of its own, a ``/proc`` of its own PID namespace
   (it sees only its own processes), the network (it calls its model's API).
@@ -75,6 +77,44 @@ def _inside(path: Path, roots: Sequence[Path]) -> bool:
     return any(path == r or r in path.parents for r in roots)
 
 
+GIT_CONTROL = ("hooks", "config", "info")  # what git runs or obeys: the owner's, never the agent's
+
+
+def control_plane(config: Config, project: Path) -> list[str]:
+    """bubblewrap's arguments that keep the owner's control files read-only inside a writable
+    project: ``workflow.toml``, ``roles/``, ``email-templates/``, ``.workflow/``, and git's
+    ``hooks/``, ``config`` and ``info/``. Each is a mount point, so it can be neither written,
+    renamed over nor removed; ``.git`` itself is bound too, so it cannot be renamed away and
+    replaced by one of the agent's making. The agent still writes objects, refs and the index:
+    it can commit. A control directory that does not exist yet is made (empty) first, so the
+    agent cannot create it."""
+    args: list[str] = []
+    git = project / ".git"
+    if git.is_dir() and not git.is_symlink():
+        args += ["--bind", str(git), str(git)]
+        (git / "hooks").mkdir(exist_ok=True)
+        (git / "info").mkdir(exist_ok=True)
+        args += [
+            a for sub in GIT_CONTROL if (git / sub).exists() for a in ("--ro-bind", str(git / sub), str(git / sub))
+        ]
+    for path, make in (
+        (config.path, False),
+        (config.roles_dir, True),
+        (config.templates_dir, True),
+        (project / ".workflow", False),
+    ):
+        if path is None:
+            continue
+        path = Path(path).absolute()
+        if not _inside(path, [project]) or path == project or path.is_symlink():
+            continue
+        if make and not path.exists():
+            path.mkdir(parents=True, exist_ok=True)
+        if path.exists():
+            args += ["--ro-bind", str(path), str(path)]
+    return args
+
+
 def view(config: Config, argv: Sequence[str], run_dir: Path | None, read_only: bool) -> list[str]:
     """bubblewrap's arguments (before ``--``) for one agent of this project."""
     args = ["--unshare-pid", "--die-with-parent", "--new-session", "--unshare-ipc", "--unshare-uts"]
@@ -104,6 +144,8 @@ def view(config: Config, argv: Sequence[str], run_dir: Path | None, read_only: b
         bound.append(path)
     args += ["--ro-bind" if read_only else "--bind", str(project), str(project)]
     bound.append(project)
+    if not read_only:
+        args += control_plane(config, project)
     for path in writable:
         args += ["--bind", str(path), str(path)]
         bound.append(path)

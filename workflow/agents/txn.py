@@ -101,6 +101,7 @@ class Run(RunBox):
         )
         if config is not None:  # what the artifact roots hold now: a failed run is put back to it
             write_atomic(run.dir / "base.json", json.dumps(edits.snapshot(config).blobs), mode=0o600)
+            write_atomic(run.dir / "head", edits.head(config) or "", mode=0o600)
         return run
 
     def know(self, rows: Sequence[Row]) -> None:
@@ -159,9 +160,22 @@ class Run(RunBox):
                 others |= Run(d).written()
         return edits.changed(config, base, None if self.info().get("shell") else self.written(), others)
 
+    def began_at(self) -> str:
+        """HEAD when the run began ("" when unknown, or no commit yet)."""
+        try:
+            return (self.dir / "head").read_text(encoding="utf-8").strip()
+        except OSError:
+            return ""
+
     def commit_edits(self, app: App) -> list[str]:
         """Commit what the run wrote, as its role (before the run commits its mail); GitError when
-        git refuses, and then the run must fail."""
+        git refuses, or when a commit made during the run changed a control file (the owner's
+        config, roles, templates): then the run must fail, and its rollback restores them."""
+        touched = edits.control_changes(app.config, self.began_at())
+        if touched:
+            raise GitError(
+                f"a commit made during the run changed {', '.join(touched)}: the control files are the owner's"
+            )
         paths = self.edits(app.config)
         if not paths:
             return []
@@ -237,6 +251,14 @@ class Run(RunBox):
                 if sha
                 else f"left {m.after.path} alone: it is no longer where the failed run put it"
             )
+        since = self.began_at()
+        touched = edits.control_changes(app.config, since)
+        if touched:
+            try:
+                sha = edits.restore_control(app.config, touched, role, f"The run failed ({why}).")
+                lines.append(f"restored {', '.join(touched)} as the working tree has them (commit {(sha or '')[:10]})")
+            except GitError as e:
+                lines.append(f"could not restore the control files {', '.join(touched)}: {e}")
         base = self.base()
         if base is not None:
             # only moves put back: one someone moved on since is left where it is, with its content

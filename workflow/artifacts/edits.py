@@ -228,6 +228,56 @@ def restore(
     return lines
 
 
+def control_paths(config: Config) -> list[str]:
+    """Project-relative paths of the owner's control files (what a run's commits must not touch)."""
+    project = config.project_dir.absolute()
+    out = []
+    for path in (config.path, config.roles_dir, config.templates_dir, project / ".workflow"):
+        if path is None:
+            continue
+        full = Path(path).absolute()
+        if full != project and project in full.parents:
+            out.append(full.relative_to(project).as_posix())
+    return out
+
+
+def head(config: Config) -> str | None:
+    repo = Repo.find(config)
+    return repo.head() if repo is not None else None
+
+
+def control_changes(config: Config, since: str | None) -> list[str]:
+    """Control files that commits made since ``since`` changed *without* the working tree having
+    that change: an agent cannot write the files (its sandbox binds them read-only) but can
+    forge history with git's plumbing; a person edits the file and commits it, so their change
+    is in both and is never taken for the agent's."""
+    repo = Repo.find(config)
+    if repo is None or not since or repo.head() in (None, since):
+        return []
+    spec = [repo.to_top(p) for p in control_paths(config)]
+    if not spec:
+        return []
+    moved = repo.git("diff", "--name-only", "-z", "--no-renames", since, "HEAD", "--", *spec, check=False)
+    differ = set(repo.git("diff", "--name-only", "-z", "--no-renames", "HEAD", "--", *spec, check=False).split("\0"))
+    untracked = set(repo.git("ls-files", "-z", "--others", "--", *spec, check=False).split("\0"))
+    out = [x for x in moved.split("\0") if x and (x in differ or x in untracked)]
+    return sorted(p for p in (repo.to_project(x) for x in out) if p is not None)
+
+
+def restore_control(config: Config, paths: list[str], role: str, why: str) -> str | None:
+    """Commit the control files as the working tree has them (undoing a run's forged commits)."""
+    repo = Repo(config)
+    with project_lock(config) as env:
+        spec = [repo.to_top(p) for p in paths]
+        repo.git("add", "-A", "--", *spec, env=env)
+        message = (
+            f"{role}: restore the control files a failed run changed ({', '.join(paths)})\n\n{why}\n\n"
+            f"Workflow-Role: {role}\nWorkflow-Notify: none (control files restored)\n"
+        )
+        repo.git("commit", "-q", "--no-verify", f"--author={author(config, role)}", "-m", message, "--", *spec, env=env)
+        return repo.git("rev-parse", "HEAD").strip()
+
+
 def _printable(name: str) -> str:
     """A file name fit for a commit's subject line: control characters escaped (``\\n``)."""
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in name)
