@@ -27,6 +27,7 @@ from workflow.agents.tools import RoleTools
 from workflow.agents.txn import Run, RunTransport, recover
 from workflow.app import App
 from workflow.core.errors import GitError, RosterError
+from workflow.core.files import append_untrusted
 from workflow.core.locate import Resolver, find
 from workflow.delivery import address
 from workflow.delivery.smtpd import BackgroundServer
@@ -84,9 +85,10 @@ class Poller:
             self.echo(f"new mail during the run: {r.event or 'mail'} from {r.sender.split('@')[0]}: {r.subject}")
             with self.lock:
                 self.pending.append(text)
-            if self.mail_file is not None:
-                with open(self.mail_file, "a", encoding="utf-8") as f:
-                    f.write(text + "\n\n")
+            if self.mail_file is not None and not append_untrusted(self.mail_file, text + "\n\n"):
+                # the agent replaced its mail file (a symlink, a FIFO): nothing of ours is written through it
+                self.echo(f"not appended to {self.mail_file}: it is no longer a plain file of the run")
+                self.mail_file = None
 
     def drain(self) -> list[str]:
         with self.lock:

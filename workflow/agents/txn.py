@@ -38,9 +38,9 @@ from workflow.app import App
 from workflow.artifacts import edits
 from workflow.artifacts.move import revert
 from workflow.core.config import Config
-from workflow.core.errors import DeliveryError, GitError, RuleError, ToolError, TransportError
-from workflow.core.files import write_atomic
-from workflow.core.locate import Artifact
+from workflow.core.errors import DeliveryError, GitError, RuleError, ToolError, TransportError, WorkflowError
+from workflow.core.files import read_untrusted, write_atomic
+from workflow.core.locate import Artifact, parse_path
 from workflow.core.statedir import StateDir
 from workflow.delivery import outbox
 from workflow.delivery.credentials import mint
@@ -96,6 +96,7 @@ class Run(RunBox):
                 "state": OPEN,
                 "token_sha256": digest,
                 "handed": [[r.mailbox, r.key] for r in handed],
+                "handed_ids": [r.message_id for r in handed if r.message_id],
                 "shell": shell,  # a shell agent's edits are found by diffing; a tools-only run's are listed
             }
         )
@@ -106,10 +107,12 @@ class Run(RunBox):
 
     def know(self, rows: Sequence[Row]) -> None:
         """Tell the agent about messages it may reply to (their subject and references thread it)."""
-        path = self.agent / "threads.json"
+        path = self.agent / "threads.json"  # in the agent's reach: read as untrusted input
         try:
-            known = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            known = json.loads(read_untrusted(path, MAX_RUN_FILE) or b"{}")
+        except ValueError:
+            known = {}
+        if not isinstance(known, dict):
             known = {}
         for r in rows:
             if r.message_id:
@@ -117,11 +120,10 @@ class Run(RunBox):
         write_atomic(path, json.dumps(known))
 
     def handed_ids(self) -> list[str]:
-        """The Message-IDs handed to the run."""
-        try:
-            return (self.agent / "handed").read_text(encoding="utf-8").split()
-        except OSError:
-            return []
+        """The Message-IDs handed to the run (from the owner's own record: ``agent/handed`` is
+        the agent's copy, and the agent may have rewritten it)."""
+        ids = self.info().get("handed_ids")
+        return [str(i) for i in ids] if isinstance(ids, list) else []
 
     # -- what the run does
 
@@ -194,18 +196,20 @@ class Run(RunBox):
             return []
         return [str(p) for p in data] if isinstance(data, list) else []
 
-    def moves(self) -> list[Journalled]:
+    def moves(self, config: Config | None = None) -> list[Journalled]:
+        """The journalled moves — the agent's own ``workflow move`` writes this journal, so every
+        entry is untrusted: with ``config``, only a move of one artifact between two of its
+        state folders inside an artifact root is taken (a forged entry could name any path)."""
         out: list[Journalled] = []
-        try:
-            lines = self.journal.read_text(encoding="utf-8").splitlines()
-        except FileNotFoundError:
-            return out
-        for line in lines:
+        data = read_untrusted(self.journal, MAX_RUN_FILE)
+        for line in (data or b"").decode("utf-8", "replace").splitlines():
             try:
                 d = json.loads(line)
-                out.append(Journalled(Artifact(*d["before"]), Artifact(*d["after"])))
+                m = Journalled(Artifact(*map(str, d["before"])), Artifact(*map(str, d["after"])))
             except (ValueError, KeyError, TypeError):
                 continue
+            if config is None or _legal_entry(config, m):
+                out.append(m)
         return out
 
     # -- how it ends
@@ -235,7 +239,7 @@ class Run(RunBox):
         if dropped:
             lines.append(f"{len(dropped)} staged message(s) not sent: " + ", ".join(s.message_id for s in dropped))
         role = str(info.get("role", "run-role"))
-        moved = self.moves()
+        moved = self.moves(app.config)
         pending = self.edits(app.config)  # before the moves go back: a reverted move is not an edit
         reverted: list[Journalled] = []
         for m in reversed(moved):
@@ -277,6 +281,22 @@ class Run(RunBox):
                 lines.append(f"could not put back what the run wrote: {e}")
         shutil.rmtree(self.dir, ignore_errors=True)
         return lines
+
+
+MAX_RUN_FILE = 1 << 20  # what the owner reads of a file in the agent's part of a run
+
+
+def _legal_entry(config: Config, m: Journalled) -> bool:
+    """Whether a journal entry names one artifact moved between two of its state folders."""
+    a, b = parse_path(m.before.path, config), parse_path(m.after.path, config)
+    return (
+        a == m.before
+        and b == m.after
+        and a.key == b.key
+        and a.state != b.state
+        and ".." not in a.name.split("/")
+        and not a.name.startswith("/")
+    )
 
 
 def journal_move(agent_dir: Path, before: Artifact, after: Artifact) -> None:
@@ -324,11 +344,18 @@ def recover(app: App, role: str, transport: Transport, echo: Callable[[str], Non
     if killed:
         echo(f"{role}: killed {killed} process(es) the crashed run left")
     info = run.info()
-    if info.get("state") == COMMITTING:
-        echo(f"{role}: finishing the commit of a run that ended before it was done")
-        lines = run.commit(app, transport)
-    else:
-        echo(f"{role}: rolling back a run that ended without succeeding (pid {info.get('pid', '?')})")
-        lines = run.rollback(app, "it was interrupted", crashed=True)
+    try:
+        if info.get("state") == COMMITTING:
+            echo(f"{role}: finishing the commit of a run that ended before it was done")
+            lines = run.commit(app, transport)
+        else:
+            echo(f"{role}: rolling back a run that ended without succeeding (pid {info.get('pid', '?')})")
+            lines = run.rollback(app, "it was interrupted", crashed=True)
+    except (WorkflowError, OSError, ValueError) as e:
+        # whatever the run left (the agent writes part of it), the role must not be wedged on it
+        aside = run.dir.with_name(f"{run.dir.name}.broken-{int(time.time())}")
+        os.replace(run.dir, aside)
+        echo(f"{role}: could not finish the run it left ({e}); kept it in {aside} for you to read")
+        return
     for line in lines:
         echo(f"  {line}")

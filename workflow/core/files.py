@@ -46,3 +46,47 @@ def write_atomic(path: Path, data: bytes | str, *, mode: int = 0o644) -> None:
         tmp.unlink(missing_ok=True)
         raise
     fsync_dir(path.parent)
+
+
+UNTRUSTED = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC  # no symlink followed, no FIFO waited on
+
+
+def read_untrusted(path: Path, limit: int) -> bytes | None:
+    """The bytes of a file someone else may have planted (an agent's run directory): ``None``
+    unless it is a regular file, reached without a symlink at its last step, of at most
+    ``limit`` bytes. Never blocks (a FIFO is refused) and never reads more than ``limit + 1``."""
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | UNTRUSTED)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = os.read(fd, limit + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return data if len(data) <= limit else None
+
+
+def append_untrusted(path: Path, text: str) -> bool:
+    """Append to a file someone else may have replaced: only a regular file reached without a
+    symlink (never a FIFO, a device, or a symlink to the owner's files). False when refused."""
+    import stat
+
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | UNTRUSTED)
+    except OSError:
+        return False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        os.write(fd, text.encode("utf-8"))
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
