@@ -6,11 +6,14 @@ owner's own git and workflow commands run nothing of the agent's, and the honest
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from helpers.git import GIT_ENV, git_project, sh
 from helpers.project import Project
@@ -165,3 +168,34 @@ def test_a_run_that_forges_a_commit_of_a_control_file_fails_and_the_file_is_rest
     from workflow.artifacts.edits import control_changes
 
     assert control_changes(p.app.config, sh(p, "git", "rev-parse", "HEAD~1").stdout.strip()) == []
+
+
+BY_HANDLE = """\
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+class Handle(ctypes.Structure):
+    _fields_ = [("bytes", ctypes.c_uint), ("type", ctypes.c_int), ("f", ctypes.c_ubyte * 128)]
+h = Handle(128)
+mount = ctypes.c_int()
+AT_FDCWD = -100
+if libc.name_to_handle_at(AT_FDCWD, b"workflow.toml", ctypes.byref(h), ctypes.byref(mount), 0) != 0:
+    print("no-handle", ctypes.get_errno()); sys.exit(0)
+fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY)
+r = libc.open_by_handle_at(fd, ctypes.byref(h), os.O_RDONLY)
+print("opened" if r >= 0 else f"refused {ctypes.get_errno()}")
+print(next(line for line in open("/proc/self/status") if line.startswith("CapEff")).split()[1])
+"""
+
+
+@needs_bwrap
+@pytest.mark.skipif(os.geteuid() != 0, reason="capabilities in the sandbox are a root owner's problem; run as root")
+def test_a_root_owners_agent_holds_no_capability_and_opens_nothing_by_handle(tmp_path: Path) -> None:
+    from workflow.agents.sandbox import view
+
+    p = git_project(tmp_path / "caps")
+    args = view(p.app.config, [sys.executable, "-c", "x"], None, read_only=False)
+    r = subprocess.run(["bwrap", *args, "--", sys.executable, "-c", BY_HANDLE], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    opened, caps = r.stdout.split()[0], r.stdout.split()[-1]
+    assert opened == "refused" and r.stdout.split()[1] == str(errno.EPERM), r.stdout
+    assert int(caps, 16) == 0

@@ -10,6 +10,8 @@ built from a list, not from ``/`` minus exceptions:
   control plane inside it (``control_plane``: the config, roles, templates, git's hooks and
   config stay read-only, so nothing the agent writes is run or obeyed by the owner's processes);
 * the one directory of its run it may see (``$WORKFLOW_RUN``);
+* no capability at all, even when the owner is root (``--cap-drop ALL``: with
+  CAP_DAC_READ_SEARCH an agent could open a hidden file by its handle, through a bind mount);
 * an empty ``$HOME``, ``/tmp`` and ``/var/tmp`` of its own, a ``/proc`` of its own PID namespace
   (it sees only its own processes), the network (it calls its model's API).
 
@@ -118,6 +120,8 @@ def control_plane(config: Config, project: Path) -> list[str]:
 def view(config: Config, argv: Sequence[str], run_dir: Path | None, read_only: bool) -> list[str]:
     """bubblewrap's arguments (before ``--``) for one agent of this project."""
     args = ["--unshare-pid", "--die-with-parent", "--new-session", "--unshare-ipc", "--unshare-uts"]
+    if os.geteuid() == 0:  # bubblewrap run by root keeps every capability unless told: the agent gets none
+        args += ["--cap-drop", "ALL"]
     for d in SYSTEM:
         if os.path.lexists(d):
             args += ["--symlink", os.readlink(d), d] if os.path.islink(d) else ["--ro-bind", d, d]
