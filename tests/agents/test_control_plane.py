@@ -199,3 +199,61 @@ def test_a_root_owners_agent_holds_no_capability_and_opens_nothing_by_handle(tmp
     opened, caps = r.stdout.split()[0], r.stdout.split()[-1]
     assert opened == "refused" and r.stdout.split()[1] == str(errno.EPERM), r.stdout
     assert int(caps, 16) == 0
+
+
+ENV_DUMP = """\
+import json, os, sys
+sys.stdin.read()
+open(os.environ["WORKFLOW_RUN"] + "/env.json", "w").write(json.dumps(dict(os.environ)))
+print(json.dumps(dict(os.environ)))
+"""
+
+
+@needs_bwrap
+def test_an_agent_gets_an_allowlisted_environment_never_the_bridges_secrets(tmp_path: Path) -> None:
+    p = git_project(tmp_path / "env")
+    (p.dir / "agent.py").write_text(ENV_DUMP)
+    with open(p.dir / "workflow.toml", "a") as f:
+        f.write(
+            f'\n[backends.command]\nargv = ["{sys.executable}", "agent.py"]\ntimeout = 60\n[runs]\nenv = ["MY_TOOL_URL"]\n'
+        )
+    p.send("spec-reviewer", "rejection", "specs/proposed/user-auth.md", "spec-writer", REASON="vague")
+    owner = {k: v for k, v in os.environ.items() if not k.startswith("WORKFLOW_")}
+    secrets = {
+        "SLACK_BOT_TOKEN": "xoxb-secret",
+        "SLACK_SIGNING_SECRET": "signing-secret",
+        "GMAIL_APP_PASSWORD": "gmail-secret",
+        "AWS_SECRET_ACCESS_KEY": "cloud-secret",
+        "ANTHROPIC_API_KEY": "sk-model",  # not listed any more once [runs] env is set: only what it names
+        "MY_TOOL_URL": "http://127.0.0.1:1/",
+    }
+    r = subprocess.run(
+        [sys.executable, "-m", "workflow", "run-role", "--with-email", "--backend", "command", "spec-writer"],
+        cwd=p.dir,
+        env={**owner, **GIT_ENV, **secrets, "LC_ALL": "C.UTF-8"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    seen = json.loads(next(line for line in r.stdout.splitlines() if line.strip().startswith("{")))
+    leaked = [
+        k
+        for k, v in seen.items()
+        if any(s in v for s in ("xoxb-secret", "signing-secret", "gmail-secret", "cloud-secret", "sk-model"))
+    ]
+    assert leaked == []
+    assert seen["MY_TOOL_URL"] == "http://127.0.0.1:1/" and seen["LC_ALL"] == "C.UTF-8"
+    assert (
+        seen["WORKFLOW_ROLE"] == "spec-writer"
+        and "PATH" in seen
+        and seen["GIT_AUTHOR_NAME"] == GIT_ENV["GIT_AUTHOR_NAME"]
+    )
+
+
+def test_the_default_environment_of_an_agent_carries_the_model_keys_only() -> None:
+    from workflow.agents.backends.command import agent_env
+    from workflow.core.sections import RunsConfig
+
+    owner = {"PATH": "/bin", "ANTHROPIC_API_KEY": "k", "SLACK_BOT_TOKEN": "t", "WORKFLOW_TOKEN": "w", "LC_TIME": "C"}
+    assert agent_env(owner, RunsConfig().env) == {"PATH": "/bin", "ANTHROPIC_API_KEY": "k", "LC_TIME": "C"}

@@ -181,7 +181,9 @@ sys.exit(int(os.environ.get("AGENT_EXIT", "0")))
 def test_a_shell_agents_edits_are_committed_on_success_and_put_back_on_failure(gp: Project, code: int) -> None:
     (gp.dir / "agent.py").write_text(textwrap.dedent(SHELL_AGENT))
     with open(gp.dir / "workflow.toml", "a") as f:
-        f.write(f'\n[backends.command]\nargv = ["{sys.executable}", "agent.py"]\ntimeout = 60\n')
+        f.write(
+            f'\n[backends.command]\nargv = ["{sys.executable}", "agent.py"]\ntimeout = 60\n[runs]\nenv = ["AGENT_EXIT"]\n'
+        )
     sh(gp, "git", "add", "agent.py", "workflow.toml")
     sh(gp, "git", "commit", "-qm", "agent")
     before = head(gp)

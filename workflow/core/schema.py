@@ -95,6 +95,20 @@ class Num:
         return float(value)  # type: ignore[arg-type]
 
 
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+
+
+class EnvNames:
+    """A list of environment variable names (``[runs] env``)."""
+
+    __slots__ = ()
+
+    def read(self, value: object) -> object:
+        if not isinstance(value, list) or not all(isinstance(v, str) and ENV_NAME.match(v) for v in value):
+            raise BadValueError("a list of environment variable names (letters, digits, _)")
+        return tuple(value)
+
+
 class Names:
     """A list of distinct lower-case names (role, state, event names)."""
 

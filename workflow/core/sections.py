@@ -19,6 +19,7 @@ from workflow.core.schema import (
     BadValueError,
     Bool,
     Custom,
+    EnvNames,
     Int,
     Names,
     NameTable,
@@ -82,6 +83,18 @@ SMTP = Section(
 SANDBOXES = ("bwrap", "none")
 
 
+MODEL_ENV = (  # what the agent CLIs need to reach their models: never a bridge's secret
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "ANTHROPIC_BASE_URL",
+    "ANTHROPIC_MODEL",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "GEMINI_API_KEY",
+    "GOOGLE_API_KEY",
+)
+
+
 class RunsConfig(NamedTuple):
     """How a command-backend agent (or panel member) is confined (agents.sandbox)."""
 
@@ -89,6 +102,7 @@ class RunsConfig(NamedTuple):
     readable: tuple[str, ...] = ("~/.gitconfig", "~/.config/git")  # extra paths it may read …
     writable: tuple[str, ...] = ("~/.claude", "~/.claude.json")  # … and write (the agent CLI's own state)
     max_artifact_bytes: int = 8 * 1024 * 1024  # the most a run's write_artifact may write
+    env: tuple[str, ...] = MODEL_ENV  # the owner's variables an agent gets (beyond PATH, locale…)
 
 
 RUNS = Section(
@@ -98,6 +112,7 @@ RUNS = Section(
         "readable": Strs(empty=True),
         "writable": Strs(empty=True),
         "max_artifact_bytes": Int(1, 1 << 30),
+        "env": EnvNames(),
     },
 )
 

@@ -85,6 +85,7 @@ contain = "{contain}"
 
 [runs]
 sandbox = "{sandbox}"
+env = ["CHAOS_DIR"]
 """
 
 

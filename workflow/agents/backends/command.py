@@ -25,6 +25,7 @@ import re
 import shutil
 import subprocess
 import time
+from collections.abc import Mapping, Sequence
 
 from workflow.agents.backends.base import RunInput, RunResult
 from workflow.agents.contain import Contained, choose
@@ -40,6 +41,19 @@ INHERITED_NOT = (
     "WORKFLOW_NEW_MAIL",
     "WORKFLOW_SESSION",
 )
+BASE_ENV = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TERM", "COLORTERM", "NO_COLOR")
+GIT_IDENTITY = ("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL")
+
+
+def agent_env(owner: Mapping[str, str], listed: Sequence[str]) -> dict[str, str]:
+    """The environment an agent starts from: an allowlist of the owner's — PATH, home, user,
+    locale (``LC_*``), time zone, terminal, git identity — plus the names ``[runs] env`` lists
+    (default: the model providers' keys the agent CLIs need). Nothing else: the bridges'
+    tokens, the Gmail password, cloud keys and the owner's ``WORKFLOW_*`` never reach an agent."""
+    keep = set(BASE_ENV) | set(GIT_IDENTITY) | set(listed)
+    return {k: v for k, v in owner.items() if (k in keep or k.startswith("LC_")) and k not in INHERITED_NOT}
+
+
 SESSION_LINE = re.compile(r"^WORKFLOW_SESSION=([A-Za-z0-9._:-]{1,200})\s*$", re.M)
 SESSION_ID = re.compile(r"^[A-Za-z0-9._:-]{1,200}$")
 
@@ -71,7 +85,7 @@ class CommandBackend:
         self.resume = list(opts.resume)
 
     def run(self, job: RunInput) -> RunResult:
-        env = {k: v for k, v in os.environ.items() if k not in INHERITED_NOT}
+        env = agent_env(os.environ, self.config.runs.env)
         env.update(
             WORKFLOW_ROLE=job.role.name,
             WORKFLOW_MAIL_ROOT=str(self.config.mail_root),
