@@ -118,3 +118,23 @@ def test_200_internal_then_outside_replies_on_one_connection_store_nothing_outsi
     assert refused == 200
     assert project.new_files("spec-writer") == []
     assert len(project.new_files("spec-reviewer-panel.claude")) == 200
+
+
+def test_forty_thousand_references_are_checked_in_linear_time_and_an_internal_one_still_refuses(
+    project: Project,
+) -> None:
+    """References of 40,000 ids (1.1 MB) blocked a worker for 18 s (a list's ``in`` per id); every
+    id is still checked: an internal id at the very middle is found."""
+    import smtplib
+
+    mid = internal(project)
+    refs = [f"<r{i}.x@elsewhere.example>" for i in range(40_000)]
+    refs.insert(20_000, mid)
+    hostile = raw("spec-reviewer-panel.claude", "spec-writer", references=refs)
+    with BackgroundServer(project.app.config, project.app.deliverer) as port, client(port, timeout=5) as s:
+        with pytest.raises(smtplib.SMTPDataError) as e:  # answered within the client's 5 s (it took 9), and refused
+            s.sendmail("spec-reviewer-panel.claude@workflow.local", ["spec-writer@workflow.local"], hostile)
+        assert e.value.smtp_code == 550 and b"internal-thread-stays-inside" in e.value.smtp_error
+        clean = raw("spec-reviewer-panel.claude", "spec-writer", references=refs[:20_000] + refs[20_001:])
+        s.sendmail("spec-reviewer-panel.claude@workflow.local", ["spec-writer@workflow.local"], clean)
+    assert len(project.new_files("spec-writer")) == 1

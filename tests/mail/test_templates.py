@@ -105,3 +105,20 @@ def test_bad_key_values(pair: str, needle: str) -> None:
 
 def test_standard_vars_listed() -> None:
     assert set(STANDARD_VARS) == set(BASE)
+
+
+@pytest.mark.parametrize(
+    ("body", "needle"),
+    [
+        ("{{ range(10**6) }}", "OverflowError"),  # escaped render() before: a crash, not a refusal
+        ("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", "past 100000 items"),
+        ("{{ 'x' * 3000000 }}", "renders 30000.. characters; at most"),
+        ("{{ QUESTION|int // 0 }}", "ZeroDivisionError"),
+    ],
+)
+def test_a_hostile_template_is_refused_at_once_never_a_crash_or_a_pinned_worker(
+    tmp_path: Path, body: str, needle: str
+) -> None:
+    (tmp_path / "question.txt").write_text(f"Subject: x\n\n{body}\n")
+    with pytest.raises(TemplateError, match=needle):
+        render("question", {**BASE, "QUESTION": "1"}, tmp_path)

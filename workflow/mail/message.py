@@ -538,8 +538,4 @@ def validate(
 
 def thread_ids(parsed: Parsed) -> list[str]:
     """Ancestry in order, parents last (References then every In-Reply-To id, without duplicates)."""
-    out: list[str] = []
-    for mid in parsed.references + parsed.in_reply_to_ids:
-        if mid not in out:
-            out.append(mid)
-    return out
+    return list(dict.fromkeys(parsed.references + parsed.in_reply_to_ids))  # linear: 40,000 ids are a sender's choice

@@ -59,6 +59,24 @@ def parse_vars(pairs: list[str]) -> dict[str, str]:
     return out
 
 
+RANGE_BUDGET = 100_000  # range() items one rendering may make, across every loop
+MAX_RENDERED = 1 << 20  # characters one rendering may produce
+
+
+class Budget:
+    """A ``range`` for templates that counts what every call makes against one budget."""
+
+    def __init__(self, left: int) -> None:
+        self.left = left
+
+    def range(self, *args: int) -> range:
+        r = range(*args)
+        self.left -= len(r)
+        if self.left < 0:
+            raise OverflowError(f"the template's loops go past {RANGE_BUDGET} items")
+        return r
+
+
 def render(event: str, variables: Mapping[str, str], project_templates: Path) -> Rendered:
     """Render one event's template; a missing variable is an error naming it."""
     import jinja2  # lazy: start-up time (~80 ms); only sending renders templates
@@ -70,6 +88,7 @@ def render(event: str, variables: Mapping[str, str], project_templates: Path) ->
     except (OSError, UnicodeDecodeError) as e:
         raise TemplateError(f"{path}: cannot read template: {e}") from None
     env = SandboxedEnvironment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
+    env.globals["range"] = Budget(RANGE_BUDGET).range  # nested loops cannot pin a server worker
     try:
         text = env.from_string(source).render(**variables)
     except jinja2.UndefinedError as e:
@@ -78,6 +97,10 @@ def render(event: str, variables: Mapping[str, str], project_templates: Path) ->
         raise TemplateError(f"template {path.name} needs {name}: pass {name}=… on the command line") from None
     except jinja2.TemplateError as e:
         raise TemplateError(f"template {path}: {type(e).__name__}: {e}") from None
+    except Exception as e:  # OverflowError, MemoryError, RecursionError…: a refusal, never a crash
+        raise TemplateError(f"template {path}: {type(e).__name__}: {str(e)[:200]}") from None
+    if len(text) > MAX_RENDERED:
+        raise TemplateError(f"template {path.name} renders {len(text)} characters; at most {MAX_RENDERED}")
     return split_rendered(text, path)
 
 
