@@ -9,7 +9,10 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from helpers.git import GIT_ENV, git_project, sh
 from helpers.project import Project
@@ -29,9 +32,24 @@ def agent_project(tmp_path: Path, agent: str, *args: str) -> Project:
     return p
 
 
+STARTED: list[subprocess.Popen[str]] = []
+
+
+@pytest.fixture(autouse=True)
+def _no_run_outlives_its_test() -> Iterator[None]:
+    yield
+    while STARTED:
+        proc = STARTED.pop()
+        if proc.poll() is None:  # a failed test (the old code waited on a FIFO forever): end it
+            proc.kill()
+            proc.wait(timeout=30)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
 def run_role(p: Project, *extra: str) -> subprocess.Popen[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("WORKFLOW_")}
-    return subprocess.Popen(
+    proc = subprocess.Popen(
         [sys.executable, "-m", "workflow", "run-role", "--with-email", "--backend", "command", *extra, "spec-writer"],
         cwd=p.dir,
         env={**env, **GIT_ENV},
@@ -39,6 +57,8 @@ def run_role(p: Project, *extra: str) -> subprocess.Popen[str]:
         stderr=subprocess.STDOUT,
         text=True,
     )
+    STARTED.append(proc)
+    return proc
 
 
 SYMLINKER = """\

@@ -3,6 +3,8 @@ display-name tricks, loopback judged by address, and replies racing the index's 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from helpers.project import Project
@@ -138,3 +140,41 @@ def test_forty_thousand_references_are_checked_in_linear_time_and_an_internal_on
         clean = raw("spec-reviewer-panel.claude", "spec-writer", references=refs[:20_000] + refs[20_001:])
         s.sendmail("spec-reviewer-panel.claude@workflow.local", ["spec-writer@workflow.local"], clean)
     assert len(project.new_files("spec-writer")) == 1
+
+
+def nested_mime(depth: int) -> bytes:
+    """A message of ``depth`` multipart containers, each inside the last (82 KB at 1,200)."""
+    head = raw("spec-writer", "spec-reviewer").split(b"\r\n\r\n", 1)[0]
+    head = b"\r\n".join(ln for ln in head.split(b"\r\n") if not ln.lower().startswith((b"content-", b"mime-")))
+    body = [b"MIME-Version: 1.0", b"Content-Type: multipart/mixed; boundary=b0", b""]
+    for i in range(depth - 1):
+        body += [f"--b{i}".encode(), f"Content-Type: multipart/mixed; boundary=b{i + 1}".encode(), b""]
+    body += [f"--b{depth - 1}".encode(), b"Content-Type: text/plain", b"", b"the question, deep down"]
+    body += [f"--b{i}--".encode() for i in reversed(range(depth))]
+    return head + b"\r\n" + b"\r\n".join(body) + b"\r\n"
+
+
+def test_mime_nested_past_the_limit_is_refused_at_data_and_never_crashes_a_reader(
+    project: Project, tmp_path: Path
+) -> None:
+    import smtplib
+
+    from workflow.mail.message import body_text
+
+    hostile = nested_mime(1200)
+    with BackgroundServer(project.app.config, project.app.deliverer) as port, client(port) as s:
+        with pytest.raises(smtplib.SMTPDataError) as e:
+            s.sendmail("spec-writer@workflow.local", ["spec-reviewer@workflow.local"], hostile)
+        assert e.value.smtp_code == 550 and b"more than 100 multipart parts" in e.value.smtp_error
+        s.sendmail("spec-writer@workflow.local", ["spec-reviewer@workflow.local"], nested_mime(5))
+    [kept] = project.new_files("spec-reviewer")
+    assert "the question, deep down" in body_text(kept.read_bytes())
+    # a copy that predates the limit (or came another way): every reader copes, none raises
+    assert body_text(hostile).startswith("[body not shown")
+    box = project.mail / "spec-reviewer" / "new"
+    (box / "1700000000.M1P1.old").write_bytes(hostile)
+    for args in (("reindex",), ("inbox", "spec-reviewer"), ("search", "deep", "--as", "spec-reviewer")):
+        r = project.run(*args)
+        assert r.returncode in (0, 1) and "Traceback" not in r.stderr, (args, r.stderr[-2000:])
+    r = project.run("run-role", "--dry-run", "--with-email", "spec-reviewer")
+    assert r.returncode == 0 and "[body not shown" in r.stdout, r.stderr[-2000:]

@@ -23,7 +23,17 @@ from workflow.core.config import Config
 from workflow.core.errors import MailIndexError, MessageError, RosterError
 from workflow.mail.index import Index
 from workflow.mail.maildir import Entry, Maildirs
-from workflow.mail.message import Parsed, id_stamp, message_id_at, parse, split_head, thread_ids, validate
+from workflow.mail.message import (
+    MAX_MULTIPARTS,
+    Parsed,
+    id_stamp,
+    message_id_at,
+    multiparts,
+    parse,
+    split_head,
+    thread_ids,
+    validate,
+)
 from workflow.policy import guardrails
 from workflow.policy.roster import Roster, Route
 from workflow.policy.visibility import check as check_visibility
@@ -137,6 +147,8 @@ class Deliverer:
         raw = complete_headers(raw, sender_hint, self.config.domain, self.stamps)
         parsed = parse(raw)
         validate(parsed, event_types=self.config.event_types, states=self.config.states)
+        if multiparts(raw) > MAX_MULTIPARTS:  # every reader would recurse that deep (RecursionError)
+            raise MessageError(f"the message nests more than {MAX_MULTIPARTS} multipart parts")
         if not parsed.get("From"):
             raise MessageError("header From: missing")
         sender = self.roster.sender(parsed.sender)

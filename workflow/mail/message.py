@@ -476,17 +476,31 @@ def body_text(raw: bytes, parsed: Parsed | None = None) -> str:
         except LookupError:
             text = data.decode("utf-8", "replace")
         return text.replace("\r\n", "\n")
+    if multiparts(raw) > MAX_MULTIPARTS:
+        return f"[body not shown: more than {MAX_MULTIPARTS} nested multipart parts]"
     import email  # lazy: start-up time; only non-text/plain bodies need the full parser
     import email.policy
 
-    msg = email.message_from_bytes(raw, policy=email.policy.default)
-    for part in msg.walk():
-        if part.get_content_type() == "text/plain":
-            try:
-                return str(part.get_content()).replace("\r\n", "\n")
-            except (LookupError, ValueError):
-                continue
+    try:  # stored mail may be anything (it predates a limit, or came by another path): never raise
+        msg = email.message_from_bytes(raw, policy=email.policy.default)
+        for part in msg.walk():
+            if part.get_content_type() == "text/plain":
+                try:
+                    return str(part.get_content()).replace("\r\n", "\n")
+                except (LookupError, ValueError):
+                    continue
+    except (RecursionError, MemoryError, ValueError, LookupError, TypeError, AttributeError, IndexError) as e:
+        return f"[body not readable: {type(e).__name__}]"
     return ""
+
+
+MAX_MULTIPARTS = 100  # multipart containers one message may hold (at DATA and when read)
+MULTIPART_RE = re.compile(rb"(?im)^content-type:[ \t]*(?:\r?\n[ \t]+)?multipart/")
+
+
+def multiparts(raw: bytes) -> int:
+    """How many multipart containers a message declares: an upper bound on its nesting depth."""
+    return len(MULTIPART_RE.findall(raw))
 
 
 def validate(
