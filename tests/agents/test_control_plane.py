@@ -257,3 +257,14 @@ def test_the_default_environment_of_an_agent_carries_the_model_keys_only() -> No
 
     owner = {"PATH": "/bin", "ANTHROPIC_API_KEY": "k", "SLACK_BOT_TOKEN": "t", "WORKFLOW_TOKEN": "w", "LC_TIME": "C"}
     assert agent_env(owner, RunsConfig().env) == {"PATH": "/bin", "ANTHROPIC_API_KEY": "k", "LC_TIME": "C"}
+
+
+def test_the_owners_git_runs_no_fsmonitor_a_repository_names(tmp_path: Path) -> None:
+    """Defence in depth: were .git/config ever changed (before this sandbox, or by hand), the
+    owner's moves and run commits still run no program it names."""
+    p = git_project(tmp_path / "pin")
+    canary = tmp_path / "ran"
+    sh(p, "git", "config", "core.fsmonitor", f"touch {canary}; echo")
+    r = p.run("move", "user-auth", "todo", "--as", "spec-reviewer", env=GIT_ENV)
+    assert r.returncode == 0, r.stderr
+    assert not canary.exists()

@@ -32,6 +32,7 @@ class Change(NamedTuple):
     path: str  # project-relative
 
 
+PINNED = ("-c", "core.fsmonitor=false")  # a repository's config never makes our git run a program
 INDEX_BUSY_WAIT = 10.0  # seconds to wait out another git's index.lock (a person's git, an agent's)
 
 
@@ -51,7 +52,7 @@ def run_git(
     while True:
         try:
             p = subprocess.run(
-                ["git", *args],
+                ["git", *PINNED, *args],
                 cwd=cwd,
                 capture_output=True,
                 text=True,
