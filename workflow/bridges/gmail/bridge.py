@@ -24,6 +24,7 @@ from workflow.bridges.gmail.classify import LABELS, classify
 from workflow.bridges.gmail.forwarder import FORWARD_HEADER, TodoForwarder, echo_of_forward
 from workflow.bridges.gmail.forwarder import LABEL as TODO
 from workflow.bridges.gmail.imap import Fetched, Imap, secret
+from workflow.bridges.gmail.outside import as_outside
 from workflow.core.config import GmailConfig
 from workflow.core.errors import BridgeError, ConfigError
 from workflow.core.files import write_atomic
@@ -103,7 +104,8 @@ def import_new(app: App, s: GmailConfig, imap: Imap, say: Callable[[str], None],
         state["last_uid"] = max(state["last_uid"], f.uid)
         if not dup:
             label = next((lb for lb in f.labels if lb in LABELS), None)
-            app.maildirs.deliver(boxes[:1], provenance(f.raw, s, validity, f.uid, label))
+            outside = as_outside(f.raw, app.config.domain, s.user)  # never poses as a role
+            app.maildirs.deliver(boxes[:1], provenance(outside, s, validity, f.uid, label))
         save_state(app, state)
     if not dry:
         save_state(app, state)
