@@ -88,7 +88,7 @@ class App:
             "views": views,
             "default_sender": c.default_sender,
             "smtp": (*address.server(c), c.smtp.timeout),
-            "login": credentials.OWNER,
+            "login": credentials.owner_login(c.mail_root),
             "owner_file": str(credentials.owner_file(os.environ)),
         }
         return snapshot.save(str(c.path), os.environ, sources, facts, loaded_at_ns)

@@ -42,7 +42,7 @@ def start(tmp_path: Path, model: PipelineModel, monkeypatch: pytest.MonkeyPatch)
     assert r.returncode == 0, r.stderr
     assert "backend anthropic" in r.stdout
     toml = proj / "workflow.toml"
-    toml.write_text(toml.read_text().replace("port = 8025", f"port = {free_port()}"))  # this test's own port
+    toml.write_text(re.sub(r"(?m)^port = \d+", f"port = {free_port()}", toml.read_text()))  # this test's own port
     return proj, env, App(load_config(toml, env={}))
 
 

@@ -351,11 +351,11 @@ def test_xnotify_holds_every_boundary_a_message_does(tmp_path: Path) -> None:
                 submit.submit("127.0.0.1", port, 10, login, secret, [*fields[:3], who, "", *fields[5:]])
         with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
             f = s.makefile("rwb")
-            f.readline()
+            greeting = f.readline()
             for line, answer in (
                 (b"EHLO x", b"250 "),
                 (b"XNOTIFY " + submit.encode(fields).encode(), b"530"),  # not logged in
-                (auth_plain().rstrip(), b"235"),
+                (auth_plain(greeting).rstrip(), b"235"),
                 (b"XNOTIFY not*base64", b"501"),
                 (b"MAIL FROM:<spec-writer@workflow.local>", b"250"),
                 (b"XNOTIFY " + submit.encode(fields).encode(), b"503"),  # inside a transaction

@@ -4,6 +4,7 @@ the owner's credential found by the CLI without a word, trust-the-host only when
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import smtplib
 import ssl
@@ -15,6 +16,7 @@ import pytest
 
 from helpers.project import Project, make_project, users_project, with_smtp
 from helpers.smtp import client, message
+from workflow.core.config import load_config
 from workflow.core.errors import WorkflowError
 from workflow.delivery.credentials import OWNER, client_credential, hash_password, load_users, owner_secret
 from workflow.delivery.smtpd import BackgroundServer
@@ -140,7 +142,52 @@ def test_a_remote_listener_offers_auth_only_after_starttls(tmp_path: Path) -> No
             s.starttls(context=ssl._create_unverified_context())
             s.ehlo()
             assert s.has_extn("auth")
-            c = client_credential()
+            c = client_credential(mail_root=p.app.config.mail_root)
             s.login(c.login, c.secret)
             s.sendmail("spec-writer@workflow.local", ["spec-reviewer@workflow.local"], message())
     assert len(p.new_files("spec-reviewer")) == 1
+
+
+def test_a_second_projects_mail_never_lands_in_the_first_projects_maildirs(tmp_path: Path) -> None:
+    """Two projects of one owner, one server running (A's) on the port B names: B's notify logs in
+    as the owner of B's mail root, and A's server refuses it — nothing lands in A's Maildirs."""
+    a = make_project(tmp_path / "a")
+    b = make_project(tmp_path / "b")
+    with BackgroundServer(a.app.config, a.app.deliverer) as port:
+        for p in (a, b):  # both name the port A's server listens on
+            toml = (p.dir / "workflow.toml").read_text()
+            (p.dir / "workflow.toml").write_text(re.sub(r"(?m)^port = \d+", f"port = {port}", toml))
+        r = b.run(
+            "--via",
+            "smtp",
+            "--from",
+            "spec-writer",
+            "review-request",
+            "specs/proposed/user-auth.md",
+            "spec-reviewer",
+            tool="workflow-notify",
+        )
+        assert r.returncode != 0
+        assert "535" in r.stderr and "another project's server on the same port" in r.stderr, r.stderr
+        r = a.run(
+            "--via",
+            "smtp",
+            "--from",
+            "spec-writer",
+            "review-request",
+            "specs/proposed/user-auth.md",
+            "spec-reviewer",
+            tool="workflow-notify",
+        )
+        assert r.returncode == 0, r.stderr  # A's own owner gets in
+    assert len(a.new_files("spec-reviewer")) == 1 and b.new_files("spec-reviewer") == []
+
+
+def test_workflow_init_gives_each_project_a_port_of_its_own(tmp_path: Path) -> None:
+    from workflow.ops.scaffold import init
+
+    ports = set()
+    for name in ("one", "two", "three"):
+        init(tmp_path / name, mail_root=str(tmp_path / f"{name}-mail"), hooks=False, env={})
+        ports.add(load_config(tmp_path / name / "workflow.toml", env={}).smtp.port)
+    assert len(ports) == 3 and all(20000 <= p < 40000 for p in ports)

@@ -39,8 +39,8 @@ def test_unterminated_command_lines_do_not_grow_the_server(project: Project) -> 
         assert grown < 40 * 1024, f"the server grew by {grown} KiB"
         long_mail = b"MAIL FROM:<" + b"a" * 600 + b"@workflow.local>\r\n"
         with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-            s.recv(1024)
-            s.sendall(b"EHLO x\r\n" + auth_plain() + long_mail)
+            greeting = s.recv(1024)
+            s.sendall(b"EHLO x\r\n" + auth_plain(greeting) + long_mail)
             time.sleep(0.5)
             assert b"500 Command line too long" in s.recv(65536)
 
@@ -48,10 +48,10 @@ def test_unterminated_command_lines_do_not_grow_the_server(project: Project) -> 
 def test_a_half_close_after_the_final_dot_still_gets_the_250(project: Project) -> None:
     with server_process(project.dir) as (_, port):
         s = socket.create_connection(("127.0.0.1", port), timeout=10)
-        s.recv(1024)
+        greeting = s.recv(1024)
         s.sendall(
             b"EHLO x\r\n"
-            + auth_plain()
+            + auth_plain(greeting)
             + b"MAIL FROM:<spec-writer@workflow.local>\r\nRCPT TO:<spec-reviewer@workflow.local>\r\nDATA\r\n"
             + message()
             + b".\r\n"

@@ -173,11 +173,11 @@ def test_retry_after_lost_250_is_not_delivered_twice(project: Project, any_serve
 
 def _dialog(port: int, payload: bytes, wait: float = 0.5) -> bytes:
     """Send ``payload`` raw, logged in as the owner right after its first EHLO line."""
-    if payload.startswith(b"EHLO ") and b"\r\n" in payload:
-        ehlo, rest = payload.split(b"\r\n", 1)
-        payload = ehlo + b"\r\n" + auth_plain() + rest
     with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
-        s.recv(1024)
+        greeting = s.recv(1024)
+        if payload.startswith(b"EHLO ") and b"\r\n" in payload:
+            ehlo, rest = payload.split(b"\r\n", 1)
+            payload = ehlo + b"\r\n" + auth_plain(greeting) + rest
         s.sendall(payload)
         time.sleep(wait)
         s.settimeout(2)
@@ -270,10 +270,10 @@ def test_hostile_input_never_kills_the_server(project: Project, smtp: int) -> No
     @given(st.binary(max_size=600))
     def fuzz(blob: bytes) -> None:
         with socket.create_connection(("127.0.0.1", smtp), timeout=5) as s:
-            s.recv(1024)
+            greeting = s.recv(1024)
             s.sendall(
                 b"EHLO f\r\n"
-                + auth_plain()
+                + auth_plain(greeting)
                 + b"MAIL FROM:<spec-writer@workflow.local>\r\nRCPT TO:<spec-reviewer@workflow.local>\r\nDATA\r\n"
                 + blob
             )
@@ -286,7 +286,7 @@ def test_hostile_input_never_kills_the_server(project: Project, smtp: int) -> No
 
 @pytest.mark.skipif(shutil.which("swaks") is None, reason="swaks not installed (scripts/system-packages installs it)")
 def test_swaks_delivers_and_is_refused_with_the_rule(project: Project, smtp: int) -> None:
-    c = client_credential()
+    c = client_credential(mail_root=project.app.config.mail_root)
     base = ["swaks", "--server", f"127.0.0.1:{smtp}", "--from", "spec-writer@workflow.local", "--helo", "test"]
     base += ["--auth", "PLAIN", "--auth-user", c.login, "--auth-password", c.secret]
     ok = subprocess.run(

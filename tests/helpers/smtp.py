@@ -19,17 +19,25 @@ from workflow.delivery.smtpd import BackgroundServer
 from workflow.mail.message import Draft, build, make_message_id
 
 
-def auth_plain() -> bytes:
-    """The AUTH PLAIN line of the owner's credential, for raw SMTP dialogs."""
+def auth_plain(greeting: bytes) -> bytes:
+    """The AUTH PLAIN line of the owner's credential for the server that sent ``greeting`` (its
+    220 line names the mail root the owner's login is bound to), for raw SMTP dialogs."""
     c = client_credential()
-    return b"AUTH PLAIN " + base64.b64encode(f"\0{c.login}\0{c.secret}".encode()) + b"\r\n"
+    m = re.search(rb"mail root ([0-9a-f]{16})", greeting)
+    assert m, f"not a workflow-mail server: {greeting!r}"
+    login = f"{c.login}/{m.group(1).decode()}"
+    return b"AUTH PLAIN " + base64.b64encode(f"\0{login}\0{c.secret}".encode()) + b"\r\n"
 
 
 def client(port: int, timeout: float = 10) -> smtplib.SMTP:
-    """An SMTP client logged in as the mail root's owner, as every workflow command logs in."""
-    s = smtplib.SMTP("127.0.0.1", port, timeout=timeout)
+    """An SMTP client logged in as the owner of the mail root the server names in its greeting
+    (the owner's login is bound to the root, as every workflow command logs in)."""
+    s = smtplib.SMTP(timeout=timeout)
+    _, greeting = s.connect("127.0.0.1", port)
+    m = re.search(rb"mail root ([0-9a-f]{16})", greeting)
+    assert m, f"not a workflow-mail server: {greeting!r}"
     credential = client_credential()
-    s.login(credential.login, credential.secret)
+    s.login(f"{credential.login}/{m.group(1).decode()}", credential.secret)
     return s
 
 

@@ -38,6 +38,17 @@ LOGIN_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}$")
 ROLE_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,127}$")
 
 
+def root_id(mail_root: Path) -> str:
+    """A short, stable name of a mail root (its resolved path, hashed): what the owner's login
+    is bound to, so a server never takes the owner's mail meant for another project's root."""
+    return hashlib.sha256(os.fsencode(Path(mail_root).resolve())).hexdigest()[:16]
+
+
+def owner_login(mail_root: Path) -> str:
+    """The owner's login to the server of this mail root: ``~owner/<root id>``."""
+    return f"{OWNER}/{root_id(mail_root)}"
+
+
 class Identity(NamedTuple):
     """Who a connection authenticated as."""
 
@@ -108,8 +119,9 @@ def owner_secret(env: Mapping[str, str] | None = None, create: bool = True) -> s
     return secret
 
 
-def client_credential(env: Mapping[str, str] | None = None) -> Credential:
-    """What this process logs in with: its run's token inside a run, else the owner's secret."""
+def client_credential(env: Mapping[str, str] | None = None, mail_root: Path | None = None) -> Credential:
+    """What this process logs in with: its run's token inside a run, else the owner's secret —
+    under the login bound to ``mail_root`` (a server of another root refuses it)."""
     env = os.environ if env is None else env
     token, role = env.get("WORKFLOW_TOKEN", ""), env.get("WORKFLOW_ROLE", "")
     if env.get("WORKFLOW_NO_CREDENTIAL"):
@@ -118,7 +130,7 @@ def client_credential(env: Mapping[str, str] | None = None) -> Credential:
         if not ROLE_RE.match(role):
             raise WorkflowError("$WORKFLOW_TOKEN is set but $WORKFLOW_ROLE does not name a role")
         return Credential(RUN_PREFIX + role, token)
-    return Credential(OWNER, owner_secret(env))
+    return Credential(owner_login(mail_root) if mail_root is not None else OWNER, owner_secret(env))
 
 
 def mint() -> tuple[str, str]:
@@ -197,14 +209,25 @@ def load_users(path: str) -> dict[str, User]:
 class Authenticator:
     """Checks a login and its secret; returns the Identity, or None."""
 
-    def __init__(self, runs_dir: Path, users: Mapping[str, User], env: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        runs_dir: Path,
+        users: Mapping[str, User],
+        env: Mapping[str, str] | None = None,
+        mail_root: Path | None = None,
+    ) -> None:
+        """With ``mail_root``, the owner's login must be the one bound to it (``owner_login``):
+        the owner's mail meant for another project's root is refused, never stored here."""
         self.runs_dir = runs_dir
+        self.owner = owner_login(mail_root) if mail_root is not None else None
         self.users = dict(users)
         self.env = dict(os.environ if env is None else env)
         owner_secret(self.env)  # made now, so the first client finds it
 
     def check(self, login: str, secret: str) -> Identity | None:
-        if login == OWNER:
+        if login == OWNER or login.startswith(OWNER + "/"):
+            if self.owner is not None and login != self.owner:
+                return None  # the owner's, but for another mail root: not this server's to take
             try:
                 ok = hmac.compare_digest(secret.encode(), owner_secret(self.env, create=False).encode())
             except WorkflowError:

@@ -54,7 +54,7 @@ from workflow.core.errors import (
 )
 from workflow.delivery import address, submit
 from workflow.delivery.commit import Committer, Peers
-from workflow.delivery.credentials import Authenticator, Identity, load_users, make_authenticator
+from workflow.delivery.credentials import Authenticator, Identity, load_users, make_authenticator, root_id
 from workflow.delivery.deliverer import Deliverer, IndexLagError, Plan
 from workflow.delivery.notify import compose, parent_in, request
 from workflow.delivery.smtp_protocol import protocol_factory, quiet_aiosmtpd_log
@@ -376,7 +376,9 @@ class Server:
                 except RosterError as e:
                     raise WorkflowError(f"{cfg.auth_users_file}: login {login}: {e}") from None
         auth: dict[str, Any] = {
-            "authenticator": make_authenticator(Authenticator(self.config.state.runs, users)),
+            "authenticator": make_authenticator(
+                Authenticator(self.config.state.runs, users, mail_root=self.config.mail_root)
+            ),
             "require_auth": cfg.auth == "required",
             "auth_require_tls": False,
         }
@@ -393,7 +395,9 @@ class Server:
             enable_SMTPUTF8=True,
             decode_data=False,
             hostname=self.config.domain,
-            ident="workflow-mail smtpd",
+            # the greeting names the mail root it serves (``credentials.root_id``): the owner's login
+            # is bound to it, so a client can tell a server of another project before it logs in
+            ident=f"workflow-mail smtpd, mail root {root_id(self.config.mail_root)}",
             timeout=cfg.timeout,
             loop=asyncio.get_running_loop(),
             **auth,

@@ -19,7 +19,7 @@ from typing import Protocol
 from workflow.core.config import Config
 from workflow.core.errors import TransportError, WorkflowError
 from workflow.delivery import address
-from workflow.delivery.credentials import Credential, client_credential
+from workflow.delivery.credentials import OWNER, Credential, client_credential
 from workflow.delivery.deliverer import Deliverer
 
 
@@ -88,8 +88,15 @@ class SmtpTransport:
             smtp.login(credential.login, credential.secret)
         except smtplib.SMTPAuthenticationError as e:
             what = f"the credential of the run of {credential.run_role}" if credential.run_role else credential.login
+            why = (
+                " — the owner's login is bound to this project's mail root, so this is likely another project's "
+                "server on the same port: give each project its own [smtp] port"
+                if credential.login.startswith(OWNER)
+                else ""
+            )
             raise TransportError(
-                f"SMTP server {self.host}:{self.port} refused {what}: {e.smtp_code} {_text(e.smtp_error)}", e.smtp_code
+                f"SMTP server {self.host}:{self.port} refused {what}: {e.smtp_code} {_text(e.smtp_error)}{why}",
+                e.smtp_code,
             ) from None
 
 
@@ -117,7 +124,7 @@ def make_transport(config: Config, deliverer: Deliverer, via: str = "auto") -> T
     if via not in ("auto", "smtp", "direct"):
         raise TransportError(f"--via {via!r}: expected smtp, direct or auto")
     try:
-        credential = client_credential() if via != "direct" else None
+        credential = client_credential(mail_root=config.mail_root) if via != "direct" else None
     except WorkflowError as e:
         raise TransportError(str(e)) from None
     if credential is not None and credential.run_role:

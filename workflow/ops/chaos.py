@@ -362,7 +362,7 @@ def play(
     t0 = time.monotonic()
     try:
         client = smtplib.SMTP("127.0.0.1", port, timeout=30)
-        credential = client_credential()
+        credential = client_credential(mail_root=app.config.mail_root)
         client.login(credential.login, credential.secret)
         for at, _, ev in sorted(events, key=lambda e: (e[0], e[1])):
             while True:

@@ -8,8 +8,10 @@ a repository and installs the hooks. Running it again changes nothing.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
+import socket
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
@@ -49,7 +51,21 @@ def pick_backend(env: Mapping[str, str]) -> tuple[str, str]:
     )
 
 
-def config_text(roots: Sequence[str], domain: str, mail_root: str, backend: str = "") -> str:
+def own_port(project: Path) -> int:
+    """A loopback port of this project's own: one its path picks in 20000–39999, the next free one
+    from there. Two projects never share a server by default (each server serves one mail root)."""
+    start = 20000 + int(hashlib.sha256(os.fsencode(project.resolve())).hexdigest()[:8], 16) % 20000
+    for port in [*range(start, 40000), *range(20000, start)]:
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return int(port)
+    return 8025
+
+
+def config_text(roots: Sequence[str], domain: str, mail_root: str, backend: str = "", port: int = 8025) -> str:
     quoted = ", ".join(f'"{r}"' for r in roots)
     states = ", ".join(f'"{s}"' for s in DEFAULT_STATES)
     transitions = ",\n  ".join(f'"{t}"' for t in DEFAULT_TRANSITIONS)
@@ -71,7 +87,7 @@ states = [{states}]
 
 [smtp]
 host = "127.0.0.1"
-port = 8025
+port = {port}   # this project's own: each server serves one mail root
 
 [artifacts]
 # Legal moves between state folders; "*" means from any state. `workflow move` and the
@@ -116,7 +132,8 @@ def init(
             mail_root = ownership.shown(chosen)
         backend, because = pick_backend(os.environ if env is None else env)
         toml.write_text(
-            config_text(list(dict.fromkeys(roots)) or ["specs"], domain, mail_root, backend), encoding="utf-8"
+            config_text(list(dict.fromkeys(roots)) or ["specs"], domain, mail_root, backend, own_port(directory)),
+            encoding="utf-8",
         )
         steps.append(Step("created", f"{toml} (mail root {mail_root}: {why})"))
         steps.append(

@@ -122,7 +122,9 @@ class TodoForwarder:
                     smtp.sendmail(sender, [dest], raw)
             else:  # our server, which spools it for the outbound bridge: logged in as the owner
                 host, port = address.server(ctx.app.config)
-                SmtpTransport(host, port, 30.0, client_credential()).send(raw, sender, [dest])
+                SmtpTransport(host, port, 30.0, client_credential(mail_root=ctx.app.config.mail_root)).send(
+                    raw, sender, [dest]
+                )
         except (smtplib.SMTPException, OSError, WorkflowError) as e:
             ctx.say(f"todo_forwarder: uid {uid} not forwarded ({e}); it stays in INBOX for the next cycle")
             return Result(self.name, uid, "error", f"send failed: {e}")
