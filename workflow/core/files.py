@@ -9,6 +9,7 @@ mix, and the rename itself survives. Maildir delivery has its own batched path (
 from __future__ import annotations
 
 import os
+import stat
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -55,8 +56,6 @@ def read_untrusted(path: Path, limit: int) -> bytes | None:
     """The bytes of a file someone else may have planted (an agent's run directory): ``None``
     unless it is a regular file, reached without a symlink at its last step, of at most
     ``limit`` bytes. Never blocks (a FIFO is refused) and never reads more than ``limit + 1``."""
-    import stat
-
     try:
         fd = os.open(path, os.O_RDONLY | UNTRUSTED)
     except OSError:
@@ -75,8 +74,6 @@ def read_untrusted(path: Path, limit: int) -> bytes | None:
 def append_untrusted(path: Path, text: str) -> bool:
     """Append to a file someone else may have replaced: only a regular file reached without a
     symlink (never a FIFO, a device, or a symlink to the owner's files). False when refused."""
-    import stat
-
     try:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | UNTRUSTED)
     except OSError:
