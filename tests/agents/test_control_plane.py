@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -268,3 +269,125 @@ def test_the_owners_git_runs_no_fsmonitor_a_repository_names(tmp_path: Path) -> 
     r = p.run("move", "user-auth", "todo", "--as", "spec-reviewer", env=GIT_ENV)
     assert r.returncode == 0, r.stderr
     assert not canary.exists()
+
+
+PLANTER = """\
+import os, subprocess, sys
+from pathlib import Path
+sys.stdin.read()
+mode, canary = sys.argv[1], sys.argv[2]
+def git(*a, cwd="."):
+    subprocess.run(["git", *a], cwd=cwd, check=True, capture_output=True)
+hook = f"#!/bin/sh\\ntouch {canary}/hook-$$\\n"
+if mode == "commondir":
+    v = Path(".git/modules/vendor")
+    (v / "hooks").mkdir(parents=True)
+    for name in ("objects", "refs", "logs", "packed-refs", "HEAD"):
+        if Path(".git", name).exists():
+            os.symlink(Path(".git", name).resolve(), v / name)
+    (v / "config").write_text(Path(".git/config").read_text() + f"[core]\\n\\tfsmonitor = touch {canary}/fsmonitor\\n")
+    for h in ("pre-commit", "post-commit", "reference-transaction"):
+        (v / "hooks" / h).write_text(hook)
+        (v / "hooks" / h).chmod(0o755)
+    Path(".git/commondir").write_text("modules/vendor\\n")
+elif mode == "gitlink":
+    git("init", "-q", "specs/vendor")
+    Path("specs/vendor/x").write_text("x\\n")
+    git("add", "x", cwd="specs/vendor")
+    git("commit", "-qm", "x", cwd="specs/vendor")
+    git("config", "core.fsmonitor", f"touch {canary}/fsmonitor", cwd="specs/vendor")
+    git("add", "specs/vendor")
+    git("commit", "-qm", "vendor", "--no-verify")
+elif mode == "shadow":
+    Path("workflow").mkdir()
+    Path("workflow/__init__.py").write_text(f"open('{canary}/shadow', 'w')\\n")
+    Path("workflow/__main__.py").write_text("")
+    Path("workflow/.gitignore").write_text("*\\n")
+elif mode == "index":
+    os.unlink(".git/index")
+    os.symlink("../roles/zz-evil.md", ".git/index")
+elif mode == "config-artifact":
+    Path("specs/proposed/config").write_text(f"[core]\\n\\tfsmonitor = touch {canary}/fsmonitor\\n")
+elif mode == "link-folder":
+    Path("specs/.gitignore").write_text("/proposed\\n")
+    os.rename("specs/proposed", "specs/proposed-old")
+    os.symlink("../.git", "specs/proposed")
+    sys.exit(1)
+Path("specs/todo/honest.md").write_text("# honest work\\n")
+"""
+
+
+def planter(tmp_path: Path) -> tuple[Project, Path]:
+    p = git_project(tmp_path / "plant")
+    canary = tmp_path / "canary"
+    canary.mkdir()
+    (p.dir / "agent.py").write_text(PLANTER)
+    with open(p.dir / "workflow.toml", "a") as f:
+        f.write(f'\n[backends.command]\nargv = ["{sys.executable}", "agent.py", "MODE", "{canary}"]\ntimeout = 60\n')
+    sh(p, "git", "add", "-A")
+    sh(p, "git", "commit", "-qm", "agent")
+    return p, canary
+
+
+def plant(p: Project, mode: str) -> subprocess.CompletedProcess[str]:
+    toml = p.dir / "workflow.toml"
+    toml.write_text(re.sub(r'"agent.py", "[^"]+"', f'"agent.py", "{mode}"', toml.read_text()))
+    p.send("spec-reviewer", "rejection", "specs/proposed/user-auth.md", "spec-writer", REASON=mode)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WORKFLOW_")}
+    return subprocess.run(
+        [sys.executable, "-m", "workflow", "run-role", "--with-email", "--backend", "command", "spec-writer"],
+        cwd=p.dir,
+        env={**env, **GIT_ENV},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def owner_works(p: Project) -> None:
+    """What the owner does next: git status, a commit of their own (hooks run), workflow doctor."""
+    sh(p, "git", "status")
+    (p.dir / "specs" / "proposed" / "mine.md").write_text("# mine\\n")
+    sh(p, "git", "add", "specs/proposed/mine.md")
+    sh(p, "git", "commit", "-qm", "owner")
+    sh(p, str(Path(sys.executable).parent / "workflow"), "doctor", check=False)  # the console script, as people run it
+
+
+@needs_bwrap
+@pytest.mark.parametrize("mode", ["commondir", "gitlink", "index"])
+def test_what_a_run_plants_in_git_fails_the_run_and_is_taken_away_before_any_git_runs(
+    tmp_path: Path, mode: str
+) -> None:
+    p, canary = planter(tmp_path)
+    head = sh(p, "git", "rev-parse", "HEAD").stdout.strip()
+    r = plant(p, mode)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "planted" in r.stdout or "embedded repositories" in r.stdout, r.stdout
+    owner_works(p)
+    assert list(canary.iterdir()) == [], r.stdout
+    assert not (p.dir / ".git" / "commondir").exists() and not (p.dir / "roles" / "zz-evil.md").exists()
+    assert "160000" not in sh(p, "git", "ls-tree", "-r", "HEAD").stdout
+    assert not (p.dir / "specs" / "todo" / "honest.md").exists()  # the failed run's work is put back
+    assert sh(p, "git", "diff", "--stat", head, "HEAD~1").stdout == ""  # history: nothing of the run's stays
+
+
+@needs_bwrap
+def test_a_package_planted_in_the_project_never_shadows_workflow_in_the_owners_hooks(tmp_path: Path) -> None:
+    p, canary = planter(tmp_path)
+    r = plant(p, "shadow")
+    assert r.returncode == 0, r.stdout + r.stderr
+    owner_works(p)
+    assert list(canary.iterdir()) == []
+
+
+@needs_bwrap
+def test_a_rollback_never_writes_through_a_folder_the_run_turned_into_a_symlink(tmp_path: Path) -> None:
+    p, canary = planter(tmp_path)
+    assert plant(p, "config-artifact").returncode == 0  # an artifact named config, committed
+    config = (p.dir / ".git" / "config").read_bytes()
+    r = plant(p, "link-folder")  # specs/proposed → ../.git, hidden by a .gitignore, then fails
+    assert r.returncode == 1, r.stdout
+    assert (p.dir / ".git" / "config").read_bytes() == config
+    assert not (p.dir / "specs" / "proposed").is_symlink() and (p.dir / "specs" / "proposed" / "config").is_file()
+    owner_works(p)
+    assert list(canary.iterdir()) == []

@@ -356,7 +356,7 @@ class Agentd:
         cfg = self.app.config
         result = self.runs_dir / f"task-{t.id}.json"
         result.unlink(missing_ok=True)
-        argv = [sys.executable, "-m", "workflow"]
+        argv = [sys.executable, "-P", "-m", "workflow"]  # -P: the project never shadows the package
         if self.opts.nice and shutil.which("nice"):
             argv = ["nice", "-n", str(self.opts.nice), *argv]
         if cfg.path is not None:

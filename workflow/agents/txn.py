@@ -173,6 +173,17 @@ class Run(RunBox):
         """Commit what the run wrote, as its role (before the run commits its mail); GitError when
         git refuses, or when a commit made during the run changed a control file (the owner's
         config, roles, templates): then the run must fail, and its rollback restores them."""
+        found = edits.planted(app.config)
+        if found:
+            raise GitError(
+                f"the run planted {', '.join(str(p.relative_to(app.config.project_dir)) for p in found)} in .git: "
+                "the owner's git would obey it or write through it"
+            )
+        links = edits.gitlinks_since(app.config, self.began_at())
+        if links:
+            raise GitError(
+                f"the run committed embedded repositories ({', '.join(links)}): the owner's git would enter them"
+            )
         touched = edits.control_changes(app.config, self.began_at())
         if touched:
             raise GitError(
@@ -239,6 +250,11 @@ class Run(RunBox):
         if dropped:
             lines.append(f"{len(dropped)} staged message(s) not sent: " + ", ".join(s.message_id for s in dropped))
         role = str(info.get("role", "run-role"))
+        keep = self.dir.parent / f"{self.dir.name}.planted-{int(time.time())}"
+        try:  # first: git refuses to run while anything is planted in .git
+            lines += edits.neutralize(app.config, keep, self.began_at(), role)
+        except (GitError, OSError) as e:
+            lines.append(f"could not take away what the run planted in .git: {e}")
         moved = self.moves(app.config)
         pending = self.edits(app.config)  # before the moves go back: a reverted move is not an edit
         reverted: list[Journalled] = []

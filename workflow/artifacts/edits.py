@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from workflow.artifacts.gitlock import project_lock
+from workflow.artifacts.gitrepo import REDIRECTS, Repo, moves
 from workflow.artifacts.gitrepo import Change as GitChange
-from workflow.artifacts.gitrepo import Repo, moves
 from workflow.core.config import Config
 from workflow.core.errors import GitError
 from workflow.core.locate import parse_path
@@ -87,7 +87,7 @@ def snapshot(config: Config, repo: Repo | None = None) -> Tree:
     for _, rel in _status(repo, roots):
         dirty.add(rel)
         full = config.project_dir / rel
-        if full.is_symlink():
+        if full.is_symlink() or _through_link(config.project_dir, rel):
             blobs[rel] = LINK
         elif not full.is_file():
             blobs[rel] = ABSENT
@@ -186,6 +186,8 @@ def restore(
         return []
     lines: list[str] = []
     with project_lock(config) as env:
+        for p in sorted(set(paths)):
+            lines += _unlink_parents(config, p)  # never written, removed or read through a planted symlink
         todo = sorted(p for p in set(paths) if not _twin_elsewhere(config, base, p))
         for p in sorted(set(paths) - set(todo)):
             lines.append(f"left {p} alone: the artifact is in another state folder now")
@@ -278,9 +280,107 @@ def restore_control(config: Config, paths: list[str], role: str, why: str) -> st
         return repo.git("rev-parse", "HEAD").strip()
 
 
+def planted(config: Config) -> list[Path]:
+    """What a run may have planted in ``.git`` that the owner's git would obey or write through:
+    the redirect files, and symlinks among ``.git``'s own entries, its refs, logs and object
+    folders. Empty for a repository whose ``.git`` is not a folder of the project."""
+    git = config.project_dir / ".git"
+    if not git.is_dir() or git.is_symlink():
+        return []
+    out = [git / n for n in REDIRECTS if os.path.lexists(git / n)]
+    out += [e for e in git.iterdir() if e.is_symlink()]
+    for sub in ("refs", "logs", "objects"):
+        for root, dirs, files in os.walk(git / sub):  # os.walk lists a symlinked folder but never enters it
+            out += [Path(root) / n for n in (*dirs, *files) if os.path.islink(os.path.join(root, n))]
+    return sorted(set(out))
+
+
+def gitlinks_since(config: Config, since: str | None) -> list[str]:
+    """Embedded repositories (gitlinks) that commits since ``since`` added: the owner's next
+    ``git status`` would enter them and obey their config."""
+    repo = Repo.find(config)
+    if repo is None or not since or repo.head() in (None, since):
+        return []
+    out = repo.git("diff", "--raw", "--no-renames", "-z", since, "HEAD", check=False).split("\0")
+    links = []
+    for meta, path in zip(out[0::2], out[1::2], strict=False):
+        fields = meta.split()
+        if len(fields) >= 2 and fields[1] == "160000":
+            links.append(repo.to_project(path) or path)
+    return links
+
+
+def neutralize(config: Config, keep: Path, since: str | None, role: str) -> list[str]:
+    """Move what ``planted`` finds into ``keep`` (for the owner to read), and commit away the
+    gitlinks a run added (the embedded folders stay, untracked). Call before any git command:
+    git refuses to run while they are there."""
+    lines: list[str] = []
+    found = planted(config)
+    if found:
+        keep.mkdir(parents=True, exist_ok=True)
+        for i, path in enumerate(found):
+            os.replace(path, keep / f"{i}-{path.name}")
+        names = ", ".join(str(p.relative_to(config.project_dir)) for p in found)
+        lines.append(f"moved {names} (planted in .git) to {keep}")
+        index = config.project_dir / ".git" / "index"
+        if not os.path.lexists(index) and Repo(config).head():
+            Repo(config).git("read-tree", "HEAD")  # the planted index is gone: git's index is HEAD's again
+            lines.append("rebuilt git's index from HEAD")
+    links = gitlinks_since(config, since)
+    if links:
+        repo = Repo(config)
+        with project_lock(config) as env:
+            spec = [repo.to_top(p) for p in links]
+            message = (
+                f"{role}: remove the embedded repositories a failed run committed ({', '.join(links)})\n\n"
+                f"Workflow-Role: {role}\nWorkflow-Notify: none (embedded repositories removed)\n"
+            )
+            # on a private index: ``commit -- PATH`` would take the gitlink from the working tree again,
+            # and a plain commit would take the owner's staged work too
+            index = repo.git_dir / f"workflow-unlink-{os.getpid()}.index"
+            private = {**env, "GIT_INDEX_FILE": str(index)}
+            try:
+                head = repo.git("rev-parse", "HEAD").strip()
+                repo.git("read-tree", head, env=private)
+                repo.git("update-index", "--force-remove", "--", *spec, env=private)
+                tree = repo.git("write-tree", env=private).strip()
+            finally:
+                index.unlink(missing_ok=True)
+            who = {"GIT_AUTHOR_NAME": role, "GIT_AUTHOR_EMAIL": f"{role}@{config.domain}"}
+            sha = repo.git("commit-tree", tree, "-p", head, "-m", message, env={**env, **who}).strip()
+            repo.git("update-ref", "-m", "workflow: remove embedded repositories", "HEAD", sha, head, env=env)
+            repo.git("update-index", "--force-remove", "--", *spec, env=env)
+        lines.append(f"removed the embedded repositories {', '.join(links)} from the index (their folders stay)")
+    return lines
+
+
 def _printable(name: str) -> str:
     """A file name fit for a commit's subject line: control characters escaped (``\\n``)."""
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in name)
+
+
+def _through_link(project: Path, rel: str) -> bool:
+    """Whether a folder on the way to ``rel`` is a symlink (what is there is not the project's)."""
+    parts = Path(rel).parts[:-1]
+    return any(project.joinpath(*parts[: i + 1]).is_symlink() for i in range(len(parts)))
+
+
+def _unlink_parents(config: Config, p: str) -> list[str]:
+    """Replace each symlink among ``p``'s folders (below the project) with an empty folder: a run
+    may have turned ``specs/proposed`` into a link to ``.git``, and whatever the rollback then
+    wrote, removed or read there would be the owner's control files."""
+    lines = []
+    project = config.project_dir
+    parts = Path(p).parts[:-1]
+    for i in range(1, len(parts) + 1):
+        d = project.joinpath(*parts[:i])
+        if d.is_symlink():
+            d.unlink()  # the link itself, never what it points at
+            d.mkdir()
+            lines.append(f"replaced the symlink {d.relative_to(project)} (planted by the run) with a folder")
+        elif not d.is_dir():
+            break
+    return lines
 
 
 def _twin_elsewhere(config: Config, base: dict[str, str], p: str) -> bool:

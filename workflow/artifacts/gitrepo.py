@@ -36,6 +36,35 @@ PINNED = ("-c", "core.fsmonitor=false")  # a repository's config never makes our
 INDEX_BUSY_WAIT = 10.0  # seconds to wait out another git's index.lock (a person's git, an agent's)
 
 
+REDIRECTS = ("commondir", "gitdir", "config.worktree")  # files that point git's config and hooks elsewhere
+WRITTEN_THROUGH = ("config", "index", "HEAD", "packed-refs", "hooks", "info", "refs", "objects")
+
+
+def layout_problem(cwd: Path) -> str:
+    """What in the repository's ``.git`` would make the owner's git obey or write through
+    something an agent planted ("" when nothing): a redirect (``commondir``, ``gitdir``,
+    ``config.worktree``: another config, other hooks) or a symlink where git writes (git's lock
+    files write through a symlinked ``index``, ``HEAD``, ref…). A few ``lstat`` calls: every git
+    command of the owner's checks it first. A ``.git`` file (a linked worktree, a submodule) is
+    git's own arrangement and is not judged."""
+    for d in (cwd, *cwd.parents):
+        g = d / ".git"
+        if not os.path.lexists(g):
+            continue
+        if os.path.islink(g):
+            return f"{g} is a symlink"
+        if not os.path.isdir(g):
+            return ""
+        for name in REDIRECTS:
+            if os.path.lexists(g / name):
+                return f"{g / name} exists: it would point git at another config and other hooks"
+        for name in WRITTEN_THROUGH:
+            if os.path.islink(g / name):
+                return f"{g / name} is a symlink: git would write through it"
+        return ""
+    return ""
+
+
 def run_git(
     args: Sequence[str],
     cwd: Path,
@@ -47,6 +76,9 @@ def run_git(
     """Run git; return stdout. A failure raises GitError carrying git's own message. A command
     that meets another git's ``index.lock`` is tried again for a while: our own writes queue on
     the project's lock (``gitlock``), but a person's git or an agent's may hold the index."""
+    problem = layout_problem(Path(cwd))
+    if problem:
+        raise GitError(f"refusing to run git here: {problem} (a run's agent may have planted it; `workflow doctor`)")
     end = time.monotonic() + INDEX_BUSY_WAIT
     delay = 0.01
     while True:

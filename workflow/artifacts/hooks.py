@@ -52,8 +52,9 @@ if [ -x "$here/{hook}.local" ]; then "$here/{hook}.local" "$@" || exit $?; fi
 top=$(git rev-parse --show-toplevel) || exit 0
 cfg="$top/{config_rel}"
 py='{python}'
-if [ -x "$py" ] && "$py" -c 'import workflow' 2>/dev/null; then
-  exec "$py" -m workflow --config "$cfg" hooks run {hook} "$@"
+# -P: the working tree (an agent's writing) never shadows the installed workflow package
+if [ -x "$py" ] && "$py" -P -c 'import workflow' 2>/dev/null; then
+  exec "$py" -P -m workflow --config "$cfg" hooks run {hook} "$@"
 elif command -v workflow >/dev/null 2>&1; then
   exec workflow --config "$cfg" hooks run {hook} "$@"
 fi

@@ -188,7 +188,7 @@ def up(ctx: click.Context, port: int | None, backend: str | None) -> None:
     cfg = a.config
     free(cfg.smtp.host, cfg.smtp.port if port is None else port)  # in use: one line, before anything starts
     argv = (
-        [sys.executable, "-m", "workflow"]
+        [sys.executable, "-P", "-m", "workflow"]  # -P: the project never shadows the package
         + (["--config", str(cfg.path)] if cfg.path else [])
         + ["--mail-root", str(cfg.mail_root), "smtpd"]
         + (["--port", str(port)] if port is not None else [])

@@ -174,7 +174,7 @@ def _spawn(app: App, d: Path) -> int:
     """``workflow bridge respond D`` in its own session, output to the conversation's session.log.
     Spawned without a Popen (nothing waits for it but ``reap``): the bridge does not wait for it."""
     argv = (
-        [sys.executable, "-m", "workflow"]
+        [sys.executable, "-P", "-m", "workflow"]  # -P: the project never shadows the package
         + (["--config", str(app.config.path)] if app.config.path else [])
         + ["--mail-root", str(app.config.mail_root), "bridge", "respond", str(d)]
     )
