@@ -147,3 +147,24 @@ def test_fifos_in_the_run_directory_are_never_waited_on(tmp_path: Path) -> None:
     run = run_role(p)
     out, _ = run.communicate(timeout=60)
     assert run.returncode == 1 and "run failed" in out, out
+
+
+FIFO_ARTIFACT = """\
+import os, sys
+sys.stdin.read()
+if not os.path.lexists("specs/todo/user-auth.md"):
+    os.mkfifo("specs/todo/user-auth.md")  # the mail's glob specs/*/user-auth.md finds it too
+"""
+
+
+@needs_bwrap
+def test_a_fifo_planted_as_an_artifact_never_blocks_the_next_run(tmp_path: Path) -> None:
+    """Found by the random-writes property test: the next run's context read the artifact the
+    mail names, and opening a FIFO blocks until a writer comes — for good."""
+    p = agent_project(tmp_path, FIFO_ARTIFACT)
+    run = run_role(p)
+    out, _ = run.communicate(timeout=60)
+    p.send("spec-reviewer", "rejection", "specs/proposed/user-auth.md", "spec-writer", REASON="again")
+    run = run_role(p)
+    out, _ = run.communicate(timeout=60)  # blocked forever before
+    assert "Traceback" not in out and "run succeeded" in out, out

@@ -57,7 +57,8 @@ def read(config: Config, rel: str, limit: int = MAX_ARTIFACT_BYTES) -> bytes:
     """Up to ``limit`` bytes of an artifact file."""
     real = inside(config, rel)
     try:
-        fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        # O_NONBLOCK: a FIFO planted as an artifact would otherwise block the open (and the run) for good
+        fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except FileNotFoundError:
         raise ArtifactError(f"{rel}: no such artifact") from None
     except OSError as e:
