@@ -306,6 +306,11 @@ elif mode == "shadow":
 elif mode == "index":
     os.unlink(".git/index")
     os.symlink("../roles/zz-evil.md", ".git/index")
+elif mode == "head-fifo":
+    os.unlink(".git/HEAD")
+    os.mkfifo(".git/HEAD")
+elif mode == "head-garbage":
+    Path(".git/HEAD").write_text("nonsense\\n")
 elif mode == "config-artifact":
     Path("specs/proposed/config").write_text(f"[core]\\n\\tfsmonitor = touch {canary}/fsmonitor\\n")
 elif mode == "link-folder":
@@ -354,7 +359,7 @@ def owner_works(p: Project) -> None:
 
 
 @needs_bwrap
-@pytest.mark.parametrize("mode", ["commondir", "gitlink", "index"])
+@pytest.mark.parametrize("mode", ["commondir", "gitlink", "index", "head-fifo", "head-garbage"])
 def test_what_a_run_plants_in_git_fails_the_run_and_is_taken_away_before_any_git_runs(
     tmp_path: Path, mode: str
 ) -> None:

@@ -103,6 +103,7 @@ class Run(RunBox):
         if config is not None:  # what the artifact roots hold now: a failed run is put back to it
             write_atomic(run.dir / "base.json", json.dumps(edits.snapshot(config).blobs), mode=0o600)
             write_atomic(run.dir / "head", edits.head(config) or "", mode=0o600)
+            write_atomic(run.dir / "head-file", edits.head_file(config), mode=0o600)
         return run
 
     def know(self, rows: Sequence[Row]) -> None:
@@ -161,6 +162,12 @@ class Run(RunBox):
             if d != self.dir:
                 others |= Run(d).written()
         return edits.changed(config, base, None if self.info().get("shell") else self.written(), others)
+
+    def _text(self, name: str) -> str:
+        try:
+            return (self.dir / name).read_text(encoding="utf-8")
+        except OSError:
+            return ""
 
     def began_at(self) -> str:
         """HEAD when the run began ("" when unknown, or no commit yet)."""
@@ -252,7 +259,7 @@ class Run(RunBox):
         role = str(info.get("role", "run-role"))
         keep = self.dir.parent / f"{self.dir.name}.planted-{int(time.time())}"
         try:  # first: git refuses to run while anything is planted in .git
-            lines += edits.neutralize(app.config, keep, self.began_at(), role)
+            lines += edits.neutralize(app.config, keep, self.began_at(), role, self._text("head-file"))
         except (GitError, OSError) as e:
             lines.append(f"could not take away what the run planted in .git: {e}")
         moved = self.moves(app.config)

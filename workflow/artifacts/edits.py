@@ -26,13 +26,14 @@ Every git write here holds the project's git lock (``gitlock``).
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from collections.abc import Collection, Iterable
 from pathlib import Path
 from typing import NamedTuple
 
 from workflow.artifacts.gitlock import project_lock
-from workflow.artifacts.gitrepo import REDIRECTS, Repo, moves
+from workflow.artifacts.gitrepo import GIT_DIRS, REDIRECTS, WRITTEN_THROUGH, Repo, moves, odd_entry
 from workflow.artifacts.gitrepo import Change as GitChange
 from workflow.core.config import Config
 from workflow.core.errors import GitError
@@ -248,6 +249,19 @@ def head(config: Config) -> str | None:
     return repo.head() if repo is not None else None
 
 
+HEAD_RE = re.compile(r"^(ref: refs/[^\s]+|[0-9a-f]{40}|[0-9a-f]{64})\n?$")
+
+
+def head_file(config: Config) -> str:
+    """What ``.git/HEAD`` says now, when it is sound ("" otherwise): kept so a rollback can put a
+    HEAD the run replaced back."""
+    path = config.project_dir / ".git" / "HEAD"
+    if odd_entry(path, False) or not path.is_file():
+        return ""
+    text = path.read_text(encoding="utf-8", errors="replace")[:300]
+    return text if HEAD_RE.match(text) else ""
+
+
 def control_changes(config: Config, since: str | None) -> list[str]:
     """Control files that commits made since ``since`` changed *without* the working tree having
     that change: an agent cannot write the files (its sandbox binds them read-only) but can
@@ -288,7 +302,10 @@ def planted(config: Config) -> list[Path]:
     if not git.is_dir() or git.is_symlink():
         return []
     out = [git / n for n in REDIRECTS if os.path.lexists(git / n)]
+    if (git / "HEAD").is_file() and not HEAD_RE.match((git / "HEAD").read_text(errors="replace")[:300]):
+        out.append(git / "HEAD")  # garbage: git would take the repository for no repository at all
     out += [e for e in git.iterdir() if e.is_symlink()]
+    out += [git / n for n in WRITTEN_THROUGH if odd_entry(git / n, n in GIT_DIRS)]
     for sub in ("refs", "logs", "objects"):
         for root, dirs, files in os.walk(git / sub):  # os.walk lists a symlinked folder but never enters it
             out += [Path(root) / n for n in (*dirs, *files) if os.path.islink(os.path.join(root, n))]
@@ -310,7 +327,7 @@ def gitlinks_since(config: Config, since: str | None) -> list[str]:
     return links
 
 
-def neutralize(config: Config, keep: Path, since: str | None, role: str) -> list[str]:
+def neutralize(config: Config, keep: Path, since: str | None, role: str, head_text: str = "") -> list[str]:
     """Move what ``planted`` finds into ``keep`` (for the owner to read), and commit away the
     gitlinks a run added (the embedded folders stay, untracked). Call before any git command:
     git refuses to run while they are there."""
@@ -322,6 +339,10 @@ def neutralize(config: Config, keep: Path, since: str | None, role: str) -> list
             os.replace(path, keep / f"{i}-{path.name}")
         names = ", ".join(str(p.relative_to(config.project_dir)) for p in found)
         lines.append(f"moved {names} (planted in .git) to {keep}")
+        head_path = config.project_dir / ".git" / "HEAD"
+        if not os.path.lexists(head_path) and head_text:
+            head_path.write_text(head_text if head_text.endswith("\n") else head_text + "\n", encoding="utf-8")
+            lines.append("put .git/HEAD back as it was when the run began")
         index = config.project_dir / ".git" / "index"
         if not os.path.lexists(index) and Repo(config).head():
             Repo(config).git("read-tree", "HEAD")  # the planted index is gone: git's index is HEAD's again

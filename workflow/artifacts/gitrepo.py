@@ -9,6 +9,7 @@ so a file edited while it moves still counts as the same artifact).
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 import time
 from collections.abc import Iterable, Sequence
@@ -40,6 +41,23 @@ REDIRECTS = ("commondir", "gitdir", "config.worktree")  # files that point git's
 WRITTEN_THROUGH = ("config", "index", "HEAD", "packed-refs", "hooks", "info", "refs", "objects")
 
 
+GIT_DIRS = ("hooks", "info", "refs", "objects")
+
+
+def odd_entry(path: Path, is_dir: bool) -> str:
+    """What is wrong with one of git's own entries ("" when nothing): a symlink (git writes
+    through it) or something that is not a plain file or folder (a FIFO blocks git for good)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return ""
+    if stat.S_ISLNK(st.st_mode):
+        return f"{path} is a symlink: git would write through it"
+    if not (stat.S_ISDIR(st.st_mode) if is_dir else stat.S_ISREG(st.st_mode)):
+        return f"{path} is not a plain {'folder' if is_dir else 'file'}: git would block on it or fail"
+    return ""
+
+
 def layout_problem(cwd: Path) -> str:
     """What in the repository's ``.git`` would make the owner's git obey or write through
     something an agent planted ("" when nothing): a redirect (``commondir``, ``gitdir``,
@@ -59,8 +77,9 @@ def layout_problem(cwd: Path) -> str:
             if os.path.lexists(g / name):
                 return f"{g / name} exists: it would point git at another config and other hooks"
         for name in WRITTEN_THROUGH:
-            if os.path.islink(g / name):
-                return f"{g / name} is a symlink: git would write through it"
+            problem = odd_entry(g / name, name in GIT_DIRS)
+            if problem:
+                return problem
         return ""
     return ""
 
