@@ -18,6 +18,7 @@ import pytest
 
 from helpers.git import GIT_ENV, git_project, sh
 from helpers.project import Project
+from helpers.runs import run_command_role
 from helpers.sandboxing import needs_bwrap
 
 HOSTILE = """\
@@ -97,15 +98,7 @@ def snapshot(p: Project) -> dict[str, bytes]:
 def test_a_hostile_agent_plants_nothing_the_owner_runs_or_obeys_and_its_honest_work_lands(tmp_path: Path) -> None:
     p, canary = hostile_project(tmp_path)
     before = snapshot(p)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WORKFLOW_")}
-    r = subprocess.run(
-        [sys.executable, "-m", "workflow", "run-role", "--with-email", "--backend", "command", "spec-writer"],
-        cwd=p.dir,
-        env={**env, **GIT_ENV},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    r = run_command_role(p)
     assert r.returncode == 0, r.stdout + r.stderr
     results = json.loads(r.stdout[r.stdout.index('{"git hook"') :].splitlines()[0])
     planted = {k: v for k, v in results.items() if k != "honest commit" and v == "done"}
@@ -149,15 +142,7 @@ def test_a_run_that_forges_a_commit_of_a_control_file_fails_and_the_file_is_rest
     sh(p, "git", "commit", "-qm", "agent")
     toml = (p.dir / "workflow.toml").read_text()
     p.send("spec-reviewer", "rejection", "specs/proposed/user-auth.md", "spec-writer", REASON="vague")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WORKFLOW_")}
-    r = subprocess.run(
-        [sys.executable, "-m", "workflow", "run-role", "--with-email", "--backend", "command", "spec-writer"],
-        cwd=p.dir,
-        env={**env, **GIT_ENV},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    r = run_command_role(p)
     assert r.returncode == 1, r.stdout + r.stderr
     assert "changed roles/spec-reviewer.md, workflow.toml: the control files are the owner's" in r.stdout
     assert sh(p, "git", "show", "HEAD:workflow.toml").stdout == toml
@@ -219,7 +204,6 @@ def test_an_agent_gets_an_allowlisted_environment_never_the_bridges_secrets(tmp_
             f'\n[backends.command]\nargv = ["{sys.executable}", "agent.py"]\ntimeout = 60\n[runs]\nenv = ["MY_TOOL_URL"]\n'
         )
     p.send("spec-reviewer", "rejection", "specs/proposed/user-auth.md", "spec-writer", REASON="vague")
-    owner = {k: v for k, v in os.environ.items() if not k.startswith("WORKFLOW_")}
     secrets = {
         "SLACK_BOT_TOKEN": "xoxb-secret",
         "SLACK_SIGNING_SECRET": "signing-secret",
@@ -228,14 +212,7 @@ def test_an_agent_gets_an_allowlisted_environment_never_the_bridges_secrets(tmp_
         "ANTHROPIC_API_KEY": "sk-model",  # not listed any more once [runs] env is set: only what it names
         "MY_TOOL_URL": "http://127.0.0.1:1/",
     }
-    r = subprocess.run(
-        [sys.executable, "-m", "workflow", "run-role", "--with-email", "--backend", "command", "spec-writer"],
-        cwd=p.dir,
-        env={**owner, **GIT_ENV, **secrets, "LC_ALL": "C.UTF-8"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    r = run_command_role(p, env={**secrets, "LC_ALL": "C.UTF-8"})
     assert r.returncode == 0, r.stdout + r.stderr
     seen = json.loads(next(line for line in r.stdout.splitlines() if line.strip().startswith("{")))
     leaked = [
@@ -338,15 +315,7 @@ def plant(p: Project, mode: str) -> subprocess.CompletedProcess[str]:
     toml = p.dir / "workflow.toml"
     toml.write_text(re.sub(r'"agent.py", "[^"]+"', f'"agent.py", "{mode}"', toml.read_text()))
     p.send("spec-reviewer", "rejection", "specs/proposed/user-auth.md", "spec-writer", REASON=mode)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WORKFLOW_")}
-    return subprocess.run(
-        [sys.executable, "-m", "workflow", "run-role", "--with-email", "--backend", "command", "spec-writer"],
-        cwd=p.dir,
-        env={**env, **GIT_ENV},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_command_role(p)
 
 
 def owner_works(p: Project) -> None:

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from subprocess import CompletedProcess
+
 from helpers.fake_anthropic import FakeAnthropic
 from helpers.git import GIT_ENV
 from helpers.project import Project
@@ -34,3 +39,17 @@ def unread(p: Project, box: str) -> int:
 
 def anthropic_env(fake: FakeAnthropic) -> dict[str, str]:
     return {**GIT_ENV, "ANTHROPIC_API_KEY": "sk-test", "ANTHROPIC_BASE_URL": fake.url}
+
+
+def run_command_role(p: Project, role: str = "spec-writer", env: dict[str, str] | None = None) -> CompletedProcess[str]:
+    """``run-role --with-email --backend command ROLE`` as the owner runs it (a real subprocess),
+    with the owner's environment less its ``WORKFLOW_*``, a git identity and ``env``."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("WORKFLOW_")}
+    return subprocess.run(
+        [sys.executable, "-m", "workflow", "run-role", "--with-email", "--backend", "command", role],
+        cwd=p.dir,
+        env={**base, **GIT_ENV, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
