@@ -252,10 +252,14 @@ PLANTER = """\
 import os, subprocess, sys
 from pathlib import Path
 sys.stdin.read()
-mode, canary = sys.argv[1], sys.argv[2]
+mode, canary = Path(sys.argv[1]).read_text(), sys.argv[2]
 def git(*a, cwd="."):
     subprocess.run(["git", *a], cwd=cwd, check=True, capture_output=True)
 hook = f"#!/bin/sh\\ntouch {canary}/hook-$$\\n"
+def out(*a, data=None):
+    return subprocess.run(["git", *a], input=data, check=True, capture_output=True, text=True).stdout.strip()
+head = out("rev-parse", "HEAD")
+branch = Path(".git/HEAD").read_text().split("ref: ")[-1].strip()
 if mode == "commondir":
     v = Path(".git/modules/vendor")
     (v / "hooks").mkdir(parents=True)
@@ -290,6 +294,31 @@ elif mode == "head-garbage":
     Path(".git/HEAD").write_text("nonsense\\n")
 elif mode == "config-artifact":
     Path("specs/proposed/config").write_text(f"[core]\\n\\tfsmonitor = touch {canary}/fsmonitor\\n")
+elif mode == "index-lock":
+    Path(".git/index.lock").write_text("")
+    Path(".git", branch + ".lock").write_text("")
+elif mode == "merge-head":
+    Path(".git/MERGE_HEAD").write_text(head + "\\n")
+    Path(".git/MERGE_MSG").write_text("merge\\n")
+elif mode == "rebase-exec":
+    todo = Path(".git/rebase-merge")
+    todo.mkdir()
+    (todo / "git-rebase-todo").write_text(f"exec touch {canary}/rebase\\n")
+    (todo / "head-name").write_text(branch + "\\n")
+    for name in ("onto", "orig-head"):
+        (todo / name).write_text(head + "\\n")
+    for name, text in (("interactive", ""), ("done", ""), ("msgnum", "0\\n"), ("end", "1\\n")):
+        (todo / name).write_text(text)
+elif mode == "broken-ref":
+    Path(".git", branch).write_text("1" * 40 + "\\n")
+elif mode == "replace":
+    blob = out("hash-object", "-w", "--stdin", data='[runs]\\nsandbox = "none"\\n')
+    out("update-index", "--cacheinfo", f"100644,{blob},workflow.toml")
+    git("commit", "-qm", "harmless", "--no-verify")
+    git("replace", out("rev-parse", "HEAD"), head)  # the forged commit shows as the one before it
+elif mode == "alternates":
+    Path("specs/store").mkdir()
+    Path(".git/objects/info/alternates").write_text(os.path.abspath("specs/store") + "\\n")
 elif mode == "link-folder":
     Path("specs/.gitignore").write_text("/proposed\\n")
     os.rename("specs/proposed", "specs/proposed-old")
@@ -305,15 +334,15 @@ def planter(tmp_path: Path) -> tuple[Project, Path]:
     canary.mkdir()
     (p.dir / "agent.py").write_text(PLANTER)
     with open(p.dir / "workflow.toml", "a") as f:
-        f.write(f'\n[backends.command]\nargv = ["{sys.executable}", "agent.py", "MODE", "{canary}"]\ntimeout = 60\n')
+        mode = tmp_path / "mode"  # outside the project: the agent is told what to plant without a change to it
+        f.write(f'\n[backends.command]\nargv = ["{sys.executable}", "agent.py", "{mode}", "{canary}"]\ntimeout = 60\n')
     sh(p, "git", "add", "-A")
     sh(p, "git", "commit", "-qm", "agent")
     return p, canary
 
 
 def plant(p: Project, mode: str) -> subprocess.CompletedProcess[str]:
-    toml = p.dir / "workflow.toml"
-    toml.write_text(re.sub(r'"agent.py", "[^"]+"', f'"agent.py", "{mode}"', toml.read_text()))
+    (p.dir.parent / "mode").write_text(mode)
     p.send("spec-reviewer", "rejection", "specs/proposed/user-auth.md", "spec-writer", REASON=mode)
     return run_command_role(p)
 
@@ -324,11 +353,27 @@ def owner_works(p: Project) -> None:
     (p.dir / "specs" / "proposed" / "mine.md").write_text("# mine\\n")
     sh(p, "git", "add", "specs/proposed/mine.md")
     sh(p, "git", "commit", "-qm", "owner")
+    sh(p, "git", "rebase", "--continue", check=False)  # what `git status` tells them to do, were one in progress
     sh(p, str(Path(sys.executable).parent / "workflow"), "doctor", check=False)  # the console script, as people run it
 
 
 @needs_bwrap
-@pytest.mark.parametrize("mode", ["commondir", "gitlink", "index", "head-fifo", "head-garbage"])
+@pytest.mark.parametrize(
+    "mode",
+    [
+        "commondir",
+        "gitlink",
+        "index",
+        "head-fifo",
+        "head-garbage",
+        "index-lock",
+        "merge-head",
+        "rebase-exec",
+        "broken-ref",
+        "replace",
+        "alternates",
+    ],
+)
 def test_what_a_run_plants_in_git_fails_the_run_and_is_taken_away_before_any_git_runs(
     tmp_path: Path, mode: str
 ) -> None:
@@ -336,13 +381,21 @@ def test_what_a_run_plants_in_git_fails_the_run_and_is_taken_away_before_any_git
     head = sh(p, "git", "rev-parse", "HEAD").stdout.strip()
     r = plant(p, mode)
     assert r.returncode == 1, r.stdout + r.stderr
-    assert "planted" in r.stdout or "embedded repositories" in r.stdout, r.stdout
+    assert re.search(r"planted|embedded repositories|control files are the owner.s|broke the branch", r.stdout), (
+        r.stdout
+    )
     owner_works(p)
     assert list(canary.iterdir()) == [], r.stdout
     assert not (p.dir / ".git" / "commondir").exists() and not (p.dir / "roles" / "zz-evil.md").exists()
     assert "160000" not in sh(p, "git", "ls-tree", "-r", "HEAD").stdout
     assert not (p.dir / "specs" / "todo" / "honest.md").exists()  # the failed run's work is put back
     assert sh(p, "git", "diff", "--stat", head, "HEAD~1").stdout == ""  # history: nothing of the run's stays
+    assert len(sh(p, "git", "rev-list", "--parents", "-n1", "HEAD").stdout.split()) == 2  # the owner's: no merge
+    assert not any((p.dir / ".git" / n).exists() for n in ("MERGE_HEAD", "rebase-merge", "index.lock"))
+    assert sh(p, "git", "replace", "-l").stdout == ""
+    r = plant(p, "honest")  # and the role is not wedged: its next run does its work
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert sh(p, "git", "ls-files", "specs/todo/honest.md").stdout.strip() == "specs/todo/honest.md"
 
 
 @needs_bwrap

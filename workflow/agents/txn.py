@@ -36,6 +36,7 @@ from typing import NamedTuple
 from workflow.agents.contain import leftovers
 from workflow.app import App
 from workflow.artifacts import edits
+from workflow.artifacts.edits import Start
 from workflow.artifacts.move import revert
 from workflow.core.config import Config
 from workflow.core.errors import DeliveryError, GitError, RuleError, ToolError, TransportError, WorkflowError
@@ -102,8 +103,12 @@ class Run(RunBox):
         )
         if config is not None:  # what the artifact roots hold now: a failed run is put back to it
             write_atomic(run.dir / "base.json", json.dumps(edits.snapshot(config).blobs), mode=0o600)
-            write_atomic(run.dir / "head", edits.head(config) or "", mode=0o600)
-            write_atomic(run.dir / "head-file", edits.head_file(config), mode=0o600)
+            begun = edits.start(config)
+            write_atomic(run.dir / "head", begun.head, mode=0o600)
+            write_atomic(run.dir / "head-file", begun.head_file, mode=0o600)
+            write_atomic(run.dir / "git.json", json.dumps(begun.entries), mode=0o600)
+            if begun.packed is not None:
+                write_atomic(run.dir / "packed-refs", begun.packed, mode=0o600)
         return run
 
     def know(self, rows: Sequence[Row]) -> None:
@@ -176,16 +181,36 @@ class Run(RunBox):
         except OSError:
             return ""
 
+    def begun(self) -> Start:
+        """``.git`` when the run began (kept in the owner's part of the run directory)."""
+        try:
+            entries = json.loads((self.dir / "git.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            entries = None
+        try:
+            packed: bytes | None = (self.dir / "packed-refs").read_bytes()
+        except OSError:
+            packed = None
+        return Start(
+            self.began_at(),
+            self._text("head-file"),
+            tuple(map(str, entries)) if isinstance(entries, list) else None,
+            packed,
+        )
+
     def commit_edits(self, app: App) -> list[str]:
         """Commit what the run wrote, as its role (before the run commits its mail); GitError when
         git refuses, or when a commit made during the run changed a control file (the owner's
         config, roles, templates): then the run must fail, and its rollback restores them."""
-        found = edits.planted(app.config)
+        found = edits.planted(app.config, self.begun().entries)
         if found:
             raise GitError(
                 f"the run planted {', '.join(str(p.relative_to(app.config.project_dir)) for p in found)} in .git: "
                 "the owner's git would obey it or write through it"
             )
+        broken = edits.head_problem(app.config, self.began_at())
+        if broken:
+            raise GitError(f"the run broke the branch: {broken}")
         links = edits.gitlinks_since(app.config, self.began_at())
         if links:
             raise GitError(
@@ -259,7 +284,7 @@ class Run(RunBox):
         role = str(info.get("role", "run-role"))
         keep = self.dir.parent / f"{self.dir.name}.planted-{int(time.time())}"
         try:  # first: git refuses to run while anything is planted in .git
-            lines += edits.neutralize(app.config, keep, self.began_at(), role, self._text("head-file"))
+            lines += edits.neutralize(app.config, keep, self.began_at(), role, self.begun())
         except (GitError, OSError) as e:
             lines.append(f"could not take away what the run planted in .git: {e}")
         moved = self.moves(app.config)

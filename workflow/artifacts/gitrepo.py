@@ -33,7 +33,9 @@ class Change(NamedTuple):
     path: str  # project-relative
 
 
-PINNED = ("-c", "core.fsmonitor=false")  # a repository's config never makes our git run a program
+# a repository's config never makes our git run a program, and its replace refs never make our
+# git see one commit as another (a forged commit of a control file passed off as harmless)
+PINNED = ("--no-replace-objects", "-c", "core.fsmonitor=false")
 INDEX_BUSY_WAIT = 10.0  # seconds to wait out another git's index.lock (a person's git, an agent's)
 
 

@@ -6,7 +6,7 @@ notification (``[artifacts] commit_event``, default status-update, to ``commit_n
 roles that act on the new state: they own a move out of it or are triggered by the event) for
 every artifact the commit moved — whether ``workflow
 move`` or a human's ``git mv`` + ``git commit`` made it. Each (parent, artifact, transition) is
-recorded in ``GIT_DIR/workflow-notified``, so re-running the hook or amending the commit does not
+recorded in the state dir's ``notified`` ledger, so re-running the hook or amending the commit does not
 notify twice; a commit whose ``Workflow-Notify`` trailer says ``workflow move`` already notified
 sends nothing. Mail that cannot be sent is queued in the outbox and flushed on the next run:
 a hook never loses the user's commit.
@@ -33,7 +33,6 @@ from workflow.delivery.transport import Transport
 
 HOOKS = ("pre-commit", "post-commit")
 MARKER = "# workflow-mail hook"
-LEDGER = "workflow-notified"
 
 
 class Installed(NamedTuple):
@@ -158,19 +157,17 @@ def recipients(app: App, path: str, state: str, sender: str) -> list[str]:
     return out
 
 
-def _ledger(repo: Repo) -> Path:
-    return repo.git_dir / LEDGER
-
-
-def _ledger_keys(repo: Repo) -> set[str]:
+def _ledger_keys(config: Config) -> set[str]:
     try:
-        return set(_ledger(repo).read_text(encoding="utf-8").splitlines())
+        return set(config.state.notified.read_text(encoding="utf-8").splitlines())
     except FileNotFoundError:
         return set()
 
 
-def _record(repo: Repo, key: str) -> None:
-    with open(_ledger(repo), "a", encoding="utf-8") as f:
+def _record(config: Config, key: str) -> None:
+    config.state.root.mkdir(parents=True, exist_ok=True)
+    fd = os.open(config.state.notified, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "a", encoding="utf-8") as f:
         f.write(key + "\n")
         f.flush()
         os.fsync(f.fileno())
@@ -191,7 +188,7 @@ def post_commit(app: App, repo: Repo, transport: Transport, say: Callable[[str],
         return 0
     parent = repo.parent(sha)
     sender = _sender(app, trailer(message, "Workflow-Role"), say)
-    done = _ledger_keys(repo)
+    done = _ledger_keys(config)
     count = 0
     for m in found:
         key = f"{parent} {m.after.glob} {m.before.state}->{m.after.state}"
@@ -203,7 +200,7 @@ def post_commit(app: App, repo: Repo, transport: Transport, say: Callable[[str],
                 f"{m.after.path}: moved {m.before.state} → {m.after.state}; no role acts on {m.after.state}/ "
                 f"(owns a move out of it, or is triggered by {config.commit_event}): nobody to notify"
             )
-            _record(repo, key)
+            _record(config, key)
             continue
         subject = message.strip().splitlines()[0] if message.strip() else ""
         req = NotifyRequest(
@@ -221,11 +218,11 @@ def post_commit(app: App, repo: Repo, transport: Transport, say: Callable[[str],
             composed = app.compose(req)
         except WorkflowError as e:
             say(f"cannot notify the move of {m.after.path}: {e}")
-            _record(repo, key)
+            _record(config, key)
             continue
         what = f"{config.commit_event} for {m.after.path} ({m.before.state} → {m.after.state}) to {', '.join(to)}"
         _send(config, transport, composed.raw, composed.sender_address, composed.recipients, what, say)
-        _record(repo, key)
+        _record(config, key)
         count += 1
     return count
 

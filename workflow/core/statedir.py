@@ -94,6 +94,12 @@ class StateDir:
         return self.root / "git.lock"
 
     @property
+    def notified(self) -> Path:
+        """The post-commit hook's ledger of moves notified (out of ``.git``, where a run's agent
+        could write it)."""
+        return self.root / "notified"
+
+    @property
     def runs(self) -> Path:
         """Each agentd run's log and result file, and each role's mail-during-the-run file."""
         return self.root / "runs"
