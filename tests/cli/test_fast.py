@@ -3,10 +3,12 @@ answers exactly as the full command, and never answers from a project that has c
 
 from __future__ import annotations
 
+import base64
 import itertools
 import marshal
 import os
 import pickle
+import smtplib
 import socket
 import subprocess
 import sys
@@ -23,8 +25,8 @@ from helpers.smtp import auth_plain, server_process
 from workflow.cli import fast
 from workflow.cli.mail import inbox, search, thread
 from workflow.core import records, snapshot
-from workflow.delivery import submit
-from workflow.delivery.credentials import hash_password, owner_secret
+from workflow.delivery import handshake, submit
+from workflow.delivery.credentials import client_credential, hash_password, owner_secret
 
 HEAVY = ("click", "typing", "pathlib", "tomllib", "email", "json", "rich")
 
@@ -341,14 +343,25 @@ def test_xnotify_holds_every_boundary_a_message_does(tmp_path: Path) -> None:
     project = users_project(tmp_path, f"writer:{hash_password('pw')}:spec-writer\n")
     fields = ["question", "specs/proposed/user-auth.md", "spec-reviewer", "spec-writer", "", "QUESTION=Why?"]
     with server_process(project.dir) as (_, port):
-        mid, rcpts = submit.submit("127.0.0.1", port, 10, "writer", "pw", fields)
+
+        def xnotify(login: str, secret: str, who: str) -> tuple[int, bytes]:
+            """XNOTIFY as a person's login (PLAIN: ``submit`` logs in as the owner only)."""
+            with smtplib.SMTP("127.0.0.1", port, timeout=10) as s:
+                try:
+                    s.login(login, secret)
+                except smtplib.SMTPAuthenticationError as e:
+                    return e.smtp_code, e.smtp_error
+                return s.docmd(submit.COMMAND, submit.encode([*fields[:3], who, "", *fields[5:]]))
+
+        owner = client_credential(mail_root=project.app.config.mail_root)
+        mid, rcpts = submit.submit("127.0.0.1", port, 10, owner.login, owner.secret, fields)
         assert rcpts == ["spec-reviewer@workflow.local"] and mid.endswith("@workflow.local>")
+        assert xnotify("writer", "pw", "spec-writer")[0] == 250
         for login, secret, who, said in (
-            ("writer", "pw", "user", "550 5.7.1"),  # a login may send only as its roles
-            ("writer", "wrong", "spec-writer", "535"),
+            ("writer", "pw", "user", 550),  # a login may send only as its roles
+            ("writer", "wrong", "spec-writer", 535),
         ):
-            with pytest.raises(submit.RefusedError, match=said):
-                submit.submit("127.0.0.1", port, 10, login, secret, [*fields[:3], who, "", *fields[5:]])
+            assert xnotify(login, secret, who)[0] == said
         with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
             f = s.makefile("rwb")
             greeting = f.readline()
@@ -366,7 +379,7 @@ def test_xnotify_holds_every_boundary_a_message_does(tmp_path: Path) -> None:
                 while got[3:4] == b"-":
                     got = f.readline()
                 assert got.startswith(answer), (line, got)
-    assert len(project.new_files("spec-reviewer")) == 1
+    assert len(project.new_files("spec-reviewer")) == 2
 
 
 def test_notify_that_may_have_been_delivered_is_not_sent_again(project: Project) -> None:
@@ -386,11 +399,21 @@ def test_notify_that_may_have_been_delivered_is_not_sent_again(project: Project)
             with conn, conn.makefile("rwb") as f:
                 f.write(b"220 fake\r\n")
                 f.flush()
+                login = mine = theirs = ""
                 while line := f.readline():
                     seen.append(line.split(b" ")[0])
                     if line.startswith(b"XNOTIFY"):
                         break  # took it, and hangs up without a word
-                    f.write(b"235 ok\r\n" if line.startswith(b"AUTH") else b"250 ok\r\n")
+                    if line.startswith(b"AUTH"):  # the project's server: it proves it holds the owner's secret
+                        login, mine = base64.b64decode(line.split()[2]).decode().split(" ")
+                        theirs = "ab" * 16
+                        f.write(b"334 " + base64.b64encode(theirs.encode()) + b"\r\n")
+                    elif login:
+                        key = handshake.key_of(login, owner_secret(_env()))
+                        f.write(f"235 2.7.0 ok {handshake.proof(key, 'server', login, mine, theirs)}\r\n".encode())
+                        login = ""
+                    else:
+                        f.write(b"250 ok\r\n")
                     f.flush()
 
     threading.Thread(target=serve, daemon=True).start()

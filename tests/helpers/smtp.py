@@ -16,6 +16,7 @@ from pathlib import Path
 from workflow.app import App
 from workflow.delivery.credentials import client_credential
 from workflow.delivery.smtpd import BackgroundServer
+from workflow.delivery.transport import login
 from workflow.mail.message import Draft, build, make_message_id
 
 
@@ -37,7 +38,7 @@ def client(port: int, timeout: float = 10) -> smtplib.SMTP:
     m = re.search(rb"mail root ([0-9a-f]{16})", greeting)
     assert m, f"not a workflow-mail server: {greeting!r}"
     credential = client_credential()
-    s.login(f"{credential.login}/{m.group(1).decode()}", credential.secret)
+    login(s, f"{credential.login}/{m.group(1).decode()}", credential.secret)  # as every workflow command logs in
     return s
 
 

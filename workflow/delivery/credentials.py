@@ -25,15 +25,15 @@ import os
 import re
 import secrets
 import stat
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from workflow.core.errors import WorkflowError
+from workflow.delivery.handshake import RUN_PREFIX
 from workflow.delivery.staging import RunBox, token_digest
 
 OWNER = "~owner"
-RUN_PREFIX = "~run/"
 LOGIN_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}$")
 ROLE_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,127}$")
 
@@ -223,6 +223,28 @@ class Authenticator:
         self.users = dict(users)
         self.env = dict(os.environ if env is None else env)
         owner_secret(self.env)  # made now, so the first client finds it
+        # an unknown login is checked against this, so it costs what a known one does (no enumeration)
+        self.decoy = hash_password(secrets.token_hex(16))
+
+    def key(self, login: str) -> tuple[Identity, bytes] | None:
+        """The identity of an owner's or a run's login and the key its ``X-WORKFLOW`` proof is
+        made with (``handshake``); None for any other login (people's logins prove nothing
+        that way: their secrets are stored hashed)."""
+        if login == OWNER or login.startswith(OWNER + "/"):
+            if self.owner is not None and login != self.owner:
+                return None
+            try:
+                return Identity(login, None), owner_secret(self.env, create=False).encode()
+            except WorkflowError:
+                return None
+        if login.startswith(RUN_PREFIX):
+            role = login[len(RUN_PREFIX) :]
+            if not ROLE_RE.match(role) or ".." in role:
+                return None
+            box = RunBox(self.runs_dir / f"{role}.run")
+            digest = box.key()
+            return (Identity(login, frozenset({role}), box.dir), digest.encode()) if digest else None
+        return None
 
     def check(self, login: str, secret: str) -> Identity | None:
         if login == OWNER or login.startswith(OWNER + "/"):
@@ -240,21 +262,9 @@ class Authenticator:
             box = RunBox(self.runs_dir / f"{role}.run")
             return Identity(login, frozenset({role}), box.dir) if box.token_ok(secret) else None
         user = self.users.get(login)
-        if user is None or not check_password(secret, user.secret):
+        if user is None:
+            check_password(secret, self.decoy)
+            return None
+        if not check_password(secret, user.secret):
             return None
         return Identity(login, frozenset(user.roles))
-
-
-def make_authenticator(auth: Authenticator) -> Callable[..., Any]:
-    """The ``authenticator`` aiosmtpd calls for AUTH PLAIN and LOGIN."""
-    from aiosmtpd.smtp import AuthResult, LoginPassword  # lazy: aiosmtpd loads only in the server
-
-    def authenticate(server: Any, session: Any, envelope: Any, mechanism: str, data: Any) -> AuthResult:
-        if not isinstance(data, LoginPassword):
-            return AuthResult(success=False, handled=False)
-        identity = auth.check(data.login.decode("utf-8", "replace"), data.password.decode("utf-8", "replace"))
-        if identity is None:
-            return AuthResult(success=False, handled=False)
-        return AuthResult(success=True, auth_data=identity)
-
-    return authenticate

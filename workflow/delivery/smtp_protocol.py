@@ -10,14 +10,19 @@ installed aiosmtpd lacks (a test calls it), and pyproject.toml pins aiosmtpd bel
 from __future__ import annotations
 
 import asyncio
+import binascii
 import collections
 import inspect
 import logging
 import re
-from collections.abc import Callable
-from typing import Any, Literal, Protocol
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal, Protocol, TypeVar
 
-from aiosmtpd.smtp import SMTP
+from aiosmtpd.smtp import MISSING, SMTP, AuthResult
+
+from workflow.delivery import handshake
+from workflow.delivery.credentials import Identity
+from workflow.delivery.logins import MAX_FAILURES, Logins
 
 # <dot-atom@domain> with an optional tail of ESMTP parameters: the common case of MAIL and RCPT.
 SIMPLE_PATH = re.compile(
@@ -42,6 +47,13 @@ AUTH_REQUIRED = (
     "530 5.7.0 Authentication required: workflow commands log in by themselves; "
     "a mail client logs in with its [smtp] auth_users_file login"
 )
+
+
+T = TypeVar("T")
+
+TOO_MANY_FAILURES = f"421 4.7.0 {MAX_FAILURES} failed logins: closing the connection"
+LOGIN_LATE = "421 4.7.0 no login in time: closing the connection"
+EVICTED = "421 4.7.0 too many connections waiting to log in: this one is closed for a newer one"
 
 
 COMMAND_BUFFER = 64 * 1024  # what a connection may buffer while reading a command line
@@ -169,12 +181,20 @@ def protocol_factory(
     max_connections: int,
     gate: Gate,
     protocols: set[SMTP],
+    logins: Logins | None = None,
     require_auth: bool = False,
+    login_timeout: float = 10.0,
     **smtp_options: Any,
 ) -> Callable[[], SMTP]:
     """A factory of connections for ``loop.create_server``: aiosmtpd's SMTP with our DATA
     reader, our address fast path, no per-line cap, a connection cap, and AUTH required without
-    TLS on loopback (aiosmtpd's own ``auth_required`` warns on every connection that way)."""
+    TLS on loopback (aiosmtpd's own ``auth_required`` warns on every connection that way).
+
+    Logins (``logins``) are checked off the event loop, slowed and counted (``logins``); the
+    owner's and runs' ``X-WORKFLOW`` login is offered (``handshake``). With AUTH required, a
+    connection must log in within ``login_timeout`` seconds, and when the cap is reached a new
+    connection takes the slot of the oldest one still waiting to log in: connections that never
+    log in cannot keep the owner out."""
 
     class WorkflowSMTP(SMTP):
         # The stream's buffer limit. Command lines are refused past RFC 5321's lengths (aiosmtpd's
@@ -183,26 +203,165 @@ def protocol_factory(
         line_length_limit = COMMAND_BUFFER
         _workflow_active = 0.0  # the loop's time of the last command (the idle timer's reference)
         _workflow_idle_check: asyncio.TimerHandle | None = None  # our idle timer, when it is set
+        _workflow_served = False  # greeted (not refused at the cap, not moved to another worker)
+        _workflow_slot = False  # holds a slot of the cap (an evicted connection gave its own away)
+        _workflow_since = 0.0  # the loop's time it was served
+        _workflow_failures = 0  # failed logins on this connection
+        _workflow_deadline: asyncio.TimerHandle | None = None  # closes it when it has not logged in
 
         def connection_made(self, transport: Any) -> None:
             admission = gate.admit(max_connections, transport)
-            self._over_cap = admission != "serve"
             if admission == "moved":  # another process serves it now: close our descriptor only
                 transport.abort()
                 return
-            if admission == "full":
+            if admission == "full" and not (require_auth and self._workflow_evict()):
                 transport.write(b"421 4.7.0 too many connections; try again later\r\n")
                 transport.close()
                 return
+            self._workflow_served = self._workflow_slot = True
             protocols.add(self)
             super().connection_made(transport)
+            self._workflow_since = self.loop.time()
+            if require_auth:
+                self._workflow_deadline = self.loop.call_later(login_timeout, self._workflow_login_late)
 
         def connection_lost(self, error: Exception | None) -> None:
-            if getattr(self, "_over_cap", True):
+            if not self._workflow_served:
                 return
-            gate.release()
+            if self._workflow_slot:
+                gate.release()
+            if self._workflow_deadline is not None:
+                self._workflow_deadline.cancel()
             protocols.discard(self)
             super().connection_lost(error)
+
+        def _workflow_waiting(self) -> bool:
+            """Connected, not logged in, not in a mail transaction."""
+            session, envelope = self.session, self.envelope
+            return (
+                self._workflow_slot
+                and (session is None or not session.authenticated)
+                and (envelope is None or envelope.mail_from is None)
+            )
+
+        def _workflow_evict(self) -> bool:
+            """Close the oldest connection of this process still waiting to log in, and take its slot."""
+            waiting = [p for p in protocols if isinstance(p, WorkflowSMTP) and p._workflow_waiting()]
+            if not waiting:
+                return False
+            oldest = min(waiting, key=lambda p: p._workflow_since)
+            oldest._workflow_slot = False  # its slot is the newcomer's now: its close releases nothing
+            oldest._workflow_close(EVICTED)
+            return True
+
+        def _workflow_close(self, reply: str) -> None:
+            transport: Any = self.transport
+            if transport is not None and not transport.is_closing():
+                if reply:
+                    transport.write(reply.encode("ascii") + b"\r\n")
+                transport.close()
+
+        def _workflow_login_late(self) -> None:
+            if self.session is None or not self.session.authenticated:
+                self._workflow_close(LOGIN_LATE)
+
+        # -- AUTH: PLAIN and LOGIN as aiosmtpd parses them, checked by ``logins``; X-WORKFLOW
+
+        def _workflow_peer(self) -> str:
+            peer = self.session.peer if self.session is not None else None
+            return str(peer[0]) if isinstance(peer, tuple) and peer else str(peer)
+
+        async def _workflow_outcome(self, identity: Identity | None, message: str | None = None) -> AuthResult:
+            if identity is not None:
+                if self._workflow_deadline is not None:
+                    self._workflow_deadline.cancel()
+                return AuthResult(success=True, auth_data=identity, message=message)
+            self._workflow_failures += 1
+            if self._workflow_failures >= MAX_FAILURES:
+                await self.push(TOO_MANY_FAILURES)
+                self._workflow_close("")
+                return AuthResult(success=False, handled=True)
+            return AuthResult(success=False, handled=False)  # aiosmtpd answers 535
+
+        async def smtp_AUTH(self, arg: str) -> None:
+            await super().smtp_AUTH(arg)
+            # the client half-closed while its login was checked (eof_received waited for the answer):
+            # with nothing more of it to read, end here, as after DATA
+            if getattr(self, EOF_WHILE_ANSWERING, False) and not getattr(self._reader, "_buffer", b""):
+                self._reader.feed_eof()
+                self._workflow_close("")
+
+        async def _workflow_checking(self, check: Awaitable[T]) -> T:
+            """Await a login check (a thread, a failure's delay); a half-close meanwhile waits for its answer."""
+            setattr(self, ANSWERING, True)
+            try:
+                return await check
+            finally:
+                setattr(self, ANSWERING, False)
+
+        async def _workflow_password(self, mechanism: str, login: bytes, secret: bytes) -> AuthResult:
+            if logins is None:
+                return AuthResult(success=False, handled=False)
+            identity = await self._workflow_checking(
+                logins.check(
+                    self._workflow_peer(),
+                    mechanism,
+                    login.decode("utf-8", "replace"),
+                    secret.decode("utf-8", "replace"),
+                )
+            )
+            return await self._workflow_outcome(identity)
+
+        async def _workflow_b64(self, arg: str) -> bytes | None:
+            try:
+                return binascii.a2b_base64(arg.encode("ascii"), strict_mode=True)
+            except (binascii.Error, UnicodeError, ValueError):
+                await self.push("501 5.5.2 Can't decode base64")
+                return None
+
+        async def auth_PLAIN(self, _: Any, args: list[str]) -> AuthResult:
+            data: Any = await self.challenge_auth("") if len(args) == 1 else await self._workflow_b64(args[1])
+            if not isinstance(data, bytes):  # aborted, or not base64: answered already
+                return AuthResult(success=False, handled=True)
+            parts = data.split(b"\0")  # authzid NUL login NUL password (RFC 4616)
+            if len(parts) != 3:
+                await self.push("501 5.5.2 Can't split auth value")
+                return AuthResult(success=False, handled=True)
+            return await self._workflow_password("PLAIN", parts[1], parts[2])
+
+        async def auth_LOGIN(self, _: Any, args: list[str]) -> AuthResult:
+            login: Any = (
+                await self.challenge_auth(self.AuthLoginUsernameChallenge)
+                if len(args) == 1
+                else await self._workflow_b64(args[1]) or MISSING
+            )
+            if login is MISSING:
+                return AuthResult(success=False, handled=True)
+            password = await self.challenge_auth(self.AuthLoginPasswordChallenge)
+            if password is MISSING:
+                return AuthResult(success=False, handled=True)
+            assert isinstance(login, bytes) and isinstance(password, bytes)
+            return await self._workflow_password("LOGIN", login, password)
+
+        async def auth_X__WORKFLOW(self, _: Any, args: list[str]) -> AuthResult:
+            data = await self._workflow_b64(args[1]) if len(args) == 2 else None
+            fields = data.decode("utf-8", "replace").split(" ") if data is not None else []
+            if len(fields) != 2 or logins is None:
+                if data is not None or len(args) != 2:
+                    await self.push(f"501 5.5.2 {handshake.MECHANISM} takes base64 of 'LOGIN NONCE'")
+                return AuthResult(success=False, handled=True)
+            login, nonce = fields
+            ours = logins.challenge()
+            answer = await self.challenge_auth(ours)
+            if answer is MISSING:
+                return AuthResult(success=False, handled=True)
+            assert isinstance(answer, bytes)
+            proven = await self._workflow_checking(
+                logins.prove(self._workflow_peer(), login, nonce, ours, answer.decode("ascii", "replace").strip())
+            )
+            if proven is None:
+                return await self._workflow_outcome(None)
+            return await self._workflow_outcome(proven.identity, f"235 2.7.0 Authentication successful {proven.answer}")
 
         async def smtp_DATA(self, arg: str) -> None:
             await read_data(self, arg, max_message_size)

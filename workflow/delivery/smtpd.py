@@ -54,8 +54,9 @@ from workflow.core.errors import (
 )
 from workflow.delivery import address, submit
 from workflow.delivery.commit import Committer, Peers
-from workflow.delivery.credentials import Authenticator, Identity, load_users, make_authenticator, root_id
+from workflow.delivery.credentials import Authenticator, Identity, load_users, root_id
 from workflow.delivery.deliverer import Deliverer, IndexLagError, Plan
+from workflow.delivery.logins import Logins
 from workflow.delivery.notify import compose, parent_in, request
 from workflow.delivery.smtp_protocol import protocol_factory, quiet_aiosmtpd_log
 from workflow.delivery.staging import RunBox, describe
@@ -376,10 +377,9 @@ class Server:
                 except RosterError as e:
                     raise WorkflowError(f"{cfg.auth_users_file}: login {login}: {e}") from None
         auth: dict[str, Any] = {
-            "authenticator": make_authenticator(
-                Authenticator(self.config.state.runs, users, mail_root=self.config.mail_root)
-            ),
+            "logins": Logins(Authenticator(self.config.state.runs, users, mail_root=self.config.mail_root)),
             "require_auth": cfg.auth == "required",
+            "login_timeout": cfg.login_timeout,
             "auth_require_tls": False,
         }
         if not is_loopback(self.host):  # AUTH only after STARTTLS (check_bind made sure it is set up)

@@ -87,6 +87,13 @@ class RunBox:
                 self.write_info({**info, "state": state})
         return info
 
+    def key(self) -> str | None:
+        """The digest of this open run's token (the key of its ``X-WORKFLOW`` login); None when
+        the run is not open."""
+        info = self.info()
+        digest = info.get("token_sha256")
+        return digest if info.get("state") == OPEN and isinstance(digest, str) and len(digest) == 64 else None
+
     def token_ok(self, token: str) -> bool:
         """Is ``token`` this open run's credential?"""
         info = self.info()

@@ -2,19 +2,21 @@
 
 ``workflow-notify`` must start like a short command, but composing a message needs the whole
 project (templates, roster, threading) — which the server has loaded already. So its fast path
-(``cli.fast``) logs in as the owner and sends one command, ``XNOTIFY`` with the request's fields
+(``cli.fast``) logs in as the owner (``handshake``: the server proves itself first) and sends one command, ``XNOTIFY`` with the request's fields
 (event, artifacts, recipients, sender, In-Reply-To, KEY=VALUE pairs; NUL-separated, base64); the
 server builds it with ``delivery.notify.request`` and ``compose``, exactly as the command would,
 then puts it through the same MAIL, RCPT and DATA checks as any message and answers
 ``250 2.0.0 <Message-ID> RECIPIENT,…`` or the refusal. ``RefusedError`` means nothing was delivered;
 ``UnsureError`` means the request went out and no answer came back. Start-up time: this module
-imports ``socket`` and ``binascii`` only.
+imports ``socket``, ``binascii`` and ``handshake`` only.
 """
 
 from __future__ import annotations
 
 import binascii
 import socket
+
+from workflow.delivery import handshake
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -101,10 +103,10 @@ def submit(
             for code, text in (talk.reply(), talk.command("EHLO workflow-notify")):
                 if code // 100 != 2:
                     raise RefusedError(f"{code} {text}")
-            plain = binascii.b2a_base64(f"\0{login}\0{secret}".encode(), newline=False).decode("ascii")
-            code, text = talk.command(f"AUTH PLAIN {plain}")
-            if code != 235:
-                raise RefusedError(f"{code} {text}")
+            try:
+                handshake.login(talk.command, login, secret)  # the secret is never sent; the server proves itself
+            except handshake.LoginError as e:
+                raise RefusedError(str(e)) from None
             sock.sendall(f"{COMMAND} {encode(fields)}\r\n".encode("ascii"))
         except OSError as e:
             raise RefusedError(str(e)) from None

@@ -2,11 +2,14 @@
 
 Both paths end in ``Deliverer.deliver`` (the server calls it too), so the same input gives the
 same result either way. ``auto`` falls back to direct delivery only when nothing listens on the
-configured port; a server that answers and refuses is a refusal, never a silent fallback.
+configured port (the connection is refused); a server that answers and refuses — even ``421``
+at the greeting — is a refusal, never a silent fallback.
 
 Every SMTP submission logs in (``delivery.credentials``): inside a run (``$WORKFLOW_TOKEN``) with
 the run's credential, to the server run-role names (``$WORKFLOW_SMTP``), never directly — the
 Maildirs are the owner's; anywhere else with the owner's credential, found without a word.
+Either logs in with ``handshake``'s challenge-response: the secret never crosses the
+connection, and nothing is sent to a server that cannot prove it holds it.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import Protocol
 
 from workflow.core.config import Config
 from workflow.core.errors import TransportError, WorkflowError
-from workflow.delivery import address
+from workflow.delivery import address, handshake
 from workflow.delivery.credentials import OWNER, Credential, client_credential
 from workflow.delivery.deliverer import Deliverer
 
@@ -39,9 +42,13 @@ class DirectTransport:
 
 
 class SmtpTransport:
-    def __init__(self, host: str, port: int, timeout: float, credential: Credential | None = None) -> None:
+    def __init__(
+        self, host: str, port: int, timeout: float, credential: Credential | None = None, must_login: bool = True
+    ) -> None:
+        """``must_login``: the project requires AUTH, so a server that offers none is not its own."""
         self.host, self.port, self.timeout = host, port, timeout
         self.credential = credential
+        self.must_login = must_login
 
     def connect(self) -> smtplib.SMTP:
         return smtplib.SMTP(self.host, self.port, timeout=self.timeout)
@@ -82,11 +89,17 @@ class SmtpTransport:
 
     def _login(self, smtp: smtplib.SMTP, credential: Credential) -> None:
         smtp.ehlo_or_helo_if_needed()
-        if not smtp.has_extn("auth"):
-            return  # a server that offers no AUTH (an old one, or a bare relay): nothing to prove
+        if not smtp.has_extn("auth") and not self.must_login:
+            return  # a server of trust-the-host mode offers no AUTH: nothing to prove, nothing to send
         try:
-            smtp.login(credential.login, credential.secret)
-        except smtplib.SMTPAuthenticationError as e:
+            login(smtp, credential.login, credential.secret)
+        except handshake.LoginError as e:
+            where = f"{self.host}:{self.port}"
+            if not e.proven:
+                raise TransportError(
+                    f"the SMTP server on {where} could not prove it is this project's workflow smtpd ({e}); "
+                    "nothing was sent to it — is another program listening on the [smtp] port?"
+                ) from None
             what = f"the credential of the run of {credential.run_role}" if credential.run_role else credential.login
             why = (
                 " — the owner's login is bound to this project's mail root, so this is likely another project's "
@@ -94,10 +107,19 @@ class SmtpTransport:
                 if credential.login.startswith(OWNER)
                 else ""
             )
-            raise TransportError(
-                f"SMTP server {self.host}:{self.port} refused {what}: {e.smtp_code} {_text(e.smtp_error)}{why}",
-                e.smtp_code,
-            ) from None
+            raise TransportError(f"SMTP server {where} refused {what}: {e}{why}", e.code) from None
+
+
+def login(smtp: smtplib.SMTP, name: str, secret: str) -> None:
+    """Log in to a workflow-mail server over ``smtp`` as the owner or a run (``handshake``:
+    the secret is never sent, and the server proves it holds it); LoginError otherwise."""
+
+    def command(line: str) -> tuple[int, str]:
+        code, text = smtp.docmd(line)
+        return code, _text(text)
+
+    smtp.ehlo_or_helo_if_needed()
+    handshake.login(command, name, secret)
 
 
 class AutoTransport:
@@ -107,11 +129,18 @@ class AutoTransport:
         self.smtp, self.direct = smtp, direct
 
     def send(self, raw: bytes, sender: str, recipients: Sequence[str]) -> str:
+        where = f"{self.smtp.host}:{self.smtp.port}"
         try:
             conn = self.smtp.connect()
-        except (TimeoutError, ConnectionRefusedError, OSError):
-            where = self.direct.send(raw, sender, recipients)
-            return f"no server on {self.smtp.host}:{self.smtp.port}; delivered directly: {where.split(': ', 1)[-1]}"
+        except ConnectionRefusedError:  # nothing listens: the only case for delivering directly
+            done = self.direct.send(raw, sender, recipients)
+            return f"no server on {where}; delivered directly: {done.split(': ', 1)[-1]}"
+        except smtplib.SMTPResponseException as e:  # a server answered (421: busy): never "nobody there"
+            raise TransportError(
+                f"SMTP server {where} refused the connection: {e.smtp_code} {_text(e.smtp_error)}", e.smtp_code
+            ) from None
+        except OSError as e:
+            raise TransportError(f"cannot talk to the SMTP server on {where}: {e}") from None
         return self.smtp.send_on(conn, raw, sender, recipients)
 
 
@@ -133,7 +162,7 @@ def make_transport(config: Config, deliverer: Deliverer, via: str = "auto") -> T
         host, _, port = os.environ.get("WORKFLOW_SMTP", f"{config.smtp.host}:{config.smtp.port}").rpartition(":")
         return SmtpTransport(host, int(port), config.smtp.timeout, credential)
     host, port_ = address.server(config)  # where `workflow smtpd` really listens (it may have --port)
-    smtp = SmtpTransport(host, port_, config.smtp.timeout, credential)
+    smtp = SmtpTransport(host, port_, config.smtp.timeout, credential, must_login=config.smtp.auth == "required")
     if via == "smtp":
         return smtp
     direct = DirectTransport(deliverer)

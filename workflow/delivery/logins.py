@@ -1,0 +1,88 @@
+"""Logins: the server's side of AUTH — checked off the event loop, failures slowed per peer and
+counted per connection, every refusal logged on one line.
+
+A password check costs tens of milliseconds of PBKDF2 on purpose; run on the event loop, four
+guessing connections would stall every other client, so checks run in a worker thread (hashlib
+releases the GIL). An unknown login costs what a known one does (``Authenticator`` checks a
+decoy). Each failure from a peer waits longer before it is answered (doubling, capped), and a
+connection is dropped after ``MAX_FAILURES`` failed logins (``smtp_protocol``).
+
+The owner's and a run's ``X-WORKFLOW`` login (``handshake``) is checked here too: the client's
+proof against the key, and the server's proof made for the answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import secrets
+import time
+from typing import NamedTuple
+
+from workflow.delivery import handshake
+from workflow.delivery.credentials import Authenticator, Identity
+
+log = logging.getLogger("workflow.delivery.smtpd")  # the server's log: one line per refusal
+
+MAX_FAILURES = 3  # failed logins a connection may make before it is dropped
+FIRST_DELAY = 0.25  # seconds the first failure from a peer waits before its answer; doubles after
+MAX_DELAY = 4.0
+FORGET_AFTER = 300.0  # a peer's failures are forgotten after this many seconds without one
+MAX_PEERS = 4096  # peers remembered at most (the oldest are forgotten first)
+
+
+class Proven(NamedTuple):
+    identity: Identity
+    answer: str  # the server's proof, sent with the 235
+
+
+class Logins:
+    """Checks logins for one server process."""
+
+    def __init__(self, auth: Authenticator) -> None:
+        self.auth = auth
+        self.failures: dict[str, tuple[int, float]] = {}  # peer host → (failures, time of the last)
+
+    async def check(self, peer: str, mechanism: str, login: str, secret: str) -> Identity | None:
+        """A PLAIN or LOGIN login: the identity, or None after the peer's delay."""
+        identity = await asyncio.get_running_loop().run_in_executor(None, self.auth.check, login, secret)
+        if identity is None:
+            await self.failed(peer, mechanism, login)
+        return identity
+
+    def challenge(self) -> str:
+        """A fresh server nonce for an ``X-WORKFLOW`` login."""
+        return secrets.token_hex(handshake.NONCE_HEX // 2)
+
+    async def prove(self, peer: str, login: str, client_nonce: str, server_nonce: str, answer: str) -> Proven | None:
+        """An ``X-WORKFLOW`` login: the identity and the server's proof, or None after the delay."""
+        found = self.auth.key(login)
+        if found is not None and handshake.is_nonce(client_nonce):
+            identity, key = found
+            want = handshake.proof(key, "client", login, client_nonce, server_nonce)
+            if hmac.compare_digest(answer.encode(), want.encode()):
+                return Proven(identity, handshake.proof(key, "server", login, client_nonce, server_nonce))
+        await self.failed(peer, handshake.MECHANISM, login)
+        return None
+
+    async def failed(self, peer: str, mechanism: str, login: str) -> None:
+        """Count a failure from ``peer``, log it, and wait its delay."""
+        now = time.monotonic()
+        count, last = self.failures.pop(peer, (0, now))
+        count = 1 if now - last > FORGET_AFTER else count + 1
+        self.failures[peer] = (count, now)  # re-inserted: the dict keeps peers in order of their last failure
+        while len(self.failures) > MAX_PEERS:
+            del self.failures[next(iter(self.failures))]
+        log.warning(
+            "AUTH %s refused for %s (peer %s): %d failure(s) from this peer lately",
+            mechanism,
+            _safe(login),
+            _safe(peer),
+            count,
+        )
+        await asyncio.sleep(min(FIRST_DELAY * 2 ** (count - 1), MAX_DELAY))
+
+
+def _safe(text: str) -> str:
+    return "".join(c if c.isprintable() else "?" for c in text)[:200]
