@@ -1,6 +1,7 @@
 """Entry: where the ``workflow`` and ``workflow-notify`` commands start — a short command on the
 fast path (``cli.fast``: no click, no configuration loaded), anything else in the full click CLI
-(``cli.main``, ``cli.notify``), which is imported only then."""
+(``cli.main``, ``cli.notify``), which is imported only then. Both run with the owner-only umask
+(``core.modes``)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ import os
 import sys
 
 from workflow.cli.fast import run
+from workflow.core.modes import owner_only
 
 
 def workflow() -> None:
+    owner_only()  # what this command, its servers, runs and agents write is the owner's alone
     code = _fast(sys.argv[1:])
     if code is None:
         from workflow.cli.main import main  # lazy: the full CLI, when the fast path cannot answer
@@ -22,6 +25,7 @@ def workflow() -> None:
 
 def notify() -> None:
     """The ``workflow-notify`` script: ``workflow notify``."""
+    owner_only()
     code = _fast(["notify", *sys.argv[1:]])
     if code is None:
         from workflow.cli.notify import main  # lazy: the full command, when the fast path cannot answer

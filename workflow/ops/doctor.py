@@ -2,7 +2,7 @@
 
 Each problem is one line ``CHECK: what is wrong; what to do``. Safe fixes (``--fix``): rebuild
 the index from the Maildirs, remove stale locks, send queued notifications, install missing git
-hooks. Everything else (an artifact in two folders, mail whose claim disagrees with git, mail
+hooks, take other users' access to the mail root away. Everything else (an artifact in two folders, mail whose claim disagrees with git, mail
 about an artifact that is gone) needs a human's decision and is only reported.
 """
 
@@ -19,6 +19,7 @@ from workflow.app import App
 from workflow.artifacts import hooks
 from workflow.artifacts.board import mail_by_key, refs_without_artifact
 from workflow.artifacts.gitrepo import Repo, artifacts_in
+from workflow.core import modes
 from workflow.core.errors import MailIndexError
 from workflow.core.locate import by_key, duplicates, scan, two_folders
 from workflow.delivery import outbox
@@ -40,6 +41,7 @@ CHECKS = (
     "sandbox",
     "auth",
     "role-text",
+    "modes",
 )
 
 
@@ -160,6 +162,16 @@ def _the_rest(app: App, repo: Repo | None) -> list[Problem]:
         )
     for name in sorted(app.roster.roles):
         out.extend(Problem("role-text", line) for line in disagreements(app.roster.roles[name]))
+    found = modes.loose(config.mail_root)
+    if found:
+        some = ", ".join(str(p) for p in found[:3]) + (" …" if len(found) > 3 else "")
+        out.append(
+            Problem(
+                "modes",
+                f"{len(found)} file(s) or folder(s) under the mail root can be read by other users ({some})",
+                "make them the owner's only",
+            )
+        )
     return out
 
 
@@ -196,6 +208,9 @@ def repair(app: App, problems: list[Problem], say: Callable[[str], None]) -> Non
     if "outbox" in checks:
         sent, left = outbox.flush(config, make_transport(config, app.deliverer), lambda s: say(f"outbox: {s}"))
         say(f"fixed outbox: sent {sent} queued notification(s), {left} still queued")
+    if "modes" in checks:
+        count = modes.tighten(modes.loose(config.mail_root))
+        say(f"fixed modes: made {count} file(s) or folder(s) the owner's only")
     if "hooks" in checks:
         repo = Repo.find(config)
         if repo is not None:

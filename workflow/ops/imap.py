@@ -139,8 +139,10 @@ def write(setup: Setup, directory: Path) -> list[str]:
     """Write the files and the directories Dovecot needs (its index owned by the mail's owner);
     returns what the user must still do."""
     directory.mkdir(parents=True, exist_ok=True)
+    os.chmod(directory, 0o711)  # Dovecot's processes pass through to passwd and run/; nobody lists it
     for sub in ("run", "state"):
         (directory / sub).mkdir(exist_ok=True)
+        os.chmod(directory / sub, 0o755)  # Dovecot's own sockets and state, for its unprivileged processes
     index = directory / "index"
     index.mkdir(exist_ok=True)
     if os.geteuid() == 0:
