@@ -373,7 +373,8 @@ def test_doctor_finds_each_planted_problem_and_fixes_the_safe_ones(tmp_path: Pat
     assert r.returncode == 1
     lines = r.stdout.strip().splitlines()
     checks = sorted({ln.split(":")[0] for ln in lines})
-    assert checks == ["claim", "hooks", "index-drift", "missing-artifact", "stale-lock", "two-folders"], lines
+    # modes: the mail root was made here, in the test's process, without the owner-only umask of a command
+    assert checks == ["claim", "hooks", "index-drift", "missing-artifact", "modes", "stale-lock", "two-folders"], lines
     text = r.stdout
     assert (
         "artifact specs/*/billing.md is in 2 state folders (specs/doing/, specs/proposed/)" in text
@@ -387,6 +388,7 @@ def test_doctor_finds_each_planted_problem_and_fixes_the_safe_ones(tmp_path: Pat
     r = p.run("doctor", "--fix")
     assert r.returncode == 1  # two-folders, claim and missing-artifact need a human
     assert "fixed index-drift" in r.stdout and "fixed stale-lock" in r.stdout and "fixed hooks" in r.stdout
+    assert "fixed modes" in r.stdout
     left = sorted({ln.split(":")[0] for ln in r.stdout.splitlines() if not ln.startswith("fixed")})
     assert left == ["claim", "missing-artifact", "two-folders"], r.stdout
     assert not (p.mail / ".workflow" / "locks" / "spec-writer.lock").exists()

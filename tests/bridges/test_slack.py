@@ -460,6 +460,61 @@ def test_http_mode_survives_hostile_requests(tmp_path: Path, slack: FakeSlack) -
         ep.stop()
 
 
+def test_http_mode_answers_signed_requests_while_200_connections_stall(tmp_path: Path, slack: FakeSlack) -> None:
+    """Issue 34, item 16: 200 connections from another address send a header line now and then
+    (never silent, so the idle timeout never closes them) and hold every place; Slack's signed
+    requests must still be answered, promptly."""
+    import socket
+    import threading
+
+    p = slack_project(tmp_path, slack)  # the defaults: request_timeout 10 s, max_connections 100
+    ep = Endpoint(p)
+    stalled: list[socket.socket] = []
+    stop = threading.Event()
+
+    def trickle() -> None:
+        while not stop.wait(0.5):
+            for c in list(stalled):
+                try:
+                    c.sendall(b"X-Slow: 1\r\n")
+                except OSError:
+                    pass
+
+    try:
+        for _ in range(200):
+            c = socket.socket()
+            c.bind(("127.0.0.2", 0))  # another host, as far as the server can tell
+            c.settimeout(5)
+            try:
+                c.connect(("127.0.0.1", ep.port))
+                c.sendall(b"POST /slack/events HTTP/1.1\r\nHost: x\r\n")
+            except OSError:
+                c.close()
+                continue
+            stalled.append(c)
+        threading.Thread(target=trickle, daemon=True).start()
+        time.sleep(0.5)  # every place is taken now (the old server stopped accepting here)
+        answered = []
+        t0 = time.monotonic()
+        for i in range(5):
+            status, _ = post(ep.port, message(f"ST{i}", f"720.{i}", "Summarize the week"))
+            answered.append((status, round(time.monotonic() - t0, 1)))
+        assert [s for s, _ in answered] == [200] * 5, answered
+        assert answered[-1][1] < 8.0, answered  # within the read deadline, not after the stall gives up
+        assert ep.proc.poll() is None
+    finally:
+        stop.set()
+        for c in stalled:
+            c.close()
+        ep.stop()
+
+
+def test_the_installed_waitress_has_what_the_guard_relies_on() -> None:
+    from workflow.bridges.slack.guard import missing_private_api
+
+    assert missing_private_api() == []
+
+
 def test_socket_mode_receives_acknowledges_and_watches_only_its_channel(tmp_path: Path, slack: FakeSlack) -> None:
     """Socket Mode (no public URL) through the fake's websocket; channel = "#argus-inbox" by name."""
     p = slack_project(tmp_path, slack, extra='channel = "#argus-inbox"\n')

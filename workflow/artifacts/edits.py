@@ -328,14 +328,24 @@ def git_entries(config: Config) -> list[str]:
 
 def _added(git: Path, before: Collection[str], now: list[str]) -> list[Path]:
     """The entries of ``now`` that were not there ``before`` and are not git's routine ones; a
-    new lock file counts once it has stayed ``LOCK_WAIT`` seconds (a person's git holds one briefly)."""
+    new lock file counts once it is ``LOCK_WAIT`` seconds old (a person's git holds one briefly;
+    one dated in the future is waited for ``LOCK_WAIT`` at most)."""
     new = [n for n in now if n not in before and n not in ROUTINE and not PRIVATE_INDEX.match(n)]
     locks = [n for n in new if n.endswith(".lock")]
-    end = time.monotonic() + LOCK_WAIT
-    while locks and time.monotonic() < end:
+    clock = time.time()
+    ages = [clock - _mtime(git / n, clock) for n in locks]
+    end = time.monotonic() + min(LOCK_WAIT, max((LOCK_WAIT - a for a in ages), default=0.0))
+    while locks and time.monotonic() < end:  # a fresh lock may be a person's git at work: give it time
         time.sleep(0.05)
         locks = [n for n in locks if os.path.lexists(git / n)]
     return [git / n for n in new if not n.endswith(".lock") or n in locks]
+
+
+def _mtime(path: Path, default: float) -> float:
+    try:
+        return os.lstat(path).st_mtime
+    except OSError:
+        return default
 
 
 def planted(config: Config, before: Collection[str] | None = None) -> list[Path]:

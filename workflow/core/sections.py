@@ -426,6 +426,8 @@ class SlackConfig(NamedTuple):
     max_body: int = 1 << 20  # HTTP mode: a larger request gets 413
     request_timeout: float = 10.0  # HTTP mode: a connection idle this long is closed
     max_connections: int = 100  # HTTP mode: connections open at once
+    read_timeout: float = 5.0  # HTTP mode: a request must arrive whole (headers and body) within this
+    max_per_peer: int = 16  # HTTP mode: connections one peer address may hold at once
     channel: str = ""  # watch only this channel ("#argus-inbox" or an id); empty: every channel
     timeout: float = 0.0  # a task's run, unless its intent has one in timeouts (0: the role's run timeout)
     timeouts: Mapping[str, float] = MappingProxyType({})  # intent → seconds
@@ -510,6 +512,8 @@ def read_bridges(file: str, table: object) -> BridgesConfig:
                     "max_body": Int(1024, 64 << 20),
                     "request_timeout": Num(0.1, 3600),
                     "max_connections": Int(1, 10000),
+                    "read_timeout": Num(0.1, 3600),
+                    "max_per_peer": Int(1, 10000),
                     "channel": Str(re.compile(r"^(#?[a-z0-9][a-z0-9._-]{0,79}|[CGD][A-Z0-9]{2,})?$")),
                     "timeout": Num(0, DAY),
                     "timeouts": NumTable(),

@@ -3,9 +3,10 @@
 Socket Mode (``mode = "socket"``, or ``auto`` with the app-level token set): the bridge opens a
 websocket to Slack (``apps.connections.open``) — no public URL, what a local tool needs. HTTP
 mode: Bolt's WSGI adapter on waitress, a production server with a request-size limit
-(``max_body``: 413), an idle-connection timeout (``request_timeout``) and a connection cap
-(``max_connections``); a signature header that is not ``v0=`` + hex, or a timestamp that is not
-a number, is refused (401) before Bolt sees the request. Bolt verifies the signature (a 5-minute
+(``max_body``: 413), an idle-connection timeout (``request_timeout``), a connection cap
+(``max_connections``), a deadline for each request to arrive whole (``read_timeout``) and a cap
+per peer address (``max_per_peer``), so stalled connections cannot starve Slack (``guard``). A
+signature header that is not ``v0=`` + hex, or a timestamp that is not a number, is refused (401) before Bolt sees the request. Bolt verifies the signature (a 5-minute
 window), answers ``url_verification`` and acknowledges each event at once; the listener hands
 the event to the bridge (``Bridge.receive``), which ignores retries already received, the bot's
 own messages and channels other than the configured one. A listener's error is one log line;
@@ -120,7 +121,8 @@ def _http(bridge: Bridge, ready: Callable[[str], None]) -> None:
     # lazy: only HTTP mode loads the WSGI adapter and waitress
     from slack_bolt.adapter.wsgi import SlackRequestHandler
     from slack_sdk.signature import SignatureVerifier
-    from waitress.server import create_server  # type: ignore[import-untyped]
+
+    from workflow.bridges.slack import guard
 
     if not bridge.keys.signing_secret:
         raise ConfigError(f"${bridge.s.signing_secret_env} is not set: every HTTP request must be verified")
@@ -155,10 +157,12 @@ def _http(bridge: Bridge, ready: Callable[[str], None]) -> None:
         return handler(environ, start_response)
 
     _logger("waitress", bridge.say)
-    server = create_server(
+    server = guard.create(
         wsgi,
         host=bridge.s.host,
         port=bridge.s.port,
+        read_timeout=bridge.s.read_timeout,
+        max_per_peer=bridge.s.max_per_peer,
         max_request_body_size=bridge.s.max_body,
         channel_timeout=bridge.s.request_timeout,
         cleanup_interval=max(0.5, min(30.0, bridge.s.request_timeout / 2)),
