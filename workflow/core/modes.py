@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterator
-from pathlib import Path
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the fast path imports this module: no pathlib at run time
+    from collections.abc import Iterator
+    from pathlib import Path
 
 OWNER_UMASK = 0o077
 MAX_LOOKED_AT = 200_000  # entries looked at, at most (a mail root with more is checked in part)
@@ -24,7 +27,7 @@ def owner_only() -> None:
     os.umask(OWNER_UMASK)
 
 
-def _walk(root: Path) -> Iterator[tuple[Path, os.stat_result]]:
+def _walk(root: str) -> Iterator[tuple[str, os.stat_result]]:
     """The mail root and everything under it, never through a symlink."""
     todo = [root]
     seen = 0
@@ -38,20 +41,20 @@ def _walk(root: Path) -> Iterator[tuple[Path, os.stat_result]]:
         yield path, st
         if stat.S_ISDIR(st.st_mode):
             try:
-                todo.extend(Path(e.path) for e in os.scandir(path))
+                todo.extend(e.path for e in os.scandir(path))
             except OSError:
                 continue
 
 
-def loose(mail_root: Path) -> list[Path]:
+def loose(mail_root: Path) -> list[str]:
     """Files and folders under ``mail_root`` (itself included) that another user may read, write
     or enter (symlinks have no mode of their own and are left alone)."""
-    if not mail_root.is_dir():
+    if not os.path.isdir(mail_root):
         return []
-    return [p for p, st in _walk(mail_root) if not stat.S_ISLNK(st.st_mode) and st.st_mode & 0o077]
+    return [p for p, st in _walk(os.fspath(mail_root)) if not stat.S_ISLNK(st.st_mode) and st.st_mode & 0o077]
 
 
-def tighten(paths: list[Path]) -> int:
+def tighten(paths: list[str]) -> int:
     """Take every permission of group and others away from ``paths``; returns how many changed."""
     done = 0
     for path in paths:

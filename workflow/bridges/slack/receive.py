@@ -122,7 +122,7 @@ def _http(bridge: Bridge, ready: Callable[[str], None]) -> None:
     from slack_bolt.adapter.wsgi import SlackRequestHandler
     from slack_sdk.signature import SignatureVerifier
 
-    from workflow.bridges.slack import guard
+    from workflow.bridges.slack import guard  # lazy: waitress, which only HTTP mode needs
 
     if not bridge.keys.signing_secret:
         raise ConfigError(f"${bridge.s.signing_secret_env} is not set: every HTTP request must be verified")
