@@ -6,10 +6,13 @@ built from a list, not from ``/`` minus exceptions:
 * the system, read-only (``/usr``, ``/etc``, ``/opt``, the ``/bin`` and ``/lib`` links), and the
   Python and workflow-mail it needs to call ``workflow-notify`` and ``workflow move``;
 * the project's working tree, writable (read-only for a panel member), and ``[runs] readable`` /
-  ``writable`` (the agent CLI's own state: ``~/.claude`` by default) — but never the owner's
-  control plane inside it (``control_plane``: the config, roles, templates, git's hooks and
-  config stay read-only, so nothing the agent writes is run or obeyed by the owner's processes);
-* the one directory of its run it may see (``$WORKFLOW_RUN``);
+  ``writable`` (nothing of the owner's home by default) — but never the owner's control plane
+  inside it (``control_plane``: the config, roles, templates, git's hooks and config stay
+  read-only, so nothing the agent writes is run or obeyed by the owner's processes);
+* the one directory of its run it may see (``$WORKFLOW_RUN``), and the role's own agent-CLI
+  state (``$CLAUDE_CONFIG_DIR``, ``$CODEX_HOME`` under ``<state>/cli/ROLE``): never the owner's
+  ``~/.claude`` (settings and hooks Claude Code obeys in the owner's own sessions), never
+  another role's transcripts;
 * no capability at all, even when the owner is root (``--cap-drop ALL``: with
   CAP_DAC_READ_SEARCH an agent could open a hidden file by its handle, through a bind mount);
 * an empty ``$HOME``, ``/tmp`` and ``/var/tmp`` of its own, a ``/proc`` of its own PID namespace
@@ -117,8 +120,11 @@ def control_plane(config: Config, project: Path) -> list[str]:
     return args
 
 
-def view(config: Config, argv: Sequence[str], run_dir: Path | None, read_only: bool) -> list[str]:
-    """bubblewrap's arguments (before ``--``) for one agent of this project."""
+def view(
+    config: Config, argv: Sequence[str], run_dir: Path | None, read_only: bool, cli_state: Path | None = None
+) -> list[str]:
+    """bubblewrap's arguments (before ``--``) for one agent of this project; ``cli_state``: the
+    role's own agent-CLI state directory (writable, even for a panel member)."""
     args = ["--unshare-pid", "--die-with-parent", "--new-session", "--unshare-ipc", "--unshare-uts"]
     if os.geteuid() == 0:  # bubblewrap run by root keeps every capability unless told: the agent gets none
         args += ["--cap-drop", "ALL"]
@@ -159,6 +165,8 @@ def view(config: Config, argv: Sequence[str], run_dir: Path | None, read_only: b
         args += ["--tmpfs", str(h)]
     if run_dir is not None:
         args += ["--bind", str(run_dir.resolve()), str(run_dir.resolve())]
+    if cli_state is not None:
+        args += ["--bind", str(cli_state.resolve()), str(cli_state.resolve())]
     for h in sorted(hidden):  # empty and read-only: nothing written there lands anywhere, or seems to
         args += ["--remount-ro", str(h)]
     return [*args, "--chdir", str(project)]

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from workflow.app import App
-from workflow.artifacts import transitions
+from workflow.artifacts import transitions, trust
 from workflow.artifacts.gitrepo import Repo, artifacts_in, moves
 from workflow.core.config import Config
 from workflow.core.errors import DeliveryError, RuleError, TransportError, WorkflowError
@@ -88,6 +88,12 @@ def install(config: Config, repo: Repo) -> list[Installed]:
         tmp.chmod(0o755)
         tmp.rename(path)
         out.append(Installed(hook, path, action))
+    written = [i.path for i in out if i.action != "up to date"]
+    written += [i.path.with_name(f"{i.hook}.local") for i in out if ".local" in i.action]
+    project = config.project_dir.resolve()
+    trust.approve(
+        config, [p.resolve().relative_to(project).as_posix() for p in written if project in p.resolve().parents]
+    )
     return out
 
 

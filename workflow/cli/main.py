@@ -32,6 +32,7 @@ COMMANDS = {
     "move": "workflow.cli.project:move",
     "status": "workflow.cli.board:status",
     "doctor": "workflow.cli.project:doctor",
+    "trust": "workflow.cli.project:trust",
     "demo": "workflow.cli.demo:demo",
     "hooks": "workflow.cli.hooks:hooks",
     "panel": "workflow.cli.panels:panel",

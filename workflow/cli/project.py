@@ -1,4 +1,4 @@
-"""CLI project: ``init``, ``move`` and ``doctor`` — making a project, moving its artifacts, keeping it sound."""
+"""CLI project: ``init``, ``move``, ``doctor`` and ``trust`` — making a project, moving its artifacts, keeping it sound."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import click
 
 from workflow.artifacts.move import MoveRequest
 from workflow.artifacts.move import move as move_artifact
+from workflow.artifacts.trust import approve
+from workflow.artifacts.trust import changes as control_changes
 from workflow.cli import styled
 from workflow.cli.base import Command, app, json_option, via_option
 from workflow.cli.runs import inside_run
@@ -203,3 +205,28 @@ def doctor(ctx: click.Context, fix: bool, as_json: bool) -> None:
         click.echo(count(len(problems), "problem"), err=True)
         sys.exit(1)
     click.echo("no problems found")
+
+
+@click.command(cls=Command)
+@click.pass_context
+def trust(ctx: click.Context) -> None:
+    """Approve the project's control files as they are now: workflow.toml, roles/,
+    email-templates/, git's config, hooks/ and info/. `workflow doctor` names every one that
+    changes afterwards (a pull, a teammate, a tool) until you have read it and run this again.
+
+    Prints what it approves that differs from the last approval.
+
+    \b
+    Example:
+        git diff HEAD@{1} -- workflow.toml roles/   # read what changed
+        workflow trust
+    """
+    a = app(ctx)
+    before = control_changes(a.config)
+    record = approve(a.config)
+    if before is None:
+        click.echo(f"approved {len(record)} control file(s) as they are (the first approval here)")
+        return
+    for c in before:
+        click.echo(f"  {c}")
+    click.echo(f"approved {len(before)} change(s); {len(record)} control file(s) in all")

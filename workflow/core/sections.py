@@ -102,7 +102,7 @@ class RunsConfig(NamedTuple):
 
     sandbox: str = "bwrap"  # bwrap | none (boundaries are then advisory)
     readable: tuple[str, ...] = ("~/.gitconfig", "~/.config/git")  # extra paths it may read …
-    writable: tuple[str, ...] = ("~/.claude", "~/.claude.json")  # … and write (the agent CLI's own state)
+    writable: tuple[str, ...] = ()  # … and write (each role's CLI state is its own: StateDir.cli)
     max_artifact_bytes: int = 8 * 1024 * 1024  # the most a run's write_artifact may write
     env: tuple[str, ...] = MODEL_ENV  # the owner's variables an agent gets (beyond PATH, locale…)
 

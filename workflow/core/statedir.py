@@ -93,6 +93,12 @@ class StateDir:
         post-commit hook) holds it, so concurrent runs queue instead of meeting on ``index.lock``."""
         return self.root / "git.lock"
 
+    def cli(self, name: str) -> Path:
+        """One role's (or panel member's) own agent-CLI state — Claude Code's config dir, Codex's
+        home: its settings, sessions and transcripts, never the owner's and never another role's."""
+        safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in name).lstrip(".") or "_"
+        return self.root / "cli" / safe
+
     @property
     def notified(self) -> Path:
         """The post-commit hook's ledger of moves notified (out of ``.git``, where a run's agent

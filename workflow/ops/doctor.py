@@ -16,7 +16,7 @@ from workflow.agents import locks
 from workflow.agents.contain import choose
 from workflow.agents.sandbox import status
 from workflow.app import App
-from workflow.artifacts import hooks
+from workflow.artifacts import hooks, trust
 from workflow.artifacts.board import mail_by_key, refs_without_artifact
 from workflow.artifacts.gitrepo import Repo, artifacts_in
 from workflow.core import modes
@@ -42,6 +42,7 @@ CHECKS = (
     "auth",
     "role-text",
     "modes",
+    "trust",
 )
 
 
@@ -162,6 +163,17 @@ def _the_rest(app: App, repo: Repo | None) -> list[Problem]:
         )
     for name in sorted(app.roster.roles):
         out.extend(Problem("role-text", line) for line in disagreements(app.roster.roles[name]))
+    changed = trust.changes(config)
+    if changed is None:
+        out.append(Problem("trust", "the control files were never approved here: read them, then run `workflow trust`"))
+    elif changed:
+        out.append(
+            Problem(
+                "trust",
+                f"changed since you last approved them: {', '.join(map(str, changed))} — "
+                "read them (git diff, git log), then run `workflow trust`",
+            )
+        )
     found = modes.loose(config.mail_root)
     if found:
         some = ", ".join(str(p) for p in found[:3]) + (" …" if len(found) > 3 else "")

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from workflow.artifacts import hooks as git_hooks
+from workflow.artifacts import trust
 from workflow.artifacts.gitrepo import Repo, run_git
 from workflow.core import ownership
 from workflow.core.config import CONFIG_NAME, DEFAULT_STATES, DEFAULT_TRANSITIONS, DOMAIN_RE, NAME_RE, load_config
@@ -175,4 +176,7 @@ def init(
     if not owner_file().exists():  # your credential as the mail root's owner: every command logs in with it
         owner_secret()
         steps.append(Step("created", f"{owner_file()} (your owner credential, mode 0600)"))
+    if trust.approved(config) is None:  # what init wrote, and what was there, as you approve it now
+        count = len(trust.approve(config))
+        steps.append(Step("approved", f"{count} control file(s) as they are (`workflow trust` after you change one)"))
     return steps

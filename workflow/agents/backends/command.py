@@ -26,6 +26,7 @@ import shutil
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from workflow.agents.backends.base import RunInput, RunResult
 from workflow.agents.contain import Contained, choose
@@ -52,6 +53,17 @@ def agent_env(owner: Mapping[str, str], listed: Sequence[str]) -> dict[str, str]
     tokens, the Gmail password, cloud keys and the owner's ``WORKFLOW_*`` never reach an agent."""
     keep = set(BASE_ENV) | set(GIT_IDENTITY) | set(listed)
     return {k: v for k, v in owner.items() if (k in keep or k.startswith("LC_")) and k not in INHERITED_NOT}
+
+
+def cli_state(config: Config, role: str) -> Path:
+    """The role's own agent-CLI state directory, made the owner's only (``StateDir.cli``): what
+    its CLI writes there (settings, sessions, transcripts) outlives the run, so a session can be
+    resumed, and no other role — no other panel member — sees it."""
+    path = config.state.cli(role)
+    for sub in ("claude", "codex"):
+        (path / sub).mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(path, 0o700)
+    return path
 
 
 SESSION_LINE = re.compile(r"^WORKFLOW_SESSION=([A-Za-z0-9._:-]{1,200})\s*$", re.M)
@@ -103,6 +115,8 @@ class CommandBackend:
             env["WORKFLOW_NEW_MAIL"] = str(job.new_mail_file)
         if job.model or self.model:
             env["WORKFLOW_MODEL"] = job.model or self.model
+        cli = cli_state(self.config, job.role.name)
+        env.update(CLAUDE_CONFIG_DIR=str(cli / "claude"), CODEX_HOME=str(cli / "codex"))
         argv = self.argv
         if job.session and self.resume and SESSION_ID.match(job.session):
             argv = argv + [a.replace("{session}", job.session) for a in self.resume]
@@ -117,7 +131,7 @@ class CommandBackend:
                 return RunResult(False, "", f"cannot start {argv[0]}: not found on PATH")
             argv = [os.path.realpath(found), *argv[1:]]
         mode = choose("bwrap" if sandboxed else self.contain)
-        view_args = view(self.config, argv, agent_dir, job.tools.read_only) if sandboxed else []
+        view_args = view(self.config, argv, agent_dir, job.tools.read_only, cli) if sandboxed else []
         try:
             agent = Contained(
                 argv,
