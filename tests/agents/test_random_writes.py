@@ -121,7 +121,7 @@ def check_one(base: Path, writes: list[tuple[str, str]], code: int) -> None:
     (p.dir / "agent.py").write_text(AGENT)
     with open(p.dir / "workflow.toml", "a") as f:
         f.write(
-            f'\n[backends.command]\nargv = ["{sys.executable}", "agent.py", "{p.dir / "plan.json"}"]\ntimeout = 10\n'
+            f'\n[backends.command]\nargv = ["{sys.executable}", "agent.py", "{p.dir / "plan.json"}"]\ntimeout = 4\n'
         )
     sh(p, "git", "add", "-A")
     sh(p, "git", "commit", "-qm", "agent")

@@ -164,6 +164,28 @@ def test_a_changed_project_is_never_answered_from_an_old_snapshot(project: Proje
     assert r.returncode == 0 and "0 messages" in r.stdout, r.stdout
 
 
+def test_a_config_restored_byte_for_byte_with_its_mtime_reset_is_not_answered_from_the_snapshot(
+    project: Project,
+) -> None:
+    """Issue 34, item 7: a redirected port is loaded and snapshotted, then the file is put back
+    byte for byte with its old mtime: the snapshot taken of the redirect must not be used."""
+    toml = project.dir / "workflow.toml"
+    original = toml.read_bytes()
+    port = project.app.config.smtp.port
+    evil = port + 1 if port < 65535 else port - 1  # as many digits: the same size
+    toml.write_bytes(original.replace(f"port = {port}".encode(), f"port = {evil}".encode()))
+    assert _warm(project, "inbox", "spec-writer").returncode == 0  # a full command snapshots the redirect
+    path = snapshot.config_path(str(toml), _env())
+    assert path is not None
+    facts = snapshot.load(path, _env())
+    assert facts is not None and evil in facts["smtp"], facts  # type: ignore[operator]
+    st = toml.stat()
+    toml.write_bytes(original)
+    os.utime(toml, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert toml.stat().st_size == st.st_size and toml.stat().st_mtime_ns == st.st_mtime_ns
+    assert snapshot.load(path, _env()) is None  # stale: the next command loads the project again
+
+
 def test_a_damaged_snapshot_or_index_means_the_full_command(project: Project) -> None:
     project.send("user", "review-request", "specs/proposed/user-auth.md", "spec-reviewer")
     want = _warm(project, "inbox", "spec-reviewer").stdout

@@ -3,7 +3,7 @@
 Loading a project (TOML, sections, roles, the roster) costs a short command more than its whole
 start-up budget (docs/performance.md). After a full command has loaded a project and checked
 that the mail root is its own, it saves a snapshot — the few facts the reading commands need,
-and the identity (device, inode, size, mtime) of every file and folder those facts came from.
+and the identity (device, inode, size, mtime, ctime, a CRC of the content) of every file and folder those facts came from.
 A short command finds its project's config as the full one would (``find_config``), loads the
 snapshot and uses it only if every one of those files is unchanged and the environment that
 chose the mail root is the same; otherwise it runs as the full command, which saves a new one.
@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import marshal
 import os
+import stat
 import zlib
 
-FORMAT = 2
+FORMAT = 3
 CONFIG_NAME = "workflow.toml"
 # What else chooses the mail root (config.load_config) and the owner's credential file
 ENV = ("WORKFLOW_MAIL_ROOT", "HOME", "WORKFLOW_CREDENTIALS", "XDG_CONFIG_HOME")
@@ -29,7 +30,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
-Stamp = tuple[str, int, int, int, int]  # path, device, inode, size, mtime (all -1: absent)
+Stamp = tuple[str, int, int, int, int, int, int]  # path, device, inode, size, mtime, ctime, CRC (-1: absent)
+MAX_HASHED = 1 << 20  # a file larger than this is stamped without its content's CRC
 
 
 def find_config(start: str) -> str | None:
@@ -55,11 +57,21 @@ def config_path(given: str | None, env: Mapping[str, str]) -> str | None:
 
 
 def stamp(path: str) -> Stamp:
+    """A file's or folder's identity: device, inode, size, mtime, ctime — nobody can set a
+    ctime back, so a file rewritten byte for byte with its mtime reset still differs — and, for
+    a small regular file, a CRC of its content."""
     try:
         st = os.stat(path)
     except OSError:
-        return (path, -1, -1, -1, -1)
-    return (path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        return (path, -1, -1, -1, -1, -1, -1)
+    crc = -1
+    if stat.S_ISREG(st.st_mode) and st.st_size <= MAX_HASHED:
+        try:
+            with open(path, "rb") as f:
+                crc = zlib.crc32(f.read(MAX_HASHED + 1))
+        except OSError:
+            crc = -2
+    return (path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, crc)
 
 
 def stamps(paths: Iterable[str]) -> list[Stamp]:
@@ -92,7 +104,7 @@ def load(config: str, env: Mapping[str, str]) -> dict[str, object] | None:
     if not isinstance(found, dict) or found.get("key") != _key(config, env):
         return None
     recorded = found.get("stamps")
-    if not isinstance(recorded, list) or not all(isinstance(s, tuple) and len(s) == 5 for s in recorded):
+    if not isinstance(recorded, list) or not all(isinstance(s, tuple) and len(s) == 7 for s in recorded):
         return None
     if any(stamp(str(s[0])) != s for s in recorded):
         return None
@@ -112,7 +124,7 @@ def save(
     cannot be written only means the next short command loads fully. Returns whether it saved."""
     target = location(config, env)
     taken = stamps(sources)
-    if any(s[4] >= loaded_at_ns - RACY_NS for s in taken):
+    if any(max(s[4], s[5]) >= loaded_at_ns - RACY_NS for s in taken):
         return False
     data = marshal.dumps({"key": _key(config, env), "stamps": taken, "facts": dict(facts)})
     tmp = f"{target}.{os.getpid()}.tmp"
