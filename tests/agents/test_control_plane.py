@@ -316,6 +316,9 @@ elif mode == "replace":
     out("update-index", "--cacheinfo", f"100644,{blob},workflow.toml")
     git("commit", "-qm", "harmless", "--no-verify")
     git("replace", out("rev-parse", "HEAD"), head)  # the forged commit shows as the one before it
+elif mode == "attributes-fifo":  # git opens these on every command: a FIFO blocks it for good
+    os.mkfifo(".gitattributes")
+    os.mkfifo("specs/.gitignore")
 elif mode == "alternates":
     Path("specs/store").mkdir()
     Path(".git/objects/info/alternates").write_text(os.path.abspath("specs/store") + "\\n")
@@ -372,6 +375,7 @@ def owner_works(p: Project) -> None:
         "broken-ref",
         "replace",
         "alternates",
+        "attributes-fifo",
     ],
 )
 def test_what_a_run_plants_in_git_fails_the_run_and_is_taken_away_before_any_git_runs(

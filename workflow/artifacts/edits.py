@@ -341,6 +341,30 @@ def _added(git: Path, before: Collection[str], now: list[str]) -> list[Path]:
     return [git / n for n in new if not n.endswith(".lock") or n in locks]
 
 
+GIT_READS = frozenset({".gitattributes", ".gitignore", ".gitmodules", ".mailmap"})  # files every git command opens
+MAX_WALKED = 200_000
+
+
+def _odd_git_files(config: Config) -> list[Path]:
+    """Files of the working tree that git opens on every command (``.gitattributes``,
+    ``.gitignore``…) which are not plain files or symlinks: a FIFO there blocks every git of the
+    owner's for good."""
+    project = config.project_dir
+    skip = {os.path.realpath(project / ".git"), os.path.realpath(config.mail_root)}
+    out: list[Path] = []
+    seen = 0
+    for root, dirs, files in os.walk(project):
+        dirs[:] = [d for d in dirs if os.path.realpath(os.path.join(root, d)) not in skip]
+        seen += len(files) + len(dirs)
+        for name in GIT_READS.intersection(files):
+            path = Path(root) / name
+            if odd_entry(path, False) and not path.is_symlink():
+                out.append(path)
+        if seen > MAX_WALKED:
+            break
+    return out
+
+
 def _mtime(path: Path, default: float) -> float:
     try:
         return os.lstat(path).st_mtime
@@ -360,6 +384,7 @@ def planted(config: Config, before: Collection[str] | None = None) -> list[Path]
     if not git.is_dir() or git.is_symlink():
         return []
     out = [git / n for n in REDIRECTS if os.path.lexists(git / n)]
+    out += _odd_git_files(config)
     if before is not None:
         out += _added(git, set(before), git_entries(config))
     if (git / "HEAD").is_file() and not HEAD_RE.match((git / "HEAD").read_text(errors="replace")[:300]):
