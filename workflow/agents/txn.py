@@ -36,7 +36,7 @@ from typing import NamedTuple
 from workflow.agents.contain import leftovers
 from workflow.app import App
 from workflow.artifacts import edits
-from workflow.artifacts.edits import Start
+from workflow.artifacts.gitstate import Start, head_problem
 from workflow.artifacts.move import revert
 from workflow.core.config import Config
 from workflow.core.errors import DeliveryError, GitError, RuleError, ToolError, TransportError, WorkflowError
@@ -208,7 +208,7 @@ class Run(RunBox):
                 f"the run planted {', '.join(str(p.relative_to(app.config.project_dir)) for p in found)} in .git: "
                 "the owner's git would obey it or write through it"
             )
-        broken = edits.head_problem(app.config, self.began_at())
+        broken = head_problem(app.config, self.began_at())
         if broken:
             raise GitError(f"the run broke the branch: {broken}")
         links = edits.gitlinks_since(app.config, self.began_at())

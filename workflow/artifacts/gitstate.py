@@ -1,0 +1,163 @@
+"""Git state: what a run may leave in ``.git`` and the working tree that the owner's git would
+obey or stop on — new entries among git's own (locks, an operation in progress, replace refs,
+alternates), FIFOs where git reads on every command — and the branch set back when a run left
+it naming no commit. ``edits.planted`` and ``edits.neutralize`` use these.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import time
+from collections.abc import Collection
+from pathlib import Path
+from typing import NamedTuple
+
+from workflow.artifacts.gitrepo import PINNED, odd_entry, run_git
+from workflow.core.config import Config
+from workflow.core.files import write_atomic
+
+# what git itself keeps in .git and may add during a run's honest work (a commit, a fetch, a gc):
+# anything else new there is a lock or an operation's state (a merge, a rebase, a cherry-pick,
+# a bisect, shallow grafts, a linked worktree) that the owner's next git would obey or stop on
+ROUTINE = frozenset(
+    {
+        "HEAD", "config", "description", "hooks", "info", "objects", "refs", "index", "logs", "packed-refs",
+        "COMMIT_EDITMSG", "TAG_EDITMSG", "ORIG_HEAD", "FETCH_HEAD", "AUTO_MERGE", "branches", "gc.log", "gc.pid",
+    }
+)  # fmt: skip
+PRIVATE_INDEX = re.compile(r"^workflow-(unlink|discard)-\d+\.index$")  # ours, under the project's git lock
+LOCK_WAIT = 3.0  # seconds a new lock file may take to go away before it counts as planted
+
+
+def git_entries(config: Config) -> list[str]:
+    """What ``.git`` holds now that a run must not add: its own entries, its lock files under
+    ``refs/``, its replace refs and the files of ``objects/info`` (``alternates`` would feed the
+    owner's git objects from elsewhere). Saved when a run begins; ``planted`` compares."""
+    git = config.project_dir / ".git"
+    if not git.is_dir() or git.is_symlink():
+        return []
+    out = os.listdir(git)
+    for root, _, files in os.walk(git / "refs"):
+        rel = Path(root).relative_to(git).as_posix()
+        out += [f"{rel}/{n}" for n in files if n.endswith(".lock") or rel.startswith("refs/replace")]
+    info = git / "objects" / "info"
+    if info.is_dir() and not info.is_symlink():
+        out += [f"objects/info/{n}" for n in os.listdir(info) if n not in ("packs", "commit-graph", "commit-graphs")]
+    return sorted(out)
+
+
+def added(git: Path, before: Collection[str], now: list[str]) -> list[Path]:
+    """The entries of ``now`` that were not there ``before`` and are not git's routine ones; a
+    new lock file counts once it is ``LOCK_WAIT`` seconds old (a person's git holds one briefly;
+    one dated in the future is waited for ``LOCK_WAIT`` at most)."""
+    new = [n for n in now if n not in before and n not in ROUTINE and not PRIVATE_INDEX.match(n)]
+    locks = [n for n in new if n.endswith(".lock")]
+    clock = time.time()
+    ages = [clock - _mtime(git / n, clock) for n in locks]
+    end = time.monotonic() + min(LOCK_WAIT, max((LOCK_WAIT - a for a in ages), default=0.0))
+    while locks and time.monotonic() < end:  # a fresh lock may be a person's git at work: give it time
+        time.sleep(0.05)
+        locks = [n for n in locks if os.path.lexists(git / n)]
+    return [git / n for n in new if not n.endswith(".lock") or n in locks]
+
+
+GIT_READS = frozenset({".gitattributes", ".gitignore", ".gitmodules", ".mailmap"})  # files every git command opens
+MAX_WALKED = 200_000
+
+
+def odd_git_files(config: Config) -> list[Path]:
+    """Files of the working tree that git opens on every command (``.gitattributes``,
+    ``.gitignore``…) which are not plain files or symlinks: a FIFO there blocks every git of the
+    owner's for good."""
+    project = config.project_dir
+    skip = {os.path.realpath(project / ".git"), os.path.realpath(config.mail_root)}
+    out: list[Path] = []
+    seen = 0
+    for root, dirs, files in os.walk(project):
+        dirs[:] = [d for d in dirs if os.path.realpath(os.path.join(root, d)) not in skip]
+        seen += len(files) + len(dirs)
+        for name in GIT_READS.intersection(files):
+            path = Path(root) / name
+            if odd_entry(path, False) and not path.is_symlink():
+                out.append(path)
+        if seen > MAX_WALKED:
+            break
+    return out
+
+
+def _mtime(path: Path, default: float) -> float:
+    try:
+        return os.lstat(path).st_mtime
+    except OSError:
+        return default
+
+
+class Start(NamedTuple):
+    """What a run's rollback puts ``.git`` back to: HEAD's commit and ``.git/HEAD``'s text when
+    the run began, ``.git``'s entries then (``git_entries``) and ``packed-refs``' bytes."""
+
+    head: str = ""
+    head_file: str = ""
+    entries: tuple[str, ...] | None = None
+    packed: bytes | None = None
+
+
+def _head_tree(config: Config) -> tuple[bool, str]:
+    """Whether HEAD names a commit whose tree git can read, and git's complaint when not."""
+    p = subprocess.run(
+        ["git", *PINNED, "rev-parse", "--verify", "HEAD^{tree}"],
+        cwd=config.project_dir,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    tree = p.stdout.strip()
+    if p.returncode != 0 or not tree:
+        return False, p.stderr.strip()
+    q = subprocess.run(
+        ["git", *PINNED, "cat-file", "-e", tree], cwd=config.project_dir, capture_output=True, text=True, check=False
+    )
+    return q.returncode == 0, q.stderr.strip()
+
+
+def head_problem(config: Config, since: str) -> str:
+    """Why HEAD names no readable commit now though it named ``since`` ("" when all is well, or
+    the repository had no commit): a run pointed its branch at nothing, or garbled packed-refs."""
+    if not since:
+        return ""
+    ok, why = _head_tree(config)
+    return "" if ok else f"HEAD names no readable commit ({why or 'its tree is missing'})"
+
+
+def repair_head(config: Config, keep: Path, begun: Start) -> list[str]:
+    """Set the branch back to the commit it named when the run began, when the run left it
+    naming none (every later git of the owner's, and every later run of the role, would fail):
+    packed-refs git cannot read is replaced by the copy taken then, a broken loose ref is moved
+    into ``keep``."""
+    if not head_problem(config, begun.head):
+        return []
+    git = config.project_dir / ".git"
+    keep.mkdir(parents=True, exist_ok=True)
+    lines = []
+    ok, why = _head_tree(config)
+    if "packed-refs" in why and begun.packed is not None:
+        os.replace(git / "packed-refs", keep / "packed-refs")
+        write_atomic(git / "packed-refs", begun.packed)
+        lines.append(f"put .git/packed-refs back as it was when the run began (git could not read it: {why})")
+        ok, why = _head_tree(config)
+    if ok:
+        return lines
+    text = (git / "HEAD").read_text(encoding="utf-8", errors="replace").strip()
+    if text.startswith("ref: refs/"):
+        ref = text[5:]
+        loose = git / ref
+        if os.path.lexists(loose) and ".." not in ref.split("/"):
+            os.replace(loose, keep / f"ref-{Path(ref).name}")
+        run_git(["update-ref", "-m", "workflow: a run broke the branch", ref, begun.head], config.project_dir)
+    else:
+        write_atomic(git / "HEAD", (begun.head + "\n").encode())
+        ref = "HEAD"
+    lines.append(f"set {ref} back to {begun.head[:10]}, where it was when the run began ({why or 'no tree'})")
+    return lines
