@@ -57,17 +57,16 @@ class App:
 
     def save_snapshot(self, loaded_at_ns: int) -> bool:
         """Save what the short commands need of this project (``core.snapshot``): where its mail
-        and index are, its states and events, what each identity may see, and where its server
-        listens — valid while the config, the roles, the mail root's owner file and the server's
-        address record are unchanged."""
+        and index are, its states and events, what each identity may see, and its server's socket —
+        valid while the config, the roles and the mail root's owner file are unchanged."""
         from workflow.core import snapshot  # lazy: only the short commands save a snapshot
         from workflow.core.resources import builtin_dir
-        from workflow.delivery import address, credentials
+        from workflow.delivery import credentials
 
         c = self.config
         if c.path is None:
             return False
-        sources = [str(c.path), str(c.state.project), str(c.state.smtpd)]
+        sources = [str(c.path), str(c.state.project)]
         for d in (builtin_dir("roles"), c.roles_dir):
             sources.append(str(d))
             if d.is_dir():
@@ -87,7 +86,7 @@ class App:
             "artifact_roots": c.artifact_roots,
             "views": views,
             "default_sender": c.default_sender,
-            "smtp": (*address.server(c), c.smtp.timeout),
+            "smtp": (str(c.state.socket), c.smtp.timeout),
             "login": credentials.owner_login(c.mail_root),
             "owner_file": str(credentials.owner_file(os.environ)),
         }

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import smtplib
 import subprocess
 import sys
 import textwrap
@@ -18,7 +17,9 @@ from helpers.git import GIT_ENV, git_project, mail
 from helpers.project import Project
 from helpers.sandboxing import needs_bwrap
 from workflow.delivery.credentials import owner_file
+from workflow.delivery.handshake import LoginError
 from workflow.delivery.smtpd import BackgroundServer
+from workflow.delivery.transport import LocalSMTP, login
 from workflow.mail.message import parse
 
 BIN = Path(sys.executable).parent
@@ -41,25 +42,41 @@ r = subprocess.run([BIN + "/workflow-notify", "--from", "spec-reviewer", "approv
 tried("notify --from spec-reviewer", r.returncode == 0, r.stderr)
 
 # 2. SMTP as spec-reviewer: without a credential, and with the run's own
-host, port = os.environ["WORKFLOW_SMTP"].rsplit(":", 1)
+from workflow.delivery.handshake import LoginError
+from workflow.delivery.transport import LocalSMTP, login
+SOCK = os.environ["WORKFLOW_SMTP"]
 raw = ("From: spec-reviewer@workflow.local\\r\\nTo: spec-writer@workflow.local\\r\\nSubject: [approval] user-auth\\r\\n"
        "Message-ID: <forged.1@workflow.local>\\r\\nX-Event-Type: approval\\r\\nX-Artifacts: specs/*/user-auth.md\\r\\n"
        "X-Workflow-State: todo\\r\\n\\r\\napproved\\r\\n")
-for name, login in (("smtp without credential", None), ("smtp with the run's credential", True)):
+for name, credential in (("smtp without credential", None), ("smtp with the run's credential", True)):
     try:
-        s = smtplib.SMTP(host, int(port), timeout=10)
-        if login:
-            s.login("~run/spec-writer", os.environ["WORKFLOW_TOKEN"])
+        s = LocalSMTP(SOCK, 10)
+        if credential:
+            login(s, "~run/spec-writer", os.environ["WORKFLOW_TOKEN"])
         s.sendmail("spec-reviewer@workflow.local", ["spec-writer@workflow.local"], raw)
         tried(name, True)
-    except smtplib.SMTPException as e:
+    except (smtplib.SMTPException, LoginError) as e:
         tried(name, False, e)
 try:  # the owner's login, with a guessed secret
-    s = smtplib.SMTP(host, int(port), timeout=10)
-    s.login("~owner", "0" * 64)
+    s = LocalSMTP(SOCK, 10)
+    login(s, "~owner", "0" * 64)
     tried("smtp as the owner", True)
-except smtplib.SMTPException as e:
+except (smtplib.SMTPException, LoginError) as e:
     tried("smtp as the owner", False, e)
+
+# 2b. be the server the owner's commands talk to, and relay their login (no server runs)
+import socket
+owners = os.path.join(os.path.dirname(SOCK), "smtpd")
+for name, act in (
+    ("remove the run's socket", lambda: os.unlink(SOCK)),
+    ("listen where the owner's commands connect", lambda: socket.socket(socket.AF_UNIX).bind(owners)),
+    ("link a socket of its own there", lambda: os.symlink("/tmp/mine", owners)),
+):
+    try:
+        act()
+        tried(name, True)
+    except OSError as e:
+        tried(name, False, e)
 
 # 3. read the mail root, the state directory, the owner's credential
 for name, path in (("read a mailbox", MAIL + "/spec-writer/new"), ("read the index", MAIL + "/.workflow/index.sqlite"),
@@ -166,11 +183,12 @@ def test_a_hostile_agent_in_a_spec_writer_run_gets_nowhere_and_its_honest_work_l
     assert not any(b"forged" in raw for raw in every)
     # the run's credential died with the run
     token = (p.dir / "attempts" / "token").read_text()
-    with BackgroundServer(p.app.config, p.app.deliverer) as port:
-        s = smtplib.SMTP("127.0.0.1", port, timeout=10)
-        with pytest.raises(smtplib.SMTPAuthenticationError) as e:
-            s.login("~run/spec-writer", token)
-        assert e.value.smtp_code == 535
+    assert "Read-only file system" in results["listen where the owner's commands connect"]["detail"]
+    with BackgroundServer(p.app.config, p.app.deliverer):
+        s = LocalSMTP(str(p.app.config.state.socket), 10)
+        with pytest.raises(LoginError) as e:
+            login(s, "~run/spec-writer", token)
+        assert e.value.code == 535
         s.close()
 
 

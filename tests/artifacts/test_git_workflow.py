@@ -227,13 +227,15 @@ def test_custom_transition_graph(tmp_path: Path) -> None:
 
 
 def test_hook_queues_mail_it_cannot_send_and_keeps_the_commit(gp: Project) -> None:
-    from aiosmtpd.controller import Controller
+    from aiosmtpd.controller import UnixSocketController
 
     class Busy:
         async def handle_DATA(self, server: object, session: object, envelope: object) -> str:
             return "451 4.3.0 try again later"
 
-    busy = Controller(Busy(), hostname="127.0.0.1", port=gp.app.config.smtp.port)
+    sock = gp.app.config.state.socket  # where the owner's commands (the hook) find the server
+    sock.parent.mkdir(parents=True, exist_ok=True)
+    busy = UnixSocketController(Busy(), unix_socket=str(sock))
     busy.start()
     try:
         sh(gp, "git", "mv", "specs/proposed/user-auth.md", "specs/todo/user-auth.md")

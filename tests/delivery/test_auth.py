@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.project import Project, make_project, users_project, with_smtp
+from helpers.project import TESTER, TESTER_PASSWORD, Project, make_project, users_project, with_smtp
 from helpers.smtp import client, message
 from workflow.core.config import load_config
 from workflow.core.errors import WorkflowError
@@ -92,7 +92,7 @@ def test_the_human_at_the_shell_sends_through_the_server_with_no_extra_step(proj
             "review-request", "specs/proposed/user-auth.md", "spec-reviewer", "CONTEXT=hi", tool="workflow-notify"
         )
         assert r.returncode == 0, r.stderr
-        assert "(smtp: 127.0.0.1:" in r.stderr
+        assert f"(smtp: {project.app.config.state.socket})" in r.stderr, r.stderr
         r = project.run(
             "notify", "--via", "smtp", "question", "specs/proposed/user-auth.md", "spec-writer", "QUESTION=why?"
         )
@@ -119,7 +119,7 @@ def test_auth_off_is_trust_the_host(project_factory: object) -> None:
 
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl not installed (it makes the test certificate)")
 def test_a_remote_listener_offers_auth_only_after_starttls(tmp_path: Path) -> None:
-    from workflow.delivery.smtpd import check_bind
+    from workflow.delivery.listeners import check_bind
 
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
     subprocess.run(
@@ -143,44 +143,30 @@ def test_a_remote_listener_offers_auth_only_after_starttls(tmp_path: Path) -> No
             s.ehlo()
             assert s.has_extn("auth")
             c = client_credential(mail_root=p.app.config.mail_root)
-            s.login(c.login, c.secret)
+            with pytest.raises(smtplib.SMTPAuthenticationError):  # the owner logs in on the socket only
+                s.login(c.login, c.secret)
+            s.login(TESTER, TESTER_PASSWORD)
             s.sendmail("spec-writer@workflow.local", ["spec-reviewer@workflow.local"], message())
     assert len(p.new_files("spec-reviewer")) == 1
 
 
 def test_a_second_projects_mail_never_lands_in_the_first_projects_maildirs(tmp_path: Path) -> None:
-    """Two projects of one owner, one server running (A's) on the port B names: B's notify logs in
-    as the owner of B's mail root, and A's server refuses it — nothing lands in A's Maildirs."""
+    """Two projects of one owner, one server running (A's) on the port B names too: B's notify
+    goes to B's mail root's socket, never to A's port — nothing of B's lands in A's Maildirs."""
     a = make_project(tmp_path / "a")
     b = make_project(tmp_path / "b")
     with BackgroundServer(a.app.config, a.app.deliverer) as port:
         for p in (a, b):  # both name the port A's server listens on
             toml = (p.dir / "workflow.toml").read_text()
             (p.dir / "workflow.toml").write_text(re.sub(r"(?m)^port = \d+", f"port = {port}", toml))
-        r = b.run(
-            "--via",
-            "smtp",
-            "--from",
-            "spec-writer",
-            "review-request",
-            "specs/proposed/user-auth.md",
-            "spec-reviewer",
-            tool="workflow-notify",
-        )
-        assert r.returncode != 0
-        assert "535" in r.stderr and "another project's server on the same port" in r.stderr, r.stderr
-        r = a.run(
-            "--via",
-            "smtp",
-            "--from",
-            "spec-writer",
-            "review-request",
-            "specs/proposed/user-auth.md",
-            "spec-reviewer",
-            tool="workflow-notify",
-        )
+        notify = ("--from", "spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer")
+        r = b.run("--via", "smtp", *notify, tool="workflow-notify")
+        assert r.returncode != 0 and "no server runs for this mail root" in r.stderr, r.stderr
+        r = b.run(*notify, tool="workflow-notify")
+        assert r.returncode == 0 and "delivered directly" in r.stderr, r.stderr
+        r = a.run("--via", "smtp", *notify, tool="workflow-notify")
         assert r.returncode == 0, r.stderr  # A's own owner gets in
-    assert len(a.new_files("spec-reviewer")) == 1 and b.new_files("spec-reviewer") == []
+    assert len(a.new_files("spec-reviewer")) == 1 and len(b.new_files("spec-reviewer")) == 1
 
 
 def test_workflow_init_gives_each_project_a_port_of_its_own(tmp_path: Path) -> None:

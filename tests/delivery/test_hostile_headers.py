@@ -10,7 +10,8 @@ import pytest
 from helpers.project import Project
 from helpers.smtp import client, message
 from workflow.core.errors import MessageError, VisibilityError
-from workflow.delivery.smtpd import BackgroundServer, is_loopback
+from workflow.delivery.listeners import is_loopback
+from workflow.delivery.smtpd import BackgroundServer
 
 INTERNAL = "spec-reviewer-panel-internal"
 

@@ -1,11 +1,13 @@
-"""Logins from the attacker's side: a program squatting on the project's port never gets the
-owner's secret or mail; guessing is cut off, slowed and logged, and costs the loop nothing;
-unknown logins cost what known ones do; connections that never log in cannot keep the owner out;
-a busy server's 421 is never taken for "nothing listens"."""
+"""Logins from the attacker's side: a program squatting on the project's port, or asking to join
+it, never hears from the owner's commands; the owner's login is never taken on TCP; guessing is
+cut off, slowed and logged, and costs the loop nothing; unknown logins cost what known ones do;
+connections that never log in, or a run's login, cannot keep people or the owner out; a busy
+server's 421 is never taken for "nothing listens"."""
 
 from __future__ import annotations
 
 import base64
+import errno
 import hashlib
 import hmac
 import logging
@@ -19,18 +21,20 @@ from pathlib import Path
 import pytest
 
 from helpers.project import Project, users_project, with_smtp
-from helpers.smtp import client, message
-from workflow.core.errors import TransportError
-from workflow.delivery import handshake
+from helpers.smtp import client, message, server_process
+from helpers.smtp import owner as owner_client
+from workflow.delivery import handshake, transport
 from workflow.delivery.credentials import (
     Authenticator,
     User,
     client_credential,
     hash_password,
-    owner_secret,
     root_id,
 )
+from workflow.delivery.smtp_protocol import PER_RUN
 from workflow.delivery.smtpd import BackgroundServer
+from workflow.delivery.staging import OPEN, RunBox, token_digest
+from workflow.delivery.transport import LocalSMTP
 
 
 def test_the_handshake_hmac_is_rfc_2104() -> None:
@@ -39,13 +43,21 @@ def test_the_handshake_hmac_is_rfc_2104() -> None:
 
 
 class Squatter:
-    """A program on the project's port while no server runs there: it speaks like a workflow-mail
-    server (the greeting names the mail root, AUTH offers X-WORKFLOW and PLAIN) and records all."""
+    """A program on the project's TCP port: it speaks like a workflow-mail server (the greeting
+    names the mail root, AUTH offers X-WORKFLOW and PLAIN), takes anything, and records all."""
 
-    def __init__(self, root: str, mode: str) -> None:
-        self.listener = socket.create_server(("127.0.0.1", 0))
+    def __init__(self, root: str, port: int = 0, reuse_port: bool = False) -> None:
+        self.listener = socket.socket()
+        if reuse_port:
+            self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        try:
+            self.listener.bind(("127.0.0.1", port))
+            self.listener.listen()
+        except OSError:
+            self.listener.close()
+            raise
         self.port = self.listener.getsockname()[1]
-        self.root, self.mode = root, mode
+        self.root = root
         self.heard = b""
         threading.Thread(target=self.serve, daemon=True).start()
 
@@ -58,62 +70,59 @@ class Squatter:
             with conn, conn.makefile("rwb") as f:
                 f.write(f"220 workflow.local ESMTP workflow-mail smtpd, mail root {self.root}\r\n".encode())
                 f.flush()
-                proof_next = in_data = False
                 while line := f.readline():
                     self.heard += line
-                    word = line.split(b" ")[0].upper().strip()
-                    if in_data:
-                        in_data = line != b".\r\n"
-                        reply = b"" if in_data else b"250 2.0.0 stored"
-                    elif proof_next:  # it never had the key: its "proof" is made up
-                        proof_next, reply = False, b"235 2.7.0 Authentication successful " + b"0" * 64
-                    elif word == b"EHLO":
-                        reply = b"250-workflow.local\r\n250-AUTH LOGIN PLAIN X-WORKFLOW\r\n250 HELP"
-                    elif word == b"AUTH" and b"X-WORKFLOW" in line.upper() and self.mode == "plain-only":
-                        reply = b"504 5.5.4 Unrecognized authentication type"
-                    elif word == b"AUTH" and b"X-WORKFLOW" in line.upper():
-                        proof_next, reply = True, b"334 " + base64.b64encode(b"cd" * 16)
-                    elif word == b"AUTH":
-                        reply = b"235 2.7.0 Authentication successful"
-                    elif word == b"DATA":
-                        in_data, reply = True, b"354 go ahead"
-                    elif word == b"QUIT":
-                        f.write(b"221 bye\r\n")
-                        break
-                    else:
-                        reply = b"250 2.0.0 ok"
-                    if reply:
-                        f.write(reply + b"\r\n")
-                        f.flush()
+                    f.write(b"250 ok\r\n")
+                    f.flush()
 
     def close(self) -> None:
         self.listener.close()
 
 
-@pytest.mark.parametrize("mode", ["forged-proof", "plain-only"])
-def test_a_program_squatting_on_the_port_gets_neither_the_owners_secret_nor_the_mail(
-    project: Project, mode: str
-) -> None:
+def test_a_program_on_the_projects_port_never_hears_from_the_owners_commands(project: Project) -> None:
+    """The owner's commands talk to the server's socket in the state directory, never to the
+    TCP port: a program squatting on it (no server running, or beside one) gets nothing to relay."""
     config = project.app.config
-    squatter = Squatter(root_id(config.mail_root), mode)
-    toml = project.dir / "workflow.toml"
-    toml.write_text(toml.read_text().replace(f"port = {config.smtp.port}", f"port = {squatter.port}"))
-    env = {"XDG_CONFIG_HOME": str(project.dir.parent / "cfg")}
-    secret = owner_secret(env)
+    squatter = Squatter(root_id(config.mail_root), port=config.smtp.port)
+    notify = ("question", "specs/proposed/user-auth.md", "spec-reviewer", "QUESTION=Why?")
     try:
-        # the fast path (XNOTIFY) is refused, so the full command tries too: both log in, neither sends
-        r = project.run(
-            "question", "specs/proposed/user-auth.md", "spec-reviewer", "QUESTION=Why?", tool="workflow-notify", env=env
-        )
-        assert r.returncode == TransportError.exit_code, r.stdout + r.stderr
-        assert "could not prove it is this project's workflow smtpd" in r.stderr, r.stderr
+        r = project.run(*notify, tool="workflow-notify")  # no server: delivered directly
+        assert r.returncode == 0 and "delivered directly" in r.stderr, r.stderr
+        with BackgroundServer(config, project.app.deliverer, tcp=False, local=config.state.socket):
+            r = project.run(*notify, tool="workflow-notify")  # the server on its socket: it gets it
+            assert r.returncode == 0 and f"(smtp: {config.state.socket})" in r.stderr, r.stderr
+            r = project.run("notify", "--via", "smtp", *notify)
+            assert r.returncode == 0, r.stderr
     finally:
         squatter.close()
-    heard = squatter.heard
-    plain = base64.b64encode(f"\0{client_credential(env, config.mail_root).login}\0{secret}".encode())
-    assert secret.encode() not in heard and plain not in heard and b"AUTH PLAIN" not in heard.upper()
-    assert b"MAIL FROM" not in heard.upper() and b"XNOTIFY" not in heard.upper() and b"DATA" not in heard.upper()
-    assert project.new_files() == []  # and nothing was delivered some other way behind the owner's back
+    assert squatter.heard == b""
+    assert len(project.new_files("spec-reviewer")) == 3
+
+
+def test_the_owners_login_is_refused_on_tcp_even_with_the_secret(project: Project) -> None:
+    """On TCP the owner's X-WORKFLOW is not offered and its PLAIN is refused: an owner's
+    connection there could be relayed, so none is ever taken."""
+    c = client_credential(mail_root=project.app.config.mail_root)
+    with BackgroundServer(project.app.config, project.app.deliverer) as port, smtplib.SMTP("127.0.0.1", port) as s:
+        s.ehlo()
+        assert "X-WORKFLOW" not in s.esmtp_features["auth"].upper()
+        with pytest.raises(handshake.LoginError):
+            transport.login(s, c.login, c.secret)
+        with pytest.raises(smtplib.SMTPAuthenticationError):
+            s.login(c.login, c.secret)
+        code, _ = s.mail("spec-writer@workflow.local")
+        assert code == 530
+
+
+def test_no_program_can_join_the_servers_port_and_take_a_share_of_its_connections(project: Project) -> None:
+    """`workflow smtpd --workers 2` listens without SO_REUSEPORT: a program of the same uid that
+    asks for it cannot bind the port beside the workers (it would be handed people's logins)."""
+    with server_process(project.dir, "--workers", "2") as (_, port):
+        with pytest.raises(OSError) as e:
+            Squatter(root_id(project.app.config.mail_root), port=port, reuse_port=True)
+        assert e.value.errno == errno.EADDRINUSE
+        with client(port) as s:  # and the workers serve
+            assert s.noop()[0] == 250
 
 
 def test_guessing_is_cut_off_after_three_failures_slowed_and_logged(
@@ -163,7 +172,7 @@ def test_a_password_check_never_stalls_other_clients(tmp_path: Path) -> None:
     t0 = time.perf_counter()
     hash_password("x", rounds=rounds)
     one_check = time.perf_counter() - t0
-    with BackgroundServer(p.app.config, p.app.deliverer) as port, client(port) as owner:
+    with BackgroundServer(p.app.config, p.app.deliverer) as port, owner_client(p.app) as owner:
         started = threading.Event()
 
         def guess() -> None:
@@ -183,34 +192,60 @@ def test_a_password_check_never_stalls_other_clients(tmp_path: Path) -> None:
     assert waited < one_check / 3, (waited, one_check)
 
 
-def test_connections_that_never_log_in_cannot_keep_the_owner_out(project: Project) -> None:
+def test_connections_that_never_log_in_cannot_keep_people_or_the_owner_out(project: Project) -> None:
     p = with_smtp(project, "max_connections = 4\nlogin_timeout = 2.0\n")
     with BackgroundServer(p.app.config, p.app.deliverer) as port:
         squatters = []
-        for _ in range(4):  # every place taken by connections that talk but never log in
+        for _ in range(4):  # every place on TCP taken by connections that talk but never log in
             s = socket.create_connection(("127.0.0.1", port), timeout=10)
             assert s.recv(200).startswith(b"220")
             s.sendall(b"NOOP\r\n")
             assert s.recv(200).startswith(b"250")
             squatters.append(s)
-        with client(port) as owner:  # the owner still gets in: it takes the oldest waiting one's place
+        with owner_client(p.app) as owner:  # the owner's socket has places of its own
             owner.sendmail("spec-writer@workflow.local", ["spec-reviewer@workflow.local"], message())
+        with client(port) as person:  # a person still gets in: it takes the oldest waiting one's place
+            person.sendmail("spec-writer@workflow.local", ["spec-reviewer@workflow.local"], message())
             first = squatters[0].recv(200)
             assert first.startswith(b"421 4.7.0 too many connections waiting to log in"), first
             for s in squatters[1:]:  # the rest are closed when their time to log in is up
                 s.settimeout(10)
                 assert s.recv(200).startswith(b"421 4.7.0 no login in time")
-            assert owner.noop()[0] == 250  # logged in: no deadline
+            assert person.noop()[0] == 250  # logged in: no deadline
         for s in squatters:
             s.close()
-    assert len(p.new_files("spec-reviewer")) == 1
+    assert len(p.new_files("spec-reviewer")) == 2
+
+
+def test_a_runs_login_cannot_fill_the_owners_socket(project: Project) -> None:
+    """An agent holding its run's token opens connection after connection on the socket and logs
+    each in: past PER_RUN it is refused, and the owner still gets in."""
+    p = with_smtp(project, f"max_connections = {PER_RUN + 2}\n")
+    token = "t" * 40
+    run = p.app.config.state.runs / "spec-writer.run"
+    run.mkdir(parents=True)
+    RunBox(run).write_info({"state": OPEN, "role": "spec-writer", "token_sha256": token_digest(token)})
+    path = str(p.app.config.state.socket)
+    with BackgroundServer(p.app.config, p.app.deliverer):
+        held = []
+        for _ in range(PER_RUN):
+            s = LocalSMTP(path, 10)
+            transport.login(s, "~run/spec-writer", token)
+            held.append(s)
+        extra = LocalSMTP(path, 10)
+        with pytest.raises(handshake.LoginError) as e:
+            transport.login(extra, "~run/spec-writer", token)
+        assert e.value.code == 421 and f"holds {PER_RUN} connections already" in str(e.value)
+        with owner_client(p.app) as owner:
+            assert owner.noop()[0] == 250
+        for s in held:
+            s.close()
+        extra.close()
 
 
 def test_a_busy_servers_421_is_never_taken_for_nothing_listens(project: Project) -> None:
     p = with_smtp(project, "max_connections = 1\n")
-    with BackgroundServer(p.app.config, p.app.deliverer) as port, client(port):  # the one place, logged in
-        toml = p.dir / "workflow.toml"
-        toml.write_text(toml.read_text().replace(f"port = {p.app.config.smtp.port}", f"port = {port}"))
+    with BackgroundServer(p.app.config, p.app.deliverer), owner_client(p.app):  # the one place, logged in
         r = p.run("question", "specs/proposed/user-auth.md", "spec-reviewer", "QUESTION=Why?", tool="workflow-notify")
     assert r.returncode != 0 and "421" in r.stderr, r.stderr
     assert "delivered directly" not in r.stdout + r.stderr

@@ -12,9 +12,8 @@ from email.utils import parsedate_to_datetime
 
 import pytest
 
-from helpers.project import Project, with_smtp
+from helpers.project import TESTER, TESTER_PASSWORD, Project, with_smtp
 from helpers.smtp import auth_plain, client, message, serving
-from workflow.delivery.credentials import client_credential
 from workflow.delivery.smtpd import BackgroundServer
 from workflow.mail.message import parse
 
@@ -287,9 +286,8 @@ def test_hostile_input_never_kills_the_server(project: Project, smtp: int) -> No
 
 @pytest.mark.skipif(shutil.which("swaks") is None, reason="swaks not installed (scripts/system-packages installs it)")
 def test_swaks_delivers_and_is_refused_with_the_rule(project: Project, smtp: int) -> None:
-    c = client_credential(mail_root=project.app.config.mail_root)
     base = ["swaks", "--server", f"127.0.0.1:{smtp}", "--from", "spec-writer@workflow.local", "--helo", "test"]
-    base += ["--auth", "PLAIN", "--auth-user", c.login, "--auth-password", c.secret]
+    base += ["--auth", "PLAIN", "--auth-user", TESTER, "--auth-password", TESTER_PASSWORD]
     ok = subprocess.run(
         base
         + [

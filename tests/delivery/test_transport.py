@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -9,6 +10,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -85,25 +87,25 @@ def test_same_result_both_ways(project_factory: Callable[..., Project], args: li
 def test_auto_prefers_the_server_and_falls_back(project: Project) -> None:
     r = project.run("review-request", "specs/proposed/user-auth.md", "spec-reviewer", tool="workflow-notify")
     port = project.app.config.smtp.port
-    assert r.returncode == 0 and f"(no server on 127.0.0.1:{port}; delivered directly: spec-reviewer)" in r.stderr
-    with BackgroundServer(project.app.config, project.app.deliverer, port=project.app.config.smtp.port):
+    assert r.returncode == 0 and "(no server running; delivered directly: spec-reviewer)" in r.stderr, r.stderr
+    with BackgroundServer(project.app.config, project.app.deliverer, port=port):
         r = project.run("review-request", "specs/proposed/user-auth.md", "spec-reviewer", tool="workflow-notify")
-    assert r.returncode == 0 and "(smtp:" in r.stderr
+    assert r.returncode == 0 and f"(smtp: {project.app.config.state.socket})" in r.stderr, r.stderr
     r = project.run(
         "--via", "smtp", "review-request", "specs/proposed/user-auth.md", "spec-reviewer", tool="workflow-notify"
     )
-    assert r.returncode != 0 and "cannot reach SMTP server" in r.stderr
+    assert r.returncode != 0 and "cannot reach the SMTP server's socket" in r.stderr
+    assert "no server runs for this mail root: start `workflow smtpd`" in r.stderr
 
 
-def _late_server(ready: threading.Event, port: list[int]) -> None:
+def _late_server(ready: threading.Event, path: str) -> None:
     """An SMTP peer whose reply to the end of DATA comes late (a busy server)."""
-    with socket.socket() as srv:
-        srv.bind(("127.0.0.1", 0))
+    with socket.socket(socket.AF_UNIX) as srv:
+        srv.bind(path)
         srv.listen(1)
-        port.append(srv.getsockname()[1])
         ready.set()
         conn, _ = srv.accept()
-        with conn, conn.makefile("rb") as f:
+        with conn, conn.makefile("rb") as f, contextlib.suppress(BrokenPipeError, ConnectionResetError):
             conn.sendall(b"220 late ESMTP\r\n")
             in_data = False
             for line in f:
@@ -126,11 +128,11 @@ def _late_server(ready: threading.Event, port: list[int]) -> None:
                     conn.sendall(b"250 2.1.0 OK\r\n")
 
 
-def test_an_interrupt_during_a_send_is_not_mistaken_for_a_refusal() -> None:
+def test_an_interrupt_during_a_send_is_not_mistaken_for_a_refusal(tmp_path: Path) -> None:
     # A run-role stopped (SIGTERM) while it sends: the interrupt must end it, not turn into
     # "SMTP server refused the message: 250" (smtplib's QUIT on the way out read the late reply).
-    ready, port = threading.Event(), []
-    t = threading.Thread(target=_late_server, args=(ready, port), daemon=True)
+    ready, path = threading.Event(), str(tmp_path / "late.sock")
+    t = threading.Thread(target=_late_server, args=(ready, path), daemon=True)
     t.start()
     ready.wait(5)
 
@@ -141,7 +143,7 @@ def test_an_interrupt_during_a_send_is_not_mistaken_for_a_refusal() -> None:
     try:
         signal.setitimer(signal.ITIMER_REAL, 0.2)
         with pytest.raises(KeyboardInterrupt):
-            SmtpTransport("127.0.0.1", port[0], 5).send(b"Subject: x\r\n\r\nbody\r\n", "a@b.c", ["d@e.f"])
+            SmtpTransport(path, 5).send(b"Subject: x\r\n\r\nbody\r\n", "a@b.c", ["d@e.f"])
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
@@ -180,7 +182,7 @@ def test_a_server_on_another_port_is_found_and_a_port_in_use_is_one_line(project
     with server_process(project.dir) as (proc, port):
         assert port != project.app.config.smtp.port
         r = project.run("review-request", "specs/proposed/user-auth.md", "spec-reviewer", tool="workflow-notify")
-        assert r.returncode == 0 and f"(smtp: 127.0.0.1:{port}" in r.stderr, r.stderr
+        assert r.returncode == 0 and f"(smtp: {project.app.config.state.socket})" in r.stderr, r.stderr
         r = project.run("smtpd", "--port", str(port))
         assert r.returncode != 0, r.stderr
         (line,) = r.stderr.strip().splitlines()

@@ -11,8 +11,11 @@ from pathlib import Path
 
 from workflow.app import App
 from workflow.core.config import load_config
+from workflow.core.errors import RosterError
+from workflow.delivery.credentials import hash_password
 from workflow.delivery.notify import NotifyRequest
 from workflow.delivery.transport import make_transport
+from workflow.policy.roster import Roster
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout
 
@@ -89,18 +92,41 @@ class Project:
         return subprocess.run(cmd, cwd=self.dir, env=full_env, input=input, capture_output=True, text=True, timeout=60)
 
 
+TESTER = "tester"  # a person's login in every test project, which may send as any identity
+TESTER_PASSWORD = "tester-password"
+
+
 def make_project(base: Path, extra_toml: str = "") -> Project:
+    """A project whose ``[smtp] auth_users_file`` has the ``TESTER`` login: a person's login, over
+    TCP, as tests of the server log in (the owner's login is on the server's socket only)."""
     base.mkdir(parents=True, exist_ok=True)
     (base / "workflow.toml").write_text(PROJECT_TOML.format(port=free_port()) + extra_toml)
     for state in ("proposed", "todo", "doing", "blocked", "done"):
         (base / "specs" / state).mkdir(parents=True, exist_ok=True)
     (base / "specs" / "proposed" / "user-auth.md").write_text("# User auth\n")
-    return Project(base, App(load_config(base / "workflow.toml", env={})))
+    roster = App(load_config(base / "workflow.toml", env={})).roster
+    names = sorted(n for n in {*roster.roles, *roster.members, *roster.panels} if _may_send(roster, n))
+    secret = hash_password(TESTER_PASSWORD, "testsalt", 1)  # one round: tests log in thousands of times
+    users = base / "tester-users"
+    users.write_text(f"{TESTER}:{secret}:{','.join(names)}\n")
+    return with_smtp(Project(base, App(load_config(base / "workflow.toml", env={}))), f'auth_users_file = "{users}"\n')
+
+
+def _may_send(roster: Roster, name: str) -> bool:
+    try:
+        roster.sender(f"{name}@workflow.local")
+    except RosterError:
+        return False
+    return True
 
 
 def with_smtp(p: Project, settings: str) -> Project:
-    """The project again, after adding lines (``auth = "off"\n``…) to its [smtp] table."""
-    toml = (p.dir / "workflow.toml").read_text().replace("[smtp]\n", "[smtp]\n" + settings)
+    """The project again, after adding lines (``auth = "off"\n``…) to its [smtp] table (an
+    ``auth_users_file`` in them takes the tester's place)."""
+    toml = (p.dir / "workflow.toml").read_text()
+    if "auth_users_file" in settings:
+        toml = "\n".join(line for line in toml.split("\n") if not line.startswith("auth_users_file ="))
+    toml = toml.replace("[smtp]\n", "[smtp]\n" + settings)
     (p.dir / "workflow.toml").write_text(toml)
     return Project(p.dir, App(load_config(p.dir / "workflow.toml", env={})))
 

@@ -13,32 +13,34 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from helpers.project import TESTER, TESTER_PASSWORD
 from workflow.app import App
 from workflow.delivery.credentials import client_credential
 from workflow.delivery.smtpd import BackgroundServer
-from workflow.delivery.transport import login
+from workflow.delivery.transport import LocalSMTP, login
 from workflow.mail.message import Draft, build, make_message_id
 
 
-def auth_plain(greeting: bytes) -> bytes:
-    """The AUTH PLAIN line of the owner's credential for the server that sent ``greeting`` (its
-    220 line names the mail root the owner's login is bound to), for raw SMTP dialogs."""
-    c = client_credential()
-    m = re.search(rb"mail root ([0-9a-f]{16})", greeting)
-    assert m, f"not a workflow-mail server: {greeting!r}"
-    login = f"{c.login}/{m.group(1).decode()}"
-    return b"AUTH PLAIN " + base64.b64encode(f"\0{login}\0{c.secret}".encode()) + b"\r\n"
+def auth_plain(greeting: bytes = b"") -> bytes:
+    """The AUTH PLAIN line of the test projects' person login (``TESTER``), for raw SMTP dialogs
+    on TCP (the owner logs in on the server's socket only)."""
+    return b"AUTH PLAIN " + base64.b64encode(f"\0{TESTER}\0{TESTER_PASSWORD}".encode()) + b"\r\n"
 
 
 def client(port: int, timeout: float = 10) -> smtplib.SMTP:
-    """An SMTP client logged in as the owner of the mail root the server names in its greeting
-    (the owner's login is bound to the root, as every workflow command logs in)."""
-    s = smtplib.SMTP(timeout=timeout)
-    _, greeting = s.connect("127.0.0.1", port)
-    m = re.search(rb"mail root ([0-9a-f]{16})", greeting)
-    assert m, f"not a workflow-mail server: {greeting!r}"
-    credential = client_credential()
-    login(s, f"{credential.login}/{m.group(1).decode()}", credential.secret)  # as every workflow command logs in
+    """An SMTP client on TCP logged in as the test projects' person login (``TESTER``), who may
+    send as any identity of the test roster."""
+    s = smtplib.SMTP("127.0.0.1", port, timeout=timeout, local_hostname="tester")
+    s.login(TESTER, TESTER_PASSWORD)
+    return s
+
+
+def owner(app: App, timeout: float = 10) -> smtplib.SMTP:
+    """An SMTP client on the server's Unix socket logged in as the owner, as every workflow
+    command logs in."""
+    s = LocalSMTP(str(app.config.state.socket), timeout)
+    credential = client_credential(mail_root=app.config.mail_root)
+    login(s, credential.login, credential.secret)
     return s
 
 

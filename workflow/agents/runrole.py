@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-import socket
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -29,7 +29,7 @@ from workflow.app import App
 from workflow.core.errors import GitError, RosterError
 from workflow.core.files import append_untrusted
 from workflow.core.locate import Resolver, find
-from workflow.delivery import address
+from workflow.delivery import local
 from workflow.delivery.smtpd import BackgroundServer
 from workflow.delivery.transport import Transport
 from workflow.mail.inbox import group, render_inbox, render_thread, select
@@ -106,19 +106,19 @@ class Poller:
 
 @contextmanager
 def submission_server(app: App, wanted: bool) -> Iterator[str]:
-    """``host:port`` of a server a run's agent can submit to: the configured one when it answers,
-    else one started for this run (on a loopback port of its own, stopped when the run ends)."""
+    """The Unix socket of a server a run's agent can submit to: the mail root's ``workflow
+    smtpd`` when it listens, else one started for this run (its own socket beside it, stopped
+    when the run ends). The socket directory is read-only in the sandbox (``delivery.local``)."""
     if not wanted:
         yield ""
         return
-    host, port = address.server(app.config)
-    try:
-        socket.create_connection((host, port), timeout=2).close()
-    except OSError:
-        with BackgroundServer(app.config, app.deliverer, "127.0.0.1", 0) as bound:
-            yield f"127.0.0.1:{bound}"
+    path = app.config.state.socket
+    if local.answers(str(path)):
+        yield str(path)
         return
-    yield f"{host}:{port}"
+    own = app.config.state.run_socket(os.getpid())
+    with BackgroundServer(app.config, app.deliverer, tcp=False, local=own):
+        yield str(own)
 
 
 def new_mail(app: App, role: Role, artifact: str | None) -> list[Row]:

@@ -218,16 +218,16 @@ def _notify(known: Known, kw: dict[str, object], env: Mapping[str, str]) -> int 
     sender = text_or_none(kw["sender"]) or env.get("WORKFLOW_ROLE") or known.default_sender
     pairs = [str(p) for p in kw["pairs"]]  # type: ignore[attr-defined]
     fields = [event, str(kw["artifact"]), str(kw["to"]), sender, text_or_none(kw["in_reply_to"]) or "", *pairs]
-    host, port, timeout = known.smtp
+    path, timeout = known.smtp
     try:
-        mid, recipients = submit.submit(host, port, timeout, known.login, secret, fields)
+        mid, recipients = submit.submit(path, timeout, known.login, secret, fields)
     except submit.RefusedError:
         return None  # nothing was delivered: the full command composes it and says why not, or delivers directly
     except submit.UnsureError as e:
-        sys.stderr.write(f"Error: sent to {host}:{port} but no answer came ({e}); it may have been delivered\n")
+        sys.stderr.write(f"Error: sent to {path} but no answer came ({e}); it may have been delivered\n")
         return TransportError.exit_code
     code = write(mid + "\n")
-    sys.stderr.write(f"sent {event} to {', '.join(recipients)} (smtp: {host}:{port})\n")
+    sys.stderr.write(f"sent {event} to {', '.join(recipients)} (smtp: {path})\n")
     return code
 
 

@@ -10,7 +10,8 @@ import click
 
 from workflow.cli.base import Command, app
 from workflow.delivery.credentials import hash_password
-from workflow.delivery.smtpd import check_bind, serve
+from workflow.delivery.listeners import check_bind
+from workflow.delivery.smtpd import serve
 from workflow.delivery.workers import default_workers, supervise
 
 

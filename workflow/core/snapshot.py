@@ -21,7 +21,7 @@ import os
 import stat
 import zlib
 
-FORMAT = 3
+FORMAT = 4
 CONFIG_NAME = "workflow.toml"
 # What else chooses the mail root (config.load_config) and the owner's credential file
 ENV = ("WORKFLOW_MAIL_ROOT", "HOME", "WORKFLOW_CREDENTIALS", "XDG_CONFIG_HOME")
@@ -160,7 +160,7 @@ class Known:
         self.artifact_roots = tuple(str(s) for s in facts["artifact_roots"])  # type: ignore[attr-defined]
         self.views: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = facts["views"]  # type: ignore[assignment]
         self.default_sender = str(facts["default_sender"])
-        smtp: tuple[object, object, object] = facts["smtp"]  # type: ignore[assignment]
-        self.smtp = (str(smtp[0]), int(smtp[1]), float(smtp[2]))  # type: ignore[call-overload, arg-type]
+        smtp: tuple[object, object] = facts["smtp"]  # type: ignore[assignment]
+        self.smtp = (str(smtp[0]), float(smtp[1]))  # type: ignore[arg-type]  # the server's socket, timeout
         self.login = str(facts["login"])
         self.owner_file = str(facts["owner_file"])

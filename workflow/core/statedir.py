@@ -50,6 +50,21 @@ class StateDir:
         return self.root / "smtpd.json"
 
     @property
+    def sockets(self) -> Path:
+        """The servers' Unix sockets (0700): bound read-only into every sandbox, so a run's agent
+        reaches them and cannot put a socket of its own in their place (``delivery.local``)."""
+        return self.root / "sock"
+
+    @property
+    def socket(self) -> Path:
+        """The running ``workflow smtpd``'s socket: the owner and runs log in here, never on TCP."""
+        return self.sockets / "smtpd"
+
+    def run_socket(self, pid: int) -> Path:
+        """The socket of the server run-role (process ``pid``) starts for its run when none runs."""
+        return self.sockets / f"run.{pid}"
+
+    @property
     def tasks(self) -> Path:
         """agentd's task queue, role state and token usage."""
         return self.root / "agentd.sqlite"

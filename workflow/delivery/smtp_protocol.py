@@ -14,6 +14,7 @@ import binascii
 import collections
 import inspect
 import logging
+import os
 import re
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal, Protocol, TypeVar
@@ -22,6 +23,7 @@ from aiosmtpd.smtp import MISSING, SMTP, AuthResult
 
 from workflow.delivery import handshake
 from workflow.delivery.credentials import Identity
+from workflow.delivery.local import peer_uid as local_peer_uid
 from workflow.delivery.logins import MAX_FAILURES, Logins
 
 # <dot-atom@domain> with an optional tail of ESMTP parameters: the common case of MAIL and RCPT.
@@ -56,6 +58,7 @@ LOGIN_LATE = "421 4.7.0 no login in time: closing the connection"
 EVICTED = "421 4.7.0 too many connections waiting to log in: this one is closed for a newer one"
 
 
+PER_RUN = 8  # connections one run's login may hold at once on the local socket
 COMMAND_BUFFER = 64 * 1024  # what a connection may buffer while reading a command line
 ANSWERING, EOF_WHILE_ANSWERING = "_workflow_answering", "_workflow_eof_while_answering"
 
@@ -184,6 +187,7 @@ def protocol_factory(
     logins: Logins | None = None,
     require_auth: bool = False,
     login_timeout: float = 10.0,
+    local: bool = False,
     **smtp_options: Any,
 ) -> Callable[[], SMTP]:
     """A factory of connections for ``loop.create_server``: aiosmtpd's SMTP with our DATA
@@ -194,7 +198,11 @@ def protocol_factory(
     owner's and runs' ``X-WORKFLOW`` login is offered (``handshake``). With AUTH required, a
     connection must log in within ``login_timeout`` seconds, and when the cap is reached a new
     connection takes the slot of the oldest one still waiting to log in: connections that never
-    log in cannot keep the owner out."""
+    log in cannot keep the owner out.
+
+    ``local``: connections on the Unix socket (``delivery.local``): only from processes of this
+    server's uid, and a run's login holds at most ``PER_RUN`` of them at once, so no run's agent
+    can fill the cap and keep the owner out."""
 
     class WorkflowSMTP(SMTP):
         # The stream's buffer limit. Command lines are refused past RFC 5321's lengths (aiosmtpd's
@@ -210,6 +218,10 @@ def protocol_factory(
         _workflow_deadline: asyncio.TimerHandle | None = None  # closes it when it has not logged in
 
         def connection_made(self, transport: Any) -> None:
+            if local and local_peer_uid(transport.get_extra_info("socket")) not in (os.getuid(), None):
+                transport.write(b"421 4.7.0 this socket is for the owner of the mail root\r\n")
+                transport.close()
+                return
             admission = gate.admit(max_connections, transport)
             if admission == "moved":  # another process serves it now: close our descriptor only
                 transport.abort()
@@ -268,10 +280,16 @@ def protocol_factory(
         # -- AUTH: PLAIN and LOGIN as aiosmtpd parses them, checked by ``logins``; X-WORKFLOW
 
         def _workflow_peer(self) -> str:
+            if local:
+                return "local socket"
             peer = self.session.peer if self.session is not None else None
             return str(peer[0]) if isinstance(peer, tuple) and peer else str(peer)
 
         async def _workflow_outcome(self, identity: Identity | None, message: str | None = None) -> AuthResult:
+            if identity is not None and identity.run is not None and self._workflow_runs(identity) >= PER_RUN:
+                await self.push(f"421 4.7.0 {identity.login} holds {PER_RUN} connections already; close one first")
+                self._workflow_close("")
+                return AuthResult(success=False, handled=True)
             if identity is not None:
                 if self._workflow_deadline is not None:
                     self._workflow_deadline.cancel()
@@ -282,6 +300,14 @@ def protocol_factory(
                 self._workflow_close("")
                 return AuthResult(success=False, handled=True)
             return AuthResult(success=False, handled=False)  # aiosmtpd answers 535
+
+        def _workflow_runs(self, identity: Identity) -> int:
+            """Connections of this process logged in as ``identity`` now."""
+            return sum(
+                1
+                for p in protocols
+                if p.session is not None and p.session.authenticated and p.session.auth_data == identity
+            )
 
         async def smtp_AUTH(self, arg: str) -> None:
             await super().smtp_AUTH(arg)

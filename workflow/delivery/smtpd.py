@@ -28,12 +28,10 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import ipaddress
 import logging
 import re
 import signal
 import socket
-import ssl
 import threading
 from collections import ChainMap
 from collections.abc import Callable, Container, Mapping, Sequence
@@ -52,10 +50,11 @@ from workflow.core.errors import (
     VisibilityError,
     WorkflowError,
 )
-from workflow.delivery import address, submit
+from workflow.delivery import address, handshake, local, submit
 from workflow.delivery.commit import Committer, Peers
 from workflow.delivery.credentials import Authenticator, Identity, load_users, root_id
 from workflow.delivery.deliverer import Deliverer, IndexLagError, Plan
+from workflow.delivery.listeners import is_loopback, tls_context
 from workflow.delivery.logins import Logins
 from workflow.delivery.notify import compose, parent_in, request
 from workflow.delivery.smtp_protocol import protocol_factory, quiet_aiosmtpd_log
@@ -90,22 +89,6 @@ def sanitize(text: object, limit: int = 200) -> str:
 
 def _one_line(e: Exception) -> str:
     return str(e).replace("\r", " ").replace("\n", " ")
-
-
-def is_loopback(host: str) -> bool:
-    """Whether every address ``host`` names (or resolves to) is a loopback address — judged by
-    ``ipaddress``, never by how the name is spelled (``::1234`` and ``localhost.example`` are not)."""
-    name = host.strip().strip("[]")
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        pass
-    try:
-        infos = socket.getaddrinfo(name, None, proto=socket.IPPROTO_TCP)
-    except (OSError, UnicodeError):
-        return False
-    addresses = {info[4][0] for info in infos}
-    return bool(addresses) and all(ipaddress.ip_address(str(a).split("%")[0]).is_loopback for a in addresses)
 
 
 SENDER_IDENTITY = "sender-identity"
@@ -332,7 +315,7 @@ class Server:
     """The listening server: start, serve, stop cleanly.
 
     One process serves alone, or as worker ``worker`` of ``workflow smtpd --workers N``
-    (``delivery.workers``): then it listens with SO_REUSEPORT beside the others, counts on the
+    (``delivery.workers``): then it accepts on the parent's listening sockets beside the others, counts on the
     workers' shared ``tally``, tells its ``peers`` what it stores and hears from ``others`` what
     they store, and leaves the start's index refresh to whoever asks for it."""
 
@@ -348,10 +331,19 @@ class Server:
         others: Others | None = None,
         worker: int | None = None,
         refresh: bool = True,
+        tcp: bool | socket.socket = True,
+        local: Path | socket.socket | None = None,
     ) -> None:
+        """``tcp``: listen on ``host:port`` (True), on a listening socket given (a worker's), or
+        not at all (False: a run's server); ``local``: the Unix socket where the owner and runs
+        log in — a path to listen at, a listening socket given, or None."""
         self.config = config
         self.host = host or config.smtp.host
         self.port = config.smtp.port if port is None else port
+        self.tcp = tcp
+        self.local = local
+        self.local_server: asyncio.base_events.Server | None = None
+        self.local_made: tuple[int, int] | None = None  # the socket file this server made, to remove
         self.deliverer = Deliverer(config, deliverer.roster, Maildirs(config.mail_root))
         self.stats = tally or Tally()
         self.worker = worker
@@ -367,7 +359,9 @@ class Server:
         """This process's mail transactions under way: MAIL given, DATA not yet answered."""
         return sum(1 for p in self.protocols if p.envelope is not None and p.envelope.mail_from is not None)
 
-    def _protocol(self, handler: Handler) -> Callable[[], SMTP]:
+    def _protocol(self, handler: Handler, on_socket: bool = False) -> Callable[[], SMTP]:
+        """Connections on TCP (people's logins, PLAIN and LOGIN) or on the local socket (the
+        owner's and runs' ``X-WORKFLOW``, from processes of the owner's uid; its own cap)."""
         cfg = self.config.smtp
         users = load_users(cfg.auth_users_file) if cfg.auth_users_file else {}
         for login, user in users.items():
@@ -381,8 +375,10 @@ class Server:
             "require_auth": cfg.auth == "required",
             "login_timeout": cfg.login_timeout,
             "auth_require_tls": False,
+            "auth_exclude_mechanism": ["PLAIN", "LOGIN"] if on_socket else [handshake.MECHANISM],
+            "local": on_socket,
         }
-        if not is_loopback(self.host):  # AUTH only after STARTTLS (check_bind made sure it is set up)
+        if not on_socket and not is_loopback(self.host):  # AUTH only after STARTTLS (check_bind made sure it is set up)
             auth.update(
                 tls_context=tls_context(cfg.tls_cert, cfg.tls_key), require_starttls=True, auth_require_tls=True
             )
@@ -390,7 +386,7 @@ class Server:
             handler,
             max_message_size=cfg.max_message_size,
             max_connections=cfg.max_connections,
-            gate=self.stats,
+            gate=Tally() if on_socket else self.stats,
             protocols=self.protocols,
             enable_SMTPUTF8=True,
             decode_data=False,
@@ -415,25 +411,54 @@ class Server:
         loop = asyncio.get_running_loop()
         self.factory = self._protocol(handler)
         try:
-            self.server = await loop.create_server(
-                self.factory, self.host, self.port, reuse_port=self.worker is not None
-            )
-        except OSError as e:
+            if isinstance(self.tcp, socket.socket):
+                self.server = await loop.create_server(self.factory, sock=self.tcp)
+            elif self.tcp:
+                self.server = await loop.create_server(self.factory, self.host, self.port)
+            await self._listen_locally(handler)
+        except (OSError, WorkflowError) as e:
+            if self.server is not None:
+                self.server.close()
             self.committer.stop()
             self.index.close()
+            if isinstance(e, WorkflowError):
+                raise
             if e.errno == errno.EADDRINUSE:
                 raise address.in_use(self.host, self.port) from None
             raise ConfigError(f"cannot listen on {self.host}:{self.port}: {e.strerror or e}") from None
-        sock = self.server.sockets[0]
-        self.port = int(sock.getsockname()[1])
-        if self.worker is None:
+        if self.server is not None:
+            self.port = int(self.server.sockets[0].getsockname()[1])
+        if self.worker is None and self.tcp:
             log.info("listening on %s:%d (mail root %s)", self.host, self.port, self.config.mail_root)
         return self.port
 
+    async def _listen_locally(self, handler: Handler) -> None:
+        if self.local is None:
+            return
+        sock = self.local
+        if not isinstance(sock, socket.socket):
+            path = str(sock)
+            try:
+                sock = local.listen(path)
+            except OSError as e:
+                if e.errno == errno.EADDRINUSE:
+                    raise ConfigError(
+                        f"another server of this mail root listens on {path}: "
+                        "stop it first (one workflow smtpd per mail root)"
+                    ) from None
+                raise ConfigError(f"cannot listen on {path}: {e.strerror or e}") from None
+            self.local_made = local.identity(path)
+        self.local_server = await asyncio.get_running_loop().create_unix_server(
+            self._protocol(handler, on_socket=True), sock=sock
+        )
+
     async def stop(self, grace: float = 10.0) -> None:
         """Stop listening, let transactions in DATA finish (each is stored, then acknowledged), close."""
-        if self.server is not None:
-            self.server.close()
+        for listener in (self.server, self.local_server):
+            if listener is not None:
+                listener.close()
+        if isinstance(self.local, Path):
+            local.remove(str(self.local), self.local_made)
         deadline = asyncio.get_running_loop().time() + grace
         while self.stats.in_flight and asyncio.get_running_loop().time() < deadline:
             await asyncio.sleep(0.01)
@@ -451,37 +476,6 @@ def stopped(delivered: int, refused: int, failed: int, also: str = "") -> None:
     log.info("stopped: %d delivered, %d refused, %d failed%s", delivered, refused, failed, also)
 
 
-def check_bind(host: str, allow_remote: bool, config: Config) -> None:
-    """Loopback only, unless --allow-remote with AUTH required and STARTTLS set up."""
-    if is_loopback(host):
-        return
-    if not allow_remote:
-        raise WorkflowError(
-            f"refusing to listen on {host}: not a loopback address (use --allow-remote, with AUTH and TLS configured)"
-        )
-    where = config.path or "workflow.toml"
-    if config.smtp.auth != "required":
-        raise WorkflowError(f'refusing to listen on {host}: --allow-remote needs [smtp] auth = "required" in {where}')
-    if not (config.smtp.tls_cert and config.smtp.tls_key):
-        raise WorkflowError(
-            f"refusing to listen on {host}: --allow-remote needs STARTTLS; set [smtp] tls_cert and tls_key in {where}"
-        )
-    tls_context(config.smtp.tls_cert, config.smtp.tls_key)
-    if config.smtp.auth_users_file:
-        load_users(config.smtp.auth_users_file)
-
-
-def tls_context(cert: str, key: str) -> ssl.SSLContext:
-    """The server's STARTTLS context (TLS 1.2 or later)."""
-    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-    try:
-        ctx.load_cert_chain(cert, key)
-    except (OSError, ssl.SSLError) as e:
-        raise WorkflowError(f"[smtp] tls_cert/tls_key: cannot load {cert} and {key}: {e}") from None
-    return ctx
-
-
 def new_loop() -> asyncio.AbstractEventLoop:
     """uvloop's event loop where it is installed (a dependency on Linux): the SMTP protocol work
     is the server's largest CPU cost, and uvloop runs it in C; asyncio's own loop otherwise."""
@@ -489,23 +483,44 @@ def new_loop() -> asyncio.AbstractEventLoop:
 
 
 class BackgroundServer:
-    """A server on its own event loop thread (the demo and tests use it): ``with … as port:``."""
+    """A server on its own event loop thread (the demo, run-role and tests use it): ``with … as
+    port:``. It listens on ``host:port`` unless ``tcp`` is False, and on the Unix socket
+    ``local`` (by default the mail root's, where the owner's commands find it)."""
 
-    def __init__(self, config: Config, deliverer: Deliverer, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self,
+        config: Config,
+        deliverer: Deliverer,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        tcp: bool = True,
+        local: Path | None = None,
+    ) -> None:
         self.config, self.deliverer, self.host, self.port = config, deliverer, host, port
+        self.tcp, self.local = tcp, local or config.state.socket
         self.loop = new_loop()
         self.server: Server | None = None
         self.thread = threading.Thread(target=self.loop.run_forever, name="smtpd", daemon=True)
 
     def __enter__(self) -> int:
         self.thread.start()
-        self.server = Server(self.config, self.deliverer, host=self.host, port=self.port)
-        self.port = asyncio.run_coroutine_threadsafe(self.server.start(), self.loop).result(timeout=30)
+        self.server = Server(
+            self.config, self.deliverer, host=self.host, port=self.port, tcp=self.tcp, local=self.local
+        )
+        try:
+            self.port = asyncio.run_coroutine_threadsafe(self.server.start(), self.loop).result(timeout=30)
+        except BaseException:
+            self._stop_loop()
+            raise
         return self.port
 
     def __exit__(self, *exc: object) -> None:
         assert self.server is not None
         asyncio.run_coroutine_threadsafe(self.server.stop(), self.loop).result(timeout=60)
+        self._stop_loop()
+
+    def _stop_loop(self) -> None:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(timeout=10)
         self.loop.close()
@@ -517,7 +532,7 @@ def serve(
     """Run until SIGTERM or SIGINT, then stop cleanly."""
 
     async def main() -> Tally:
-        server = Server(config, deliverer, host=host, port=port)
+        server = Server(config, deliverer, host=host, port=port, local=config.state.socket)
         await server.start()
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()

@@ -7,19 +7,20 @@ project (templates, roster, threading) — which the server has loaded already. 
 server builds it with ``delivery.notify.request`` and ``compose``, exactly as the command would,
 then puts it through the same MAIL, RCPT and DATA checks as any message and answers
 ``250 2.0.0 <Message-ID> RECIPIENT,…`` or the refusal. ``RefusedError`` means nothing was delivered;
-``UnsureError`` means the request went out and no answer came back. Start-up time: this module
-imports ``socket``, ``binascii`` and ``handshake`` only.
+``UnsureError`` means the request went out and no answer came back. It talks to the server's
+Unix socket (``delivery.local``), where the owner logs in. Start-up time: this module imports
+``binascii``, ``handshake`` and ``local`` only.
 """
 
 from __future__ import annotations
 
 import binascii
-import socket
 
-from workflow.delivery import handshake
+from workflow.delivery import handshake, local
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import socket
     from collections.abc import Sequence
 
 COMMAND = "XNOTIFY"
@@ -71,32 +72,13 @@ class _Conversation:
         return self.reply()
 
 
-def _connect(host: str, port: int, timeout: float) -> socket.socket:
-    """``socket.create_connection``, resolving the host given as bytes: as text it would import
-    the idna codec (and ``re``), a fifth of a short command's start-up."""
-    name = host.encode("ascii") if host.isascii() else host.encode("idna")
-    error: OSError = OSError(f"no address for {host}")
-    for family, kind, proto, _, where in socket.getaddrinfo(name, port, type=socket.SOCK_STREAM):
-        sock = socket.socket(family, kind, proto)
-        try:
-            sock.settimeout(timeout)
-            sock.connect(where)
-            return sock
-        except OSError as e:
-            sock.close()
-            error = e
-    raise error
-
-
-def submit(
-    host: str, port: int, timeout: float, login: str, secret: str, fields: Sequence[str]
-) -> tuple[str, list[str]]:
-    """Have the server at ``host:port`` compose and deliver a notification; returns its
+def submit(path: str, timeout: float, login: str, secret: str, fields: Sequence[str]) -> tuple[str, list[str]]:
+    """Have the server on the Unix socket ``path`` compose and deliver a notification; returns its
     Message-ID and recipients. Raises RefusedError (nothing delivered) or UnsureError (maybe delivered)."""
     try:
-        sock = _connect(host, port, timeout)
+        sock = local.connect(path, timeout)
     except OSError as e:
-        raise RefusedError(f"cannot reach {host}:{port}: {e}") from None
+        raise RefusedError(f"cannot reach {path}: {e}") from None
     with sock:
         talk = _Conversation(sock)
         try:

@@ -1,12 +1,13 @@
 """Transport: hand a message to the local SMTP server, or deliver it directly when none answers.
 
 Both paths end in ``Deliverer.deliver`` (the server calls it too), so the same input gives the
-same result either way. ``auto`` falls back to direct delivery only when nothing listens on the
-configured port (the connection is refused); a server that answers and refuses — even ``421``
-at the greeting — is a refusal, never a silent fallback.
+same result either way. The server is reached on its Unix socket in the state directory
+(``delivery.local``), never on TCP, which is for people. ``auto`` falls back to direct delivery
+only when no server listens there (no socket, or the connection is refused); a server that
+answers and refuses — even ``421`` at the greeting — is a refusal, never a silent fallback.
 
 Every SMTP submission logs in (``delivery.credentials``): inside a run (``$WORKFLOW_TOKEN``) with
-the run's credential, to the server run-role names (``$WORKFLOW_SMTP``), never directly — the
+the run's credential, to the socket run-role names (``$WORKFLOW_SMTP``), never directly — the
 Maildirs are the owner's; anywhere else with the owner's credential, found without a word.
 Either logs in with ``handshake``'s challenge-response: the secret never crosses the
 connection, and nothing is sent to a server that cannot prove it holds it.
@@ -16,12 +17,13 @@ from __future__ import annotations
 
 import os
 import smtplib
+import socket
 from collections.abc import Sequence
 from typing import Protocol
 
 from workflow.core.config import Config
 from workflow.core.errors import TransportError, WorkflowError
-from workflow.delivery import address, handshake
+from workflow.delivery import handshake, local
 from workflow.delivery.credentials import OWNER, Credential, client_credential
 from workflow.delivery.deliverer import Deliverer
 
@@ -41,23 +43,39 @@ class DirectTransport:
         return "direct: " + ", ".join(d.mailboxes)
 
 
+class LocalSMTP(smtplib.SMTP):
+    """An SMTP client of the server's Unix socket (``delivery.local``)."""
+
+    def __init__(self, path: str, timeout: float) -> None:
+        self.path = path
+        super().__init__(local_hostname="workflow", timeout=timeout)  # no host: connected below
+        code, text = self.connect("localhost", 25)  # _get_socket connects to the path
+        if code != 220:
+            self.close()
+            raise smtplib.SMTPConnectError(code, text)
+
+    def _get_socket(self, host: str, port: int, timeout: float) -> socket.socket:
+        return local.connect(self.path, timeout)
+
+
 class SmtpTransport:
     def __init__(
-        self, host: str, port: int, timeout: float, credential: Credential | None = None, must_login: bool = True
+        self, path: str, timeout: float, credential: Credential | None = None, must_login: bool = True
     ) -> None:
-        """``must_login``: the project requires AUTH, so a server that offers none is not its own."""
-        self.host, self.port, self.timeout = host, port, timeout
+        """The server listening on the Unix socket ``path``; ``must_login``: the project
+        requires AUTH, so a server that offers none is not its own."""
+        self.path, self.timeout = path, timeout
         self.credential = credential
         self.must_login = must_login
 
     def connect(self) -> smtplib.SMTP:
-        return smtplib.SMTP(self.host, self.port, timeout=self.timeout)
+        return LocalSMTP(self.path, self.timeout)
 
     def send(self, raw: bytes, sender: str, recipients: Sequence[str]) -> str:
         try:
             smtp = self.connect()
         except OSError as e:
-            raise TransportError(f"cannot reach SMTP server {self.host}:{self.port}: {e}") from None
+            raise TransportError(f"cannot reach the SMTP server's socket {self.path}: {e}{_start_it(e)}") from None
         return self.send_on(smtp, raw, sender, recipients)
 
     def send_on(self, smtp: smtplib.SMTP, raw: bytes, sender: str, recipients: Sequence[str]) -> str:
@@ -77,7 +95,7 @@ class SmtpTransport:
                 f"SMTP server refused the message: {e.smtp_code} {_text(e.smtp_error)}", e.smtp_code
             ) from None
         except (smtplib.SMTPException, OSError) as e:
-            raise TransportError(f"SMTP conversation with {self.host}:{self.port} failed: {e}") from None
+            raise TransportError(f"SMTP conversation on {self.path} failed: {e}") from None
         finally:
             if accepted:
                 try:
@@ -85,7 +103,7 @@ class SmtpTransport:
                 except (smtplib.SMTPException, OSError):
                     pass  # the message was accepted: a failed goodbye changes nothing
             smtp.close()
-        return f"smtp: {self.host}:{self.port}"
+        return f"smtp: {self.path}"
 
     def _login(self, smtp: smtplib.SMTP, credential: Credential) -> None:
         smtp.ehlo_or_helo_if_needed()
@@ -94,16 +112,15 @@ class SmtpTransport:
         try:
             login(smtp, credential.login, credential.secret)
         except handshake.LoginError as e:
-            where = f"{self.host}:{self.port}"
+            where = self.path
             if not e.proven:
                 raise TransportError(
                     f"the SMTP server on {where} could not prove it is this project's workflow smtpd ({e}); "
-                    "nothing was sent to it — is another program listening on the [smtp] port?"
+                    "nothing was sent to it"
                 ) from None
             what = f"the credential of the run of {credential.run_role}" if credential.run_role else credential.login
             why = (
-                " — the owner's login is bound to this project's mail root, so this is likely another project's "
-                "server on the same port: give each project its own [smtp] port"
+                " — the owner's login is bound to this project's mail root: this server serves another one"
                 if credential.login.startswith(OWNER)
                 else ""
             )
@@ -123,18 +140,18 @@ def login(smtp: smtplib.SMTP, name: str, secret: str) -> None:
 
 
 class AutoTransport:
-    """SMTP when the configured server answers, direct delivery when nothing listens."""
+    """SMTP when the mail root's server listens, direct delivery when none does."""
 
     def __init__(self, smtp: SmtpTransport, direct: DirectTransport) -> None:
         self.smtp, self.direct = smtp, direct
 
     def send(self, raw: bytes, sender: str, recipients: Sequence[str]) -> str:
-        where = f"{self.smtp.host}:{self.smtp.port}"
+        where = self.smtp.path
         try:
             conn = self.smtp.connect()
-        except ConnectionRefusedError:  # nothing listens: the only case for delivering directly
+        except (FileNotFoundError, ConnectionRefusedError):  # no server: the only case for delivering directly
             done = self.direct.send(raw, sender, recipients)
-            return f"no server on {where}; delivered directly: {done.split(': ', 1)[-1]}"
+            return f"no server running; delivered directly: {done.split(': ', 1)[-1]}"
         except smtplib.SMTPResponseException as e:  # a server answered (421: busy): never "nobody there"
             raise TransportError(
                 f"SMTP server {where} refused the connection: {e.smtp_code} {_text(e.smtp_error)}", e.smtp_code
@@ -142,6 +159,12 @@ class AutoTransport:
         except OSError as e:
             raise TransportError(f"cannot talk to the SMTP server on {where}: {e}") from None
         return self.smtp.send_on(conn, raw, sender, recipients)
+
+
+def _start_it(e: OSError) -> str:
+    if isinstance(e, (FileNotFoundError, ConnectionRefusedError)):
+        return " (no server runs for this mail root: start `workflow smtpd`)"
+    return ""
 
 
 def _text(b: bytes | str) -> str:
@@ -159,10 +182,11 @@ def make_transport(config: Config, deliverer: Deliverer, via: str = "auto") -> T
     if credential is not None and credential.run_role:
         if via == "direct":
             raise TransportError("inside a run, mail goes through the SMTP server (--via direct is for the owner)")
-        host, _, port = os.environ.get("WORKFLOW_SMTP", f"{config.smtp.host}:{config.smtp.port}").rpartition(":")
-        return SmtpTransport(host, int(port), config.smtp.timeout, credential)
-    host, port_ = address.server(config)  # where `workflow smtpd` really listens (it may have --port)
-    smtp = SmtpTransport(host, port_, config.smtp.timeout, credential, must_login=config.smtp.auth == "required")
+        path = os.environ.get("WORKFLOW_SMTP") or str(config.state.socket)
+        return SmtpTransport(path, config.smtp.timeout, credential)
+    smtp = SmtpTransport(
+        str(config.state.socket), config.smtp.timeout, credential, must_login=config.smtp.auth == "required"
+    )
     if via == "smtp":
         return smtp
     direct = DirectTransport(deliverer)

@@ -3,15 +3,12 @@
 One server process is bound to one core (asyncio and the GIL); this spreads ingest over all of
 them. The parent:
 
-* makes sure nothing else listens on the port (a plain bind, which an SO_REUSEPORT listener of
-  another server would refuse too), then holds the port with an SO_REUSEPORT socket that never
-  listens, so a worker restarting cannot lose it to another program;
+* listens on the port (no SO_REUSEPORT: nothing else can join it) and on the mail root's Unix
+  socket (``delivery.local``), and keeps both open, so a worker restarting cannot lose them;
 * indexes what a crash left unindexed, once, before any worker starts;
-* forks N workers. Each is a whole ``smtpd.Server`` — its own event loop, group committer and
-  index connection — listening on the port with SO_REUSEPORT. Their counters and the connection
-  cap live on a shared ``tally.Board``. The kernel spreads connections by a hash of their
-  addresses, not by load (four clients often land three on one worker), so a worker that gets a
-  connection while another has fewer open passes it on (``Balancer``) before greeting it;
+* forks N workers, each a whole ``smtpd.Server`` (event loop, group committer, index
+  connection) accepting on the parent's sockets, counting on a shared ``tally.Board``. The
+  first awake accepts, so one that gets a connection while another has fewer passes it on;
 * logs "listening on HOST:PORT" once every worker is ready, and records the address;
 * replaces a worker that dies (its replacement first indexes what it left), and gives up — stopping
   the others — when a worker keeps dying at once (``RESTARTS`` within ``RESTART_WINDOW``);
@@ -44,7 +41,7 @@ from typing import Any, Literal
 
 from workflow.core.config import Config
 from workflow.core.errors import ConfigError, WorkflowError
-from workflow.delivery import address
+from workflow.delivery import address, local
 from workflow.delivery.commit import Copies
 from workflow.delivery.deliverer import Deliverer
 from workflow.delivery.smtp_protocol import Admission
@@ -75,34 +72,24 @@ def default_workers() -> int:
 
 
 def reserve(host: str, port: int) -> socket.socket:
-    """Hold ``host:port`` for the workers (port 0: a free one), refusing a port anything holds."""
+    """Listen on ``host:port`` for the workers (port 0: a free one), refusing a port anything
+    holds. No SO_REUSEPORT: no other process — an agent of the owner's uid included — can join
+    the port and take a share of its connections."""
     try:
         family, kind, proto, _, where = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
     except (OSError, UnicodeError) as e:
         raise ConfigError(f"cannot listen on {host}:{port}: {e}") from None
-    probe = socket.socket(family, kind, proto)
+    held = socket.socket(family, kind, proto)
     try:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as asyncio does: TIME_WAIT is no holder
-        probe.bind(where)
-        port = probe.getsockname()[1]
+        held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as asyncio does: TIME_WAIT is no holder
+        held.bind(where)
+        held.listen(1024)
     except OSError as e:
+        held.close()
         if e.errno == errno.EADDRINUSE:
             raise address.in_use(host, port) from None
         raise ConfigError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
-    finally:
-        probe.close()
-    held = socket.socket(family, kind, proto)
-    held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    try:
-        held.bind((where[0], port, *where[2:]))
-    except OSError as e:
-        held.close()
-        raise (
-            address.in_use(host, port)
-            if e.errno == errno.EADDRINUSE
-            else ConfigError(f"cannot listen on {host}:{port}: {e.strerror or e}")
-        ) from None
+    held.setblocking(False)
     held.set_inheritable(False)
     return held
 
@@ -126,6 +113,7 @@ class Supervisor:
         self.lanes = [socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM) for _ in range(count)]  # (to, from) worker i
         self.workers = [Worker(i) for i in range(count)]
         self.held: socket.socket | None = None
+        self.local: socket.socket | None = None
 
     def run(self, ready: Callable[[int], None]) -> Tally:
         """Serve until SIGTERM or SIGINT; returns the workers' totals as one tally."""
@@ -133,6 +121,17 @@ class Supervisor:
             raise WorkflowError("workflow smtpd --workers must start the workers before any thread")
         self.held = held = reserve(self.host, self.port)
         self.port = held.getsockname()[1]
+        path = str(self.config.state.socket)
+        try:
+            self.local = local.listen(path)
+        except OSError as e:
+            held.close()
+            raise ConfigError(
+                f"another server of this mail root listens on {path}: stop it first (one workflow smtpd per mail root)"
+                if e.errno == errno.EADDRINUSE
+                else f"cannot listen on {path}: {e.strerror or e}"
+            ) from None
+        made = local.identity(path)
         old = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
         try:
             with self.deliverer.open_index() as index:  # before the fork: no connection crosses it
@@ -149,6 +148,8 @@ class Supervisor:
             self._stop_all()
             address.forget(self.config)  # only the record this process wrote
             held.close()
+            self.local.close()
+            local.remove(path, made)
             for a, b in self.lanes:
                 a.close()
                 b.close()
@@ -298,8 +299,6 @@ def _worker_main(sup: Supervisor, row: int, ready: Ready, refresh: bool, parent:
     try:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
         die_with_parent(parent)
-        if sup.held is not None:
-            sup.held.close()  # the parent's hold on the port; the worker listens on its own socket
         for handler in logging.getLogger().handlers:
             handler.addFilter(_Prefix(row))
         _serve_worker(sup, row, ready, refresh)
@@ -523,6 +522,8 @@ def _serve_worker(sup: Supervisor, row: int, ready: Ready, refresh: bool) -> Non
             others=crew,
             worker=row,
             refresh=refresh,
+            tcp=sup.held if sup.held is not None else False,
+            local=sup.local,
         )
         await server.start()
         assert server.factory is not None

@@ -35,7 +35,7 @@ from workflow.app import App
 from workflow.artifacts.gitrepo import run_git
 from workflow.core.config import load_config
 from workflow.delivery.credentials import client_credential
-from workflow.delivery.transport import login
+from workflow.delivery.transport import LocalSMTP, login
 from workflow.mail.message import Draft, build
 from workflow.ops.chaos_record import answered_pairs
 from workflow.ops.scaffold import init
@@ -362,7 +362,7 @@ def play(
     restart_at: float | None = None
     t0 = time.monotonic()
     try:
-        client = smtplib.SMTP("127.0.0.1", port, timeout=30)
+        client = LocalSMTP(str(app.config.state.socket), timeout=30)
         credential = client_credential(mail_root=app.config.mail_root)
         login(client, credential.login, credential.secret)
         for at, _, ev in sorted(events, key=lambda e: (e[0], e[1])):

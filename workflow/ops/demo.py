@@ -131,9 +131,8 @@ def run_demo(directory: Path | None, echo: Callable[[str], None]) -> App:
     with BackgroundServer(app.config, app.deliverer, port=port) as port:
         echo(f"Scratch project: {base}\nMail root:       {app.config.mail_root}")
         echo(f"SMTP server:     127.0.0.1:{port} (workflow smtpd, started for the demo)\n")
-        _scenario(
-            app, base, SmtpTransport("127.0.0.1", port, 30.0, client_credential(mail_root=app.config.mail_root)), echo
-        )
+        socket = str(app.config.state.socket)
+        _scenario(app, base, SmtpTransport(socket, 30.0, client_credential(mail_root=app.config.mail_root)), echo)
     return app
 
 

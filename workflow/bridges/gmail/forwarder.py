@@ -27,7 +27,6 @@ from workflow.bridges.gmail.agents import Context, Result
 from workflow.bridges.gmail.imap import Fetched
 from workflow.core.config import ForwarderConfig
 from workflow.core.errors import BridgeError, WorkflowError
-from workflow.delivery import address
 from workflow.delivery.credentials import client_credential
 from workflow.delivery.transport import SmtpTransport
 from workflow.mail.message import Parsed, body_text, parse
@@ -121,10 +120,9 @@ class TodoForwarder:
                 with smtplib.SMTP(ctx.s.relay_host, ctx.s.relay_port, timeout=30) as smtp:
                     smtp.sendmail(sender, [dest], raw)
             else:  # our server, which spools it for the outbound bridge: logged in as the owner
-                host, port = address.server(ctx.app.config)
-                SmtpTransport(host, port, 30.0, client_credential(mail_root=ctx.app.config.mail_root)).send(
-                    raw, sender, [dest]
-                )
+                SmtpTransport(
+                    str(ctx.app.config.state.socket), 30.0, client_credential(mail_root=ctx.app.config.mail_root)
+                ).send(raw, sender, [dest])
         except (smtplib.SMTPException, OSError, WorkflowError) as e:
             ctx.say(f"todo_forwarder: uid {uid} not forwarded ({e}); it stays in INBOX for the next cycle")
             return Result(self.name, uid, "error", f"send failed: {e}")
