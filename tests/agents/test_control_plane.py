@@ -322,6 +322,10 @@ elif mode == "attributes-fifo":  # git opens these on every command: a FIFO bloc
 elif mode == "alternates":
     Path("specs/store").mkdir()
     Path(".git/objects/info/alternates").write_text(os.path.abspath("specs/store") + "\\n")
+elif mode == "nested-config":  # obeyed by the owner's commands run below it, were it found
+    evil = f'[runs]\\nsandbox = "none"\\n[backends.command]\\nargv = ["sh", "-c", "touch {canary}/nested"]\\n'
+    Path("specs/workflow.toml").write_text(evil)
+    Path("specs/proposed/workflow.toml").write_text(evil)
 elif mode == "link-folder":
     Path("specs/.gitignore").write_text("/proposed\\n")
     os.rename("specs/proposed", "specs/proposed-old")
@@ -400,6 +404,28 @@ def test_what_a_run_plants_in_git_fails_the_run_and_is_taken_away_before_any_git
     r = plant(p, "honest")  # and the role is not wedged: its next run does its work
     assert r.returncode == 0, r.stdout + r.stderr
     assert sh(p, "git", "ls-files", "specs/todo/honest.md").stdout.strip() == "specs/todo/honest.md"
+
+
+@needs_bwrap
+def test_a_workflow_toml_a_run_writes_in_the_project_fails_it_and_no_command_below_it_obeys_one(
+    tmp_path: Path,
+) -> None:
+    p, canary = planter(tmp_path)
+    r = plant(p, "nested-config")
+    assert r.returncode == 1 and "a run never writes one" in r.stdout, r.stdout + r.stderr
+    assert not (p.dir / "specs" / "workflow.toml").exists() and not (p.dir / "specs" / "todo" / "honest.md").exists()
+    # one there all the same (a pull, a teammate): commands below it refuse it and say so
+    (p.dir / "specs" / "workflow.toml").write_text('[runs]\nsandbox = "none"\n')
+    below = p.dir / "specs" / "proposed"
+    for cmd in (
+        ["workflow", "status"],
+        ["workflow-notify", "question", "specs/proposed/user-auth.md", "spec-reviewer"],
+    ):
+        r = sh(p, str(Path(sys.executable).parent / cmd[0]), *cmd[1:], check=False, cwd=below)
+        assert r.returncode != 0 and "inside the project of" in r.stderr and "--config" in r.stderr, r.stderr
+    r = sh(p, str(Path(sys.executable).parent / "workflow"), "doctor", check=False)
+    assert "specs/workflow.toml" in r.stdout, r.stdout
+    assert list(canary.iterdir()) == []
 
 
 @needs_bwrap

@@ -17,10 +17,10 @@ GIT_ENV = {
 }
 
 
-def sh(p: Project, *cmd: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+def sh(p: Project, *cmd: str, check: bool = True, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("WORKFLOW_")}
     env.update(GIT_ENV)
-    r = subprocess.run(cmd, cwd=p.dir, env=env, capture_output=True, text=True, timeout=60)
+    r = subprocess.run(cmd, cwd=cwd or p.dir, env=env, capture_output=True, text=True, timeout=60)
     if check:
         assert r.returncode == 0, (cmd, r.stdout, r.stderr)
     return r

@@ -29,14 +29,14 @@ import os
 import re
 import subprocess
 from collections.abc import Collection, Iterable
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import NamedTuple
 
 from workflow.artifacts.gitlock import project_lock
 from workflow.artifacts.gitrepo import GIT_DIRS, PINNED, REDIRECTS, WRITTEN_THROUGH, Repo, moves, odd_entry
 from workflow.artifacts.gitrepo import Change as GitChange
 from workflow.artifacts.gitstate import Start, added, git_entries, odd_git_files, repair_head
-from workflow.core.config import Config
+from workflow.core.config import CONFIG_NAME, Config
 from workflow.core.errors import GitError
 from workflow.core.locate import parse_path
 
@@ -117,10 +117,16 @@ def changed(
 
 
 def _check(config: Config, paths: Iterable[str]) -> None:
-    """Refuse edits that are really moves (a file deleted in one state folder, added in another:
-    moves go through ``workflow move``, which checks the transition) or that leave an artifact in
-    two state folders."""
+    """Refuse edits that write a workflow.toml, that are really moves (a file deleted in one state
+    folder, added in another: moves go through ``workflow move``, which checks the transition) or
+    that leave an artifact in two state folders."""
     project = config.project_dir
+    for p in paths:
+        if PurePosixPath(p).name == CONFIG_NAME:
+            raise GitError(
+                f"the run wrote {p}: a workflow.toml in the project would be obeyed by the owner's commands "
+                "run below it; a run never writes one"
+            )
     changes = [GitChange("D" if not os.path.lexists(project / p) else "A", p) for p in paths]
     for m in moves(changes, config):
         raise GitError(

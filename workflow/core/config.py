@@ -17,6 +17,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
+from workflow.core import snapshot
 from workflow.core.errors import ConfigError
 from workflow.core.schema import NAME_RE, BadValueError, Custom, Names, Section, Str, read, suggest, where
 from workflow.core.sections import (
@@ -193,12 +194,18 @@ def default_mail_root(env: Mapping[str, str]) -> Path:
 
 
 def find_config(start: Path) -> Path | None:
-    """The nearest workflow.toml at or above ``start``."""
-    for d in (start, *start.parents):
-        candidate = d / CONFIG_NAME
-        if candidate.is_file():
-            return candidate
-    return None
+    """The nearest workflow.toml at or above ``start``; ConfigError when it lies inside another
+    project (``snapshot.outer_config``): pass --config to use it."""
+    found = snapshot.find_config(str(start))
+    if found is None:
+        return None
+    outer = snapshot.outer_config(found)
+    if outer is not None:
+        raise ConfigError(
+            f"{found}: a workflow.toml inside the project of {outer} is not used by finding it (a run's "
+            f"agent may have written it): remove it, or pass --config {found} if it is yours"
+        )
+    return Path(found)
 
 
 def _transitions(file: str, items: tuple[str, ...], states: tuple[str, ...]) -> frozenset[tuple[str, str]]:

@@ -47,13 +47,31 @@ def find_config(start: str) -> str | None:
         d = up
 
 
+def outer_config(found: str) -> str | None:
+    """The workflow.toml of a project that holds the config ``found`` (one further up, up to the
+    top of the git repository ``found`` is in), or None. A config inside a project is never used
+    by finding it: it may be an agent's, written in an artifact folder, waiting for the owner to
+    run a command below it."""
+    d = os.path.dirname(found)
+    while not os.path.lexists(os.path.join(d, ".git")):
+        up = os.path.dirname(d)
+        if up == d:
+            return None
+        d = up
+        candidate = os.path.join(d, CONFIG_NAME)
+        if os.path.isfile(candidate):
+            return candidate
+    return None
+
+
 def config_path(given: str | None, env: Mapping[str, str]) -> str | None:
     """The config a command uses: ``given`` (``--config``), else ``$WORKFLOW_CONFIG``, else the
     nearest workflow.toml above the current directory — resolved, as ``load_config`` does."""
     given = given or env.get("WORKFLOW_CONFIG") or None
     if given is not None:
         return os.path.realpath(os.path.expanduser(given))
-    return find_config(os.path.realpath(os.getcwd()))
+    found = find_config(os.path.realpath(os.getcwd()))
+    return None if found is None or outer_config(found) is not None else found
 
 
 def stamp(path: str) -> Stamp:

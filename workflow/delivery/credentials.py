@@ -1,7 +1,9 @@
 """Credentials: who is sending — the owner of the mail root, one run of one role, or an AUTH login.
 
-Every submission is authenticated (``[smtp] auth = "required"``, the default) with SMTP AUTH
-PLAIN or LOGIN, and the login decides which roles the message may come from:
+Every submission is authenticated (``[smtp] auth = "required"``, the default), and the login
+decides which roles the message may come from. The owner and runs prove their key with
+``X-WORKFLOW`` (``handshake``) on the server's Unix socket only (``delivery.local``); people log in
+with PLAIN or LOGIN on TCP:
 
 * ``~owner`` — whoever owns the mail root: their shell, agentd, run-role's commit, the bridges.
   Its secret is in a per-user file outside every project and mail root

@@ -13,7 +13,6 @@ from __future__ import annotations
 import base64
 import fcntl
 import hashlib
-import hmac
 import json
 import os
 import time
@@ -93,16 +92,6 @@ class RunBox:
         info = self.info()
         digest = info.get("token_sha256")
         return digest if info.get("state") == OPEN and isinstance(digest, str) and len(digest) == 64 else None
-
-    def token_ok(self, token: str) -> bool:
-        """Is ``token`` this open run's credential?"""
-        info = self.info()
-        digest = info.get("token_sha256")
-        return (
-            info.get("state") == OPEN
-            and isinstance(digest, str)
-            and hmac.compare_digest(digest.encode(), token_digest(token).encode())
-        )
 
     def stage(self, raw: bytes, sender: str, recipients: Sequence[str], message_id: str, what: str) -> Path:
         """Keep one checked message until the run ends (the caller checked it)."""

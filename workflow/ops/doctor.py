@@ -174,6 +174,14 @@ def _the_rest(app: App, repo: Repo | None) -> list[Problem]:
                 "read them (git diff, git log), then run `workflow trust`",
             )
         )
+    for stray in trust.stray_configs(config):
+        out.append(
+            Problem(
+                "trust",
+                f"{stray}: a workflow.toml inside the project (a run's agent may have written it); commands "
+                "run below it refuse it — remove it, or use it with --config if it is yours",
+            )
+        )
     found = modes.loose(config.mail_root)
     if found:
         some = ", ".join(str(p) for p in found[:3]) + (" …" if len(found) > 3 else "")
