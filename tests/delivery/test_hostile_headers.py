@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from helpers.project import Project
+from helpers.project import Project, with_smtp
 from helpers.smtp import client, message
 from workflow.core.errors import MessageError, VisibilityError
+from workflow.delivery import submit
+from workflow.delivery.credentials import client_credential
 from workflow.delivery.listeners import is_loopback
 from workflow.delivery.smtpd import BackgroundServer
 
@@ -123,24 +125,49 @@ def test_200_internal_then_outside_replies_on_one_connection_store_nothing_outsi
     assert len(project.new_files("spec-reviewer-panel.claude")) == 200
 
 
-def test_forty_thousand_references_are_checked_in_linear_time_and_an_internal_one_still_refuses(
+def test_references_are_checked_in_linear_time_and_a_header_block_past_the_cap_is_refused(
     project: Project,
 ) -> None:
-    """References of 40,000 ids (1.1 MB) blocked a worker for 18 s (a list's ``in`` per id); every
-    id is still checked: an internal id at the very middle is found."""
+    """References of 40,000 ids (1.1 MB) blocked a worker for 18 s (a list's ``in`` per id): a
+    header block past 256 KiB is refused at once, and under it every id is still checked — an
+    internal id at the very middle of 9,000 is found."""
     import smtplib
 
     mid = internal(project)
-    refs = [f"<r{i}.x@elsewhere.example>" for i in range(40_000)]
-    refs.insert(20_000, mid)
-    hostile = raw("spec-reviewer-panel.claude", "spec-writer", references=refs)
+    many = [f"<r{i}.x@elsewhere.example>" for i in range(40_000)]
+    refs = many[:9_000]
+    refs.insert(4_500, mid)
     with BackgroundServer(project.app.config, project.app.deliverer) as port, client(port, timeout=5) as s:
-        with pytest.raises(smtplib.SMTPDataError) as e:  # answered within the client's 5 s (it took 9), and refused
+        with pytest.raises(smtplib.SMTPDataError) as e:
+            s.sendmail(
+                "spec-reviewer-panel.claude@workflow.local",
+                ["spec-writer@workflow.local"],
+                raw("spec-reviewer-panel.claude", "spec-writer", references=many),
+            )
+        assert e.value.smtp_code == 550 and b"the header block is" in e.value.smtp_error
+        hostile = raw("spec-reviewer-panel.claude", "spec-writer", references=refs)
+        with pytest.raises(smtplib.SMTPDataError) as e:  # answered within the client's 5 s, and refused
             s.sendmail("spec-reviewer-panel.claude@workflow.local", ["spec-writer@workflow.local"], hostile)
         assert e.value.smtp_code == 550 and b"internal-thread-stays-inside" in e.value.smtp_error
-        clean = raw("spec-reviewer-panel.claude", "spec-writer", references=refs[:20_000] + refs[20_001:])
+        clean = raw("spec-reviewer-panel.claude", "spec-writer", references=refs[:4_500] + refs[4_501:])
         s.sendmail("spec-reviewer-panel.claude@workflow.local", ["spec-writer@workflow.local"], clean)
     assert len(project.new_files("spec-writer")) == 1
+
+
+def test_a_template_that_renders_for_too_long_is_refused_and_the_server_serves_meanwhile(project: Project) -> None:
+    """XNOTIFY's template renders off the event loop for at most ``[smtp] render_timeout``."""
+    p = with_smtp(project, "render_timeout = 0.5\n")
+    slow = '{% for i in "x" * 1000 %}{% for j in "y" * 100000 %}{% endfor %}{% endfor %}{{ QUESTION }}\n'
+    (p.dir / "email-templates").mkdir(exist_ok=True)
+    (p.dir / "email-templates" / "question.txt").write_text(slow)
+    owner = client_credential(mail_root=p.app.config.mail_root)
+    fields = ["question", "specs/proposed/user-auth.md", "spec-reviewer", "spec-writer", "", "QUESTION=Why?"]
+    with BackgroundServer(p.app.config, p.app.deliverer) as port:
+        with pytest.raises(submit.RefusedError, match=r"451 4.3.0 composing the notification took longer than 0.5 s"):
+            submit.submit(str(p.app.config.state.socket), 30, owner.login, owner.secret, fields)
+        with client(port) as other:  # the render still runs in its thread; the server answers
+            assert other.noop()[0] == 250
+    assert p.new_files("spec-reviewer") == []
 
 
 def nested_mime(depth: int) -> bytes:

@@ -62,6 +62,7 @@ class SmtpConfig(NamedTuple):
     auth: str = "required"  # required | off (trust-the-host: any local process may send as any role)
     auth_users_file: str = ""  # SMTP AUTH logins and the roles each may send as (delivery.credentials)
     login_timeout: float = 10.0  # server: seconds a connection has to log in (AUTH required)
+    render_timeout: float = 10.0  # server: seconds a notification's template may take to render (XNOTIFY)
     tls_cert: str = ""  # STARTTLS for a non-loopback listener: PEM certificate chain …
     tls_key: str = ""  # … and its key
 
@@ -77,6 +78,7 @@ SMTP = Section(
         "auth": Str(choices=AUTH_MODES),
         "auth_users_file": Str(),
         "login_timeout": Num(0.1, 3600.0),
+        "render_timeout": Num(0.1, 600.0),
         "tls_cert": Str(),
         "tls_key": Str(),
     },

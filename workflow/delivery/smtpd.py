@@ -239,13 +239,24 @@ class Handler:
             event, artifact, to, sender, in_reply_to, *pairs = submit.decode(arg)
         except ValueError as e:
             return f"501 5.5.4 {_one_line(e)}"
+        limit = self.deliverer.config.smtp.render_timeout
         try:
             req = request(event, artifact, to, sender, in_reply_to, pairs)
+            parent = None
             if req.in_reply_to:  # the parent may have been stored a moment ago, here or by another worker
                 await self._indexed([req.in_reply_to])
-            composed = compose(req, self.deliverer.config, self.roster, parent_in(self.index))
+                parent = parent_in(self.index)(req.in_reply_to)
+            composed = await asyncio.wait_for(  # the template renders off the loop, for a bounded time
+                asyncio.get_running_loop().run_in_executor(
+                    None, compose, req, self.deliverer.config, self.roster, lambda _: parent
+                ),
+                limit,
+            )
         except WorkflowError as e:
             return f"550 5.6.0 {_one_line(e)}"
+        except TimeoutError:
+            log.warning("XNOTIFY %r: the template took longer than %g s to render: refused", event[:80], limit)
+            return f"451 4.3.0 composing the notification took longer than {limit:g} s ([smtp] render_timeout)"
         mail = Envelope()
         reply = await self.handle_MAIL(server, session, mail, composed.sender_address, [])
         for rcpt in composed.recipients:

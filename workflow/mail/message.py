@@ -23,6 +23,7 @@ else:
     from workflow.core.records import NamedTuple
 
 MAX_LINE = 998
+MAX_HEADER_BLOCK = 256 * 1024  # octets of a header block, at most (Postfix keeps 100 KB of one)
 FOLD_AT = 78
 MSGID_RE = re.compile(r"<[^<>\s]+>")
 MSGID_FULL_RE = re.compile(r"^<[^<>\s@]+@[^<>\s@]+>$")
@@ -518,6 +519,8 @@ def validate(
             check_value(name, value)  # raises, naming the character
     if check_lines and parsed.max_line > MAX_LINE:
         raise MessageError(f"a header line is {parsed.max_line} octets; RFC 5322 allows at most {MAX_LINE}")
+    if check_lines and parsed.body_offset > MAX_HEADER_BLOCK:
+        raise MessageError(f"the header block is {parsed.body_offset} octets; at most {MAX_HEADER_BLOCK} are taken")
     counts = parsed.counts
     for single in SINGLE_HEADERS:
         if counts.get(single.lower(), 0) > 1:
