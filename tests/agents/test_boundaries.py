@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -66,11 +67,13 @@ except (smtplib.SMTPException, LoginError) as e:
 
 # 2b. be the server the owner's commands talk to, and relay their login (no server runs)
 import socket
-owners = os.path.join(os.path.dirname(SOCK), "smtpd")
+owners = MAIL + "/.workflow/sock/smtpd"
 for name, act in (
     ("remove the run's socket", lambda: os.unlink(SOCK)),
     ("listen where the owner's commands connect", lambda: socket.socket(socket.AF_UNIX).bind(owners)),
     ("link a socket of its own there", lambda: os.symlink("/tmp/mine", owners)),
+    ("listen where other runs connect", lambda: socket.socket(socket.AF_UNIX).bind(os.path.dirname(SOCK) + "/smtpd")),
+    ("reach the owner's socket (to fill its queue)", lambda: LocalSMTP(owners, 5)),
 ):
     try:
         act()
@@ -183,7 +186,11 @@ def test_a_hostile_agent_in_a_spec_writer_run_gets_nowhere_and_its_honest_work_l
     assert not any(b"forged" in raw for raw in every)
     # the run's credential died with the run
     token = (p.dir / "attempts" / "token").read_text()
-    assert "Read-only file system" in results["listen where the owner's commands connect"]["detail"]
+    assert re.search(
+        "Read-only file system|No such file", results["listen where the owner's commands connect"]["detail"]
+    )
+    assert "Read-only file system" in results["listen where other runs connect"]["detail"]
+    assert "No such file" in results["reach the owner's socket (to fill its queue)"]["detail"]
     with BackgroundServer(p.app.config, p.app.deliverer):
         s = LocalSMTP(str(p.app.config.state.socket), 10)
         with pytest.raises(LoginError) as e:

@@ -88,7 +88,7 @@ def test_a_program_on_the_projects_port_never_hears_from_the_owners_commands(pro
     try:
         r = project.run(*notify, tool="workflow-notify")  # no server: delivered directly
         assert r.returncode == 0 and "delivered directly" in r.stderr, r.stderr
-        with BackgroundServer(config, project.app.deliverer, tcp=False, local=config.state.socket):
+        with BackgroundServer(config, project.app.deliverer, tcp=False):
             r = project.run(*notify, tool="workflow-notify")  # the server on its socket: it gets it
             assert r.returncode == 0 and f"(smtp: {config.state.socket})" in r.stderr, r.stderr
             r = project.run("notify", "--via", "smtp", *notify)
@@ -202,11 +202,11 @@ def test_connections_that_never_log_in_cannot_keep_people_or_the_owner_out(proje
             s.sendall(b"NOOP\r\n")
             assert s.recv(200).startswith(b"250")
             squatters.append(s)
-        with owner_client(p.app) as owner:  # the owner's socket has places of its own
-            owner.sendmail("spec-writer@workflow.local", ["spec-reviewer@workflow.local"], message())
         with client(port) as person:  # a person still gets in: it takes the oldest waiting one's place
-            person.sendmail("spec-writer@workflow.local", ["spec-reviewer@workflow.local"], message())
             first = squatters[0].recv(200)
+            with owner_client(p.app) as owner:  # the owner's socket has places of its own
+                owner.sendmail("spec-writer@workflow.local", ["spec-reviewer@workflow.local"], message())
+            person.sendmail("spec-writer@workflow.local", ["spec-reviewer@workflow.local"], message())
             assert first.startswith(b"421 4.7.0 too many connections waiting to log in"), first
             for s in squatters[1:]:  # the rest are closed when their time to log in is up
                 s.settimeout(10)
@@ -225,7 +225,7 @@ def test_a_runs_login_cannot_fill_the_owners_socket(project: Project) -> None:
     run = p.app.config.state.runs / "spec-writer.run"
     run.mkdir(parents=True)
     RunBox(run).write_info({"state": OPEN, "role": "spec-writer", "token_sha256": token_digest(token)})
-    path = str(p.app.config.state.socket)
+    path = str(p.app.config.state.runs_socket)
     with BackgroundServer(p.app.config, p.app.deliverer):
         held = []
         for _ in range(PER_RUN):

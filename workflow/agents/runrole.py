@@ -107,17 +107,18 @@ class Poller:
 @contextmanager
 def submission_server(app: App, wanted: bool) -> Iterator[str]:
     """The Unix socket of a server a run's agent can submit to: the mail root's ``workflow
-    smtpd`` when it listens, else one started for this run (its own socket beside it, stopped
-    when the run ends). The socket directory is read-only in the sandbox (``delivery.local``)."""
+    smtpd`` (its runs' socket) when it listens, else one started for this run (its own socket
+    beside it, stopped when the run ends). That directory is read-only in the sandbox, and the
+    owner's socket is not there at all (``delivery.local``)."""
     if not wanted:
         yield ""
         return
-    path = app.config.state.socket
+    path = app.config.state.runs_socket
     if local.answers(str(path)):
         yield str(path)
         return
     own = app.config.state.run_socket(os.getpid())
-    with BackgroundServer(app.config, app.deliverer, tcp=False, local=own):
+    with BackgroundServer(app.config, app.deliverer, tcp=False, sockets=[own]):
         yield str(own)
 
 

@@ -9,8 +9,8 @@ built from a list, not from ``/`` minus exceptions:
   ``writable`` (nothing of the owner's home by default) — but never the owner's control plane
   inside it (``control_plane``: the config, roles, templates, git's hooks and config stay
   read-only, so nothing the agent writes is run or obeyed by the owner's processes);
-* the servers' Unix sockets, read-only (``$WORKFLOW_SMTP`` is one: it can connect, and cannot put
-  a socket of its own where the owner's commands connect — ``delivery.local``);
+* the runs' servers' Unix sockets, read-only (``$WORKFLOW_SMTP`` is one: it can connect, and
+  cannot put a socket of its own in their place; the owner's socket is not there — ``delivery.local``);
 * the one directory of its run it may see (``$WORKFLOW_RUN``), and the role's own agent-CLI
   state (``$CLAUDE_CONFIG_DIR``, ``$CODEX_HOME`` under ``<state>/cli/ROLE``): never the owner's
   ``~/.claude`` (settings and hooks Claude Code obeys in the owner's own sessions), never
@@ -167,7 +167,7 @@ def view(
         args += ["--tmpfs", str(h)]
     if run_dir is not None:
         args += ["--bind", str(run_dir.resolve()), str(run_dir.resolve())]
-        sockets = config.state.sockets  # the servers' sockets, reached but never replaced (delivery.local)
+        sockets = config.state.run_sockets  # the runs' servers' sockets, reached but never replaced (delivery.local)
         sockets.mkdir(mode=0o700, parents=True, exist_ok=True)
         args += ["--ro-bind", str(sockets.resolve()), str(sockets.resolve())]
     if cli_state is not None:

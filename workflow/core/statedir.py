@@ -51,18 +51,33 @@ class StateDir:
 
     @property
     def sockets(self) -> Path:
-        """The servers' Unix sockets (0700): bound read-only into every sandbox, so a run's agent
-        reaches them and cannot put a socket of its own in their place (``delivery.local``)."""
+        """The owner's socket's directory (0700, in no sandbox: ``delivery.local``)."""
         return self.root / "sock"
 
     @property
     def socket(self) -> Path:
-        """The running ``workflow smtpd``'s socket: the owner and runs log in here, never on TCP."""
+        """The running ``workflow smtpd``'s socket for the owner's logins, never on TCP."""
         return self.sockets / "smtpd"
+
+    @property
+    def run_sockets(self) -> Path:
+        """The runs' sockets' directory: bound read-only into every sandbox, so a run's agent
+        reaches its server and cannot put a socket of its own in its place."""
+        return self.root / "run-sock"
+
+    @property
+    def runs_socket(self) -> Path:
+        """The running ``workflow smtpd``'s socket for runs' logins."""
+        return self.run_sockets / "smtpd"
+
+    @property
+    def server_sockets(self) -> tuple[Path, Path]:
+        """Where ``workflow smtpd`` listens besides TCP: the owner's socket and the runs' socket."""
+        return self.socket, self.runs_socket
 
     def run_socket(self, pid: int) -> Path:
         """The socket of the server run-role (process ``pid``) starts for its run when none runs."""
-        return self.sockets / f"run.{pid}"
+        return self.run_sockets / f"run.{pid}"
 
     @property
     def tasks(self) -> Path:

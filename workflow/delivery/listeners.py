@@ -1,14 +1,17 @@
 """Listeners: where a server may listen — loopback by default; any other address only with AUTH
-required and STARTTLS set up, and AUTH offered only after STARTTLS there (``tls_context``)."""
+required and STARTTLS set up, and AUTH offered only after STARTTLS there (``tls_context``); and
+the port the workers share (``reserve``)."""
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import socket
 import ssl
 
 from workflow.core.config import Config
-from workflow.core.errors import WorkflowError
+from workflow.core.errors import ConfigError, WorkflowError
+from workflow.delivery import address
 from workflow.delivery.credentials import load_users
 
 
@@ -57,3 +60,26 @@ def tls_context(cert: str, key: str) -> ssl.SSLContext:
     except (OSError, ssl.SSLError) as e:
         raise WorkflowError(f"[smtp] tls_cert/tls_key: cannot load {cert} and {key}: {e}") from None
     return ctx
+
+
+def reserve(host: str, port: int) -> socket.socket:
+    """Listen on ``host:port`` for the workers (port 0: a free one), refusing a port anything
+    holds. No SO_REUSEPORT: no other process — an agent of the owner's uid included — can join
+    the port and take a share of its connections."""
+    try:
+        family, kind, proto, _, where = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except (OSError, UnicodeError) as e:
+        raise ConfigError(f"cannot listen on {host}:{port}: {e}") from None
+    held = socket.socket(family, kind, proto)
+    try:
+        held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as asyncio does: TIME_WAIT is no holder
+        held.bind(where)
+        held.listen(1024)
+    except OSError as e:
+        held.close()
+        if e.errno == errno.EADDRINUSE:
+            raise address.in_use(host, port) from None
+        raise ConfigError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+    held.setblocking(False)
+    held.set_inheritable(False)
+    return held

@@ -343,18 +343,18 @@ class Server:
         worker: int | None = None,
         refresh: bool = True,
         tcp: bool | socket.socket = True,
-        local: Path | socket.socket | None = None,
+        sockets: Sequence[Path | socket.socket] = (),
     ) -> None:
         """``tcp``: listen on ``host:port`` (True), on a listening socket given (a worker's), or
-        not at all (False: a run's server); ``local``: the Unix socket where the owner and runs
-        log in — a path to listen at, a listening socket given, or None."""
+        not at all (False: a run's server); ``sockets``: the Unix sockets where the owner and runs
+        log in (``delivery.local``) — each a path to listen at, or a listening socket given."""
         self.config = config
         self.host = host or config.smtp.host
         self.port = config.smtp.port if port is None else port
         self.tcp = tcp
-        self.local = local
-        self.local_server: asyncio.base_events.Server | None = None
-        self.local_made: tuple[int, int] | None = None  # the socket file this server made, to remove
+        self.sockets = tuple(sockets)
+        self.unix_servers: list[asyncio.base_events.Server] = []
+        self.made: list[tuple[str, tuple[int, int] | None]] = []  # the socket files this server made, to remove
         self.deliverer = Deliverer(config, deliverer.roster, Maildirs(config.mail_root))
         self.stats = tally or Tally()
         self.worker = worker
@@ -428,8 +428,7 @@ class Server:
                 self.server = await loop.create_server(self.factory, self.host, self.port)
             await self._listen_locally(handler)
         except (OSError, WorkflowError) as e:
-            if self.server is not None:
-                self.server.close()
+            self._close_listeners()
             self.committer.stop()
             self.index.close()
             if isinstance(e, WorkflowError):
@@ -444,32 +443,35 @@ class Server:
         return self.port
 
     async def _listen_locally(self, handler: Handler) -> None:
-        if self.local is None:
-            return
-        sock = self.local
-        if not isinstance(sock, socket.socket):
-            path = str(sock)
-            try:
-                sock = local.listen(path)
-            except OSError as e:
-                if e.errno == errno.EADDRINUSE:
-                    raise ConfigError(
-                        f"another server of this mail root listens on {path}: "
-                        "stop it first (one workflow smtpd per mail root)"
-                    ) from None
-                raise ConfigError(f"cannot listen on {path}: {e.strerror or e}") from None
-            self.local_made = local.identity(path)
-        self.local_server = await asyncio.get_running_loop().create_unix_server(
-            self._protocol(handler, on_socket=True), sock=sock
-        )
+        for where in self.sockets:
+            sock = where
+            if not isinstance(where, socket.socket):
+                path = str(where)
+                try:
+                    sock = local.listen(path)
+                except OSError as e:
+                    if e.errno == errno.EADDRINUSE:
+                        raise ConfigError(
+                            f"another server of this mail root listens on {path}: "
+                            "stop it first (one workflow smtpd per mail root)"
+                        ) from None
+                    raise ConfigError(f"cannot listen on {path}: {e.strerror or e}") from None
+                self.made.append((path, local.identity(path)))
+            assert isinstance(sock, socket.socket)
+            self.unix_servers.append(
+                await asyncio.get_running_loop().create_unix_server(self._protocol(handler, on_socket=True), sock=sock)
+            )
+
+    def _close_listeners(self) -> None:
+        for listener in (self.server, *self.unix_servers):
+            if listener is not None:
+                listener.close()
+        for path, made in self.made:
+            local.remove(path, made)
 
     async def stop(self, grace: float = 10.0) -> None:
         """Stop listening, let transactions in DATA finish (each is stored, then acknowledged), close."""
-        for listener in (self.server, self.local_server):
-            if listener is not None:
-                listener.close()
-        if isinstance(self.local, Path):
-            local.remove(str(self.local), self.local_made)
+        self._close_listeners()
         deadline = asyncio.get_running_loop().time() + grace
         while self.stats.in_flight and asyncio.get_running_loop().time() < deadline:
             await asyncio.sleep(0.01)
@@ -495,8 +497,8 @@ def new_loop() -> asyncio.AbstractEventLoop:
 
 class BackgroundServer:
     """A server on its own event loop thread (the demo, run-role and tests use it): ``with … as
-    port:``. It listens on ``host:port`` unless ``tcp`` is False, and on the Unix socket
-    ``local`` (by default the mail root's, where the owner's commands find it)."""
+    port:``. It listens on ``host:port`` unless ``tcp`` is False, and on the Unix ``sockets``
+    (by default the mail root's two, where the owner's commands and runs find it)."""
 
     def __init__(
         self,
@@ -506,10 +508,11 @@ class BackgroundServer:
         port: int = 0,
         *,
         tcp: bool = True,
-        local: Path | None = None,
+        sockets: Sequence[Path] | None = None,
     ) -> None:
         self.config, self.deliverer, self.host, self.port = config, deliverer, host, port
-        self.tcp, self.local = tcp, local or config.state.socket
+        self.tcp = tcp
+        self.sockets = config.state.server_sockets if sockets is None else tuple(sockets)
         self.loop = new_loop()
         self.server: Server | None = None
         self.thread = threading.Thread(target=self.loop.run_forever, name="smtpd", daemon=True)
@@ -517,7 +520,7 @@ class BackgroundServer:
     def __enter__(self) -> int:
         self.thread.start()
         self.server = Server(
-            self.config, self.deliverer, host=self.host, port=self.port, tcp=self.tcp, local=self.local
+            self.config, self.deliverer, host=self.host, port=self.port, tcp=self.tcp, sockets=self.sockets
         )
         try:
             self.port = asyncio.run_coroutine_threadsafe(self.server.start(), self.loop).result(timeout=30)
@@ -543,7 +546,7 @@ def serve(
     """Run until SIGTERM or SIGINT, then stop cleanly."""
 
     async def main() -> Tally:
-        server = Server(config, deliverer, host=host, port=port, local=config.state.socket)
+        server = Server(config, deliverer, host=host, port=port, sockets=config.state.server_sockets)
         await server.start()
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()

@@ -182,7 +182,7 @@ def make_transport(config: Config, deliverer: Deliverer, via: str = "auto") -> T
     if credential is not None and credential.run_role:
         if via == "direct":
             raise TransportError("inside a run, mail goes through the SMTP server (--via direct is for the owner)")
-        path = os.environ.get("WORKFLOW_SMTP") or str(config.state.socket)
+        path = os.environ.get("WORKFLOW_SMTP") or str(config.state.runs_socket)
         return SmtpTransport(path, config.smtp.timeout, credential)
     smtp = SmtpTransport(
         str(config.state.socket), config.smtp.timeout, credential, must_login=config.smtp.auth == "required"

@@ -44,6 +44,7 @@ from workflow.core.errors import ConfigError, WorkflowError
 from workflow.delivery import address, local
 from workflow.delivery.commit import Copies
 from workflow.delivery.deliverer import Deliverer
+from workflow.delivery.listeners import reserve
 from workflow.delivery.smtp_protocol import Admission
 from workflow.delivery.smtpd import Server, new_loop, stopped
 from workflow.delivery.tally import CONNECTIONS, INCOMING, SERVING, TELLS, WIDTH, Board, Tally
@@ -71,29 +72,6 @@ def default_workers() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def reserve(host: str, port: int) -> socket.socket:
-    """Listen on ``host:port`` for the workers (port 0: a free one), refusing a port anything
-    holds. No SO_REUSEPORT: no other process — an agent of the owner's uid included — can join
-    the port and take a share of its connections."""
-    try:
-        family, kind, proto, _, where = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
-    except (OSError, UnicodeError) as e:
-        raise ConfigError(f"cannot listen on {host}:{port}: {e}") from None
-    held = socket.socket(family, kind, proto)
-    try:
-        held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as asyncio does: TIME_WAIT is no holder
-        held.bind(where)
-        held.listen(1024)
-    except OSError as e:
-        held.close()
-        if e.errno == errno.EADDRINUSE:
-            raise address.in_use(host, port) from None
-        raise ConfigError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
-    held.setblocking(False)
-    held.set_inheritable(False)
-    return held
-
-
 @dataclass
 class Worker:
     """One worker slot: its process, and when it last started."""
@@ -113,7 +91,8 @@ class Supervisor:
         self.lanes = [socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM) for _ in range(count)]  # (to, from) worker i
         self.workers = [Worker(i) for i in range(count)]
         self.held: socket.socket | None = None
-        self.local: socket.socket | None = None
+        self.local: list[socket.socket] = []  # the owner's and the runs' sockets
+        self.made: list[tuple[str, tuple[int, int] | None]] = []
 
     def run(self, ready: Callable[[int], None]) -> Tally:
         """Serve until SIGTERM or SIGINT; returns the workers' totals as one tally."""
@@ -121,17 +100,18 @@ class Supervisor:
             raise WorkflowError("workflow smtpd --workers must start the workers before any thread")
         self.held = held = reserve(self.host, self.port)
         self.port = held.getsockname()[1]
-        path = str(self.config.state.socket)
         try:
-            self.local = local.listen(path)
+            for path in map(str, self.config.state.server_sockets):
+                self.local.append(local.listen(path))
+                self.made.append((path, local.identity(path)))
         except OSError as e:
             held.close()
+            self._close_sockets()
             raise ConfigError(
                 f"another server of this mail root listens on {path}: stop it first (one workflow smtpd per mail root)"
                 if e.errno == errno.EADDRINUSE
                 else f"cannot listen on {path}: {e.strerror or e}"
             ) from None
-        made = local.identity(path)
         old = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
         try:
             with self.deliverer.open_index() as index:  # before the fork: no connection crosses it
@@ -148,13 +128,18 @@ class Supervisor:
             self._stop_all()
             address.forget(self.config)  # only the record this process wrote
             held.close()
-            self.local.close()
-            local.remove(path, made)
+            self._close_sockets()
             for a, b in self.lanes:
                 a.close()
                 b.close()
             signal.pthread_sigmask(signal.SIG_SETMASK, old)
         return self.totals()
+
+    def _close_sockets(self) -> None:
+        for sock in self.local:
+            sock.close()
+        for path, made in self.made:
+            local.remove(path, made)
 
     def totals(self) -> Tally:
         total = Tally()
@@ -523,7 +508,7 @@ def _serve_worker(sup: Supervisor, row: int, ready: Ready, refresh: bool) -> Non
             worker=row,
             refresh=refresh,
             tcp=sup.held if sup.held is not None else False,
-            local=sup.local,
+            sockets=sup.local,
         )
         await server.start()
         assert server.factory is not None
