@@ -107,6 +107,7 @@ class Run(RunBox):
             write_atomic(run.dir / "head", begun.head, mode=0o600)
             write_atomic(run.dir / "head-file", begun.head_file, mode=0o600)
             write_atomic(run.dir / "git.json", json.dumps(begun.entries), mode=0o600)
+            write_atomic(run.dir / "staged.json", json.dumps(begun.staged), mode=0o600)
             if begun.packed is not None:
                 write_atomic(run.dir / "packed-refs", begun.packed, mode=0o600)
         return run
@@ -191,11 +192,17 @@ class Run(RunBox):
             packed: bytes | None = (self.dir / "packed-refs").read_bytes()
         except OSError:
             packed = None
+        try:
+            kept = json.loads((self.dir / "staged.json").read_text(encoding="utf-8"))
+            staged = {str(p): (str(e[0]), str(e[1])) for p, e in kept.items()} if isinstance(kept, dict) else None
+        except (OSError, ValueError, TypeError, IndexError, AttributeError):
+            staged = None
         return Start(
             self.began_at(),
             self._text("head-file"),
             tuple(map(str, entries)) if isinstance(entries, list) else None,
             packed,
+            staged,
         )
 
     def commit_edits(self, app: App) -> list[str]:
@@ -222,12 +229,15 @@ class Run(RunBox):
                 f"a commit made during the run changed {', '.join(touched)}: the control files are the owner's"
             )
         paths = self.edits(app.config)
+        unstaged = edits.check_index(app.config, self.begun(), paths)
         if not paths:
-            return []
+            return unstaged
         write_atomic(self.dir / "edits.json", json.dumps(paths), mode=0o600)  # a rollback after a crash finds them
         role = str(self.info().get("role", "run-role"))
         done = edits.commit(app.config, role, paths, "edit")
-        lines = [f"committed {', '.join(done.paths)} as {role} (commit {done.sha[:10]})"] if done.sha else []
+        lines = unstaged + (
+            [f"committed {', '.join(done.paths)} as {role} (commit {done.sha[:10]})"] if done.sha else []
+        )
         if done.skipped:
             lines.append(f"not committed (symlinks are never committed): {', '.join(done.skipped)}")
         return lines

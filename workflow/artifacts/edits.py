@@ -35,7 +35,17 @@ from typing import NamedTuple
 from workflow.artifacts.gitlock import project_lock
 from workflow.artifacts.gitrepo import GIT_DIRS, PINNED, REDIRECTS, WRITTEN_THROUGH, Repo, moves, odd_entry
 from workflow.artifacts.gitrepo import Change as GitChange
-from workflow.artifacts.gitstate import Start, added, git_entries, odd_git_files, repair_head
+from workflow.artifacts.gitstate import (
+    Start,
+    added,
+    git_entries,
+    gitlink,
+    index_changes,
+    odd_git_files,
+    repair_head,
+    restore_index,
+    staged,
+)
 from workflow.core.config import CONFIG_NAME, Config
 from workflow.core.errors import GitError
 from workflow.core.locate import parse_path
@@ -350,7 +360,31 @@ def start(config: Config) -> Start:
     kept = None
     if not odd_entry(packed, False) and packed.is_file() and packed.stat().st_size <= MAX_PACKED:
         kept = packed.read_bytes()
-    return Start(head(config) or "", head_file(config), tuple(git_entries(config)), kept)
+    return Start(head(config) or "", head_file(config), tuple(git_entries(config)), kept, staged(config))
+
+
+def check_index(config: Config, begun: Start, paths: Collection[str]) -> list[str]:
+    """What the run left staged in git's index beyond its own ``paths``: a gitlink (the owner's
+    next ``git status`` would enter the repository and obey its config) or a control file (the
+    owner's next commit would take the run's version) is a GitError; anything else is put back
+    as it was, its change left in the working tree. Returns what was put back."""
+    before = begun.staged or {}
+    repo = Repo(config)
+    control = [repo.to_top(p) for p in control_paths(config)]
+    mine = {repo.to_top(p) for p in paths}
+    now = staged(config)
+    changed = [p for p in index_changes(config, before) if p not in mine or gitlink(now.get(p))]
+    bad = [p for p in changed if gitlink(now.get(p)) or any(p == c or p.startswith(c + "/") for c in control)]
+    if bad:
+        raise GitError(
+            f"the run staged {', '.join(bad)} in git's index: the owner's next git status or commit would obey or "
+            "take it"
+        )
+    if not changed:
+        return []
+    with project_lock(config) as env:
+        restore_index(config, before, changed, env)
+    return [f"unstaged {', '.join(changed)} (the run staged it; its change stays in the working tree)"]
 
 
 def neutralize(config: Config, keep: Path, since: str | None, role: str, begun: Start) -> list[str]:
@@ -377,6 +411,12 @@ def neutralize(config: Config, keep: Path, since: str | None, role: str, begun: 
         if not os.path.lexists(index) and Repo(config).head():
             Repo(config).git("read-tree", "HEAD")  # the planted index is gone: git's index is HEAD's again
             lines.append("rebuilt git's index from HEAD")
+    if begun.staged is not None:
+        changed = index_changes(config, begun.staged)
+        if changed:
+            with project_lock(config) as env:
+                restore_index(config, begun.staged, changed, env)
+            lines.append(f"put git's index back as it was for {', '.join(changed)}")
     links = gitlinks_since(config, since)
     if links:
         repo = Repo(config)

@@ -14,7 +14,7 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import NamedTuple
 
-from workflow.artifacts.gitrepo import PINNED, odd_entry, run_git
+from workflow.artifacts.gitrepo import PINNED, Repo, odd_entry, run_git
 from workflow.core.config import Config
 from workflow.core.files import write_atomic
 
@@ -94,14 +94,65 @@ def _mtime(path: Path, default: float) -> float:
         return default
 
 
+Staged = dict[str, tuple[str, str]]  # top-relative path → (mode, sha) of its index entry, where it differs from HEAD
+GONE = "000000"  # the mode of a path the index has removed
+
+
 class Start(NamedTuple):
     """What a run's rollback puts ``.git`` back to: HEAD's commit and ``.git/HEAD``'s text when
-    the run began, ``.git``'s entries then (``git_entries``) and ``packed-refs``' bytes."""
+    the run began, ``.git``'s entries then (``git_entries``), ``packed-refs``' bytes, and what
+    the index held apart from HEAD (the owner's own staged work, ``staged``)."""
 
     head: str = ""
     head_file: str = ""
     entries: tuple[str, ...] | None = None
     packed: bytes | None = None
+    staged: Staged | None = None
+
+
+def staged(config: Config) -> Staged:
+    """Every index entry that differs from HEAD (none for a repository without a commit)."""
+    repo = Repo.find(config)
+    if repo is None:
+        return {}
+    out = repo.git("diff-index", "--cached", "-z", "--no-renames", "HEAD", check=False)
+    fields = out.split("\0")
+    found: Staged = {}
+    for meta, path in zip(fields[0::2], fields[1::2], strict=False):
+        parts = meta.lstrip(":").split()
+        if len(parts) >= 4 and path:
+            found[path] = (parts[1], parts[3])
+    return found
+
+
+def index_changes(config: Config, before: Staged) -> list[str]:
+    """Top-relative paths whose index entry the run changed (staged without committing)."""
+    now = staged(config)
+    return sorted(p for p in set(now) | set(before) if now.get(p) != before.get(p))
+
+
+def gitlink(entry: tuple[str, str] | None) -> bool:
+    return entry is not None and entry[0] == "160000"
+
+
+def restore_index(config: Config, before: Staged, paths: Collection[str], env: dict[str, str]) -> None:
+    """Put the index entries of ``paths`` back as they were when the run began: its record, or
+    HEAD's entry (or none). Call holding the project's git lock (``env``)."""
+    if not paths:
+        return
+    repo = Repo(config)
+    listed = repo.git("ls-tree", "-z", "--full-tree", "HEAD", "--", *paths, check=False, env=env)
+    head: Staged = {}
+    for line in listed.split("\0"):
+        meta, _, path = line.partition("\t")
+        parts = meta.split()
+        if len(parts) == 3 and path:
+            head[path] = (parts[0], parts[2])
+    lines = []
+    for p in paths:
+        mode, sha = before.get(p) or head.get(p) or (GONE, "")
+        lines.append(f"0 {'0' * 40}\t{p}" if mode == GONE else f"{mode} {sha}\t{p}")
+    repo.git("update-index", "-z", "--index-info", env=env, input="\0".join(lines) + "\0")
 
 
 def _head_tree(config: Config) -> tuple[bool, str]:
