@@ -35,7 +35,7 @@ from typing import NamedTuple
 
 from workflow.agents.contain import leftovers
 from workflow.app import App
-from workflow.artifacts import edits
+from workflow.artifacts import agentfiles, edits
 from workflow.artifacts.gitstate import Start, head_problem
 from workflow.artifacts.move import revert
 from workflow.core.config import Config
@@ -108,6 +108,7 @@ class Run(RunBox):
             write_atomic(run.dir / "head-file", begun.head_file, mode=0o600)
             write_atomic(run.dir / "git.json", json.dumps(begun.entries), mode=0o600)
             write_atomic(run.dir / "staged.json", json.dumps(begun.staged), mode=0o600)
+            agentfiles.record(config, run.dir / "agent-files")
             if begun.packed is not None:
                 write_atomic(run.dir / "packed-refs", begun.packed, mode=0o600)
         return run
@@ -228,6 +229,12 @@ class Run(RunBox):
             raise GitError(
                 f"a commit made during the run changed {', '.join(touched)}: the control files are the owner's"
             )
+        written = agentfiles.changed(app.config, self.dir / "agent-files")
+        if written:
+            raise GitError(
+                f"the run wrote {', '.join(written)}: instructions, settings or configs that agents and the "
+                "owner's commands obey; a run never writes them"
+            )
         paths = self.edits(app.config)
         unstaged = edits.check_index(app.config, self.begun(), paths)
         if not paths:
@@ -297,6 +304,10 @@ class Run(RunBox):
             lines += edits.neutralize(app.config, keep, self.began_at(), role, self.begun())
         except (GitError, OSError) as e:
             lines.append(f"could not take away what the run planted in .git: {e}")
+        try:
+            lines += agentfiles.restore(app.config, self.dir / "agent-files", keep)
+        except OSError as e:
+            lines.append(f"could not put back the agent files the run wrote: {e}")
         moved = self.moves(app.config)
         pending = self.edits(app.config)  # before the moves go back: a reverted move is not an edit
         reverted: list[Journalled] = []

@@ -17,9 +17,10 @@ import hashlib
 import json
 import os
 import stat
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import NamedTuple
 
+from workflow.artifacts import agentfiles
 from workflow.artifacts.edits import control_paths
 from workflow.core.config import CONFIG_NAME, Config
 from workflow.core.files import write_atomic
@@ -123,23 +124,8 @@ def changes(config: Config) -> list[Change] | None:
     return out
 
 
-MAX_WALKED = 100_000  # entries of the project tree looked at, at most, for a stray config
-
-
 def stray_configs(config: Config) -> list[str]:
-    """Project-relative paths of every workflow.toml in the project's tree but its own config (git's
-    folder and the mail root aside): a run never writes one, and no command found below one uses
-    it (``core.snapshot.outer_config``), but a person should know it is there."""
-    project = config.project_dir
-    skip = {os.path.realpath(project / ".git"), os.path.realpath(config.mail_root)}
-    own = os.path.realpath(config.path) if config.path is not None else ""
-    out: list[str] = []
-    seen = 0
-    for root, dirs, files in os.walk(project):
-        dirs[:] = sorted(d for d in dirs if os.path.realpath(os.path.join(root, d)) not in skip)
-        seen += len(files) + len(dirs)
-        if CONFIG_NAME in files and os.path.realpath(os.path.join(root, CONFIG_NAME)) != own:
-            out.append(Path(root, CONFIG_NAME).relative_to(project).as_posix())
-        if seen > MAX_WALKED:
-            break
-    return out
+    """Project-relative paths of every workflow.toml in the project's tree but its own config: a
+    run never writes one, and no command found below one uses it (``core.snapshot.outer_config``),
+    but a person should know it is there."""
+    return [p for p in agentfiles.found(config) if PurePosixPath(p).name == CONFIG_NAME]

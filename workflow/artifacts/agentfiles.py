@@ -1,0 +1,112 @@
+"""Agent files: what agent CLIs and the owner's commands obey from a project's working tree outside
+the control plane — instructions (``CLAUDE.md``, ``AGENTS.md``, ``GEMINI.md`` anywhere in the tree),
+settings and MCP servers (``.claude/``, ``.gemini/``, ``.codex/``, ``.mcp.json``), the scripted
+backend's scripts, and any ``workflow.toml``. A run never writes them: one role's agent would
+steer every later run of every role (and the owner's own Claude Code session in the project).
+
+``record`` keeps each one's bytes in the owner's part of the run directory when the run begins;
+``changed`` names what differs when it ends (the run then fails); ``restore`` puts back what was
+there and moves aside what the run added, for the owner to read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from workflow.core.config import CONFIG_NAME, Config
+from workflow.core.files import write_atomic
+
+NAMES = frozenset({CONFIG_NAME, "CLAUDE.md", "CLAUDE.local.md", "AGENTS.md", "GEMINI.md", ".mcp.json"})
+FOLDERS = (".claude", ".gemini", ".codex")  # at the project's top
+MAX_WALKED = 100_000  # entries of the tree looked at, at most
+MAX_KEPT = 1 << 20  # bytes of one file kept to put it back (a larger one is moved aside, never restored)
+MANIFEST = "agent-files.json"
+
+
+def _digest(path: Path) -> str:
+    try:
+        if path.is_symlink() or not path.is_file():
+            return "<not a file>"
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return "<unreadable>"
+
+
+def found(config: Config) -> dict[str, str]:
+    """Project-relative path → SHA-256 of every agent file now (the project's own config aside)."""
+    project = config.project_dir
+    skip = {os.path.realpath(project / ".git"), os.path.realpath(config.mail_root)}
+    own = os.path.realpath(config.path) if config.path is not None else ""
+    out: dict[str, str] = {}
+    tops = [*FOLDERS, Path(config.backends.scripted.dir).as_posix().strip("/")]
+    seen = 0
+    for root, dirs, files in os.walk(project):
+        dirs[:] = [d for d in dirs if os.path.realpath(os.path.join(root, d)) not in skip]
+        seen += len(files) + len(dirs)
+        rel = Path(root).relative_to(project).as_posix()
+        inside = any(rel == t or rel.startswith(t + "/") for t in tops)
+        for name in files if inside else NAMES.intersection(files):
+            path = Path(root, name)
+            if os.path.realpath(path) != own:
+                out[path.relative_to(project).as_posix()] = _digest(path)
+        if seen > MAX_WALKED:
+            break
+    return out
+
+
+def record(config: Config, into: Path) -> None:
+    """Keep what the agent files hold now in ``into`` (the owner's part of the run directory)."""
+    now = found(config)
+    into.mkdir(mode=0o700, parents=True, exist_ok=True)
+    for i, (rel, digest) in enumerate(sorted(now.items())):
+        path = config.project_dir / rel
+        if not digest.startswith("<") and path.stat().st_size <= MAX_KEPT:
+            write_atomic(into / str(i), path.read_bytes(), mode=0o600)
+    write_atomic(into / MANIFEST, json.dumps(sorted(now.items())), mode=0o600)
+
+
+def _recorded(into: Path) -> dict[str, str] | None:
+    try:
+        items = json.loads((into / MANIFEST).read_text(encoding="utf-8"))
+        return {str(rel): str(digest) for rel, digest in items}
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def changed(config: Config, into: Path) -> list[str]:
+    """The agent files the run added, changed or removed (none when nothing was recorded)."""
+    before = _recorded(into)
+    if before is None:
+        return []
+    now = found(config)
+    return sorted(p for p in set(before) | set(now) if before.get(p) != now.get(p))
+
+
+def restore(config: Config, into: Path, aside: Path) -> list[str]:
+    """Put the agent files back as ``record`` kept them; what the run added goes to ``aside``."""
+    before = _recorded(into)
+    if before is None:
+        return []
+    order = {rel: i for i, rel in enumerate(sorted(before))}
+    lines = []
+    for rel in changed(config, into):
+        path = config.project_dir / rel
+        if os.path.lexists(path) and (rel not in before or not path.is_file() or path.is_symlink()):
+            aside.mkdir(parents=True, exist_ok=True)
+            os.replace(path, aside / rel.replace("/", "__"))
+        kept = into / str(order[rel]) if rel in order else None
+        if kept is not None and kept.is_file():
+            for i in range(1, len(Path(rel).parts)):  # never write through a folder the run made a symlink
+                up = config.project_dir.joinpath(*Path(rel).parts[:i])
+                if up.is_symlink():
+                    aside.mkdir(parents=True, exist_ok=True)
+                    os.replace(up, aside / Path(rel).parts[i - 1])
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(path, kept.read_bytes())
+        lines.append(rel)
+    return (
+        [f"put back {', '.join(lines)} (agent files a run never writes; what it added is in {aside})"] if lines else []
+    )
