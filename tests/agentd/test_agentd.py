@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -193,7 +194,8 @@ def test_timeouts_retry_with_backoff_then_dead_letter_escalate_and_pause(tmp_pat
     d.wait_for(lambda: bool(d.events("paused")), "the pause")
     d.stop()
     retries = d.events("retry")
-    assert len(retries) == 1 and "timed out after 1s" in str(retries[0]["error"])
+    # the run's own clock (the scripted step) or agentd's kill, whichever comes first
+    assert len(retries) == 1 and re.search(r"timed out after 1s|the run's time is up", str(retries[0]["error"]))
     assert unread(p, "spec-reviewer") == 1  # never processed: still unread
     reports = [m for m in mail(p, "blocker-report") if m[0] == "coordinator"]
     assert len(reports) == 1

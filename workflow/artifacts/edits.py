@@ -360,7 +360,9 @@ def start(config: Config) -> Start:
     kept = None
     if not odd_entry(packed, False) and packed.is_file() and packed.stat().st_size <= MAX_PACKED:
         kept = packed.read_bytes()
-    return Start(head(config) or "", head_file(config), tuple(git_entries(config)), kept, staged(config))
+    with project_lock(config):  # never in the middle of another run's commit: its staging is not the owner's
+        index = staged(config)
+    return Start(head(config) or "", head_file(config), tuple(git_entries(config)), kept, index)
 
 
 def check_index(config: Config, begun: Start, paths: Collection[str]) -> list[str]:
@@ -372,19 +374,19 @@ def check_index(config: Config, begun: Start, paths: Collection[str]) -> list[st
     repo = Repo(config)
     control = [repo.to_top(p) for p in control_paths(config)]
     mine = {repo.to_top(p) for p in paths}
-    now = staged(config)
-    changed = [p for p in index_changes(config, before) if p not in mine or gitlink(now.get(p))]
-    bad = [p for p in changed if gitlink(now.get(p)) or any(p == c or p.startswith(c + "/") for c in control)]
-    if bad:
-        raise GitError(
-            f"the run staged {', '.join(bad)} in git's index: the owner's next git status or commit would obey or "
-            "take it"
-        )
-    if not changed:
-        return []
-    with project_lock(config) as env:
+    with project_lock(config) as env:  # another run's commit stages and commits under it: never seen half done
+        now = staged(config)
+        changed = [p for p in index_changes(config, before) if p not in mine or gitlink(now.get(p))]
+        bad = [p for p in changed if gitlink(now.get(p)) or any(p == c or p.startswith(c + "/") for c in control)]
+        if bad:
+            raise GitError(
+                f"the run staged {', '.join(bad)} in git's index: the owner's next git status or commit would obey "
+                "or take it"
+            )
         restore_index(config, before, changed, env)
-    return [f"unstaged {', '.join(changed)} (the run staged it; its change stays in the working tree)"]
+    return (
+        [f"unstaged {', '.join(changed)} (the run staged it; its change stays in the working tree)"] if changed else []
+    )
 
 
 def neutralize(config: Config, keep: Path, since: str | None, role: str, begun: Start) -> list[str]:
@@ -412,10 +414,10 @@ def neutralize(config: Config, keep: Path, since: str | None, role: str, begun: 
             Repo(config).git("read-tree", "HEAD")  # the planted index is gone: git's index is HEAD's again
             lines.append("rebuilt git's index from HEAD")
     if begun.staged is not None:
-        changed = index_changes(config, begun.staged)
+        with project_lock(config) as env:
+            changed = index_changes(config, begun.staged)
+            restore_index(config, begun.staged, changed, env)
         if changed:
-            with project_lock(config) as env:
-                restore_index(config, begun.staged, changed, env)
             lines.append(f"put git's index back as it was for {', '.join(changed)}")
     links = gitlinks_since(config, since)
     if links:
