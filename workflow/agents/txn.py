@@ -108,6 +108,7 @@ class Run(RunBox):
             write_atomic(run.dir / "head-file", begun.head_file, mode=0o600)
             write_atomic(run.dir / "git.json", json.dumps(begun.entries), mode=0o600)
             write_atomic(run.dir / "staged.json", json.dumps(begun.staged), mode=0o600)
+            write_atomic(run.dir / "refs.json", json.dumps([begun.refs, begun.flagged]), mode=0o600)
             agentfiles.record(config, run.dir / "agent-files")
             if begun.packed is not None:
                 write_atomic(run.dir / "packed-refs", begun.packed, mode=0o600)
@@ -198,12 +199,20 @@ class Run(RunBox):
             staged = {str(p): (str(e[0]), str(e[1])) for p, e in kept.items()} if isinstance(kept, dict) else None
         except (OSError, ValueError, TypeError, IndexError, AttributeError):
             staged = None
+        try:
+            named, marked = json.loads((self.dir / "refs.json").read_text(encoding="utf-8"))
+            refs = {str(k): str(v) for k, v in named.items()}
+            flagged = tuple(map(str, marked))
+        except (OSError, ValueError, TypeError, AttributeError):
+            refs, flagged = None, None
         return Start(
             self.began_at(),
             self._text("head-file"),
             tuple(map(str, entries)) if isinstance(entries, list) else None,
             packed,
             staged,
+            refs,
+            flagged,
         )
 
     def commit_edits(self, app: App) -> list[str]:
@@ -216,6 +225,7 @@ class Run(RunBox):
                 f"the run planted {', '.join(str(p.relative_to(app.config.project_dir)) for p in found)} in .git: "
                 "the owner's git would obey it or write through it"
             )
+        edits.check_refs(app.config, self.begun())
         broken = head_problem(app.config, self.began_at())
         if broken:
             raise GitError(f"the run broke the branch: {broken}")

@@ -1,8 +1,9 @@
-"""Agent files: what agent CLIs and the owner's commands obey from a project's working tree outside
-the control plane — instructions (``CLAUDE.md``, ``AGENTS.md``, ``GEMINI.md`` anywhere in the tree),
-settings and MCP servers (``.claude/``, ``.gemini/``, ``.codex/``, ``.mcp.json``), the scripted
-backend's scripts, and any ``workflow.toml``. A run never writes them: one role's agent would
-steer every later run of every role (and the owner's own Claude Code session in the project).
+"""Agent files: what agent CLIs and the owner's tools obey from a project's working tree outside
+the control plane — instructions (``CLAUDE.md``, ``AGENTS.md``, ``GEMINI.md``, … anywhere in the
+tree), settings and MCP servers (``.claude/``, ``.gemini/``, ``.codex/``, ``.cursor/``,
+``.mcp.json``), the scripted backend's scripts, any ``workflow.toml``, and what the owner's git
+reads from the tree (``.gitattributes``, ``.mailmap``, ``.gitmodules``). A run never writes them:
+one role's agent would steer every later run of every role (and the owner's own agent session).
 
 ``record`` keeps each one's bytes in the owner's part of the run directory when the run begins;
 ``changed`` names what differs when it ends (the run then fails); ``restore`` puts back what was
@@ -19,8 +20,26 @@ from pathlib import Path
 from workflow.core.config import CONFIG_NAME, Config
 from workflow.core.files import write_atomic
 
-NAMES = frozenset({CONFIG_NAME, "CLAUDE.md", "CLAUDE.local.md", "AGENTS.md", "GEMINI.md", ".mcp.json"})
-FOLDERS = (".claude", ".gemini", ".codex")  # at the project's top
+NAMES = frozenset(
+    {
+        CONFIG_NAME,
+        "CLAUDE.md",
+        "CLAUDE.local.md",
+        "AGENTS.md",
+        "AGENTS.override.md",
+        "GEMINI.md",
+        ".mcp.json",
+        ".cursorrules",
+        ".windsurfrules",
+        ".clinerules",
+        "copilot-instructions.md",
+        ".gitattributes",  # what the owner's git diff and log show (``-diff``), and filters
+        ".mailmap",  # whose name the owner's git log puts on a commit
+        ".gitmodules",
+        ".lfsconfig",
+    }
+)
+FOLDERS = frozenset({".claude", ".gemini", ".codex", ".cursor"})  # settings folders, anywhere in the tree
 MAX_WALKED = 100_000  # entries of the tree looked at, at most
 MAX_KEPT = 1 << 20  # bytes of one file kept to put it back (a larger one is moved aside, never restored)
 MANIFEST = "agent-files.json"
@@ -41,13 +60,13 @@ def found(config: Config) -> dict[str, str]:
     skip = {os.path.realpath(project / ".git"), os.path.realpath(config.mail_root)}
     own = os.path.realpath(config.path) if config.path is not None else ""
     out: dict[str, str] = {}
-    tops = [*FOLDERS, Path(config.backends.scripted.dir).as_posix().strip("/")]
+    scripts = Path(config.backends.scripted.dir).as_posix().strip("/")
     seen = 0
     for root, dirs, files in os.walk(project):
         dirs[:] = [d for d in dirs if os.path.realpath(os.path.join(root, d)) not in skip]
         seen += len(files) + len(dirs)
         rel = Path(root).relative_to(project).as_posix()
-        inside = any(rel == t or rel.startswith(t + "/") for t in tops)
+        inside = bool(FOLDERS.intersection(rel.split("/"))) or rel == scripts or rel.startswith(scripts + "/")
         for name in files if inside else NAMES.intersection(files):
             path = Path(root, name)
             if os.path.realpath(path) != own:
@@ -110,3 +129,13 @@ def restore(config: Config, into: Path, aside: Path) -> list[str]:
     return (
         [f"put back {', '.join(lines)} (agent files a run never writes; what it added is in {aside})"] if lines else []
     )
+
+
+def pathspecs(config: Config) -> list[str]:
+    """Git pathspecs of every agent file (for the commits a run made: ``edits.control_changes``)."""
+    scripts = Path(config.backends.scripted.dir).as_posix().strip("/")
+    return [
+        *(f":(glob)**/{name}" for name in sorted(NAMES)),
+        *(f":(glob)**/{folder}/**" for folder in sorted(FOLDERS)),
+        f":(glob){scripts}/**",
+    ]

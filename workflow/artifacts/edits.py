@@ -32,19 +32,25 @@ from collections.abc import Collection, Iterable
 from pathlib import Path, PurePosixPath
 from typing import NamedTuple
 
+from workflow.artifacts import agentfiles
 from workflow.artifacts.gitlock import project_lock
 from workflow.artifacts.gitrepo import GIT_DIRS, PINNED, REDIRECTS, WRITTEN_THROUGH, Repo, moves, odd_entry
 from workflow.artifacts.gitrepo import Change as GitChange
 from workflow.artifacts.gitstate import (
     Start,
     added,
+    flagged,
     git_entries,
     gitlink,
     index_changes,
+    moved_refs,
     odd_git_files,
+    put_refs_back,
+    refs,
     repair_head,
     restore_index,
     staged,
+    unflag,
 )
 from workflow.core.config import CONFIG_NAME, Config
 from workflow.core.errors import GitError
@@ -280,16 +286,14 @@ def head_file(config: Config) -> str:
 
 
 def control_changes(config: Config, since: str | None) -> list[str]:
-    """Control files that commits made since ``since`` changed *without* the working tree having
-    that change: an agent cannot write the files (its sandbox binds them read-only) but can
-    forge history with git's plumbing; a person edits the file and commits it, so their change
-    is in both and is never taken for the agent's."""
+    """Control files and agent files (``agentfiles``) that commits made since ``since`` changed
+    *without* the working tree having that change: an agent cannot write the control files (its
+    sandbox binds them read-only) but can forge history with git's plumbing; a person edits the
+    file and commits it, so their change is in both and is never taken for the agent's."""
     repo = Repo.find(config)
     if repo is None or not since or repo.head() in (None, since):
         return []
-    spec = [repo.to_top(p) for p in control_paths(config)]
-    if not spec:
-        return []
+    spec = [repo.to_top(p) for p in control_paths(config)] + agentfiles.pathspecs(config)
     moved = repo.git("diff", "--name-only", "-z", "--no-renames", since, "HEAD", "--", *spec, check=False)
     differ = set(repo.git("diff", "--name-only", "-z", "--no-renames", "HEAD", "--", *spec, check=False).split("\0"))
     untracked = set(repo.git("ls-files", "-z", "--others", "--", *spec, check=False).split("\0"))
@@ -361,8 +365,30 @@ def start(config: Config) -> Start:
     if not odd_entry(packed, False) and packed.is_file() and packed.stat().st_size <= MAX_PACKED:
         kept = packed.read_bytes()
     with project_lock(config):  # never in the middle of another run's commit: its staging is not the owner's
-        index = staged(config)
-    return Start(head(config) or "", head_file(config), tuple(git_entries(config)), kept, index)
+        index, named, marked = staged(config), refs(config), flagged(config)
+    return Start(head(config) or "", head_file(config), tuple(git_entries(config)), kept, index, named, marked)
+
+
+def branch_of(begun: Start) -> str:
+    """The branch checked out when the run began (``refs/heads/…``), or ""."""
+    text = begun.head_file.strip()
+    return text[5:].strip() if text.startswith("ref: ") else ""
+
+
+def check_refs(config: Config, begun: Start) -> None:
+    """GitError when the run moved a ref other than its branch, or marked index entries so that
+    git status and diff keep quiet about them."""
+    if begun.refs is not None:
+        moved = moved_refs(config, begun.refs, branch_of(begun))
+        if moved:
+            raise GitError(
+                f"the run moved {', '.join(moved)}: the owner's next checkout, merge or stash pop would take it "
+                "unchecked"
+            )
+    if begun.flagged is not None:
+        marked = sorted(set(flagged(config)) - set(begun.flagged))
+        if marked:
+            raise GitError(f"the run marked {', '.join(marked)} assume-unchanged or skip-worktree: git would hide it")
 
 
 def check_index(config: Config, begun: Start, paths: Collection[str]) -> list[str]:
@@ -419,6 +445,18 @@ def neutralize(config: Config, keep: Path, since: str | None, role: str, begun: 
             restore_index(config, begun.staged, changed, env)
         if changed:
             lines.append(f"put git's index back as it was for {', '.join(changed)}")
+    if begun.refs is not None:
+        moved = moved_refs(config, begun.refs, branch_of(begun))
+        if moved:
+            with project_lock(config) as env:
+                kept = put_refs_back(config, begun.refs, moved, env)
+            lines.append(f"put back {', '.join(moved)}, which the run moved (what they named is kept under {kept})")
+    if begun.flagged is not None:
+        marked = sorted(set(flagged(config)) - set(begun.flagged))
+        if marked:
+            with project_lock(config) as env:
+                unflag(config, marked, env)
+            lines.append(f"cleared assume-unchanged and skip-worktree on {', '.join(marked)}")
     links = gitlinks_since(config, since)
     if links:
         repo = Repo(config)

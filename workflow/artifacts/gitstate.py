@@ -100,14 +100,17 @@ GONE = "000000"  # the mode of a path the index has removed
 
 class Start(NamedTuple):
     """What a run's rollback puts ``.git`` back to: HEAD's commit and ``.git/HEAD``'s text when
-    the run began, ``.git``'s entries then (``git_entries``), ``packed-refs``' bytes, and what
-    the index held apart from HEAD (the owner's own staged work, ``staged``)."""
+    the run began, ``.git``'s entries then (``git_entries``), ``packed-refs``' bytes, what the
+    index held apart from HEAD (the owner's own staged work, ``staged``), every ref (``refs``) and
+    the index entries marked assume-unchanged or skip-worktree (``flagged``)."""
 
     head: str = ""
     head_file: str = ""
     entries: tuple[str, ...] | None = None
     packed: bytes | None = None
     staged: Staged | None = None
+    refs: dict[str, str] | None = None
+    flagged: tuple[str, ...] | None = None
 
 
 def staged(config: Config) -> Staged:
@@ -212,3 +215,57 @@ def repair_head(config: Config, keep: Path, begun: Start) -> list[str]:
         ref = "HEAD"
     lines.append(f"set {ref} back to {begun.head[:10]}, where it was when the run began ({why or 'no tree'})")
     return lines
+
+
+def refs(config: Config) -> dict[str, str]:
+    """Every ref's name → the object it names."""
+    repo = Repo.find(config)
+    if repo is None:
+        return {}
+    out = repo.git("for-each-ref", "--format=%(refname)%00%(objectname)", check=False)
+    return dict(line.split("\0", 1) for line in out.splitlines() if "\0" in line)
+
+
+def moved_refs(config: Config, before: dict[str, str], branch: str) -> list[str]:
+    """Refs the run added, moved or deleted, but the checked-out ``branch`` (whose commits are
+    checked one by one) and our own ``refs/workflow/``: another branch, a tag, the stash — what
+    the owner's next checkout, merge or ``stash pop`` would take unchecked."""
+    now = refs(config)
+    return sorted(
+        r
+        for r in set(before) | set(now)
+        if before.get(r) != now.get(r) and r != branch and not r.startswith("refs/workflow/")
+    )
+
+
+def put_refs_back(config: Config, before: dict[str, str], names: Collection[str], env: dict[str, str]) -> str:
+    """Set each of ``names`` back to what it named (or delete it, when it is new), keeping what it
+    names now under ``refs/workflow/moved/`` (a person who made it meanwhile loses nothing);
+    returns that prefix."""
+    repo = Repo(config)
+    now = refs(config)
+    kept = f"refs/workflow/moved/{int(time.time())}/"
+    for name in names:
+        if name in now:
+            repo.git("update-ref", kept + name.removeprefix("refs/"), now[name], env=env, check=False)
+        if name in before:
+            repo.git("update-ref", "-m", "workflow: put back a ref a run moved", name, before[name], env=env)
+        else:
+            repo.git("update-ref", "-d", name, env=env, check=False)
+    return kept
+
+
+def flagged(config: Config) -> tuple[str, ...]:
+    """Index entries marked assume-unchanged or skip-worktree: git status and diff stay silent on
+    their changes (a run could hide an edit to a file the owner runs)."""
+    repo = Repo.find(config)
+    if repo is None:
+        return ()
+    out = repo.git("ls-files", "-v", "-z", check=False)
+    return tuple(sorted(e[2:] for e in out.split("\0") if len(e) > 2 and (e[0].islower() or e[0] == "S")))
+
+
+def unflag(config: Config, paths: Collection[str], env: dict[str, str]) -> None:
+    if paths:
+        repo = Repo(config)
+        repo.git("update-index", "--no-assume-unchanged", "--no-skip-worktree", "--", *paths, env=env, check=False)

@@ -43,15 +43,15 @@ INHERITED_NOT = (
     "WORKFLOW_SESSION",
 )
 BASE_ENV = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TERM", "COLORTERM", "NO_COLOR")
-GIT_IDENTITY = ("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL")
 
 
 def agent_env(owner: Mapping[str, str], listed: Sequence[str]) -> dict[str, str]:
     """The environment an agent starts from: an allowlist of the owner's — PATH, home, user,
-    locale (``LC_*``), time zone, terminal, git identity — plus the names ``[runs] env`` lists
-    (default: the model providers' keys the agent CLIs need). Nothing else: the bridges'
-    tokens, the Gmail password, cloud keys and the owner's ``WORKFLOW_*`` never reach an agent."""
-    keep = set(BASE_ENV) | set(GIT_IDENTITY) | set(listed)
+    locale (``LC_*``), time zone, terminal — plus the names ``[runs] env`` lists (default: the
+    model providers' keys the agent CLIs need). Nothing else: the bridges' tokens, the Gmail
+    password, cloud keys, the owner's git identity (a run commits as its role) and the owner's
+    ``WORKFLOW_*`` never reach an agent."""
+    keep = set(BASE_ENV) | set(listed)
     return {k: v for k, v in owner.items() if (k in keep or k.startswith("LC_")) and k not in INHERITED_NOT}
 
 
@@ -115,6 +115,13 @@ class CommandBackend:
             env["WORKFLOW_NEW_MAIL"] = str(job.new_mail_file)
         if job.model or self.model:
             env["WORKFLOW_MODEL"] = job.model or self.model
+        role_address = f"{job.role.name}@{self.config.domain}"  # its commits are the role's, never the owner's
+        env.update(
+            GIT_AUTHOR_NAME=job.role.name,
+            GIT_AUTHOR_EMAIL=role_address,
+            GIT_COMMITTER_NAME=job.role.name,
+            GIT_COMMITTER_EMAIL=role_address,
+        )
         cli = cli_state(self.config, job.role.name)
         env.update(CLAUDE_CONFIG_DIR=str(cli / "claude"), CODEX_HOME=str(cli / "codex"))
         argv = self.argv
