@@ -331,7 +331,7 @@ class AnthropicConfig(NamedTuple):
 
 
 class CommandConfig(NamedTuple):
-    argv: tuple[str, ...] = ("claude", "-p")
+    argv: tuple[str, ...] = ("claude", "-p", "--output-format", "json")  # json: its denials and errors are read
     timeout: float = 1800.0
     model: str = ""
     contain: str = "auto"  # auto | bwrap | cgroup | none (agents.contain)

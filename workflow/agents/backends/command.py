@@ -27,6 +27,8 @@ import subprocess
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from types import MappingProxyType
+from typing import NamedTuple
 
 from workflow.agents.backends.base import RunInput, RunResult
 from workflow.agents.contain import Contained, choose
@@ -70,21 +72,71 @@ SESSION_LINE = re.compile(r"^WORKFLOW_SESSION=([A-Za-z0-9._:-]{1,200})\s*$", re.
 SESSION_ID = re.compile(r"^[A-Za-z0-9._:-]{1,200}$")
 
 
-def reported(out: str) -> tuple[str, str]:
-    """(summary, session) from an agent's output: a JSON object with ``session_id`` (and
-    ``result``), or a ``WORKFLOW_SESSION=`` line (removed from the summary); else (out, "")."""
-    text = out.strip()
-    if text.startswith("{"):
+class Report(NamedTuple):
+    """What an agent's output says of its run: a summary, a session to resume, and — when the
+    CLI itself reported one — why the run did not do its work ("" when it did not say)."""
+
+    summary: str
+    session: str = ""
+    failed: str = ""
+    usage: Mapping[str, int] = MappingProxyType({})  # input_tokens, output_tokens: what agentd counts
+
+
+def _result(text: str) -> dict[str, object] | None:
+    """The CLI's result object: the whole output as JSON (Claude Code's ``--output-format json``)
+    or, for a stream of JSON lines (``stream-json``), its last ``"type": "result"`` line."""
+    candidates = [text] if text.startswith("{") else []
+    candidates += [ln for ln in reversed(text.splitlines()) if ln.startswith('{"type":"result"')]
+    for candidate in candidates:
         try:
-            data = json.loads(text)
+            data = json.loads(candidate)
         except ValueError:
-            data = None
-        if isinstance(data, dict) and SESSION_ID.match(str(data.get("session_id") or "")):
-            return str(data.get("result") or "").strip() or "done", str(data["session_id"])
+            continue
+        if isinstance(data, dict):
+            return data
+    return None
+
+
+def reported(out: str) -> Report:
+    """What an agent's output says: a result object with ``session_id`` (and ``result``,
+    ``is_error``, ``permission_denials``: Claude Code's), or a ``WORKFLOW_SESSION=`` line
+    (removed from the summary); else the output as the summary."""
+    text = out.strip()
+    data = _result(text)
+    if data is not None and ("session_id" in data or "is_error" in data):
+        session = str(data.get("session_id") or "")
+        summary = str(data.get("result") or "").strip() or "done"
+        raw = data.get("usage")
+        usage = {
+            k: int(raw[k])
+            for k in ("input_tokens", "output_tokens")
+            if isinstance(raw, dict) and isinstance(raw.get(k), int)
+        }
+        return Report(summary, session if SESSION_ID.match(session) else "", _failure(data), usage)
     m = SESSION_LINE.search(out)
     if m:
-        return SESSION_LINE.sub("", out).strip() or "done", m.group(1)
-    return text, ""
+        return Report(SESSION_LINE.sub("", out).strip() or "done", m.group(1))
+    return Report(text)
+
+
+def _failure(data: dict[str, object]) -> str:
+    """Why a CLI's result object says the run did not do its work, or ""."""
+    denied = data.get("permission_denials")
+    if isinstance(denied, list) and denied:
+        names = []
+        for d in denied[:5]:
+            call = d if isinstance(d, dict) else {}
+            arguments = call.get("tool_input") if isinstance(call.get("tool_input"), dict) else {}
+            detail = str(arguments.get("command") or arguments.get("file_path") or "")[:80]  # type: ignore[union-attr]
+            names.append(f"{call.get('tool_name', '?')}({detail})" if detail else str(call.get("tool_name", "?")))
+        return (
+            f"the agent CLI denied {len(denied)} tool call(s) the agent made: {', '.join(names)} — allow them "
+            "in the CLI's arguments (its -p mode denies every tool not allowed); nothing of the run is kept"
+        )
+    if data.get("is_error") is True or data.get("subtype") not in (None, "success"):
+        why = str(data.get("result") or data.get("subtype") or "an error")[:300]
+        return f"the agent CLI reported an error: {why}"
+    return ""
 
 
 class CommandBackend:
@@ -171,5 +223,7 @@ class CommandBackend:
         if code != 0:
             detail = (err or out).strip()[-TAIL:]
             return RunResult(False, out[-TAIL:], f"{self.argv[0]} exited with status {code}: {detail}")
-        summary, session = reported(out)
-        return RunResult(True, summary[-TAIL:].strip() or "done", session=session)
+        report = reported(out)
+        if report.failed:
+            return RunResult(False, report.summary[-TAIL:], report.failed, report.usage, session=report.session)
+        return RunResult(True, report.summary[-TAIL:].strip() or "done", usage=report.usage, session=report.session)

@@ -1,0 +1,36 @@
+"""The real agent CLIs, from npm, in the real sandbox, driven by a stand-in model API at the wire:
+whatever the CLI does, a run that did not do its work never passes for one that did."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from helpers.agent_clis import cli_bin, needs_claude
+from helpers.fake_anthropic import FakeAnthropic, text, tool_results, tool_use
+from helpers.git import git_project, mail
+from helpers.runs import run_command_role, unread
+from helpers.sandboxing import needs_bwrap
+
+
+@needs_bwrap
+@needs_claude
+def test_claude_code_denying_its_own_tool_fails_the_run_and_the_mail_stays_unread(tmp_path: Path) -> None:
+    """Issue 35: in -p mode Claude Code denies every tool not allowed, reports it in
+    ``permission_denials`` and exits 0 — the run must fail, not pass for done."""
+    p = git_project(tmp_path / "claude")
+    p.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer")
+    with FakeAnthropic(cli=True) as api:
+        api.add(
+            tool_use("Bash", {"command": "workflow move user-auth todo --as spec-reviewer", "description": "approve"})
+        )
+        api.add(text("Approved and moved to todo."))
+        env = {"PATH": f"{cli_bin()}:{os.environ['PATH']}", "ANTHROPIC_BASE_URL": api.url, "ANTHROPIC_API_KEY": "sk-x"}
+        r = run_command_role(p, "spec-reviewer", env=env)
+    assert api.requests, "the real CLI never reached the stand-in model"
+    assert any("requires approval" in t or "permission" in t.lower() for t in tool_results(api.requests))
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "denied" in r.stdout and "Bash" in r.stdout, r.stdout
+    assert unread(p, "spec-reviewer") == 1  # the review-request waits for a run that does the work
+    assert (p.dir / "specs" / "proposed" / "user-auth.md").exists()
+    assert mail(p, "approval") == []
