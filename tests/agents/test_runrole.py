@@ -369,3 +369,19 @@ def test_scripts_run_role_sh_runs_it(gp: Project) -> None:
         and "## specs/proposed/user-auth.md" in r.stdout
     )
     assert unread(gp, "spec-reviewer") == 1
+
+
+def test_an_agent_finds_workflow_on_its_path_when_the_owners_path_lacks_it(gp: Project) -> None:
+    """agentd under systemd, pipx, `uv tool`: the owner's PATH has no `workflow`; an agent CLI's
+    shell that calls it by name (and shrugs at "command not found") must still reach it."""
+    (gp.dir / "agent.sh").write_text(
+        "cat >/dev/null\nworkflow-notify question 'specs/*/user-auth.md' spec-writer QUESTION=by-name\necho shrugged\n"
+    )
+    with open(gp.dir / "workflow.toml", "a") as f:
+        f.write('\n[backends.command]\nargv = ["/bin/sh", "agent.sh"]\ntimeout = 30\n')
+    gp.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer")
+    r = gp.run(
+        "run-role", "--with-email", "--backend", "command", "spec-reviewer", env={**GIT_ENV, "PATH": "/usr/bin:/bin"}
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert mail(gp, "question") == [("spec-writer", "question", "proposed", ("specs/*/user-auth.md",))]

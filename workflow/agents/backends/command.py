@@ -24,6 +24,7 @@ import os
 import re
 import shutil
 import subprocess
+import sysconfig
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -167,6 +168,10 @@ class CommandBackend:
             env["WORKFLOW_NEW_MAIL"] = str(job.new_mail_file)
         if job.model or self.model:
             env["WORKFLOW_MODEL"] = job.model or self.model
+        # this install's `workflow` and `workflow-notify` first: an owner's PATH without them (agentd
+        # under systemd, pipx, `uv tool`) must not leave the agent's calls "not found"
+        scripts = sysconfig.get_path("scripts")
+        env["PATH"] = os.pathsep.join(p for p in (scripts, env.get("PATH", os.defpath)) if p)
         role_address = f"{job.role.name}@{self.config.domain}"  # its commits are the role's, never the owner's
         env.update(
             GIT_AUTHOR_NAME=job.role.name,
