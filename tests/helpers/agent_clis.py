@@ -19,7 +19,13 @@ def cli_bin() -> Path:
     return DIR / "node_modules" / ".bin"
 
 
-needs_claude = pytest.mark.skipif(
-    not (cli_bin() / "claude").exists(),
-    reason=f"Claude Code is not installed in {DIR} (scripts/agent-clis installs it; .ci/run runs that)",
-)
+def needs(command: str, name: str) -> pytest.MarkDecorator:
+    return pytest.mark.skipif(
+        not (cli_bin() / command).exists(),
+        reason=f"{name} is not installed in {DIR} (scripts/agent-clis installs it; .ci/run runs that)",
+    )
+
+
+needs_claude = needs("claude", "Claude Code")
+needs_codex = needs("codex", "Codex")
+needs_gemini = needs("gemini", "Gemini CLI")

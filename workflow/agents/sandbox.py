@@ -122,6 +122,28 @@ def control_plane(config: Config, project: Path) -> list[str]:
     return args
 
 
+def program_tree(program: str) -> list[str]:
+    """What the agent's program needs beyond its own file: the whole ``node_modules`` it lies in
+    (an npm CLI's launcher loads its platform package or bundle chunks beside it — Codex, Gemini
+    CLI), and the node a ``#!/usr/bin/env node`` script runs, wherever it is installed (nvm)."""
+    real = os.path.realpath(program)
+    out = []
+    for parent in Path(real).parents:
+        if parent.name == "node_modules":
+            out.append(str(parent))
+            break
+    try:
+        with open(real, "rb") as f:
+            first = f.readline(200)
+    except OSError:
+        first = b""
+    if first.startswith(b"#!") and b"node" in first:
+        node = shutil.which("node")
+        if node is not None:
+            out.append(str(Path(os.path.realpath(node)).parent.parent))  # its install: bin/ and lib/
+    return out
+
+
 def view(
     config: Config, argv: Sequence[str], run_dir: Path | None, read_only: bool, cli_state: Path | None = None
 ) -> list[str]:
@@ -144,6 +166,7 @@ def view(
             builtin_dir("roles"),
             builtin_dir("email-templates"),
             *[a for a in argv if a.startswith("/")],
+            *(program_tree(argv[0]) if argv and argv[0].startswith("/") else []),
             *config.runs.readable,
         ],
         config.project_dir,
