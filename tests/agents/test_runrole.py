@@ -385,3 +385,17 @@ def test_an_agent_finds_workflow_on_its_path_when_the_owners_path_lacks_it(gp: P
     )
     assert r.returncode == 0, r.stdout + r.stderr
     assert mail(gp, "question") == [("spec-writer", "question", "proposed", ("specs/*/user-auth.md",))]
+
+
+def test_an_agent_cli_is_told_the_commands_it_really_has_not_tools_it_lacks(gp: Project) -> None:
+    gp.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer")
+    with open(gp.dir / "workflow.toml", "a") as f:
+        f.write('\n[backends.command]\nargv = ["/bin/sh", "-c", "cat > prompt.txt"]\ntimeout = 30\n')
+    r = gp.run("run-role", "--with-email", "--dry-run", "--backend", "scripted", "spec-reviewer", env=GIT_ENV)
+    assert "Tools: read_artifact" in r.stdout  # an API agent is told its tools
+    r = gp.run("run-role", "--with-email", "--backend", "command", "spec-reviewer", env=GIT_ENV)
+    assert r.returncode == 0, r.stdout + r.stderr
+    prompt = (gp.dir / "prompt.txt").read_text()
+    assert "`workflow-notify [--in-reply-to MESSAGE-ID] EVENT ARTIFACT TO" in prompt
+    assert "workflow move ARTIFACT STATE --as spec-reviewer" in prompt
+    assert "read_artifact" not in prompt and "send_message" not in prompt

@@ -30,7 +30,9 @@ class Context(NamedTuple):
     artifacts: tuple[str, ...]  # current paths inlined
 
 
-def may_do(app: App, role: Role) -> str:
+def may_do(app: App, role: Role, shell: bool = False) -> str:
+    """What the role may do, and how: by its tools (an API agent), or by the shell lines of the
+    commands it really has (``shell``: an agent CLI under the command backend)."""
     moves = role_moves(app.roster, role.name)
     mv = "any legal move" if moves is None else (", ".join(f"{a} → {b}" for a, b in moves) or "none")
     lines = [
@@ -46,15 +48,32 @@ def may_do(app: App, role: Role) -> str:
         "- Tools: read_artifact, write_artifact, move_artifact, send_message, list_inbox, read_thread. "
         "Messages you send go out when your run ends successfully; a refused call tells you why.",
     ]
+    if shell:
+        lines[-1] = "\n".join(
+            [
+                "- You work from the shell, in the project's directory; your run gives you your role and "
+                "credential (never name another role). Read and edit artifacts as files. Mail and moves:",
+                "  - send: `workflow-notify [--in-reply-to MESSAGE-ID] EVENT ARTIFACT TO [KEY=VALUE…]`, e.g. "
+                "`workflow-notify --in-reply-to '<id@domain>' approval specs/proposed/x.md spec-writer "
+                "NEXT_STATE=todo` (`workflow-notify --help` lists the events' variables)",
+                f"  - move: `workflow move ARTIFACT STATE --as {role.name} --reason TEXT`, e.g. `workflow move x "
+                f"todo --as {role.name} --reason 'complete and testable'`",
+                "  - mail that arrives while you work is appended to the file `$WORKFLOW_NEW_MAIL`.",
+                "- A command that is refused exits non-zero and says why: read it, and do not pretend it "
+                "worked. Messages you send go out when your run ends successfully (exit 0).",
+            ]
+        )
     if not role.takes_mail:
         lines.append("- You never send mail: when the draft is ready, the human decides about the review-request.")
     return "\n".join(lines)
 
 
-def build(app: App, role: Role, index: Index, new: Sequence[Row], artifact: str | None = None) -> Context:
-    """The whole prompt for one run."""
+def build(
+    app: App, role: Role, index: Index, new: Sequence[Row], artifact: str | None = None, shell: bool = False
+) -> Context:
+    """The whole prompt for one run (``shell``: for an agent CLI, which acts by shell commands)."""
     boxes, sent = app.roster.view(role.name)
-    parts = [f"# Role: {role.name}", "", role.prompt.strip(), "", may_do(app, role), ""]
+    parts = [f"# Role: {role.name}", "", role.prompt.strip(), "", may_do(app, role, shell), ""]
     if artifact:
         parts += ["# Your task", f"Process {artifact} now: do your job for it, send what it needs, then stop.", ""]
     threads = group(new)

@@ -208,13 +208,13 @@ def _session(
     if not rows and not artifact:
         echo(f"{role.name}: nothing to do")
         return Outcome(None, (), ())
+    name = chosen(app.config, role.name, role.backend, backend)
     with app.index() as index:
-        ctx = build(app, role, index, rows, artifact)
+        ctx = build(app, role, index, rows, artifact, shell=name == "command")
     if dry_run:
         echo("\n--- context (dry run: no backend, nothing marked, nothing sent) ---\n")
         echo(ctx.prompt)
         return Outcome(None, rows, (), ctx.prompt)
-    name = chosen(app.config, role.name, role.backend, backend)
     agent = make_backend(app.config, name, script)
     if name == "command":
         sandbox = status(app.config)
