@@ -17,6 +17,7 @@ import json
 import os
 from pathlib import Path
 
+from workflow.artifacts.gitstate import tree
 from workflow.core.config import CONFIG_NAME, Config
 from workflow.core.files import write_atomic
 
@@ -40,39 +41,37 @@ NAMES = frozenset(
     }
 )
 FOLDERS = frozenset({".claude", ".gemini", ".codex", ".cursor"})  # settings folders, anywhere in the tree
-MAX_WALKED = 100_000  # entries of the tree looked at, at most
 MAX_KEPT = 1 << 20  # bytes of one file kept to put it back (a larger one is moved aside, never restored)
 MANIFEST = "agent-files.json"
 
 
-def _digest(path: Path) -> str:
+def digest(path: Path) -> str:
+    """A file's SHA-256, read in pieces (``trust`` records control files by it too)."""
+    h = hashlib.sha256()
     try:
-        if path.is_symlink() or not path.is_file():
-            return "<not a file>"
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError:
-        return "<unreadable>"
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 16), b""):
+                h.update(chunk)
+    except OSError as e:
+        return f"<unreadable: {e.strerror}>"
+    return h.hexdigest()
 
 
 def found(config: Config) -> dict[str, str]:
-    """Project-relative path → SHA-256 of every agent file now (the project's own config aside)."""
+    """Project-relative path → SHA-256 of every agent file now (the project's own config aside;
+    anything but a plain file as ``"<not a file>"``, never opened: a FIFO would block)."""
     project = config.project_dir
-    skip = {os.path.realpath(project / ".git"), os.path.realpath(config.mail_root)}
     own = os.path.realpath(config.path) if config.path is not None else ""
-    out: dict[str, str] = {}
     scripts = Path(config.backends.scripted.dir).as_posix().strip("/")
-    seen = 0
-    for root, dirs, files in os.walk(project):
-        dirs[:] = [d for d in dirs if os.path.realpath(os.path.join(root, d)) not in skip]
-        seen += len(files) + len(dirs)
+    out: dict[str, str] = {}
+    for root, _, files in tree(config):
         rel = Path(root).relative_to(project).as_posix()
         inside = bool(FOLDERS.intersection(rel.split("/"))) or rel == scripts or rel.startswith(scripts + "/")
         for name in files if inside else NAMES.intersection(files):
             path = Path(root, name)
             if os.path.realpath(path) != own:
-                out[path.relative_to(project).as_posix()] = _digest(path)
-        if seen > MAX_WALKED:
-            break
+                plain = path.is_file() and not path.is_symlink()
+                out[path.relative_to(project).as_posix()] = digest(path) if plain else "<not a file>"
     return out
 
 
@@ -80,9 +79,9 @@ def record(config: Config, into: Path) -> None:
     """Keep what the agent files hold now in ``into`` (the owner's part of the run directory)."""
     now = found(config)
     into.mkdir(mode=0o700, parents=True, exist_ok=True)
-    for i, (rel, digest) in enumerate(sorted(now.items())):
+    for i, (rel, sha) in enumerate(sorted(now.items())):
         path = config.project_dir / rel
-        if not digest.startswith("<") and path.stat().st_size <= MAX_KEPT:
+        if not sha.startswith("<") and path.stat().st_size <= MAX_KEPT:
             write_atomic(into / str(i), path.read_bytes(), mode=0o600)
     write_atomic(into / MANIFEST, json.dumps(sorted(now.items())), mode=0o600)
 
@@ -98,9 +97,10 @@ def _recorded(into: Path) -> dict[str, str] | None:
 def changed(config: Config, into: Path) -> list[str]:
     """The agent files the run added, changed or removed (none when nothing was recorded)."""
     before = _recorded(into)
-    if before is None:
-        return []
-    now = found(config)
+    return [] if before is None else _differ(before, found(config))
+
+
+def _differ(before: dict[str, str], now: dict[str, str]) -> list[str]:
     return sorted(p for p in set(before) | set(now) if before.get(p) != now.get(p))
 
 
@@ -111,7 +111,7 @@ def restore(config: Config, into: Path, aside: Path) -> list[str]:
         return []
     order = {rel: i for i, rel in enumerate(sorted(before))}
     lines = []
-    for rel in changed(config, into):
+    for rel in _differ(before, found(config)):
         path = config.project_dir / rel
         if os.path.lexists(path) and (rel not in before or not path.is_file() or path.is_symlink()):
             aside.mkdir(parents=True, exist_ok=True)

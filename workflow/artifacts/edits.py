@@ -402,7 +402,7 @@ def check_index(config: Config, begun: Start, paths: Collection[str]) -> list[st
     mine = {repo.to_top(p) for p in paths}
     with project_lock(config) as env:  # another run's commit stages and commits under it: never seen half done
         now = staged(config)
-        changed = [p for p in index_changes(config, before) if p not in mine or gitlink(now.get(p))]
+        changed = [p for p in index_changes(before, now) if p not in mine or gitlink(now.get(p))]
         bad = [p for p in changed if gitlink(now.get(p)) or any(p == c or p.startswith(c + "/") for c in control)]
         if bad:
             raise GitError(
@@ -441,7 +441,7 @@ def neutralize(config: Config, keep: Path, since: str | None, role: str, begun: 
             lines.append("rebuilt git's index from HEAD")
     if begun.staged is not None:
         with project_lock(config) as env:
-            changed = index_changes(config, begun.staged)
+            changed = index_changes(begun.staged, staged(config))
             restore_index(config, begun.staged, changed, env)
         if changed:
             lines.append(f"put git's index back as it was for {', '.join(changed)}")

@@ -10,7 +10,7 @@ import os
 import re
 import subprocess
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -67,23 +67,30 @@ GIT_READS = frozenset({".gitattributes", ".gitignore", ".gitmodules", ".mailmap"
 MAX_WALKED = 200_000
 
 
-def odd_git_files(config: Config) -> list[Path]:
-    """Files of the working tree that git opens on every command (``.gitattributes``,
-    ``.gitignore``…) which are not plain files or symlinks: a FIFO there blocks every git of the
-    owner's for good."""
+def tree(config: Config) -> Iterator[tuple[str, list[str], list[str]]]:
+    """``os.walk`` of the project (top-down: a caller may prune ``dirs``), without ``.git`` and
+    the mail root, for at most ``MAX_WALKED`` entries."""
     project = config.project_dir
     skip = {os.path.realpath(project / ".git"), os.path.realpath(config.mail_root)}
-    out: list[Path] = []
     seen = 0
     for root, dirs, files in os.walk(project):
         dirs[:] = [d for d in dirs if os.path.realpath(os.path.join(root, d)) not in skip]
         seen += len(files) + len(dirs)
+        yield root, dirs, files
+        if seen > MAX_WALKED:
+            return
+
+
+def odd_git_files(config: Config) -> list[Path]:
+    """Files of the working tree that git opens on every command (``.gitattributes``,
+    ``.gitignore``…) which are not plain files or symlinks: a FIFO there blocks every git of the
+    owner's for good."""
+    out: list[Path] = []
+    for root, _, files in tree(config):
         for name in GIT_READS.intersection(files):
             path = Path(root) / name
             if odd_entry(path, False) and not path.is_symlink():
                 out.append(path)
-        if seen > MAX_WALKED:
-            break
     return out
 
 
@@ -128,9 +135,8 @@ def staged(config: Config) -> Staged:
     return found
 
 
-def index_changes(config: Config, before: Staged) -> list[str]:
-    """Top-relative paths whose index entry the run changed (staged without committing)."""
-    now = staged(config)
+def index_changes(before: Staged, now: Staged) -> list[str]:
+    """Top-relative paths whose index entry changed from ``before`` to ``now`` (``staged``)."""
     return sorted(p for p in set(now) | set(before) if now.get(p) != before.get(p))
 
 

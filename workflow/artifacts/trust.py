@@ -13,7 +13,6 @@ doctor`` reports until the owner has read it and approved it again — in the sp
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import stat
@@ -56,21 +55,10 @@ def watched(config: Config) -> dict[str, str]:
             elif stat.S_ISREG(st.st_mode):
                 if name.startswith(".git/hooks/") and name.endswith(".sample"):
                     continue  # git's examples: never run
-                out[name] = _digest(path)
+                out[name] = agentfiles.digest(path)
             else:
                 out[name] = "<symlink>" if stat.S_ISLNK(st.st_mode) else "<not a file>"
     return out
-
-
-def _digest(path: Path) -> str:
-    h = hashlib.sha256()
-    try:
-        with open(path, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 16), b""):
-                h.update(chunk)
-    except OSError as e:
-        return f"<unreadable: {e.strerror}>"
-    return h.hexdigest()
 
 
 def approved(config: Config) -> dict[str, str] | None:

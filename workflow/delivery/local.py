@@ -10,7 +10,8 @@ its place. So the owner's and runs' ``X-WORKFLOW`` logins are offered here and r
 TCP is for people's logins.
 
 * ``listen(path)``: a listening socket at ``path``, refusing one a live server holds and
-  replacing a stale one (a server killed before it removed it).
+  replacing a stale one (a server killed before it removed it); ``claim``: the same, its
+  refusal a ConfigError for the server's user.
 * ``connect(path, timeout)``: a connected socket (paths longer than a socket address may hold are
   reached through ``/proc/self/fd``).
 * ``peer_uid(sock)``: the uid of the process at the other end (``SO_PEERCRED``).
@@ -23,6 +24,8 @@ import errno
 import os
 import socket
 import struct
+
+from workflow.core.errors import ConfigError
 
 SHORT = 100  # bytes of a path a socket address always holds (sun_path is 108 with the NUL)
 
@@ -84,6 +87,19 @@ def listen(path: str, backlog: int = 128) -> socket.socket:
         raise
     sock.setblocking(False)
     return sock
+
+
+def claim(path: str) -> socket.socket:
+    """``listen`` for a server of the mail root: ConfigError, naming the socket, when another
+    server listens there or it cannot be made."""
+    try:
+        return listen(path)
+    except OSError as e:
+        if e.errno == errno.EADDRINUSE:
+            raise ConfigError(
+                f"another server of this mail root listens on {path}: stop it first (one workflow smtpd per mail root)"
+            ) from None
+        raise ConfigError(f"cannot listen on {path}: {e.strerror or e}") from None
 
 
 def identity(path: str) -> tuple[int, int] | None:

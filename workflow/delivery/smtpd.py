@@ -447,15 +447,7 @@ class Server:
             sock = where
             if not isinstance(where, socket.socket):
                 path = str(where)
-                try:
-                    sock = local.listen(path)
-                except OSError as e:
-                    if e.errno == errno.EADDRINUSE:
-                        raise ConfigError(
-                            f"another server of this mail root listens on {path}: "
-                            "stop it first (one workflow smtpd per mail root)"
-                        ) from None
-                    raise ConfigError(f"cannot listen on {path}: {e.strerror or e}") from None
+                sock = local.claim(path)
                 self.made.append((path, local.identity(path)))
             assert isinstance(sock, socket.socket)
             self.unix_servers.append(

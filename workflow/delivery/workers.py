@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
-import errno
 import functools
 import logging
 import os
@@ -102,16 +101,12 @@ class Supervisor:
         self.port = held.getsockname()[1]
         try:
             for path in map(str, self.config.state.server_sockets):
-                self.local.append(local.listen(path))
+                self.local.append(local.claim(path))
                 self.made.append((path, local.identity(path)))
-        except OSError as e:
+        except ConfigError:
             held.close()
             self._close_sockets()
-            raise ConfigError(
-                f"another server of this mail root listens on {path}: stop it first (one workflow smtpd per mail root)"
-                if e.errno == errno.EADDRINUSE
-                else f"cannot listen on {path}: {e.strerror or e}"
-            ) from None
+            raise
         old = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
         try:
             with self.deliverer.open_index() as index:  # before the fork: no connection crosses it
