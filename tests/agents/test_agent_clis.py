@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from helpers.agent_clis import cli_bin, needs_claude, needs_codex, needs_gemini
+from helpers.agent_clis import cli_bin, fresh_project, needs_claude, needs_codex, needs_gemini
 from helpers.fake_anthropic import FakeAnthropic, text, tool_results, tool_use
 from helpers.git import git_project, mail
 from helpers.runs import run_command_role, unread
@@ -50,3 +50,44 @@ def test_npm_installed_codex_and_gemini_start_inside_the_sandbox(tmp_path: Path)
         p.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer")
         r = run_command_role(p, "spec-reviewer", env=env)
         assert r.returncode == 0 and says in r.stdout, (command, r.stdout + r.stderr)
+
+
+@needs_bwrap
+@needs_claude
+def test_claude_code_in_a_fresh_project_approves_a_spec_with_the_roles_mcp_tools(tmp_path: Path) -> None:
+    """Issue 35: `workflow init` with claude on PATH, nothing edited, a review-request, then
+    `run-role --with-email spec-reviewer`: the real Claude Code, in the sandbox, gets the role's
+    tools from `workflow mcp` — the approval reaches spec-writer, the spec is in todo/ in one
+    commit of the reviewer's, the request is read."""
+    f = fresh_project(tmp_path)
+    assert 'backend = "claude-code"' in (f.dir / "workflow.toml").read_text()
+    request = f.notify("review-request", "specs/proposed/user-auth.md", "spec-reviewer", "CONTEXT=please review")
+    with FakeAnthropic(cli=True) as api:
+        api.add(tool_use("mcp__workflow__whoami", {}, "toolu_1"))
+        move = {"artifact": "specs/proposed/user-auth.md", "state": "todo", "reason": "complete and testable"}
+        api.add(tool_use("mcp__workflow__move_artifact", move, "toolu_2"))
+        approval = {
+            "event": "approval",
+            "artifact": "specs/todo/user-auth.md",
+            "to": ["spec-writer"],
+            "in_reply_to": request,
+            "variables": {"NEXT_STATE": "todo"},
+        }
+        api.add(tool_use("mcp__workflow__send_message", approval, "toolu_3"))
+        api.add(tool_use("mcp__workflow__finish", {"status": "done", "summary": "Approved user-auth."}, "toolu_4"))
+        api.add(text("Approved user-auth."))
+        r = f.run("run-role", "--with-email", "spec-reviewer", ANTHROPIC_BASE_URL=api.url, ANTHROPIC_API_KEY="sk-x")
+        requests = api.requests
+    assert r.returncode == 0, r.stdout + r.stderr
+    offered = {t["name"] for q in requests for t in q.get("tools", [])}
+    assert {"mcp__workflow__finish", "mcp__workflow__send_message", "Bash"} <= offered, offered
+    assert not {"WebFetch", "WebSearch"} & offered  # only the tools the profile gives
+    results = tool_results(requests)
+    assert any("You are spec-reviewer" in t for t in results), results
+    assert f.events("spec-writer") == ["approval"]
+    assert (f.dir / "specs" / "todo" / "user-auth.md").exists()
+    assert not (f.dir / "specs" / "proposed" / "user-auth.md").exists()
+    commits = f.commits()
+    assert len(commits) == 2 and commits[0].startswith("spec-reviewer "), commits
+    assert f.unread("spec-reviewer") == 0
+    assert "tokens:" in r.stdout and "Approved user-auth." in r.stdout

@@ -176,7 +176,7 @@ def test_command_backend_runs_an_agent_cli_that_calls_workflow_notify(gp: Projec
         assert "$WORKFLOW_NEW_MAIL" in prompt and os.path.exists(os.environ["WORKFLOW_NEW_MAIL"])
         subprocess.run([{sys.executable!r}, "-c", "from workflow.cli.notify import main; main()",
                         "question", "specs/*/user-auth.md", "spec-writer", "QUESTION=from the agent CLI"], check=True)
-        print("asked a question")
+        subprocess.run([{sys.executable!r}, "-m", "workflow", "finish", "done", "asked a question"], check=True)
     """)
     )
     (gp.dir / "workflow.toml").write_text(
@@ -220,7 +220,9 @@ def test_anthropic_backend_round_trips_tools_and_reports_usage(gp: Project) -> N
                 (130, 30),
             )
         )
-        fake.add(text("Rejected: error cases missing.", usage=(140, 8)))
+        fake.add(
+            tool_use("finish", {"status": "done", "summary": "Rejected: error cases missing."}, "toolu_d", (140, 8))
+        )
         r = gp.run("run-role", "--with-email", "--backend", "anthropic", "spec-reviewer", env=anthropic_env(fake))
         reqs = fake.requests
     assert r.returncode == 0, r.stdout + r.stderr
@@ -233,14 +235,38 @@ def test_anthropic_backend_round_trips_tools_and_reports_usage(gp: Project) -> N
         "send_message",
         "list_inbox",
         "read_thread",
+        "whoami",
+        "finish",
     }
     first_result = reqs[1]["messages"][-1]["content"][0]
     assert first_result["tool_use_id"] == "toolu_a" and "# User auth" in first_result["content"]
     refused = reqs[2]["messages"][-1]["content"][0]
     assert refused["is_error"] is True and "illegal transition proposed → done" in refused["content"]
-    assert "tokens: 490 in, 68 out, 4 turn(s)" in r.stdout
+    assert "tokens: 490 in, 68 out, 4 turn(s)" in r.stdout and "Rejected: error cases missing." in r.stdout
     assert mail(gp, "rejection") == [("spec-writer", "rejection", "proposed", ("specs/*/user-auth.md",))]
     assert unread(gp, "spec-reviewer") == 0
+
+
+def test_a_model_that_only_talks_keeps_nothing_and_its_mail_stays_unread(gp: Project) -> None:
+    """Issue 35: a run that ends without the agent's finish("done") must not mark its mail read."""
+    gp.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer")
+    with FakeAnthropic() as fake:
+        fake.add(
+            tool_use(
+                "send_message",
+                {"event": "question", "artifact": "specs/*/user-auth.md", "to": ["spec-writer"]},
+                "toolu_a",
+            )
+        )
+        fake.add(text("I would approve this."))
+        r = gp.run("run-role", "--with-email", "--backend", "anthropic", "spec-reviewer", env=anthropic_env(fake))
+    assert r.returncode == 1 and "never called finish" in r.stdout, r.stdout
+    assert unread(gp, "spec-reviewer") == 1 and mail(gp, "question") == []
+    with FakeAnthropic() as fake:
+        fake.add(tool_use("finish", {"status": "failed", "summary": "the spec is not mine to judge"}))
+        r = gp.run("run-role", "--with-email", "--backend", "anthropic", "spec-reviewer", env=anthropic_env(fake))
+    assert r.returncode == 1 and "finished its run as failed: the spec is not mine to judge" in r.stdout, r.stdout
+    assert unread(gp, "spec-reviewer") == 1
 
 
 @pytest.mark.parametrize(
@@ -269,7 +295,7 @@ def test_anthropic_429_is_retried_after_retry_after_and_new_mail_reaches_the_nex
     with FakeAnthropic() as fake:
         fake.error(429, "rate_limit_error", {"retry-after": "0"})
         fake.add(tool_use("list_inbox", {}, "toolu_1"))
-        fake.add(text("done"))
+        fake.add(tool_use("finish", {"status": "done", "summary": "read it"}, "toolu_2"))
 
         def during(n: int) -> None:
             if n == 2:  # the first real model turn: mail arrives while the agent works
@@ -375,7 +401,8 @@ def test_an_agent_finds_workflow_on_its_path_when_the_owners_path_lacks_it(gp: P
     """agentd under systemd, pipx, `uv tool`: the owner's PATH has no `workflow`; an agent CLI's
     shell that calls it by name (and shrugs at "command not found") must still reach it."""
     (gp.dir / "agent.sh").write_text(
-        "cat >/dev/null\nworkflow-notify question 'specs/*/user-auth.md' spec-writer QUESTION=by-name\necho shrugged\n"
+        "cat >/dev/null\nworkflow-notify question 'specs/*/user-auth.md' spec-writer QUESTION=by-name\n"
+        "workflow finish done 'asked by name'\n"
     )
     with open(gp.dir / "workflow.toml", "a") as f:
         f.write('\n[backends.command]\nargv = ["/bin/sh", "agent.sh"]\ntimeout = 30\n')
@@ -390,7 +417,9 @@ def test_an_agent_finds_workflow_on_its_path_when_the_owners_path_lacks_it(gp: P
 def test_an_agent_cli_is_told_the_commands_it_really_has_not_tools_it_lacks(gp: Project) -> None:
     gp.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer")
     with open(gp.dir / "workflow.toml", "a") as f:
-        f.write('\n[backends.command]\nargv = ["/bin/sh", "-c", "cat > prompt.txt"]\ntimeout = 30\n')
+        f.write(
+            '\n[backends.command]\nargv = ["/bin/sh", "-c", "cat > prompt.txt; workflow finish done read"]\ntimeout = 30\n'
+        )
     r = gp.run("run-role", "--with-email", "--dry-run", "--backend", "scripted", "spec-reviewer", env=GIT_ENV)
     assert "Tools: read_artifact" in r.stdout  # an API agent is told its tools
     r = gp.run("run-role", "--with-email", "--backend", "command", "spec-reviewer", env=GIT_ENV)
@@ -399,3 +428,4 @@ def test_an_agent_cli_is_told_the_commands_it_really_has_not_tools_it_lacks(gp: 
     assert "`workflow-notify [--in-reply-to MESSAGE-ID] EVENT ARTIFACT TO" in prompt
     assert "workflow move ARTIFACT STATE --as spec-reviewer" in prompt
     assert "read_artifact" not in prompt and "send_message" not in prompt
+    assert "`workflow finish done 'WHAT YOU DID'`" in prompt

@@ -5,9 +5,15 @@ from __future__ import annotations
 
 import os
 import pwd
+import subprocess
+import sys
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
+
+from helpers.git import GIT_ENV
+from workflow.mail.message import parse
 
 # the user's real home (the tests give every process a scratch $HOME), as scripts/agent-clis sees it
 HOME = Path(pwd.getpwuid(os.getuid()).pw_dir)
@@ -29,3 +35,59 @@ def needs(command: str, name: str) -> pytest.MarkDecorator:
 needs_claude = needs("claude", "Claude Code")
 needs_codex = needs("codex", "Codex")
 needs_gemini = needs("gemini", "Gemini CLI")
+
+
+class Fresh(NamedTuple):
+    """A project as a new user makes it: ``git init``, ``workflow init`` with the agent CLIs on
+    PATH and no configuration edited, the spec committed in proposed/; its own home directory."""
+
+    dir: Path
+    home: Path
+    path: str  # PATH with the CLIs first
+
+    def env(self, **more: str) -> dict[str, str]:
+        base = {
+            k: v for k, v in os.environ.items() if not k.startswith(("WORKFLOW_", "ANTHROPIC_", "OPENAI_", "GEMINI_"))
+        }
+        return {**base, **GIT_ENV, "HOME": str(self.home), "PATH": self.path, **more}
+
+    def run(self, *args: str, tool: str = "workflow", **env: str) -> subprocess.CompletedProcess[str]:
+        cmd = [sys.executable, "-m", "workflow", *args] if tool == "workflow" else [tool, *args]
+        return subprocess.run(cmd, cwd=self.dir, env=self.env(**env), capture_output=True, text=True, timeout=180)
+
+    def notify(self, *args: str) -> str:
+        """``workflow-notify ARGS`` as the owner; the Message-ID it printed."""
+        r = self.run("notify", *args)
+        assert r.returncode == 0, r.stdout + r.stderr
+        return next(w for w in r.stdout.split() if w.startswith("<") and "@" in w).rstrip(":,")
+
+    def maildir(self, box: str) -> Path:
+        return next((self.home / ".maildir").glob(f"*/{box}"))
+
+    def unread(self, box: str) -> int:
+        d = self.maildir(box)
+        return len(list((d / "new").iterdir())) + len(
+            [f for f in (d / "cur").iterdir() if "S" not in f.name.split(",")[-1]]
+        )
+
+    def events(self, box: str) -> list[str]:
+        d = self.maildir(box)
+        return sorted(parse(f.read_bytes()).event or "" for sub in ("new", "cur") for f in (d / sub).iterdir())
+
+    def commits(self) -> list[str]:
+        r = subprocess.run(["git", "log", "--format=%an %s"], cwd=self.dir, capture_output=True, text=True, check=True)
+        return r.stdout.splitlines()
+
+
+def fresh_project(base: Path) -> Fresh:
+    d = base / "project"
+    d.mkdir(parents=True)
+    f = Fresh(d, base / "home", f"{cli_bin()}:{os.environ['PATH']}")
+    f.home.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=d, check=True)
+    r = f.run("init")
+    assert r.returncode == 0, r.stdout + r.stderr
+    (d / "specs" / "proposed" / "user-auth.md").write_text("# User auth\n\nUsers log in with a password.\n")
+    subprocess.run(["git", "add", "-A"], cwd=d, check=True, env=f.env())
+    subprocess.run(["git", "commit", "-qm", "spec-writer: propose user-auth"], cwd=d, check=True, env=f.env())
+    return f

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from workflow.agents.tools import SCHEMAS
 from workflow.app import App
 from workflow.artifacts.move import role_moves
 from workflow.core import safeopen
@@ -22,6 +23,7 @@ from workflow.mail.rows import Row
 from workflow.policy.roles import Role
 
 MAX_ARTIFACT = 60_000
+NAMES = tuple(s["name"] for s in SCHEMAS)
 
 
 class Context(NamedTuple):
@@ -30,9 +32,10 @@ class Context(NamedTuple):
     artifacts: tuple[str, ...]  # current paths inlined
 
 
-def may_do(app: App, role: Role, shell: bool = False) -> str:
-    """What the role may do, and how: by its tools (an API agent), or by the shell lines of the
-    commands it really has (``shell``: an agent CLI under the command backend)."""
+def may_do(app: App, role: Role, how: str = "tools") -> str:
+    """What the role may do, and how: by its tools (``tools``: an API agent; ``mcp``: an agent
+    CLI given them by ``workflow mcp``), or by the shell lines of the commands it really has
+    (``shell``: an agent CLI with only a shell); and how it ends its run."""
     moves = role_moves(app.roster, role.name)
     mv = "any legal move" if moves is None else (", ".join(f"{a} → {b}" for a, b in moves) or "none")
     lines = [
@@ -45,10 +48,15 @@ def may_do(app: App, role: Role, shell: bool = False) -> str:
         + ".",
         f"- Artifacts live in {', '.join(f'{r}/' for r in app.config.artifact_roots)} under the state folders "
         f"{', '.join(app.config.states)}; a glob like specs/*/name.md finds one wherever it is.",
-        "- Tools: read_artifact, write_artifact, move_artifact, send_message, list_inbox, read_thread. "
-        "Messages you send go out when your run ends successfully; a refused call tells you why.",
+        f"- Tools: {', '.join(NAMES)}"
+        + (" (from the MCP server `workflow`; use them for mail and moves, not the shell)" if how == "mcp" else "")
+        + ". Messages you send go out when your run ends successfully; a refused call tells you why.",
+        '- When your work is done, call finish(status="done", summary=WHAT YOU DID); if you cannot do it, '
+        'finish(status="failed", summary=WHY). Without finish("done") nothing you did is kept and your '
+        "mail goes to a later run.",
     ]
-    if shell:
+    if how == "shell":
+        lines.pop()
         lines[-1] = "\n".join(
             [
                 "- You work from the shell, in the project's directory; your run gives you your role and "
@@ -60,7 +68,10 @@ def may_do(app: App, role: Role, shell: bool = False) -> str:
                 f"todo --as {role.name} --reason 'complete and testable'`",
                 "  - mail that arrives while you work is appended to the file `$WORKFLOW_NEW_MAIL`.",
                 "- A command that is refused exits non-zero and says why: read it, and do not pretend it "
-                "worked. Messages you send go out when your run ends successfully (exit 0).",
+                "worked. Messages you send go out when your run ends successfully.",
+                "- When your work is done, run `workflow finish done 'WHAT YOU DID'`; if you cannot do it, "
+                "`workflow finish failed 'WHY'`. Without `workflow finish done` nothing you did is kept and "
+                "your mail goes to a later run.",
             ]
         )
     if not role.takes_mail:
@@ -69,11 +80,11 @@ def may_do(app: App, role: Role, shell: bool = False) -> str:
 
 
 def build(
-    app: App, role: Role, index: Index, new: Sequence[Row], artifact: str | None = None, shell: bool = False
+    app: App, role: Role, index: Index, new: Sequence[Row], artifact: str | None = None, how: str = "tools"
 ) -> Context:
-    """The whole prompt for one run (``shell``: for an agent CLI, which acts by shell commands)."""
+    """The whole prompt for one run (``how`` the agent acts: ``may_do``)."""
     boxes, sent = app.roster.view(role.name)
-    parts = [f"# Role: {role.name}", "", role.prompt.strip(), "", may_do(app, role, shell), ""]
+    parts = [f"# Role: {role.name}", "", role.prompt.strip(), "", may_do(app, role, how), ""]
     if artifact:
         parts += ["# Your task", f"Process {artifact} now: do your job for it, send what it needs, then stop.", ""]
     threads = group(new)

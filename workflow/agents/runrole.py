@@ -122,6 +122,26 @@ def submission_server(app: App, wanted: bool) -> Iterator[str]:
         yield str(own)
 
 
+def settled(result: RunResult, tools: RoleTools) -> RunResult:
+    """A run's result as its agent's finish decides it: a run succeeds only when the backend did
+    and the agent called finish with "done" — an agent that stopped without finishing (a model
+    that only talked, a CLI that denied its tools and exited 0) keeps nothing."""
+    if not result.ok:
+        return result
+    if tools.finished is None:
+        return result._replace(
+            ok=False,
+            error='the agent ended without finishing its run: it never called finish(status="done") '
+            "(or `workflow finish done` from a shell), so nothing it did is kept",
+        )
+    status, summary = tools.finished
+    if status != "done":
+        return result._replace(
+            ok=False, summary=summary, error=f"the agent finished its run as failed: {summary[:300]}"
+        )
+    return result._replace(summary=summary or result.summary)
+
+
 def new_mail(app: App, role: Role, artifact: str | None) -> list[Row]:
     boxes = app.roster.mailboxes_of(role.name)
     with app.index() as index:
@@ -209,25 +229,27 @@ def _session(
         echo(f"{role.name}: nothing to do")
         return Outcome(None, (), ())
     name = chosen(app.config, role.name, role.backend, backend)
+    agent = make_backend(app.config, name, script)
+    process = agent.acts != "tools"  # an agent CLI: a sandboxed process with a shell
     with app.index() as index:
-        ctx = build(app, role, index, rows, artifact, shell=name == "command")
+        ctx = build(app, role, index, rows, artifact, how=agent.acts)
     if dry_run:
         echo("\n--- context (dry run: no backend, nothing marked, nothing sent) ---\n")
         echo(ctx.prompt)
         return Outcome(None, rows, (), ctx.prompt)
-    agent = make_backend(app.config, name, script)
-    if name == "command":
+    if process:
         sandbox = status(app.config)
         if not sandbox.enforced:
             echo(f"{role.name}: {sandbox.line}")
-    run = Run.begin(app.config.state, role.name, rows, app.config, shell=name == "command")
+    run = Run.begin(app.config.state, role.name, rows, app.config, shell=process)
     tools = RoleTools(app, role, RunTransport(app, run), journal=run.intend_move, wrote=run.wrote)
+    tools.handed = tuple(r.message_id for r in rows if r.message_id)
     known = {r.message_id or r.key for r in rows}
     mail_file = run.agent / "new-mail.md"
     mail_file.write_text("", encoding="utf-8")
     poller = Poller(app, role, known, poll_interval or 0.0, echo, mail_file, run.know)
     prompt = ctx.prompt
-    if poll_interval and name == "command":
+    if poll_interval and process:
         prompt += (
             f"\n# Mail during your run\nNew mail that arrives while you work is appended to {mail_file} "
             "($WORKFLOW_NEW_MAIL); look there before you finish.\n"
@@ -253,7 +275,7 @@ def _session(
     )
     t0 = time.monotonic()
     try:
-        with submission_server(app, name == "command") as smtp:
+        with submission_server(app, process) as smtp:
             job = job._replace(smtp=smtp)
             if poll_interval:
                 with poller:
@@ -266,6 +288,7 @@ def _session(
         echo(f"{role.name}: run interrupted; {len(rows)} message(s) left unread for the next run")
         raise
     took = time.monotonic() - t0
+    result = settled(result, tools)
     if took >= limit:  # the backend stopped at the deadline, or finished past it: either way it timed out
         result = result._replace(ok=False, error=f"timed out after {limit:.0f}s ({result.error or 'it finished late'})")
     sent: list[str] = []

@@ -4,8 +4,11 @@ read_artifact / write_artifact stay inside the artifact roots (no ``..``, no sym
 dotfiles); move_artifact follows the transition graph and only the moves the role owns;
 send_message composes and runs every delivery check (validation, visibility, guardrails) at
 call time, so a refusal reaches the agent while it can still correct itself, and the message
-is sent when the run succeeds; list_inbox and read_thread show only the role's own mail.
-A refused call raises ToolError; backends hand its text back to the agent.
+is sent when the run succeeds; list_inbox and read_thread show only the role's own mail;
+whoami says who the agent is and what it may do; finish ends the run with its outcome — a run
+commits only when its agent finished with status "done" (``agents.runrole``). No tool takes a
+sender or a role: identity is the run's. A refused call raises ToolError; backends (and the
+MCP server, ``agents.toolserver``) hand its text back to the agent.
 """
 
 from __future__ import annotations
@@ -26,6 +29,9 @@ from workflow.mail.message import normalize_msgid
 from workflow.policy.roles import Role
 
 MAX_READ = 200_000
+WRITES = ("write_artifact", "move_artifact", "send_message")  # what a read-only session may not call
+STATUSES = ("done", "failed")
+MAX_SUMMARY = 20_000
 
 SCHEMAS: list[dict[str, Any]] = [
     {
@@ -72,6 +78,25 @@ SCHEMAS: list[dict[str, Any]] = [
         },
     },
     {
+        "name": "whoami",
+        "description": "Who you are in this run: your role, its address, the mail handed to you, what you may do.",
+        "input_schema": {"type": "object", "properties": {}},
+    },
+    {
+        "name": "finish",
+        "description": 'End your run. status "done": your work is done and everything you did is kept '
+        '(moves, writes, messages); "failed": you could not do it, nothing is kept and your mail is '
+        "handed to a later run. Without finish(status='done') nothing of the run is kept.",
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "status": {"type": "string", "enum": ["done", "failed"]},
+                "summary": {"type": "string", "description": "What you did, or why you could not."},
+            },
+            "required": ["status", "summary"],
+        },
+    },
+    {
         "name": "list_inbox",
         "description": "List your unread mail by thread.",
         "input_schema": {"type": "object", "properties": {}},
@@ -115,6 +140,12 @@ class RoleTools:
         self.sent: list[str] = []  # Message-IDs of the messages the run has sent (staged until it ends)
         self.moved: list[str] = []
         self.written: list[str] = []
+        self.finished: tuple[str, str] | None = None  # (status, summary) of the agent's finish call
+        self.handed: tuple[str, ...] = ()  # the Message-IDs the run was handed (whoami)
+
+    def schemas(self) -> list[dict[str, Any]]:
+        """The tools this session really has: a read-only one lacks the writing tools."""
+        return [s for s in SCHEMAS if not (self.read_only and s["name"] in WRITES)]
 
     # -- dispatch
 
@@ -123,7 +154,7 @@ class RoleTools:
         fn = getattr(self, f"tool_{name}", None)
         if fn is None or name not in {s["name"] for s in SCHEMAS}:
             raise ToolError(f"unknown tool {name!r}; tools: {', '.join(s['name'] for s in SCHEMAS)}")
-        if self.read_only and name in ("write_artifact", "move_artifact", "send_message"):
+        if self.read_only and name in WRITES:
             raise ToolError(
                 f"{name}: this session is read-only (an independent panel review); "
                 "give your findings and end with a line VERDICT: approve|reject|revise"
@@ -202,6 +233,32 @@ class RoleTools:
             f"moved {result.before.path} → {result.after.path} (commit {result.commit[:10]}); "
             "nobody is told by the move itself: send the approval or status-update"
         )
+
+    # -- the run
+
+    def tool_whoami(self) -> str:
+        role, config = self.role, self.app.config
+        can = "read artifacts and your mail" if self.read_only else "read, write and move artifacts"
+        if self.may_send:
+            can += ", send workflow mail"
+        handed = ", ".join(self.handed) if self.handed else "none"
+        return (
+            f"You are {role.name} <{role.name}@{config.domain}> ({role.mode} role) in {config.project_dir}.\n"
+            f"Mail handed to this run: {handed}.\nYou may {can}"
+            + (" (this session is read-only: an independent review)" if self.read_only else "")
+            + '.\nWhen your work is done call finish(status="done", summary=...); if you cannot do it, '
+            'finish(status="failed", summary=why). Nothing of the run is kept without finish("done").'
+        )
+
+    def tool_finish(self, status: str, summary: str = "") -> str:
+        if status not in STATUSES:
+            raise ToolError(f"finish: status must be one of {', '.join(STATUSES)}, got {status!r}")
+        if not isinstance(summary, str):
+            raise ToolError("finish: summary must be a string")
+        self.finished = (status, summary[:MAX_SUMMARY])
+        if status == "done":
+            return "finished: done. Everything your run did is kept when you exit; stop now."
+        return "finished: failed. Nothing of your run is kept and your mail goes to a later run; stop now."
 
     # -- mail
 

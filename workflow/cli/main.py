@@ -28,6 +28,8 @@ COMMANDS = {
     "up": "workflow.cli.agentd:up",
     "agentd": "workflow.cli.agentd:agentd",
     "run-role": "workflow.cli.run:run_role",
+    "mcp": "workflow.cli.agent:mcp",
+    "finish": "workflow.cli.agent:finish",
     "init": "workflow.cli.project:init",
     "move": "workflow.cli.project:move",
     "status": "workflow.cli.board:status",

@@ -23,6 +23,7 @@ from workflow.core.schema import NAME_RE, BadValueError, Custom, Names, Section,
 from workflow.core.sections import (
     AGENTD,
     BACKENDS,
+    CLIS,
     DEFAULT_EVENTS,
     DEFAULT_STATES,
     DOMAIN_RE,
@@ -33,6 +34,7 @@ from workflow.core.sections import (
     AnthropicConfig,
     BackendsConfig,
     BridgesConfig,
+    CliConfig,
     CommandConfig,
     ForwarderConfig,
     GmailConfig,
@@ -62,6 +64,7 @@ DEFAULT_TRANSITIONS = (
 TRANSITION_RE = re.compile(r"^\s*(\*|[a-z0-9][a-z0-9_-]*)\s*->\s*([a-z0-9][a-z0-9_-]*)\s*$")
 __all__ = [
     "BACKENDS",
+    "CLIS",
     "CONFIG_NAME",
     "DEFAULT_EVENTS",
     "DEFAULT_STATES",
@@ -74,6 +77,7 @@ __all__ = [
     "AnthropicConfig",
     "BackendsConfig",
     "BridgesConfig",
+    "CliConfig",
     "CommandConfig",
     "Config",
     "ForwarderConfig",

@@ -47,7 +47,8 @@ DEFAULT_EVENTS = (
     "answer",
 )
 DOMAIN_RE = re.compile(r"^(?=.{1,253}$)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$")
-BACKENDS = ("anthropic", "command", "scripted")
+CLIS = ("claude-code", "codex", "gemini")  # agent CLIs with a profile of their own (agents.backends.profiles)
+BACKENDS = ("anthropic", "command", "scripted", *CLIS)
 
 
 AUTH_MODES = ("required", "off")
@@ -338,6 +339,35 @@ class CommandConfig(NamedTuple):
     resume: tuple[str, ...] = ()  # arguments that resume a session, e.g. ["--resume", "{session}"]
 
 
+class CliConfig(NamedTuple):
+    """``[backends.claude-code]``, ``[backends.codex]``, ``[backends.gemini]``: an agent CLI run
+    with its own profile (its arguments, MCP wiring and output are the profile's; these tune it)."""
+
+    program: str = ""  # "": the CLI's own command (claude, codex, gemini) on PATH
+    model: str = ""  # "": the CLI's default; a role's or panel member's model wins
+    max_turns: int = 0  # 0: the role's max_turns, else 20 (CLIs that take a limit)
+    max_budget_usd: float = 0.0  # 0: no limit (claude-code)
+    tools: tuple[str, ...] = ()  # the CLI's own tools it may use beside the role's (): the profile's
+    args: tuple[str, ...] = ()  # more arguments, appended
+    timeout: float = 1800.0
+    contain: str = "auto"
+
+
+CLI_SECTION: Section[NamedTuple] = Section(
+    CliConfig,
+    {
+        "program": Str(),
+        "model": Str(),
+        "max_turns": Int(0, 1000),
+        "max_budget_usd": Num(0, 1_000_000),
+        "tools": Strs(empty=True),
+        "args": Strs(empty=True),
+        "timeout": Num(0.1, 7 * DAY),
+        "contain": Str(choices=("auto", "bwrap", "cgroup", "none")),
+    },
+)
+
+
 class ScriptedConfig(NamedTuple):
     dir: str = "scripted"
     record_dir: str = ""  # save every prompt here (tests prove what a run saw)
@@ -348,6 +378,13 @@ class BackendsConfig(NamedTuple):
     anthropic: AnthropicConfig = AnthropicConfig()
     command: CommandConfig = CommandConfig()
     scripted: ScriptedConfig = ScriptedConfig()
+    claude_code: CliConfig = CliConfig()
+    codex: CliConfig = CliConfig()
+    gemini: CliConfig = CliConfig()
+
+    def cli(self, name: str) -> CliConfig:
+        """The settings of the agent CLI ``name`` (one of CLIS)."""
+        return getattr(self, name.replace("-", "_"))  # type: ignore[no-any-return]
 
 
 BACKEND_SECTIONS: dict[str, Section[NamedTuple]] = {
@@ -372,6 +409,7 @@ BACKEND_SECTIONS: dict[str, Section[NamedTuple]] = {
         },
     ),
     "scripted": Section(ScriptedConfig, {"dir": Str(), "record_dir": Str(), "script": Str()}),
+    **dict.fromkeys(CLIS, CLI_SECTION),
 }
 
 
@@ -550,5 +588,5 @@ def read_backends(file: str, table: object) -> BackendsConfig:
                 f"{where(file, f'backends.{name}')}: unknown backend{suggest(name, list(BACKENDS))}; "
                 f"expected one of {', '.join(BACKENDS)}"
             )
-        out[name] = read(file, f"backends.{name}", sub, section)
+        out[name.replace("-", "_")] = read(file, f"backends.{name}", sub, section)
     return BackendsConfig(**out)  # type: ignore[arg-type]

@@ -39,17 +39,43 @@ class Step(NamedTuple):
     what: str
 
 
+CLI_COMMANDS = {"claude-code": "claude", "codex": "codex", "gemini": "gemini"}  # profile → its command
+
+
+def found_clis(env: Mapping[str, str]) -> list[str]:
+    """The agent CLIs (their profiles' names) on PATH."""
+    return [name for name, command in CLI_COMMANDS.items() if shutil.which(command, path=env.get("PATH"))]
+
+
 def pick_backend(env: Mapping[str, str]) -> tuple[str, str]:
-    """(backend, why) for a new project: anthropic with a key, the command backend with claude on
-    PATH, else none (and how to pick one)."""
+    """(backend, why) for a new project: the first agent CLI on PATH (claude, codex, gemini: each
+    runs by its profile), else anthropic with a key, else none (and how to pick one)."""
+    clis = found_clis(env)
+    if clis:
+        return clis[0], f"{CLI_COMMANDS[clis[0]]} is on PATH"
     if env.get("ANTHROPIC_API_KEY"):
         return "anthropic", "ANTHROPIC_API_KEY is set"
-    if shutil.which("claude", path=env.get("PATH")):
-        return "command", "claude is on PATH (runs claude -p)"
     return "", (
-        'none chosen: set [workflow] backend = "anthropic" (with ANTHROPIC_API_KEY), "command" (an agent CLI '
-        'such as claude -p) or "scripted" (TOML scripts, no model) before run-role or agentd'
+        'none chosen: set [workflow] backend = "claude-code", "codex" or "gemini" (that agent CLI), "anthropic" '
+        '(with ANTHROPIC_API_KEY), "command" (any CLI reading a prompt on stdin) or "scripted" (TOML scripts, '
+        "no model) before run-role or agentd"
     )
+
+
+def cli_sections(clis: Sequence[str]) -> str:
+    """A ``[backends.NAME]`` table for each agent CLI found, its settings shown at their defaults."""
+    out = []
+    for name in clis:
+        out.append(
+            f"""
+[backends.{name}]   # {CLI_COMMANDS[name]} on PATH: run by its profile (the role's tools by MCP, in the sandbox)
+# model = ""            # "": the CLI's default; a role's or panel member's model wins
+# max_turns = 0         # 0: the role's max_turns, else 20
+# max_budget_usd = 0.0  # claude-code: stop a run past this cost (0: no limit)
+# args = []             # more arguments for the CLI
+"""
+        )
+    return "".join(out)
 
 
 def own_port(project: Path) -> int:
@@ -66,7 +92,9 @@ def own_port(project: Path) -> int:
     return 8025
 
 
-def config_text(roots: Sequence[str], domain: str, mail_root: str, backend: str = "", port: int = 8025) -> str:
+def config_text(
+    roots: Sequence[str], domain: str, mail_root: str, backend: str = "", port: int = 8025, clis: Sequence[str] = ()
+) -> str:
     quoted = ", ".join(f'"{r}"' for r in roots)
     states = ", ".join(f'"{s}"' for s in DEFAULT_STATES)
     transitions = ",\n  ".join(f'"{t}"' for t in DEFAULT_TRANSITIONS)
@@ -74,7 +102,7 @@ def config_text(roots: Sequence[str], domain: str, mail_root: str, backend: str 
     agents = (
         f'backend = "{backend}"   # every role\'s agent unless its roles/ file names one'
         if backend
-        else '# backend = "anthropic"   # or "command" (claude -p…) or "scripted": every role\'s agent'
+        else '# backend = "claude-code"   # or "codex", "gemini", "anthropic", "command", "scripted": every role\'s agent'
     )
 
     return f"""\
@@ -100,7 +128,7 @@ transitions = [
 # this event, to these roles (default: every role whose artifact globs match the new path).
 commit_event = "status-update"
 # commit_notify = ["coordinator"]
-"""
+""" + cli_sections(clis)
 
 
 def init(
@@ -131,9 +159,17 @@ def init(
         else:
             chosen, why = ownership.choose(directory)
             mail_root = ownership.shown(chosen)
-        backend, because = pick_backend(os.environ if env is None else env)
+        found = os.environ if env is None else env
+        backend, because = pick_backend(found)
         toml.write_text(
-            config_text(list(dict.fromkeys(roots)) or ["specs"], domain, mail_root, backend, own_port(directory)),
+            config_text(
+                list(dict.fromkeys(roots)) or ["specs"],
+                domain,
+                mail_root,
+                backend,
+                own_port(directory),
+                found_clis(found),
+            ),
             encoding="utf-8",
         )
         steps.append(Step("created", f"{toml} (mail root {mail_root}: {why})"))

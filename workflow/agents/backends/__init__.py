@@ -1,7 +1,8 @@
 """Backends: the agents a run can launch, behind one protocol with one verb — ``run``.
 
-``anthropic`` talks to the Messages API with tool use; ``command`` runs an agent CLI (claude -p,
-codex exec…) with the prompt on stdin; ``scripted`` performs the actions listed in a TOML script
+``anthropic`` talks to the Messages API with tool use; ``claude-code``, ``codex`` and ``gemini``
+run that agent CLI by its profile (``profiles``: the role's tools by MCP, its output read);
+``command`` runs any agent CLI with the prompt on stdin, acting by shell commands; ``scripted`` performs the actions listed in a TOML script
 (tests and the demo, no network). Settings come from ``[backends.<name>]`` in workflow.toml,
 read and checked with the rest of the config (``config.backends``).
 """
@@ -12,9 +13,9 @@ from pathlib import Path
 
 from workflow.agents.backends.anthropic_api import AnthropicBackend
 from workflow.agents.backends.base import Backend, RunInput, RunResult
-from workflow.agents.backends.command import CommandBackend
+from workflow.agents.backends.command import CliBackend, CommandBackend
 from workflow.agents.backends.scripted import ScriptedBackend
-from workflow.core.config import BACKENDS, Config
+from workflow.core.config import BACKENDS, CLIS, Config
 from workflow.core.errors import ConfigError
 
 NAMES = BACKENDS
@@ -42,4 +43,6 @@ def make_backend(config: Config, name: str, script: Path | None = None) -> Backe
         return CommandBackend(config, config.backends.command)
     if name == "scripted":
         return ScriptedBackend(config, config.backends.scripted, script)
+    if name in CLIS:
+        return CliBackend(config, name)
     raise ConfigError(f"unknown backend {name!r}; expected one of {', '.join(NAMES)}")

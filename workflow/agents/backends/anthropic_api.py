@@ -1,7 +1,8 @@
 """Anthropic backend: the Messages API with tool use, looping until the model ends its turn.
 
 Model: the role's front matter ``model``, else ``[backends.anthropic] model``. The loop stops at
-``end_turn`` or after ``max_turns`` model calls (the role's ``max_turns``, else the config's,
+``finish`` or ``end_turn`` (a run still keeps nothing without finish: ``runrole.settled``) or
+after ``max_turns`` model calls (the role's ``max_turns``, else the config's,
 else 20). Mail that arrives during the run is added before the next model turn. Token usage
 is summed into the result for budgets. ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL are honoured
 (the SDK reads them). Every API failure — 401, 429 (after the SDK's retries, which honour
@@ -17,12 +18,13 @@ import time
 from typing import Any
 
 from workflow.agents.backends.base import RunInput, RunResult
-from workflow.agents.tools import SCHEMAS
 from workflow.core.config import AnthropicConfig
 from workflow.core.errors import ToolError
 
 
 class AnthropicBackend:
+    acts = "tools"  # we call its tools for it
+
     def __init__(self, opts: AnthropicConfig) -> None:
         self.model = opts.model
         self.max_tokens = opts.max_tokens
@@ -53,7 +55,7 @@ class AnthropicBackend:
                     model=model,
                     max_tokens=self.max_tokens,
                     messages=messages,  # type: ignore[arg-type]
-                    tools=SCHEMAS,  # type: ignore[arg-type]
+                    tools=job.tools.schemas(),  # type: ignore[arg-type]
                     system=f"You are the {job.role.name} role of a workflow-mail project. Use the tools to act.",
                 )
             except anthropic.APIStatusError as e:
@@ -77,6 +79,8 @@ class AnthropicBackend:
                     assistant.append({"type": "tool_use", "id": block.id, "name": block.name, "input": block.input})
                     results.append(self._call(job, block.id, block.name, block.input))
             messages.append({"role": "assistant", "content": assistant})
+            if job.tools.finished is not None:  # it called finish: its run ends here
+                return RunResult(True, "\n".join(texts).strip() or "done", "", usage, turn)
             if resp.stop_reason != "tool_use" or not results:
                 return RunResult(True, "\n".join(texts).strip() or "done", "", usage, turn)
             content: list[dict[str, Any]] = list(results)

@@ -43,6 +43,11 @@ class RunResult(NamedTuple):
 
 
 class Backend(Protocol):
-    """Run an agent on one prompt with the role's tools; never raises for the agent's failures."""
+    """Run an agent on one prompt with the role's tools; never raises for the agent's failures.
+    ``acts``: how its agent acts — "tools" (the backend calls the role's tools for it), "mcp" (an
+    agent CLI, a sandboxed process given the tools by ``workflow mcp``) or "shell" (an agent CLI
+    with only a shell: ``workflow-notify``, ``workflow move``, ``workflow finish``)."""
+
+    acts: str
 
     def run(self, job: RunInput) -> RunResult: ...

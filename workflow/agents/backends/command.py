@@ -1,6 +1,10 @@
-"""Command backend: run an agent CLI with the prompt on stdin; its exit status decides success.
+"""Command backend: run an agent CLI with the prompt on stdin, in its sandbox, with the run's tools at hand.
 
-``[backends.command] argv = ["claude", "-p"]`` (any CLI that reads a prompt on stdin). The agent
+``[backends.command] argv = [...]`` (any CLI that reads a prompt on stdin; it acts by shell
+commands), or an agent CLI by its profile (``CliBackend``: ``claude-code``, ``codex``,
+``gemini``; ``profiles``). A run of either succeeds only when the agent exits 0, its output
+reports no failure, and it finished (``workflow finish done`` or the MCP tool; the run's tool
+server, ``agents.toolserver``, listens on WORKFLOW_TOOLS for both). The agent
 runs in its sandbox (``agents.sandbox``: its project and its run, no mail, no credential file)
 and gets, to call ``workflow-notify`` and ``workflow move`` as its role: WORKFLOW_ROLE,
 WORKFLOW_PROJECT, WORKFLOW_CONFIG; WORKFLOW_TOKEN, the run's credential, and WORKFLOW_SMTP, the
@@ -19,24 +23,26 @@ session it was; a run asked to resume one gets ``resume`` appended to argv (``["
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import shutil
 import subprocess
 import sysconfig
 import time
 from collections.abc import Mapping, Sequence
+from contextlib import ExitStack
 from pathlib import Path
-from types import MappingProxyType
-from typing import NamedTuple
+from typing import Any
 
 from workflow.agents.backends.base import RunInput, RunResult
+from workflow.agents.backends.profiles import PROFILES, Launch, Plan
+from workflow.agents.backends.reports import SESSION_ID, Report, plain
 from workflow.agents.contain import Contained, choose
 from workflow.agents.sandbox import status, view
+from workflow.agents.toolserver import ToolServer
 from workflow.core.config import CommandConfig, Config
 
 TAIL = 4000
+TOOLS_SOCKET = "tools.sock"  # in the run's agent directory: the run's tool server (agents.toolserver)
 INHERITED_NOT = (
     "WORKFLOW_TOKEN",
     "WORKFLOW_RUN",
@@ -44,6 +50,7 @@ INHERITED_NOT = (
     "WORKFLOW_HANDED",
     "WORKFLOW_NEW_MAIL",
     "WORKFLOW_SESSION",
+    "WORKFLOW_TOOLS",
 )
 BASE_ENV = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TERM", "COLORTERM", "NO_COLOR")
 
@@ -69,78 +76,9 @@ def cli_state(config: Config, role: str) -> Path:
     return path
 
 
-SESSION_LINE = re.compile(r"^WORKFLOW_SESSION=([A-Za-z0-9._:-]{1,200})\s*$", re.M)
-SESSION_ID = re.compile(r"^[A-Za-z0-9._:-]{1,200}$")
-
-
-class Report(NamedTuple):
-    """What an agent's output says of its run: a summary, a session to resume, and — when the
-    CLI itself reported one — why the run did not do its work ("" when it did not say)."""
-
-    summary: str
-    session: str = ""
-    failed: str = ""
-    usage: Mapping[str, int] = MappingProxyType({})  # input_tokens, output_tokens: what agentd counts
-
-
-def _result(text: str) -> dict[str, object] | None:
-    """The CLI's result object: the whole output as JSON (Claude Code's ``--output-format json``)
-    or, for a stream of JSON lines (``stream-json``), its last ``"type": "result"`` line."""
-    candidates = [text] if text.startswith("{") else []
-    candidates += [ln for ln in reversed(text.splitlines()) if ln.startswith('{"type":"result"')]
-    for candidate in candidates:
-        try:
-            data = json.loads(candidate)
-        except ValueError:
-            continue
-        if isinstance(data, dict):
-            return data
-    return None
-
-
-def reported(out: str) -> Report:
-    """What an agent's output says: a result object with ``session_id`` (and ``result``,
-    ``is_error``, ``permission_denials``: Claude Code's), or a ``WORKFLOW_SESSION=`` line
-    (removed from the summary); else the output as the summary."""
-    text = out.strip()
-    data = _result(text)
-    if data is not None and ("session_id" in data or "is_error" in data):
-        session = str(data.get("session_id") or "")
-        summary = str(data.get("result") or "").strip() or "done"
-        raw = data.get("usage")
-        usage = {
-            k: int(raw[k])
-            for k in ("input_tokens", "output_tokens")
-            if isinstance(raw, dict) and isinstance(raw.get(k), int)
-        }
-        return Report(summary, session if SESSION_ID.match(session) else "", _failure(data), usage)
-    m = SESSION_LINE.search(out)
-    if m:
-        return Report(SESSION_LINE.sub("", out).strip() or "done", m.group(1))
-    return Report(text)
-
-
-def _failure(data: dict[str, object]) -> str:
-    """Why a CLI's result object says the run did not do its work, or ""."""
-    denied = data.get("permission_denials")
-    if isinstance(denied, list) and denied:
-        names = []
-        for d in denied[:5]:
-            call = d if isinstance(d, dict) else {}
-            arguments = call.get("tool_input") if isinstance(call.get("tool_input"), dict) else {}
-            detail = str(arguments.get("command") or arguments.get("file_path") or "")[:80]  # type: ignore[union-attr]
-            names.append(f"{call.get('tool_name', '?')}({detail})" if detail else str(call.get("tool_name", "?")))
-        return (
-            f"the agent CLI denied {len(denied)} tool call(s) the agent made: {', '.join(names)} — allow them "
-            "in the CLI's arguments (its -p mode denies every tool not allowed); nothing of the run is kept"
-        )
-    if data.get("is_error") is True or data.get("subtype") not in (None, "success"):
-        why = str(data.get("result") or data.get("subtype") or "an error")[:300]
-        return f"the agent CLI reported an error: {why}"
-    return ""
-
-
 class CommandBackend:
+    acts = "shell"  # a CLI acting by shell commands: workflow-notify, workflow move, workflow finish
+
     def __init__(self, config: Config, opts: CommandConfig) -> None:
         self.config = config
         self.argv = list(opts.argv)
@@ -148,6 +86,22 @@ class CommandBackend:
         self.model = opts.model
         self.contain = opts.contain
         self.resume = list(opts.resume)
+
+    def command(self, job: RunInput, plan: Plan) -> Launch:
+        """The argv and the environment (beyond the run's) of the agent: ``argv`` as configured,
+        with ``resume`` for a session and the model as WORKFLOW_MODEL."""
+        env: dict[str, str] = {}
+        if plan.model:
+            env["WORKFLOW_MODEL"] = plan.model
+        argv = self.argv
+        if plan.session and self.resume:
+            argv = argv + [a.replace("{session}", plan.session) for a in self.resume]
+            env["WORKFLOW_SESSION"] = plan.session
+        return Launch(argv, env)
+
+    def read(self, out: str) -> Report:
+        """What the agent's output says of its run."""
+        return plain(out)
 
     def run(self, job: RunInput) -> RunResult:
         env = agent_env(os.environ, self.config.runs.env)
@@ -159,15 +113,17 @@ class CommandBackend:
         )
         agent_dir = job.run_dir / "agent" if job.run_dir is not None else None
         if agent_dir is not None:
-            env.update(WORKFLOW_RUN=str(agent_dir), WORKFLOW_HANDED=str(agent_dir / "handed"))
+            env.update(
+                WORKFLOW_RUN=str(agent_dir),
+                WORKFLOW_HANDED=str(agent_dir / "handed"),
+                WORKFLOW_TOOLS=str(agent_dir / TOOLS_SOCKET),
+            )
         if job.token:
             env.update(WORKFLOW_TOKEN=job.token, WORKFLOW_SMTP=job.smtp)
         else:
             env["WORKFLOW_NO_CREDENTIAL"] = f"{job.role.name} runs without a credential: the panel sends for it"
         if job.new_mail_file is not None:
             env["WORKFLOW_NEW_MAIL"] = str(job.new_mail_file)
-        if job.model or self.model:
-            env["WORKFLOW_MODEL"] = job.model or self.model
         # this install's `workflow` and `workflow-notify` first: an owner's PATH without them (agentd
         # under systemd, pipx, `uv tool`) must not leave the agent's calls "not found"
         scripts = sysconfig.get_path("scripts")
@@ -181,14 +137,21 @@ class CommandBackend:
         )
         cli = cli_state(self.config, job.role.name)
         env.update(CLAUDE_CONFIG_DIR=str(cli / "claude"), CODEX_HOME=str(cli / "codex"))
-        argv = self.argv
-        if job.session and self.resume and SESSION_ID.match(job.session):
-            argv = argv + [a.replace("{session}", job.session) for a in self.resume]
-            env["WORKFLOW_SESSION"] = job.session
+        sandboxed = status(self.config).enforced
+        plan = Plan(
+            str(agent_dir / TOOLS_SOCKET) if agent_dir is not None else "",
+            cli,
+            job.model or self.model,
+            job.role.max_turns or job.max_turns,
+            job.session if SESSION_ID.match(job.session) else "",
+            job.tools.read_only,
+            sandboxed,
+        )
+        argv, extra = self.command(job, plan)
+        env.update(extra)
         timeout = self.timeout
         if job.deadline is not None:
             timeout = min(timeout, max(0.0, job.deadline - time.monotonic()))
-        sandboxed = status(self.config).enforced
         if sandboxed and "/" not in argv[0]:  # the sandbox has no PATH of ours: name the program's file
             found = shutil.which(argv[0], path=env.get("PATH"))
             if found is None:
@@ -196,6 +159,15 @@ class CommandBackend:
             argv = [os.path.realpath(found), *argv[1:]]
         mode = choose("bwrap" if sandboxed else self.contain)
         view_args = view(self.config, argv, agent_dir, job.tools.read_only, cli) if sandboxed else []
+        with ExitStack() as stack:
+            if agent_dir is not None:  # the run's tools, for `workflow mcp` and `workflow finish`
+                stack.enter_context(ToolServer(job.tools, agent_dir / TOOLS_SOCKET))
+            return self._spawn(job, argv, mode, env, view_args, timeout)
+        raise AssertionError("unreachable")  # ExitStack swallows nothing here
+
+    def _spawn(
+        self, job: RunInput, argv: list[str], mode: Any, env: dict[str, str], view_args: list[str], timeout: float
+    ) -> RunResult:
         try:
             agent = Contained(
                 argv,
@@ -209,7 +181,7 @@ class CommandBackend:
                 view=view_args,
             )
         except OSError as e:
-            return RunResult(False, "", f"cannot start {' '.join(self.argv)}: {e}")
+            return RunResult(False, "", f"cannot start {argv[0]}: {e}")
         try:
             out, err = agent.communicate(job.prompt, timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -217,8 +189,7 @@ class CommandBackend:
             return RunResult(
                 False,
                 "",
-                f"{self.argv[0]} timed out after {timeout:.0f}s; it and everything it "
-                f"started were killed ({mode.name})",
+                f"{argv[0]} timed out after {timeout:.0f}s; it and everything it started were killed ({mode.name})",
             )
         except BaseException:
             agent.kill()  # interrupted (SIGINT, SIGTERM): the agent goes with the run
@@ -227,8 +198,29 @@ class CommandBackend:
         code = agent.proc.returncode
         if code != 0:
             detail = (err or out).strip()[-TAIL:]
-            return RunResult(False, out[-TAIL:], f"{self.argv[0]} exited with status {code}: {detail}")
-        report = reported(out)
+            return RunResult(False, out[-TAIL:], f"{argv[0]} exited with status {code}: {detail}")
+        report = self.read(out)
+        usage = {**report.usage, **({"cost_microusd": round(report.cost_usd * 1e6)} if report.cost_usd else {})}
         if report.failed:
-            return RunResult(False, report.summary[-TAIL:], report.failed, report.usage, session=report.session)
-        return RunResult(True, report.summary[-TAIL:].strip() or "done", usage=report.usage, session=report.session)
+            return RunResult(False, report.summary[-TAIL:], report.failed, usage, session=report.session)
+        return RunResult(True, report.summary[-TAIL:].strip() or "done", usage=usage, session=report.session)
+
+
+class CliBackend(CommandBackend):
+    """An agent CLI driven by its profile (``profiles``): the role's tools by MCP, its output read."""
+
+    acts = "mcp"
+
+    def __init__(self, config: Config, name: str) -> None:
+        opts = config.backends.cli(name)
+        super().__init__(
+            config, CommandConfig((opts.program or PROFILES[name].program,), opts.timeout, opts.model, opts.contain)
+        )
+        self.profile = PROFILES[name]
+        self.opts = opts
+
+    def command(self, job: RunInput, plan: Plan) -> Launch:
+        return self.profile.launch(self.opts, plan)
+
+    def read(self, out: str) -> Report:
+        return self.profile.report(out)

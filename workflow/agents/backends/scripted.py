@@ -8,6 +8,7 @@ The script is ``--script FILE``, else ``[backends.scripted] script``, else ``DIR
     tool = "write_artifact" + path, content
     say = "text"            (appended to the run's summary; in -i sessions, the next reply)
     fail = "why"            (the run fails here, as a crashed agent would)
+    tool = "finish"         + status, summary (a script that reaches its end finishes as "done")
     sleep = 0.5             (seconds; to test long runs)
     usage = { input_tokens = 1000, output_tokens = 50 }   (reported like a model's usage, for budgets)
 
@@ -29,6 +30,8 @@ from workflow.core.errors import ConfigError, ToolError
 
 
 class ScriptedBackend:
+    acts = "tools"  # we call its tools for it
+
     def __init__(self, config: Config, opts: ScriptedConfig, script: Path | None) -> None:
         self.config = config
         self.opts = opts
@@ -104,6 +107,8 @@ class ScriptedBackend:
                     return RunResult(
                         False, "\n".join(said), f"scripted step {i} ({step['tool']}) refused: {e}", turns=i
                     )
+        if job.tools.finished is None:  # a script that ran to its end finishes as done (unless it said otherwise)
+            job.tools.call("finish", {"status": "done", "summary": "\n".join(said) or "done"})
         return RunResult(True, "\n".join(said) or "done", usage=usage if any(usage.values()) else {}, turns=len(steps))
 
     def replies(self, role: str) -> list[str]:

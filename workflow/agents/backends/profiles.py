@@ -1,0 +1,151 @@
+"""Profiles: how a run drives each agent CLI — Claude Code, Codex, Gemini CLI — so it does the work or fails loudly.
+
+A profile knows its CLI's contract: how the prompt goes in (stdin), which output format to ask
+for and how to read a session id, a summary, token use, cost and a failure from it; how to give
+the CLI the role's tools (``workflow mcp`` over stdio, started with the run's own interpreter so
+PATH does not matter) and nothing else of the project's (``--strict-mcp-config``, no setting
+sources; Codex without its user config; Gemini with system settings that name only our server);
+the model, turn and cost limits, and resuming a session. The CLI runs in the run's sandbox
+(``agents.sandbox``), which is the boundary; the CLI's own approval prompts are answered by the
+profile (each CLI's headless mode would otherwise deny its tools and exit 0).
+
+``launch(plan)`` gives the argv and environment; ``report(out)`` reads what the CLI printed.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import NamedTuple
+
+from workflow.agents.backends.reports import Report, claude_report, codex_report, gemini_report
+from workflow.core.config import CliConfig
+
+SERVER = "workflow"  # the MCP server's name in every CLI's configuration
+READ_TOOLS = {"claude-code": ("Read", "Glob", "Grep")}
+ALL_TOOLS = {"claude-code": ("Read", "Glob", "Grep", "Edit", "Write", "Bash")}
+
+
+class Plan(NamedTuple):
+    """What one run asks of its CLI."""
+
+    tools_socket: str  # the run's tool server (agents.toolserver)
+    state: Path  # the role's own CLI state directory (StateDir.cli)
+    model: str = ""
+    max_turns: int = 20
+    session: str = ""  # resume this session
+    read_only: bool = False  # a panel member: read-only tools
+    sandboxed: bool = True  # the run's sandbox is enforced (the CLI's own may step aside)
+
+
+class Launch(NamedTuple):
+    argv: list[str]
+    env: dict[str, str]
+
+
+def mcp_command(socket: str) -> list[str]:
+    """The command that serves the run's tools: this interpreter, so no PATH is needed."""
+    return [sys.executable, "-m", "workflow", "mcp", "--tools", socket]
+
+
+class ClaudeCode:
+    """``claude -p`` with JSON output, only our MCP server, no settings from the tree or the home."""
+
+    name = "claude-code"
+    program = "claude"
+
+    def launch(self, opts: CliConfig, plan: Plan) -> Launch:
+        command = mcp_command(plan.tools_socket)
+        servers = {"mcpServers": {SERVER: {"type": "stdio", "command": command[0], "args": command[1:]}}}
+        tools = opts.tools or (READ_TOOLS if plan.read_only else ALL_TOOLS)[self.name]
+        argv = [opts.program or self.program, "-p", "--output-format", "json"]
+        argv += ["--mcp-config", json.dumps(servers), "--strict-mcp-config", "--setting-sources", ""]
+        argv += ["--tools", ",".join(tools), "--allowedTools", ",".join([f"mcp__{SERVER}", *tools])]
+        if opts.model or plan.model:
+            argv += ["--model", plan.model or opts.model]
+        argv += ["--max-turns", str(opts.max_turns or plan.max_turns)]
+        if opts.max_budget_usd:
+            argv += ["--max-budget-usd", f"{opts.max_budget_usd:g}"]
+        if plan.session:
+            argv += ["--resume", plan.session]
+        env = {"CLAUDE_CONFIG_DIR": str(plan.state / "claude")}
+        return Launch([*argv, *opts.args], env)
+
+    def report(self, out: str) -> Report:
+        return claude_report(out)
+
+
+class Codex:
+    """``codex exec --json``, the role's MCP server, no user config; our sandbox instead of its own."""
+
+    name = "codex"
+    program = "codex"
+
+    def launch(self, opts: CliConfig, plan: Plan) -> Launch:
+        command = mcp_command(plan.tools_socket)
+        argv = [opts.program or self.program, "exec"]
+        if plan.session:
+            argv += ["resume", plan.session]
+        argv += ["--json", "--skip-git-repo-check", "--ignore-user-config", "--ignore-rules"]
+        # inside bubblewrap Codex's own sandbox cannot nest; the run's sandbox is the boundary
+        argv += (
+            ["--dangerously-bypass-approvals-and-sandbox"]
+            if plan.sandboxed
+            else ["--sandbox", "read-only" if plan.read_only else "workspace-write"]
+        )
+        argv += ["-c", 'approval_policy="never"']
+        argv += ["-c", f"mcp_servers.{SERVER}.command={json.dumps(command[0])}"]
+        argv += ["-c", f"mcp_servers.{SERVER}.args={json.dumps(command[1:])}"]
+        argv += ["-c", f"mcp_servers.{SERVER}.startup_timeout_sec=30"]
+        if opts.model or plan.model:
+            argv += ["-m", plan.model or opts.model]
+        env = {"CODEX_HOME": str(plan.state / "codex")}
+        return Launch([*argv, *opts.args, "-"], env)
+
+    def report(self, out: str) -> Report:
+        return codex_report(out)
+
+
+class Gemini:
+    """``gemini -p`` with JSON output, system settings naming only our (trusted) MCP server."""
+
+    name = "gemini"
+    program = "gemini"
+
+    def launch(self, opts: CliConfig, plan: Plan) -> Launch:
+        command = mcp_command(plan.tools_socket)
+        home = plan.state / "gemini"
+        settings = {
+            "mcpServers": {SERVER: {"command": command[0], "args": command[1:], "trust": True, "timeout": 600000}},
+            "mcp": {"allowed": [SERVER]},
+            "security": {"folderTrust": {"enabled": False}},
+            "privacy": {"usageStatisticsEnabled": False},
+            "telemetry": {"enabled": False},
+            "general": {
+                "disableAutoUpdate": True,
+                "disableUpdateNag": True,
+                "maxSessionTurns": opts.max_turns or plan.max_turns,
+            },
+        }
+        home.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path = home / "system-settings.json"
+        path.write_text(json.dumps(settings, indent=2), encoding="utf-8")
+        argv = [opts.program or self.program, "--output-format", "json", "--allowed-mcp-server-names", SERVER]
+        argv += ["--approval-mode", "yolo" if plan.sandboxed and not plan.read_only else "default"]
+        if opts.model or plan.model:
+            argv += ["-m", plan.model or opts.model]
+        if plan.session:
+            argv += ["--resume", plan.session]
+        env = {
+            "GEMINI_CLI_SYSTEM_SETTINGS_PATH": str(path),
+            "GEMINI_CLI_HOME": str(home),
+            "GEMINI_CLI_TRUST_WORKSPACE": "true",
+        }
+        return Launch([*argv, *opts.args, "-p", ""], env)
+
+    def report(self, out: str) -> Report:
+        return gemini_report(out)
+
+
+PROFILES: dict[str, ClaudeCode | Codex | Gemini] = {p.name: p for p in (ClaudeCode(), Codex(), Gemini())}

@@ -1,0 +1,190 @@
+"""Reports: what an agent CLI's output says of its run — summary, session, token use, cost, failure.
+
+Each CLI prints its own shape: Claude Code one JSON result object (``--output-format json``) or a
+stream of JSON lines ending in a ``"type": "result"`` line (``stream-json``); Codex a stream of
+JSONL events (``exec --json``: ``thread.started``, ``item.completed``, ``turn.completed``,
+``turn.failed``, ``error``); Gemini CLI one JSON object (``response``, ``stats``, ``error``) or
+stream-json lines (``init``, ``message``, ``result``). A generic command may print a line
+``WORKFLOW_SESSION=<id>``. Output is the agent's, so it is read as untrusted: a session id must
+look like one, numbers must be numbers, and anything unreadable is the summary as printed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping
+from types import MappingProxyType
+from typing import Any, NamedTuple
+
+SESSION_LINE = re.compile(r"^WORKFLOW_SESSION=([A-Za-z0-9._:-]{1,200})\s*$", re.M)
+SESSION_ID = re.compile(r"^[A-Za-z0-9._:-]{1,200}$")
+USAGE_KEYS = ("input_tokens", "output_tokens")
+OURS = "workflow"  # a denied tool of this name's server, or a command naming it, lost the run's work
+
+
+class Report(NamedTuple):
+    """What an agent's output says of its run: a summary, a session to resume, and — when the
+    CLI itself reported one — why the run did not do its work ("" when it did not say)."""
+
+    summary: str
+    session: str = ""
+    failed: str = ""
+    usage: Mapping[str, int] = MappingProxyType({})  # input_tokens, output_tokens: what agentd counts
+    cost_usd: float = 0.0
+
+
+def _dict(value: object) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _session(value: object) -> str:
+    text = str(value or "")
+    return text if SESSION_ID.match(text) else ""
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def _objects(text: str) -> Iterator[dict[str, Any]]:
+    """Every JSON object on a line of its own."""
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                data = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(data, dict):
+                yield data
+
+
+def _whole(text: str) -> dict[str, Any] | None:
+    if not text.startswith("{"):
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def plain(out: str) -> Report:
+    """A generic command's output: a ``WORKFLOW_SESSION=`` line (removed from the summary), or a
+    Claude-shaped result object, else the output as the summary."""
+    text = out.strip()
+    data = _whole(text) or next((d for d in reversed(list(_objects(text))) if d.get("type") == "result"), None)
+    if data is not None and ("session_id" in data or "is_error" in data):
+        return _claude(data)
+    m = SESSION_LINE.search(out)
+    if m:
+        return Report(SESSION_LINE.sub("", out).strip() or "done", m.group(1))
+    return Report(text)
+
+
+def claude_report(out: str) -> Report:
+    """Claude Code's result object (json), or the last ``result`` line of stream-json."""
+    text = out.strip()
+    data = _whole(text) or next((d for d in reversed(list(_objects(text))) if d.get("type") == "result"), None)
+    if data is None:
+        return Report(text[-4000:], failed="Claude Code printed no result object (was --output-format json removed?)")
+    return _claude(data)
+
+
+def _claude(data: dict[str, Any]) -> Report:
+    raw = _dict(data.get("usage"))
+    usage = {k: _count(raw.get(k)) for k in USAGE_KEYS}
+    cost = data.get("total_cost_usd")
+    summary = str(data.get("result") or "").strip() or "done"
+    return Report(
+        summary,
+        _session(data.get("session_id")),
+        _claude_failure(data),
+        usage,
+        float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) else 0.0,
+    )
+
+
+def _touches_us(name: str, arguments: object) -> bool:
+    detail = json.dumps(arguments) if isinstance(arguments, dict) else ""
+    return name.startswith(f"mcp__{OURS}") or OURS in detail
+
+
+def _claude_failure(data: dict[str, Any]) -> str:
+    """Why Claude Code's result says the run did not do its work, or ""."""
+    denied = data.get("permission_denials")
+    if isinstance(denied, list):
+        ours = [
+            d for d in denied if isinstance(d, dict) and _touches_us(str(d.get("tool_name", "")), d.get("tool_input"))
+        ]
+        if ours:
+            names = []
+            for d in ours[:5]:
+                arguments = _dict(d.get("tool_input"))
+                detail = str(arguments.get("command") or "")[:80]
+                names.append(f"{d.get('tool_name', '?')}({detail})" if detail else str(d.get("tool_name", "?")))
+            return (
+                f"the agent CLI denied {len(ours)} call(s) of the role's tools: {', '.join(names)} — its -p mode "
+                "denies every tool it is not told to allow; nothing of the run is kept"
+            )
+    if data.get("is_error") is True or data.get("subtype") not in (None, "success"):
+        why = str(data.get("result") or data.get("subtype") or "an error")[:300]
+        return f"the agent CLI reported an error: {why}"
+    return ""
+
+
+def codex_report(out: str) -> Report:
+    """Codex's JSONL events: the thread id, the last agent message, summed turn usage, failures."""
+    session, summary, failed = "", "", ""
+    usage = dict.fromkeys(USAGE_KEYS, 0)
+    for event in _objects(out):
+        kind = event.get("type")
+        if kind == "thread.started":
+            session = _session(event.get("thread_id"))
+        elif kind == "item.completed" and isinstance(event.get("item"), dict):
+            item = event["item"]
+            if item.get("type") == "agent_message" and isinstance(item.get("text"), str):
+                summary = item["text"]
+        elif kind == "turn.completed" and isinstance(event.get("usage"), dict):
+            for k in USAGE_KEYS:
+                usage[k] += _count(event["usage"].get(k))
+        elif kind in ("turn.failed", "error"):
+            error = _dict(event.get("error")) or event
+            failed = f"the agent CLI reported an error: {str(error.get('message') or kind)[:300]}"
+    return Report(summary.strip() or "done", session, failed, usage)
+
+
+def gemini_report(out: str) -> Report:
+    """Gemini CLI's JSON object (``response``, ``stats``, ``error``) or stream-json lines."""
+    text = out.strip()
+    data = _whole(text)
+    lines = [] if data is not None else list(_objects(text))
+    if data is None:
+        result = next((d for d in reversed(lines) if d.get("type") == "result"), None)
+        if result is None:
+            return Report(text[-4000:], failed="Gemini CLI printed no result (was --output-format json removed?)")
+        init = next((d for d in lines if d.get("type") == "init"), {})
+        said = "".join(
+            str(d.get("content", "")) for d in lines if d.get("type") == "message" and d.get("role") == "assistant"
+        )
+        data = {
+            "session_id": init.get("session_id"),
+            "response": said,
+            "stats": result.get("stats"),
+            "error": result.get("error") if result.get("status") not in (None, "success") else None,
+        }
+    usage = dict.fromkeys(USAGE_KEYS, 0)
+    stats = _dict(data.get("stats"))
+    for model in _dict(stats.get("models")).values():
+        tokens = _dict(_dict(model).get("tokens"))
+        usage["input_tokens"] += _count(tokens.get("prompt") or tokens.get("input"))
+        usage["output_tokens"] += _count(tokens.get("candidates"))
+    if stats.get("input_tokens") or stats.get("output_tokens"):  # stream-json's flat stats
+        usage = {k: _count(stats.get(k)) for k in USAGE_KEYS}
+    error = data.get("error")
+    failed = ""
+    if error:
+        message = error.get("message") if isinstance(error, dict) else error
+        failed = f"the agent CLI reported an error: {str(message)[:300]}"
+    return Report(str(data.get("response") or "").strip() or "done", _session(data.get("session_id")), failed, usage)

@@ -1,0 +1,171 @@
+"""Tool server: a run's tools (``RoleTools``) offered on a Unix socket in the run's agent directory.
+
+An agent CLI in its sandbox reaches its role's tools through ``workflow mcp`` (``agents.mcp``),
+and a shell agent finishes with ``workflow finish``; both are clients of this server, which runs
+in run-role itself, outside the sandbox, so the tools work with what the sandbox hides (the mail
+root, the run's journal) exactly as the anthropic backend's do. The socket lives in the run's
+own agent directory, which only that run's sandbox sees: whoever reaches it is that run's agent,
+and its identity is the run's (no request names a sender or a role). Peers of another uid are
+refused.
+
+One request per connection, one JSON line each way::
+
+    {"tool": "move_artifact", "arguments": {...}}  →  {"ok": true, "text": "moved …"}
+    {"tool": "_tools"}                              →  {"ok": true, "tools": [schemas]}
+
+Calls are served one at a time (the tools share the run's journal); a request is at most
+``MAX_REQUEST`` bytes and must arrive within ``READ_TIMEOUT``; at most ``MAX_CLIENTS``
+connections are open at once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import socket
+import threading
+from pathlib import Path
+from typing import Any
+
+from workflow.agents.tools import RoleTools
+from workflow.core.errors import ToolError
+from workflow.delivery import local
+
+READ_TIMEOUT = 60.0
+MAX_CLIENTS = 8
+LIST = "_tools"
+
+
+def max_request(tools: RoleTools) -> int:
+    """The most bytes one request may hold: an artifact of the largest size, JSON-escaped."""
+    return tools.app.config.runs.max_artifact_bytes * 6 + 65536
+
+
+def read_line(conn: socket.socket, cap: int) -> bytes:
+    """One line from ``conn`` (without its newline); ValueError past ``cap`` bytes or at EOF."""
+    buf = bytearray()
+    while True:
+        chunk = conn.recv(65536)
+        if not chunk:
+            raise ValueError("the connection closed before a whole line")
+        end = chunk.find(b"\n")
+        if end >= 0:
+            buf += chunk[:end]
+            return bytes(buf)
+        buf += chunk
+        if len(buf) > cap:
+            raise ValueError(f"a request of more than {cap} bytes")
+
+
+class ToolServer:
+    """``with ToolServer(tools, path):`` serves ``tools`` at ``path`` until the block ends."""
+
+    def __init__(self, tools: RoleTools, path: Path) -> None:
+        self.tools = tools
+        self.path = str(path)
+        self.cap = max_request(tools)
+        self.lock = threading.Lock()  # one call at a time
+        self.open: set[socket.socket] = set()
+        self.guard = threading.Lock()
+        self.wake_r, self.wake_w = socket.socketpair()
+        self.listener: socket.socket | None = None
+        self.made: tuple[int, int] | None = None
+        self.thread = threading.Thread(target=self._accept, name="tools", daemon=True)
+
+    def __enter__(self) -> ToolServer:
+        self.listener = local.listen(self.path, backlog=MAX_CLIENTS)
+        self.made = local.identity(self.path)
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.wake_w.send(b"x")
+        self.thread.join()
+        with self.guard:
+            for conn in list(self.open):
+                try:
+                    conn.shutdown(socket.SHUT_RDWR)  # a reader waiting on it wakes and goes
+                except OSError:
+                    pass
+        if self.listener is not None:
+            self.listener.close()
+        local.remove(self.path, self.made)
+        self.wake_r.close()
+        self.wake_w.close()
+
+    def _accept(self) -> None:
+        assert self.listener is not None
+        with selectors.DefaultSelector() as sel:
+            sel.register(self.listener, selectors.EVENT_READ)
+            sel.register(self.wake_r, selectors.EVENT_READ)
+            while True:
+                for key, _ in sel.select():
+                    if key.fileobj is self.wake_r:
+                        return
+                    try:
+                        conn, _addr = self.listener.accept()
+                    except OSError:
+                        continue
+                    with self.guard:
+                        welcome = len(self.open) < MAX_CLIENTS and local.peer_uid(conn) == os.getuid()
+                        if welcome:
+                            self.open.add(conn)
+                    if not welcome:
+                        conn.close()
+                        continue
+                    threading.Thread(target=self._serve, args=(conn,), name="tool-call", daemon=True).start()
+
+    def _close(self, conn: socket.socket) -> None:
+        with self.guard:
+            self.open.discard(conn)
+        conn.close()
+
+    def _serve(self, conn: socket.socket) -> None:
+        try:
+            conn.setblocking(True)
+            conn.settimeout(READ_TIMEOUT)
+            try:
+                request = json.loads(read_line(conn, self.cap))
+            except (ValueError, OSError) as e:
+                self._answer(conn, {"ok": False, "text": f"refused: a bad request ({e})"})
+                return
+            self._answer(conn, self.handle(request))
+        except OSError:
+            pass
+        finally:
+            self._close(conn)
+
+    def handle(self, request: object) -> dict[str, Any]:
+        """The answer to one request (never raises for the agent's mistakes)."""
+        if not isinstance(request, dict) or not isinstance(request.get("tool"), str):
+            return {"ok": False, "text": 'refused: expected {"tool": NAME, "arguments": {...}}'}
+        name, args = request["tool"], request.get("arguments") or {}
+        if name == LIST:
+            return {"ok": True, "tools": self.tools.schemas()}
+        if not isinstance(args, dict):
+            return {"ok": False, "text": f"refused: {name}: arguments must be an object"}
+        with self.lock:
+            try:
+                return {"ok": True, "text": self.tools.call(name, args)}
+            except ToolError as e:
+                return {"ok": False, "text": f"refused: {e}"}
+            except Exception as e:  # a fault of ours: the agent hears of it, the run goes on
+                return {"ok": False, "text": f"failed: {type(e).__name__}: {e}"}
+
+    @staticmethod
+    def _answer(conn: socket.socket, answer: dict[str, Any]) -> None:
+        try:
+            conn.sendall(json.dumps(answer).encode() + b"\n")
+        except OSError:
+            pass
+
+
+def call(path: str, tool: str, arguments: dict[str, Any] | None = None, timeout: float = 600.0) -> dict[str, Any]:
+    """One request to the tool server at ``path``; OSError when none answers there."""
+    with local.connect(path, timeout) as sock:
+        sock.sendall(json.dumps({"tool": tool, "arguments": arguments or {}}).encode() + b"\n")
+        answer = json.loads(read_line(sock, 1 << 30))
+    if not isinstance(answer, dict):
+        raise ValueError("the tool server's answer is not an object")
+    return answer
