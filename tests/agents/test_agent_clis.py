@@ -3,7 +3,11 @@ whatever the CLI does, a run that did not do its work never passes for one that 
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 from helpers.agent_clis import cli_bin, fresh_project, needs_claude, needs_codex, needs_gemini
@@ -11,6 +15,7 @@ from helpers.fake_anthropic import FakeAnthropic, text, tool_results, tool_use
 from helpers.git import git_project, mail
 from helpers.runs import run_command_role, unread
 from helpers.sandboxing import needs_bwrap
+from workflow.core.resources import builtin_dir
 
 
 @needs_bwrap
@@ -64,18 +69,7 @@ def test_claude_code_in_a_fresh_project_approves_a_spec_with_the_roles_mcp_tools
     request = f.notify("review-request", "specs/proposed/user-auth.md", "spec-reviewer", "CONTEXT=please review")
     with FakeAnthropic(cli=True) as api:
         api.add(tool_use("mcp__workflow__whoami", {}, "toolu_1"))
-        move = {"artifact": "specs/proposed/user-auth.md", "state": "todo", "reason": "complete and testable"}
-        api.add(tool_use("mcp__workflow__move_artifact", move, "toolu_2"))
-        approval = {
-            "event": "approval",
-            "artifact": "specs/todo/user-auth.md",
-            "to": ["spec-writer"],
-            "in_reply_to": request,
-            "variables": {"NEXT_STATE": "todo"},
-        }
-        api.add(tool_use("mcp__workflow__send_message", approval, "toolu_3"))
-        api.add(tool_use("mcp__workflow__finish", {"status": "done", "summary": "Approved user-auth."}, "toolu_4"))
-        api.add(text("Approved user-auth."))
+        approve_turns(api, request)
         r = f.run("run-role", "--with-email", "spec-reviewer", ANTHROPIC_BASE_URL=api.url, ANTHROPIC_API_KEY="sk-x")
         requests = api.requests
     assert r.returncode == 0, r.stdout + r.stderr
@@ -91,3 +85,89 @@ def test_claude_code_in_a_fresh_project_approves_a_spec_with_the_roles_mcp_tools
     assert len(commits) == 2 and commits[0].startswith("spec-reviewer "), commits
     assert f.unread("spec-reviewer") == 0
     assert "tokens:" in r.stdout and "Approved user-auth." in r.stdout
+
+
+def approve_turns(api: FakeAnthropic, request: str) -> None:
+    """The model's turns of an approval by the role's MCP tools."""
+    move = {"artifact": "specs/proposed/user-auth.md", "state": "todo", "reason": "complete and testable"}
+    api.add(tool_use("mcp__workflow__move_artifact", move, "toolu_2"))
+    approval = {
+        "event": "approval",
+        "artifact": "specs/todo/user-auth.md",
+        "to": ["spec-writer"],
+        "in_reply_to": request,
+    }
+    api.add(tool_use("mcp__workflow__send_message", approval, "toolu_3"))
+    api.add(tool_use("mcp__workflow__finish", {"status": "done", "summary": "Approved user-auth."}, "toolu_4"))
+    api.add(text("Approved user-auth."))
+
+
+@needs_bwrap
+@needs_claude
+def test_claude_code_never_loses_mail_silently(tmp_path: Path) -> None:
+    """Issue 35: a model that only talks, a tool the CLI denies, a CLI that crashes — each run
+    fails saying why, the review-request stays unread, nothing is sent or moved; the model a
+    role names is the one the API is asked for."""
+    f = fresh_project(tmp_path)
+    f.notify("review-request", "specs/proposed/user-auth.md", "spec-reviewer")
+    toml = (f.dir / "workflow.toml").read_text()
+
+    def run(api: FakeAnthropic) -> str:
+        r = f.run("run-role", "--with-email", "spec-reviewer", ANTHROPIC_BASE_URL=api.url, ANTHROPIC_API_KEY="sk-x")
+        assert r.returncode == 1, r.stdout + r.stderr
+        assert f.unread("spec-reviewer") == 1 and f.events("spec-writer") == []
+        assert (f.dir / "specs" / "proposed" / "user-auth.md").exists() and len(f.commits()) == 1
+        return r.stdout
+
+    with FakeAnthropic(cli=True) as api:
+        api.add(text("The spec looks fine to me; I approve it."))
+        assert "never called finish" in run(api)
+    (f.dir / "roles").mkdir(exist_ok=True)
+    builtin = (builtin_dir("roles") / "spec-reviewer.md").read_text()
+    (f.dir / "roles" / "spec-reviewer.md").write_text(builtin.replace("+++\n", '+++\nmodel = "claude-role-model"\n', 1))
+    (f.dir / "workflow.toml").write_text(
+        toml.replace("# args = []", 'args = ["--disallowedTools", "Bash(workflow:*)"]', 1)
+    )
+    with FakeAnthropic(cli=True) as api:
+        move = {"command": "workflow move user-auth todo --as spec-reviewer --reason ok", "description": "approve"}
+        api.add(tool_use("Bash", move, "toolu_1"))
+        api.add(tool_use("mcp__workflow__finish", {"status": "done", "summary": "moved it"}, "toolu_2"))
+        api.add(text("Done."))
+        out = run(api)
+        assert "denied" in out and "Bash(workflow move" in out, out
+        assert {q["model"] for q in api.requests if q.get("tools")} == {"claude-role-model"}
+    (f.dir / "workflow.toml").write_text(toml.replace("# args = []", 'args = ["--no-such-option"]', 1))
+    with FakeAnthropic(cli=True) as api:
+        out = run(api)
+        assert "exited with status" in out and "no-such-option" in out, out
+
+
+@needs_bwrap
+@needs_claude
+def test_agentd_wakes_claude_code_which_approves_and_its_tokens_are_counted(tmp_path: Path) -> None:
+    """Issue 35: the same approval through `agentd run`, and agentd counts the run's tokens."""
+    f = fresh_project(tmp_path)
+    request = f.notify("review-request", "specs/proposed/user-auth.md", "spec-reviewer")
+    with FakeAnthropic(cli=True) as api:
+        approve_turns(api, request)
+        env = f.env(ANTHROPIC_BASE_URL=api.url, ANTHROPIC_API_KEY="sk-x")
+        daemon = subprocess.Popen(
+            [sys.executable, "-m", "workflow", "agentd", "run", "--rescan", "0.2"],
+            cwd=f.dir,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        try:
+            deadline = time.monotonic() + 90
+            while f.events("spec-writer") != ["approval"] and daemon.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.2)
+        finally:
+            daemon.terminate()
+            log, _ = daemon.communicate(timeout=60)
+    assert f.events("spec-writer") == ["approval"], log
+    assert (f.dir / "specs" / "todo" / "user-auth.md").exists() and f.unread("spec-reviewer") == 0
+    r = f.run("agentd", "status", "--json")
+    status = json.loads(r.stdout)
+    assert status["tokens_today"].get("spec-reviewer", 0) > 0, status

@@ -62,16 +62,21 @@ class Fresh(NamedTuple):
         return next(w for w in r.stdout.split() if w.startswith("<") and "@" in w).rstrip(":,")
 
     def maildir(self, box: str) -> Path:
-        return next((self.home / ".maildir").glob(f"*/{box}"))
+        """The role's Maildir (a path with no folders when nothing was delivered to it yet)."""
+        return next((self.home / ".maildir").glob(f"*/{box}"), self.home / "none" / box)
 
     def unread(self, box: str) -> int:
         d = self.maildir(box)
+        if not d.exists():
+            return 0
         return len(list((d / "new").iterdir())) + len(
             [f for f in (d / "cur").iterdir() if "S" not in f.name.split(",")[-1]]
         )
 
     def events(self, box: str) -> list[str]:
         d = self.maildir(box)
+        if not d.exists():
+            return []
         return sorted(parse(f.read_bytes()).event or "" for sub in ("new", "cur") for f in (d / sub).iterdir())
 
     def commits(self) -> list[str]:

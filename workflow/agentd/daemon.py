@@ -463,6 +463,8 @@ class Agentd:
     def _budget(self, t: Task, res: dict[str, Any]) -> None:
         usage = res.get("usage") or {}
         tokens = int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
+        if int(usage.get("cost_microusd", 0)) > 0:
+            self.tasks.add_cost(t.role, int(usage["cost_microusd"]))
         if not tokens:
             return
         total = self.tasks.add_usage(t.role, tokens)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from workflow.agentd.tasks import Tasks, TaskStatus
@@ -56,6 +57,7 @@ class DaemonStatus(NamedTuple):
     recent_failures: tuple[Failure, ...]
     tokens_today: Mapping[str, int]
     stopped_threads: Mapping[str, str]  # thread root → why loop detection stopped it
+    cost_today: Mapping[str, float] = MappingProxyType({})  # role → dollars its agent CLIs reported today
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -67,6 +69,7 @@ class DaemonStatus(NamedTuple):
             "recent_failures": [f._asdict() for f in self.recent_failures],
             "tokens_today": dict(self.tokens_today),
             "stopped_threads": dict(self.stopped_threads),
+            "cost_today": dict(self.cost_today),
         }
 
 
@@ -79,6 +82,7 @@ def status(app: App) -> DaemonStatus:
         failed = tasks.list((TaskStatus.FAILED,), 10)
         paused = tasks.paused()
         usage = tasks.usage_today()
+        cost = tasks.cost_today()
         stopped = tasks.stopped()
     oldest: dict[str, int] = {}
     with app.index() as index:
@@ -108,4 +112,5 @@ def status(app: App) -> DaemonStatus:
         recent_failures=tuple(Failure(t.id, t.role, t.dead, t.error[:200]) for t in failed),
         tokens_today=usage,
         stopped_threads=stopped,
+        cost_today=cost,
     )

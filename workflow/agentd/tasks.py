@@ -47,6 +47,8 @@ CREATE TABLE IF NOT EXISTS role_state(role TEXT PRIMARY KEY, failures INTEGER NO
   paused TEXT NOT NULL DEFAULT '', paused_at REAL);
 CREATE TABLE IF NOT EXISTS usage(role TEXT NOT NULL, day TEXT NOT NULL, tokens INTEGER NOT NULL,
   PRIMARY KEY(role, day));
+CREATE TABLE IF NOT EXISTS spend(role TEXT NOT NULL, day TEXT NOT NULL, microusd INTEGER NOT NULL,
+  PRIMARY KEY(role, day));
 CREATE TABLE IF NOT EXISTS stopped(root TEXT PRIMARY KEY, reason TEXT NOT NULL, at REAL NOT NULL);
 """
 
@@ -285,6 +287,20 @@ class Tasks:
             (role, day, tokens),
         )
         return int(self.db.execute("SELECT tokens FROM usage WHERE role=? AND day=?", (role, day)).fetchone()[0])
+
+    def add_cost(self, role: str, microusd: int, day: str | None = None) -> None:
+        """Count what a run of ``role`` cost (as its agent CLI reported it), in millionths of a dollar."""
+        day = day or time.strftime("%Y-%m-%d", time.gmtime())
+        self.db.execute(
+            "INSERT INTO spend(role, day, microusd) VALUES (?, ?, ?) "
+            "ON CONFLICT(role, day) DO UPDATE SET microusd=microusd+excluded.microusd",
+            (role, day, microusd),
+        )
+
+    def cost_today(self) -> dict[str, float]:
+        """Each role's cost today, in dollars."""
+        day = time.strftime("%Y-%m-%d", time.gmtime())
+        return {r: int(m) / 1e6 for r, m in self.db.execute("SELECT role, microusd FROM spend WHERE day=?", (day,))}
 
     def usage_today(self) -> dict[str, int]:
         day = time.strftime("%Y-%m-%d", time.gmtime())

@@ -139,6 +139,8 @@ def _print_status(s: DaemonStatus, now: float) -> None:
             click.echo(f"  {root}  {why}")
     if s.tokens_today:
         click.echo("tokens today: " + ", ".join(f"{r} {n}" for r, n in s.tokens_today.items()))
+    if s.cost_today:
+        click.echo("cost today: " + ", ".join(f"{r} ${c:.4f}" for r, c in s.cost_today.items()))
 
 
 @agentd.command("resume", cls=Command)

@@ -202,8 +202,8 @@ class CommandBackend:
         report = self.read(out)
         usage = {**report.usage, **({"cost_microusd": round(report.cost_usd * 1e6)} if report.cost_usd else {})}
         if report.failed:
-            return RunResult(False, report.summary[-TAIL:], report.failed, usage, session=report.session)
-        return RunResult(True, report.summary[-TAIL:].strip() or "done", usage=usage, session=report.session)
+            return RunResult(False, report.summary[-TAIL:], report.failed, usage, report.turns, report.session)
+        return RunResult(True, report.summary[-TAIL:].strip() or "done", "", usage, report.turns, report.session)
 
 
 class CliBackend(CommandBackend):

@@ -32,6 +32,7 @@ class Report(NamedTuple):
     failed: str = ""
     usage: Mapping[str, int] = MappingProxyType({})  # input_tokens, output_tokens: what agentd counts
     cost_usd: float = 0.0
+    turns: int = 0
 
 
 def _dict(value: object) -> dict[str, Any]:
@@ -103,6 +104,7 @@ def _claude(data: dict[str, Any]) -> Report:
         _claude_failure(data),
         usage,
         float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) else 0.0,
+        _count(data.get("num_turns")),
     )
 
 
