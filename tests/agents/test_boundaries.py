@@ -121,6 +121,7 @@ tried("honest move", r1.returncode == 0, r1.stdout + r1.stderr)
 tried("honest notify", r2.returncode == 0, r2.stdout + r2.stderr)
 (out / "token").write_text(os.environ["WORKFLOW_TOKEN"])
 (out / "results.json").write_text(json.dumps(results))
+__import__("subprocess").run([__import__("sys").executable, "-m", "workflow", "finish", "done", "worked"])
 """
 
 
@@ -231,6 +232,7 @@ def test_without_a_sandbox_runs_work_and_say_that_boundaries_are_advisory(tmp_pa
         "import os, subprocess, sys\nsys.stdin.read()\n"
         f"subprocess.run([{str(BIN / 'workflow-notify')!r}, 'answer', 'specs/*/user-auth.md', 'spec-reviewer',"
         " 'CONTEXT=done'], check=True)\n"
+        f"subprocess.run([{str(BIN / 'workflow')!r}, 'finish', 'done', 'answered'], check=True)\n"
     )
     with open(p.dir / "workflow.toml", "a") as f:
         f.write(f'\n[backends.command]\nargv = ["{sys.executable}", "agent.py"]\ntimeout = 60\n')

@@ -36,6 +36,7 @@ results["state"] = str(state)
 results["kept"] = mine.read_text()
 results["seen"] = sorted(p.name for p in state.parent.parent.iterdir())
 print("RESULT " + json.dumps(results))
+__import__("subprocess").run([__import__("sys").executable, "-m", "workflow", "finish", "done", "worked"])
 """
 
 

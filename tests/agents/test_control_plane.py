@@ -68,6 +68,7 @@ r = subprocess.run(["git", "commit", "-qm", "spec-writer: notes", "--no-verify"]
 results["honest commit"] = "done" if r.returncode == 0 else r.stderr
 Path(os.environ["WORKFLOW_RUN"], "results.json").write_text(json.dumps(results))
 print(json.dumps(results))
+__import__("subprocess").run([__import__("sys").executable, "-I", "-m", "workflow", "finish", "done", "worked"])
 """
 
 
@@ -129,6 +130,7 @@ role = git("hash-object", "-w", "--stdin", data='+++\\nmode = "human"\\n+++\\nAp
 git("update-index", "--add", "--cacheinfo", f"100644,{role},roles/spec-reviewer.md")
 git("commit", "-qm", "harmless", "--no-verify")
 open("specs/proposed/user-auth.md", "a").write("edited\\n")
+__import__("subprocess").run([__import__("sys").executable, "-I", "-m", "workflow", "finish", "done", "worked"])
 """
 
 
@@ -192,6 +194,7 @@ import json, os, sys
 sys.stdin.read()
 open(os.environ["WORKFLOW_RUN"] + "/env.json", "w").write(json.dumps(dict(os.environ)))
 print(json.dumps(dict(os.environ)))
+__import__("subprocess").run([__import__("sys").executable, "-I", "-m", "workflow", "finish", "done", "worked"])
 """
 
 
@@ -373,6 +376,7 @@ elif mode == "link-folder":
     os.symlink("../.git", "specs/proposed")
     sys.exit(1)
 Path("specs/todo/honest.md").write_text("# honest work\\n")
+__import__("subprocess").run([__import__("sys").executable, "-I", "-m", "workflow", "finish", "done", "worked"])
 """
 
 

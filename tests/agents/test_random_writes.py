@@ -84,6 +84,8 @@ try:  # and read what it should not
     Path("specs/proposed/leak.md").write_text(Path(cred).read_text())
 except OSError:
     pass
+if code == 0:
+    __import__("subprocess").run([sys.executable, "-m", "workflow", "finish", "done", "wrote"])
 sys.exit(code)
 """
 

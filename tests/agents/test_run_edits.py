@@ -168,11 +168,12 @@ def test_a_project_in_a_subdirectory_of_its_repository_commits_and_puts_back_a_r
 
 
 SHELL_AGENT = """
-import os, sys
+import os, subprocess, sys
 sys.stdin.read()
 open("specs/proposed/user-auth.md", "a").write("edited by the agent's shell\\n")
 open("specs/proposed/shell.md", "w").write("# new\\n")
 open("specs/proposed/odd\\nname.md", "w").write("# a newline in its name\\n")
+subprocess.run([sys.executable, "-m", "workflow", "finish", "done", "edited"], check=True)
 sys.exit(int(os.environ.get("AGENT_EXIT", "0")))
 """
 

@@ -25,6 +25,7 @@ from workflow.agents.contain import choose
 
 NOTIFY = f"[{sys.executable!r}, '-c', 'from workflow.cli.notify import main; main()']"
 WORKFLOW = f"[{sys.executable!r}, '-m', 'workflow']"
+FINISH = f"subprocess.run({WORKFLOW} + ['finish', 'done', 'worked'], check=True)"  # a run keeps nothing without it
 CONTAINED = choose("auto").complete
 needs_containment = pytest.mark.skipif(
     not CONTAINED,
@@ -92,6 +93,7 @@ def test_a_successful_command_run_delivers_what_it_sent_once_and_only_when_it_en
         box = os.path.join(os.environ["WORKFLOW_MAIL_ROOT"], "spec-writer", "new")
         json.dump({{"handed": handed, "mid": r.stdout.strip(), "stored_during_run": len(os.listdir(box)) if os.path.isdir(box) else 0}},
                   open("agent-report.json", "w"))
+        {FINISH}
     """,
     )
     r = run_role(p)
@@ -112,7 +114,8 @@ def test_inside_a_run_mail_is_the_run_role_s(tmp_path: Path) -> None:
         sys.stdin.read()
         r = subprocess.run({NOTIFY} + ["--from", "coordinator", "answer", "specs/*/user-auth.md", "spec-writer", "CONTEXT=x"],
                            capture_output=True, text=True)
-        print(r.returncode, r.stderr.strip()); sys.exit(r.returncode == 0)
+        if r.returncode != 0:  # refused: the agent says so as it finishes
+            subprocess.run({WORKFLOW} + ["finish", "done", r.stderr.strip()], check=True)
     """,
     )
     r = run_role(p)
@@ -178,7 +181,7 @@ def test_a_crashed_run_is_rolled_back_by_the_next_run_of_its_role(tmp_path: Path
         f"""
         prompt = sys.stdin.read()
         if os.path.exists("second"):
-            print("second run"); sys.exit(0)
+            print("second run"); {FINISH}; sys.exit(0)
         subprocess.run({NOTIFY} + ["answer", "specs/*/user-auth.md", "spec-writer", "CONTEXT=first"], check=True)
         open("second", "w").close()
         time.sleep(60)
@@ -240,6 +243,7 @@ def test_the_next_run_kills_what_a_crashed_run_left_alive_before_its_agent_start
                 return b""
         alive = [d for d in os.listdir("/proc") if d.isdigit() and {marker.encode()!r} in cmdline(d)]
         open("orphans-seen", "w").write(str(len(alive)))
+        {FINISH}
     """,
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("WORKFLOW_")}

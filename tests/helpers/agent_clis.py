@@ -52,7 +52,8 @@ class Fresh(NamedTuple):
         return {**base, **GIT_ENV, "HOME": str(self.home), "PATH": self.path, **more}
 
     def run(self, *args: str, tool: str = "workflow", **env: str) -> subprocess.CompletedProcess[str]:
-        cmd = [sys.executable, "-m", "workflow", *args] if tool == "workflow" else [tool, *args]
+        # the installed command, as a user runs it (never `python -m`, which a `workflow/` in the tree shadows)
+        cmd = [str(Path(sys.executable).parent / "workflow"), *args] if tool == "workflow" else [tool, *args]
         return subprocess.run(cmd, cwd=self.dir, env=self.env(**env), capture_output=True, text=True, timeout=180)
 
     def notify(self, *args: str) -> str:

@@ -139,7 +139,10 @@ def settled(result: RunResult, tools: RoleTools) -> RunResult:
         return result._replace(
             ok=False, summary=summary, error=f"the agent finished its run as failed: {summary[:300]}"
         )
-    return result._replace(summary=summary or result.summary)
+    said = result.summary.strip()
+    if summary and summary not in said:  # what the agent printed, then what it said as it finished
+        said = f"{said}\n{summary}" if said and said != "done" else summary
+    return result._replace(summary=said or "done")
 
 
 def new_mail(app: App, role: Role, artifact: str | None) -> list[Row]:

@@ -93,10 +93,13 @@ MODEL_ENV = (  # what the agent CLIs need to reach their models: never a bridge'
     "ANTHROPIC_AUTH_TOKEN",
     "ANTHROPIC_BASE_URL",
     "ANTHROPIC_MODEL",
+    "CLAUDE_CODE_OAUTH_TOKEN",
     "OPENAI_API_KEY",
     "OPENAI_BASE_URL",
+    "CODEX_API_KEY",
     "GEMINI_API_KEY",
     "GOOGLE_API_KEY",
+    "GOOGLE_GEMINI_BASE_URL",
 )
 
 

@@ -8,11 +8,12 @@ about an artifact that is gone) needs a human's decision and is only reported.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from typing import NamedTuple
 
-from workflow.agents import locks
+from workflow.agents import clicheck, locks
 from workflow.agents.contain import choose
 from workflow.agents.sandbox import status
 from workflow.app import App
@@ -20,6 +21,7 @@ from workflow.artifacts import hooks, trust
 from workflow.artifacts.board import mail_by_key, refs_without_artifact
 from workflow.artifacts.gitrepo import Repo, artifacts_in
 from workflow.core import modes
+from workflow.core.config import CLIS
 from workflow.core.errors import MailIndexError
 from workflow.core.locate import by_key, duplicates, scan, two_folders
 from workflow.delivery import outbox
@@ -39,6 +41,7 @@ CHECKS = (
     "git",
     "containment",
     "sandbox",
+    "agent-cli",
     "auth",
     "role-text",
     "modes",
@@ -153,6 +156,7 @@ def _the_rest(app: App, repo: Repo | None) -> list[Problem]:
     sandbox = status(config)
     if not sandbox.enforced:
         out.append(Problem("sandbox", sandbox.line))
+    out.extend(Problem("agent-cli", line) for line in clicheck.problems(config, app.roster, os.environ))
     if config.smtp.auth == "off":
         out.append(
             Problem(
@@ -196,11 +200,14 @@ def _the_rest(app: App, repo: Repo | None) -> list[Problem]:
 
 
 def uses_command_backend(app: App) -> bool:
-    roster = app.roster
+    """Whether some run starts an agent CLI (the command backend or a CLI's profile)."""
+    roster, config = app.roster, app.config
+    process = ("command", *CLIS)
     return (
-        app.config.agentd.backend == "command"
-        or any(roster.roles[name].backend == "command" for name in roster.roles)
-        or any(m.backend == "command" for p in app.config.panels for m in p.members)
+        config.backend in process
+        or config.agentd.backend in process
+        or any(roster.roles[name].backend in process for name in roster.roles)
+        or any(m.backend in process for p in config.panels for m in p.members)
     )
 
 

@@ -27,6 +27,7 @@ import os
 import shutil
 import subprocess
 import sysconfig
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
@@ -104,6 +105,17 @@ class CommandBackend:
         return plain(out)
 
     def run(self, job: RunInput) -> RunResult:
+        with ExitStack() as stack:
+            tools_dir = job.run_dir / "agent" if job.run_dir is not None else None
+            if tools_dir is None:  # a panel member, a reply: no run of its own, its (read-only) tools still served
+                scratch = self.config.state.cli(job.role.name) / "tools"
+                scratch.mkdir(parents=True, exist_ok=True, mode=0o700)
+                tools_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(dir=scratch)))
+            stack.enter_context(ToolServer(job.tools, tools_dir / TOOLS_SOCKET))
+            return self._run(job, tools_dir)
+        raise AssertionError("unreachable")  # ExitStack swallows nothing here
+
+    def _run(self, job: RunInput, tools_dir: Path) -> RunResult:
         env = agent_env(os.environ, self.config.runs.env)
         env.update(
             WORKFLOW_ROLE=job.role.name,
@@ -112,12 +124,9 @@ class CommandBackend:
             WORKFLOW_CONFIG=str(self.config.path or self.config.project_dir / "workflow.toml"),
         )
         agent_dir = job.run_dir / "agent" if job.run_dir is not None else None
+        env["WORKFLOW_TOOLS"] = str(tools_dir / TOOLS_SOCKET)
         if agent_dir is not None:
-            env.update(
-                WORKFLOW_RUN=str(agent_dir),
-                WORKFLOW_HANDED=str(agent_dir / "handed"),
-                WORKFLOW_TOOLS=str(agent_dir / TOOLS_SOCKET),
-            )
+            env.update(WORKFLOW_RUN=str(agent_dir), WORKFLOW_HANDED=str(agent_dir / "handed"))
         if job.token:
             env.update(WORKFLOW_TOKEN=job.token, WORKFLOW_SMTP=job.smtp)
         else:
@@ -139,7 +148,7 @@ class CommandBackend:
         env.update(CLAUDE_CONFIG_DIR=str(cli / "claude"), CODEX_HOME=str(cli / "codex"))
         sandboxed = status(self.config).enforced
         plan = Plan(
-            str(agent_dir / TOOLS_SOCKET) if agent_dir is not None else "",
+            str(tools_dir / TOOLS_SOCKET),
             cli,
             job.model or self.model,
             job.role.max_turns or job.max_turns,
@@ -158,12 +167,8 @@ class CommandBackend:
                 return RunResult(False, "", f"cannot start {argv[0]}: not found on PATH")
             argv = [os.path.realpath(found), *argv[1:]]
         mode = choose("bwrap" if sandboxed else self.contain)
-        view_args = view(self.config, argv, agent_dir, job.tools.read_only, cli) if sandboxed else []
-        with ExitStack() as stack:
-            if agent_dir is not None:  # the run's tools, for `workflow mcp` and `workflow finish`
-                stack.enter_context(ToolServer(job.tools, agent_dir / TOOLS_SOCKET))
-            return self._spawn(job, argv, mode, env, view_args, timeout)
-        raise AssertionError("unreachable")  # ExitStack swallows nothing here
+        view_args = view(self.config, argv, tools_dir, job.tools.read_only, cli) if sandboxed else []
+        return self._spawn(job, argv, mode, env, view_args, timeout)
 
     def _spawn(
         self, job: RunInput, argv: list[str], mode: Any, env: dict[str, str], view_args: list[str], timeout: float

@@ -45,8 +45,10 @@ class Launch(NamedTuple):
 
 
 def mcp_command(socket: str) -> list[str]:
-    """The command that serves the run's tools: this interpreter, so no PATH is needed."""
-    return [sys.executable, "-m", "workflow", "mcp", "--tools", socket]
+    """The command that serves the run's tools: this interpreter, so no PATH is needed, isolated
+    (``-I``), so a ``workflow/`` package an earlier run left in the project (the CLI's working
+    directory) is never what runs as this role's tool server, nor PYTHON* variables."""
+    return [sys.executable, "-I", "-m", "workflow", "mcp", "--tools", socket]
 
 
 class ClaudeCode:
