@@ -185,6 +185,8 @@ def test_agentd_wakes_claude_code_which_approves_and_its_tokens_are_counted(tmp_
     r = f.run("agentd", "status", "--json")
     status = json.loads(r.stdout)
     assert status["tokens_today"].get("spec-reviewer", 0) > 0, status
+    assert status["cost_today"].get("spec-reviewer", 0) > 0, status  # Claude Code's total_cost_usd
+    assert "cost today: spec-reviewer $" in f.run("agentd", "status").stdout
 
 
 @needs_claude
@@ -202,3 +204,40 @@ def test_doctor_says_whether_the_chosen_cli_starts_and_its_agents_get_a_credenti
     (f.dir / "workflow.toml").write_text(toml.replace("[backends.claude-code]", f'[backends.claude-code]\nprogram = "{broken}"'))
     r = f.run("doctor", ANTHROPIC_API_KEY="sk-x")
     assert "agent-cli: claude-code:" in r.stdout and "cannot load the runtime" in r.stdout, r.stdout
+
+
+@needs_bwrap
+@needs_claude
+def test_a_claude_code_agent_reads_no_other_projects_roles_or_members_cli_state(tmp_path: Path) -> None:
+    """Issue 35: every agent could read every project's Claude transcripts through a shared
+    ~/.claude. Two projects of one user: B's reviewer runs, then A's reviewer's agent looks for
+    B's transcript, A's writer's state and a panel member's, and the owner's own ~/.claude."""
+    a = fresh_project(tmp_path, name="alpha")
+    b = fresh_project(tmp_path, home=a.home, name="beta")
+    env = {"ANTHROPIC_API_KEY": "sk-x"}
+    b.notify("review-request", "specs/proposed/user-auth.md", "spec-reviewer")
+    with FakeAnthropic(cli=True) as api:
+        api.add(text("beta-secret-thoughts"))
+        b.run("run-role", "--with-email", "spec-reviewer", ANTHROPIC_BASE_URL=api.url, **env)
+    b_state = b.mail_root() / ".workflow" / "cli" / "spec-reviewer" / "claude"
+    transcripts = [t for t in b_state.rglob("*.jsonl") if "beta-secret-thoughts" in t.read_text()]
+    assert transcripts, sorted(b_state.rglob("*"))
+    a.notify("review-request", "specs/proposed/user-auth.md", "spec-reviewer")
+    others = a.mail_root() / ".workflow" / "cli"
+    for name in ("spec-writer", "spec-reviewer-panel.claude"):
+        (others / name / "claude").mkdir(parents=True)
+        (others / name / "claude" / "transcript.jsonl").write_text(f"{name}-secret-thoughts\n")
+    (a.home / ".claude").mkdir()
+    (a.home / ".claude" / "settings.json").write_text('{"owner": "owner-secret-settings"}')
+    peek = " ; ".join(
+        [f"cat {transcripts[0]}", f"cat {others}/*/claude/transcript.jsonl", f"cat {a.home}/.claude/settings.json"]
+    )
+    with FakeAnthropic(cli=True) as api:
+        api.add(tool_use("Bash", {"command": peek, "description": "peek"}, "toolu_1"))
+        api.add(tool_use("mcp__workflow__finish", {"status": "done", "summary": "looked"}, "toolu_2"))
+        api.add(text("looked"))
+        r = a.run("run-role", "--with-email", "spec-reviewer", ANTHROPIC_BASE_URL=api.url, **env)
+        seen = " ".join(tool_results(api.requests))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "No such file" in seen, seen
+    assert "secret" not in seen, seen

@@ -609,6 +609,7 @@ def test_each_intent_has_its_timeout_and_messages_are_block_kit(tmp_path: Path, 
 AGENT = """#!/bin/sh
 # An agent CLI that reports its session (as `claude -p --output-format json` does) and resumes one.
 prompt=$(cat)
+workflow finish done >/dev/null || exit 9  # a run keeps nothing unless its agent finishes
 if [ "$1" = "--resume" ]; then
   [ -f "$(dirname "$0")/resume-fails" ] && { echo "no such session $2" >&2; exit 1; }
   printf '{"session_id": "%s", "result": "resumed %s, env %s"}\\n' "$2" "$2" "$WORKFLOW_SESSION"

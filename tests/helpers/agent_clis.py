@@ -62,9 +62,16 @@ class Fresh(NamedTuple):
         assert r.returncode == 0, r.stdout + r.stderr
         return next(w for w in r.stdout.split() if w.startswith("<") and "@" in w).rstrip(":,")
 
+    def mail_root(self) -> Path:
+        """This project's mail root (the one whose record names it)."""
+        for root in (self.home / ".maildir").iterdir():
+            if (root / ".workflow" / "project").read_text().strip() == str(self.dir):
+                return root
+        raise AssertionError(f"no mail root of {self.dir} under {self.home}")
+
     def maildir(self, box: str) -> Path:
         """The role's Maildir (a path with no folders when nothing was delivered to it yet)."""
-        return next((self.home / ".maildir").glob(f"*/{box}"), self.home / "none" / box)
+        return self.mail_root() / box
 
     def unread(self, box: str) -> int:
         d = self.maildir(box)
@@ -85,11 +92,12 @@ class Fresh(NamedTuple):
         return r.stdout.splitlines()
 
 
-def fresh_project(base: Path) -> Fresh:
-    d = base / "project"
+def fresh_project(base: Path, home: Path | None = None, name: str = "project") -> Fresh:
+    """``home``: another project's home, for two projects of one user (each gets its own mail root)."""
+    d = base / name
     d.mkdir(parents=True)
-    f = Fresh(d, base / "home", f"{cli_bin()}:{os.environ['PATH']}")
-    f.home.mkdir()
+    f = Fresh(d, home or base / "home", f"{cli_bin()}:{os.environ['PATH']}")
+    f.home.mkdir(exist_ok=True)
     subprocess.run(["git", "init", "-q"], cwd=d, check=True)
     r = f.run("init")
     assert r.returncode == 0, r.stdout + r.stderr

@@ -30,7 +30,6 @@ from workflow.core.errors import GitError, RosterError
 from workflow.core.files import append_untrusted
 from workflow.core.locate import Resolver, find
 from workflow.delivery import local
-from workflow.delivery.smtpd import BackgroundServer
 from workflow.delivery.transport import Transport
 from workflow.mail.inbox import group, render_inbox, render_thread, select
 from workflow.mail.rows import Row
@@ -117,6 +116,8 @@ def submission_server(app: App, wanted: bool) -> Iterator[str]:
     if local.answers(str(path)):
         yield str(path)
         return
+    from workflow.delivery.smtpd import BackgroundServer  # lazy: a run beside a live server never loads it
+
     own = app.config.state.run_socket(os.getpid())
     with BackgroundServer(app.config, app.deliverer, tcp=False, sockets=[own]):
         yield str(own)

@@ -40,7 +40,7 @@ from workflow.artifacts.gitstate import Start, head_problem
 from workflow.artifacts.move import revert
 from workflow.core.config import Config
 from workflow.core.errors import DeliveryError, GitError, RuleError, ToolError, TransportError, WorkflowError
-from workflow.core.files import read_untrusted, write_atomic
+from workflow.core.files import fsync_dir, read_untrusted, write_atomic
 from workflow.core.locate import Artifact, parse_path
 from workflow.core.statedir import StateDir
 from workflow.delivery import outbox
@@ -102,16 +102,17 @@ class Run(RunBox):
             }
         )
         if config is not None:  # what the artifact roots hold now: a failed run is put back to it
-            write_atomic(run.dir / "base.json", json.dumps(edits.snapshot(config).blobs), mode=0o600)
+            write_atomic(run.dir / "base.json", json.dumps(edits.snapshot(config).blobs), mode=0o600, sync_dir=False)
             begun = edits.start(config)
-            write_atomic(run.dir / "head", begun.head, mode=0o600)
-            write_atomic(run.dir / "head-file", begun.head_file, mode=0o600)
-            write_atomic(run.dir / "git.json", json.dumps(begun.entries), mode=0o600)
-            write_atomic(run.dir / "staged.json", json.dumps(begun.staged), mode=0o600)
-            write_atomic(run.dir / "refs.json", json.dumps([begun.refs, begun.flagged]), mode=0o600)
-            agentfiles.record(config, run.dir / "agent-files")
+            write_atomic(run.dir / "head", begun.head, mode=0o600, sync_dir=False)
+            write_atomic(run.dir / "head-file", begun.head_file, mode=0o600, sync_dir=False)
+            write_atomic(run.dir / "git.json", json.dumps(begun.entries), mode=0o600, sync_dir=False)
+            write_atomic(run.dir / "staged.json", json.dumps(begun.staged), mode=0o600, sync_dir=False)
+            write_atomic(run.dir / "refs.json", json.dumps([begun.refs, begun.flagged]), mode=0o600, sync_dir=False)
             if begun.packed is not None:
-                write_atomic(run.dir / "packed-refs", begun.packed, mode=0o600)
+                write_atomic(run.dir / "packed-refs", begun.packed, mode=0o600, sync_dir=False)
+            agentfiles.record(config, run.dir / "agent-files")
+            fsync_dir(run.dir)  # every file above durable before the agent starts
         return run
 
     def know(self, rows: Sequence[Row]) -> None:

@@ -82,8 +82,8 @@ def record(config: Config, into: Path) -> None:
     for i, (rel, sha) in enumerate(sorted(now.items())):
         path = config.project_dir / rel
         if not sha.startswith("<") and path.stat().st_size <= MAX_KEPT:
-            write_atomic(into / str(i), path.read_bytes(), mode=0o600)
-    write_atomic(into / MANIFEST, json.dumps(sorted(now.items())), mode=0o600)
+            write_atomic(into / str(i), path.read_bytes(), mode=0o600, sync_dir=False)
+    write_atomic(into / MANIFEST, json.dumps(sorted(now.items())), mode=0o600)  # its directory synced: all of them
 
 
 def _recorded(into: Path) -> dict[str, str] | None:

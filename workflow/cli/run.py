@@ -9,7 +9,6 @@ from pathlib import Path
 
 import click
 
-from workflow.agents.interactive import session
 from workflow.agents.runrole import Outcome
 from workflow.agents.runrole import run_role as run_role_session
 from workflow.app import App
@@ -17,8 +16,6 @@ from workflow.cli.base import Command, app, backend_option, run_script, standalo
 from workflow.core.config import PanelConfig
 from workflow.core.errors import RosterError
 from workflow.delivery.transport import Transport, make_transport
-from workflow.panels.review import run_panel
-from workflow.panels.writing import answer_discussion
 
 
 def _result(ok: bool, ran: bool, busy: str, error: str, usage: dict[str, int], turns: int, handed: list[str]) -> None:
@@ -39,6 +36,9 @@ def _panel(
     """A panel runs its protocol, not one agent: a review panel reviews, a writing panel answers."""
     if not with_email and not artifact:
         raise click.UsageError("nothing to do: give --with-email")
+    from workflow.panels.review import run_panel  # lazy: a role's run does not pay for the panels
+    from workflow.panels.writing import answer_discussion  # lazy: as above
+
     if panel.kind == "writing":
         answer_discussion(a, panel, transport, click.echo, backend)
         return
@@ -121,6 +121,8 @@ def run_role(
         a.roster.identity(role)  # unknown: raises with a suggestion
     r = a.roster.roles[role]
     if interactive:
+        from workflow.agents.interactive import session  # lazy: a run from mail does not pay for it
+
         if with_email:
             raise RosterError("-i and --with-email do not mix: an interactive session reads no mail")
 

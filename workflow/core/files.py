@@ -25,8 +25,9 @@ def fsync_dir(path: Path | str) -> None:
         os.close(fd)
 
 
-def write_atomic(path: Path, data: bytes | str, *, mode: int = 0o644) -> None:
-    """Replace ``path`` with ``data`` (text is UTF-8) atomically and durably."""
+def write_atomic(path: Path, data: bytes | str, *, mode: int = 0o644, sync_dir: bool = True) -> None:
+    """Replace ``path`` with ``data`` (text is UTF-8) atomically and durably (``sync_dir=False``:
+    the caller fsyncs the directory once after several writes, before it relies on them)."""
     raw = data.encode("utf-8") if isinstance(data, str) else data
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
@@ -46,7 +47,8 @@ def write_atomic(path: Path, data: bytes | str, *, mode: int = 0o644) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    fsync_dir(path.parent)
+    if sync_dir:
+        fsync_dir(path.parent)
 
 
 UNTRUSTED = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC  # no symlink followed, no FIFO waited on

@@ -22,6 +22,8 @@ import sys
 import time
 from pathlib import Path
 
+from workflow.agents.toolserver import call
+
 WORST = ("hang", "fail", "send-then-fail", "fork", "ok")  # the first that any handed message plans wins
 MARKER = "chaos-escapee"
 
@@ -131,6 +133,9 @@ def main() -> None:
                 sys.executable, [sys.executable, "-c", "import time; time.sleep(300)", f"{MARKER}-{settings['tag']}"]
             )
         os._exit(0)
+    finished = call(os.environ["WORKFLOW_TOOLS"], "finish", {"status": "done", "summary": f"answered {len(handed)}"})
+    if not finished.get("ok"):
+        record(chaos, {"attempt": attempt, "finish-refused": str(finished.get("text"))[-300:]})
     record(chaos, {"attempt": attempt, "end": "ok"})
 
 
