@@ -201,7 +201,9 @@ def test_doctor_says_whether_the_chosen_cli_starts_and_its_agents_get_a_credenti
     broken.write_text("#!/bin/sh\necho 'cannot load the runtime' >&2\nexit 3\n")
     broken.chmod(0o755)
     toml = (f.dir / "workflow.toml").read_text()
-    (f.dir / "workflow.toml").write_text(toml.replace("[backends.claude-code]", f'[backends.claude-code]\nprogram = "{broken}"'))
+    (f.dir / "workflow.toml").write_text(
+        toml.replace("[backends.claude-code]", f'[backends.claude-code]\nprogram = "{broken}"')
+    )
     r = f.run("doctor", ANTHROPIC_API_KEY="sk-x")
     assert "agent-cli: claude-code:" in r.stdout and "cannot load the runtime" in r.stdout, r.stdout
 

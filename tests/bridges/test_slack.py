@@ -17,7 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from helpers.agent_clis import cli_bin, needs_claude
+from helpers.fake_anthropic import FakeAnthropic, text, tool_use
 from helpers.fake_slack import FakeSlack
+from helpers.sandboxing import needs_bwrap
 from helpers.git import GIT_ENV, git_project
 from helpers.project import Project, free_port
 from workflow.bridges.slack.intents import by_keywords, failed, waiting
@@ -652,6 +655,39 @@ def test_a_follow_up_resumes_the_tasks_agent_session_or_falls_back_to_a_new_run(
         assert "resuming session sess-1 failed" in ep.text()
     finally:
         ep.stop()
+
+
+@needs_bwrap
+@needs_claude
+def test_a_follow_up_resumes_the_real_claude_code_session_of_its_task(
+    tmp_path: Path, slack: FakeSlack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 35: resume failed whenever ~/.claude did not exist before the first run (the
+    transcript went to the sandbox's tmpfs). With the claude-code profile the session lives in
+    the role's own CLI state, and the follow-up's run resumes it: the model sees the first run."""
+    p = slack_project(tmp_path, slack)
+    cfg = p.dir / "workflow.toml"
+    cfg.write_text(cfg.read_text().replace('backend = "scripted"', 'backend = "claude-code"'))
+    with FakeAnthropic(cli=True) as api:
+        monkeypatch.setenv("PATH", f"{cli_bin()}:{os.environ['PATH']}")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", api.url)
+        monkeypatch.setenv("ANTHROPIC_AUTH_TOKEN", "sk-x")  # not ANTHROPIC_API_KEY: intents by keywords
+        for n, said in ((1, "Weekly summary: FIRST-ANSWER"), (2, "Monthly summary: SECOND-ANSWER")):
+            api.add(tool_use("mcp__workflow__finish", {"status": "done", "summary": said}, f"toolu_{n}"))
+            api.add(text(said))
+        ep = Endpoint(p, socket=True)
+        try:
+            slack.push(message("R1", "960.1", "Please research what we shipped this week"))
+            wait(lambda: [t["status"] for t in tasks(p)] == ["completed"], "the first task", 90)
+            session = str(tasks(p)[0]["session"])
+            assert session and "FIRST-ANSWER" in str(tasks(p)[0]["result"]), tasks(p)
+            slack.push(message("R2", "960.2", "and last month?", thread_ts="960.1"))
+            wait(lambda: len(tasks(p)) == 2 and tasks(p)[1]["status"] == "completed", "the follow-up", 90)
+            assert tasks(p)[1]["resume"] == session and f"resuming session {session}" in ep.text()
+            resumed = [q for q in api.requests if q.get("tools")][-1]
+            assert "FIRST-ANSWER" in json.dumps(resumed["messages"])  # the first run, from its transcript
+        finally:
+            ep.stop()
 
 
 def test_the_inbox_agents_flows_end_to_end(tmp_path: Path, slack: FakeSlack) -> None:

@@ -256,7 +256,10 @@ class PipelineModel:
             content = [{"type": "tool_use", "id": f"toolu_{done}", "name": step["tool"], "input": step["args"]}]
             return message(content, "tool_use", (100, 20))
         last = steps[done]["say"] if done < len(steps) else "Nothing more to do for this mail."
-        return message([{"type": "text", "text": last}], "end_turn", (100, 20))
+        finish = {"status": "done", "summary": last}  # a run keeps nothing unless its agent finishes
+        return message(
+            [{"type": "tool_use", "id": f"toolu_{done}", "name": "finish", "input": finish}], "tool_use", (100, 20)
+        )
 
     def runs(self) -> dict[str, int]:
         out: dict[str, int] = {}

@@ -86,7 +86,7 @@ def test_init_picks_a_backend_or_says_how_and_run_role_refuses_in_one_line_witho
     none = _init(tmp_path, "plain")
     r = none.run("init")  # the second run says nothing new; the first one's notes are in the file
     toml = (none.dir / "workflow.toml").read_text()
-    assert '# backend = "anthropic"' in toml and '\nbackend = "' not in toml
+    assert '# backend = "claude-code"' in toml and '\nbackend = "' not in toml
     none.run("review-request", "specs/proposed/user-auth.md", "spec-reviewer", "CONTEXT=look", tool="workflow-notify")
     r = none.run("--with-email", "spec-reviewer", tool=str(Path(sys.executable).parent / "run-role"))
     assert r.returncode != 0, r.stdout
@@ -94,8 +94,9 @@ def test_init_picks_a_backend_or_says_how_and_run_role_refuses_in_one_line_witho
     assert "no backend chosen for spec-reviewer" in line and "[workflow] backend" in line, line
     r = none.run("agentd", "run")
     assert r.returncode != 0 and "no backend chosen for" in r.stderr, r.stderr
-    # With a key: the anthropic backend; with claude on PATH: the command backend, and the README's
-    # `run-role --with-email spec-reviewer` runs it as written.
+    # With a key: the anthropic backend; with claude on PATH: its profile, claude-code, and the
+    # README's `run-role --with-email spec-reviewer` runs it as written — a `claude` that only
+    # talks (it never finishes the run) fails it, saying why, and the mail waits.
     keyed = tmp_path / "keyed"
     keyed.mkdir()
     k = Home(keyed, None)  # type: ignore[arg-type]
@@ -106,12 +107,15 @@ def test_init_picks_a_backend_or_says_how_and_run_role_refuses_in_one_line_witho
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     claude = bin_dir / "claude"
-    claude.write_text('#!/bin/sh\ncat > /dev/null\necho "Reviewed: the spec is clear."\n')
+    claude.write_text(
+        '#!/bin/sh\ncat > /dev/null\necho \'{"session_id": "s1", "result": "Reviewed: the spec is clear."}\'\n'
+    )
     claude.chmod(0o755)
     path = f"{bin_dir}:{os.environ['PATH']}"
     c = _init(tmp_path, "withclaude", env={"PATH": path})
-    assert 'backend = "command"' in (c.dir / "workflow.toml").read_text()
+    toml = (c.dir / "workflow.toml").read_text()
+    assert 'backend = "claude-code"' in toml and "[backends.claude-code]" in toml
     c.run("review-request", "specs/proposed/user-auth.md", "spec-reviewer", "CONTEXT=look", tool="workflow-notify")
     r = c.run("--with-email", "spec-reviewer", tool=str(Path(sys.executable).parent / "run-role"), env={"PATH": path})
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert "run succeeded" in r.stdout + r.stderr
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "never called finish" in r.stdout and "left unread" in r.stdout, r.stdout

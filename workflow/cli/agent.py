@@ -33,9 +33,10 @@ def mcp(tools: str | None) -> None:
     the run, which checks it as the run's role.
 
     \b
-    Example (what the claude-code profile passes):
-        claude -p --mcp-config '{"mcpServers": {"workflow": {"command": "python3",
-          "args": ["-m", "workflow", "mcp", "--tools", "$WORKFLOW_TOOLS"]}}}'
+    Example:
+        workflow mcp --tools "$WORKFLOW_TOOLS"   # by hand; the claude-code profile passes claude -p
+        --mcp-config '{"mcpServers": {"workflow": {"command": "python3",
+          "args": ["-I", "-m", "workflow", "mcp", "--tools", "$WORKFLOW_TOOLS"]}}}'
     """
     from workflow.agents.mcpserver import serve  # lazy: the MCP SDK loads only here
 
@@ -47,7 +48,7 @@ def mcp(tools: str | None) -> None:
 
 
 @click.command(cls=Command)
-@click.argument("status", type=click.Choice(["done", "failed"]))
+@click.argument("status", type=click.Choice(["done", "failed"]), metavar="STATUS")
 @click.argument("summary", required=False, default="")
 @click.option("--tools", "tools", metavar="SOCKET", help="The run's tool server (default: $WORKFLOW_TOOLS).")
 def finish(status: str, summary: str, tools: str | None) -> None:
@@ -57,7 +58,7 @@ def finish(status: str, summary: str, tools: str | None) -> None:
     unread for a later run and nothing it queued is sent.
 
     \b
-    Examples:
+    Example:
         workflow finish done "approved specs/todo/auth.md and told spec-writer"
         workflow finish failed "the spec names a file that does not exist"
     """
