@@ -20,9 +20,9 @@ import pytest
 from helpers.agent_clis import cli_bin, needs_claude
 from helpers.fake_anthropic import FakeAnthropic, text, tool_use
 from helpers.fake_slack import FakeSlack
-from helpers.sandboxing import needs_bwrap
 from helpers.git import GIT_ENV, git_project
 from helpers.project import Project, free_port
+from helpers.sandboxing import needs_bwrap
 from workflow.bridges.slack.intents import by_keywords, failed, waiting
 
 SECRET = "s3cret"
