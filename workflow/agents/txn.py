@@ -89,7 +89,7 @@ class Run(RunBox):
         ids = "".join(f"{r.message_id}\n" for r in handed if r.message_id)
         (run.agent / "handed").write_text(ids)
         info: dict[str, object] = {"role": role, "pid": os.getpid(), "started": time.time()}
-        write_atomic(run.agent / "info.json", json.dumps(info))
+        write_atomic(run.agent / "info.json", json.dumps(info), durable=False)  # the agent's copy: not for recovery
         run.know(handed)
         run.write_info(
             {
@@ -127,7 +127,7 @@ class Run(RunBox):
         for r in rows:
             if r.message_id:
                 known[r.message_id] = {"subject": r.subject, "refs": list(r.refs)}
-        write_atomic(path, json.dumps(known))
+        write_atomic(path, json.dumps(known), durable=False)  # the agent's: nothing recovers from it
 
     def handed_ids(self) -> list[str]:
         """The Message-IDs handed to the run (from the owner's own record: ``agent/handed`` is

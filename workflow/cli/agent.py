@@ -29,14 +29,13 @@ def _socket(given: str | None) -> str:
 def mcp(tools: str | None) -> None:
     """Serve the run's tools to an agent CLI over stdio (the Model Context Protocol).
 
-    Agent CLIs start it themselves, from the profile run-role gives them; it relays each call to
-    the run, which checks it as the run's role.
+    Agent CLIs start it themselves, from the profile run-role gives them (the claude-code
+    profile passes it to claude -p in --mcp-config, as python3 -I -m workflow mcp); it relays
+    each call to the run, which checks it as the run's role.
 
     \b
     Example:
-        workflow mcp --tools "$WORKFLOW_TOOLS"   # by hand; the claude-code profile passes claude -p
-        --mcp-config '{"mcpServers": {"workflow": {"command": "python3",
-          "args": ["-I", "-m", "workflow", "mcp", "--tools", "$WORKFLOW_TOOLS"]}}}'
+        workflow mcp --tools "$WORKFLOW_TOOLS"
     """
     from workflow.agents.mcpserver import serve  # lazy: the MCP SDK loads only here
 

@@ -25,9 +25,12 @@ def fsync_dir(path: Path | str) -> None:
         os.close(fd)
 
 
-def write_atomic(path: Path, data: bytes | str, *, mode: int = 0o644, sync_dir: bool = True) -> None:
+def write_atomic(
+    path: Path, data: bytes | str, *, mode: int = 0o644, sync_dir: bool = True, durable: bool = True
+) -> None:
     """Replace ``path`` with ``data`` (text is UTF-8) atomically and durably (``sync_dir=False``:
-    the caller fsyncs the directory once after several writes, before it relies on them)."""
+    the caller fsyncs the directory once after several writes, before it relies on them;
+    ``durable=False``: atomic only, for a file nothing needs after a crash)."""
     raw = data.encode("utf-8") if isinstance(data, str) else data
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
@@ -36,7 +39,8 @@ def write_atomic(path: Path, data: bytes | str, *, mode: int = 0o644, sync_dir: 
         view = memoryview(raw)
         while view:
             view = view[os.write(fd, view) :]
-        os.fsync(fd)
+        if durable:
+            os.fsync(fd)
     except BaseException:
         os.close(fd)
         tmp.unlink(missing_ok=True)
@@ -47,7 +51,7 @@ def write_atomic(path: Path, data: bytes | str, *, mode: int = 0o644, sync_dir: 
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    if sync_dir:
+    if sync_dir and durable:
         fsync_dir(path.parent)
 
 

@@ -128,7 +128,8 @@ def _claude_failure(data: dict[str, Any]) -> str:
                 names.append(f"{d.get('tool_name', '?')}({detail})" if detail else str(d.get("tool_name", "?")))
             return (
                 f"the agent CLI denied {len(ours)} call(s) of the role's tools: {', '.join(names)} — its -p mode "
-                "denies every tool it is not told to allow; nothing of the run is kept"
+                'denies every tool it is not told to allow (backend = "claude-code" gives the role\'s tools by MCP); '
+                "nothing of the run is kept"
             )
     if data.get("is_error") is True or data.get("subtype") not in (None, "success"):
         why = str(data.get("result") or data.get("subtype") or "an error")[:300]
