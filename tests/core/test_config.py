@@ -100,7 +100,7 @@ TYPOS = [
         "[agentd] role_timeouts",
         "a table of name = non-negative number",
     ),
-    ('[agentd]\nbackend = "oracle"\n', "[agentd] backend", "'anthropic', 'command' or 'scripted'"),
+    ('[agentd]\nbackend = "oracle"\n', "[agentd] backend", "'scripted', 'claude-code', 'codex' or 'gemini'"),
     ("[backends.anthropic]\nmax_token = 10\n", "[backends.anthropic] max_token", "did you mean max_tokens?"),
     ('[backends.command]\nargv = "claude -p"\n', "[backends.command] argv", "a non-empty list of strings"),
     ('[backends.scripted]\nrecord = "prompts"\n', "[backends.scripted] record", "unknown key"),
