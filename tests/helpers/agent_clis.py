@@ -32,6 +32,9 @@ def needs(command: str, name: str) -> pytest.MarkDecorator:
     )
 
 
+# the owner's variables a test's processes never inherit: the project's, and the model providers'
+OWNERS = ("WORKFLOW_", "ANTHROPIC_", "OPENAI_", "CODEX_", "GEMINI_")
+
 needs_claude = needs("claude", "Claude Code")
 needs_codex = needs("codex", "Codex")
 needs_gemini = needs("gemini", "Gemini CLI")
@@ -46,9 +49,7 @@ class Fresh(NamedTuple):
     path: str  # PATH with the CLIs first
 
     def env(self, **more: str) -> dict[str, str]:
-        base = {
-            k: v for k, v in os.environ.items() if not k.startswith(("WORKFLOW_", "ANTHROPIC_", "OPENAI_", "GEMINI_"))
-        }
+        base = {k: v for k, v in os.environ.items() if not k.startswith(OWNERS)}
         return {**base, **GIT_ENV, "HOME": str(self.home), "PATH": self.path, **more}
 
     def run(self, *args: str, tool: str = "workflow", **env: str) -> subprocess.CompletedProcess[str]:

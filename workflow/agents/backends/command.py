@@ -116,7 +116,8 @@ class CommandBackend:
         raise AssertionError("unreachable")  # ExitStack swallows nothing here
 
     def _run(self, job: RunInput, tools_dir: Path) -> RunResult:
-        env = agent_env(os.environ, self.config.runs.env)
+        owner = agent_env(os.environ, self.config.runs.env)
+        env = dict(owner)
         env.update(
             WORKFLOW_ROLE=job.role.name,
             WORKFLOW_MAIL_ROOT=str(self.config.mail_root),
@@ -155,6 +156,7 @@ class CommandBackend:
             job.session if SESSION_ID.match(job.session) else "",
             job.tools.read_only,
             sandboxed,
+            owner,
         )
         argv, extra = self.command(job, plan)
         env.update(extra)
@@ -201,9 +203,11 @@ class CommandBackend:
             raise
         agent.close()
         code = agent.proc.returncode
-        if code != 0:
+        if code != 0:  # what the CLI's output says of it first (Codex: a turn.failed), then its tail
+            said = self.read(out).failed if out.strip() else ""
             detail = (err or out).strip()[-TAIL:]
-            return RunResult(False, out[-TAIL:], f"{argv[0]} exited with status {code}: {detail}")
+            why = f"{said}; {detail}" if said else detail
+            return RunResult(False, out[-TAIL:], f"{argv[0]} exited with status {code}: {why}")
         report = self.read(out)
         usage = {**report.usage, **({"cost_microusd": round(report.cost_usd * 1e6)} if report.cost_usd else {})}
         if report.failed:

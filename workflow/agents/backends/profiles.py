@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import NamedTuple
 
 from workflow.agents.backends.reports import Report, claude_report, codex_report, gemini_report
@@ -37,6 +39,7 @@ class Plan(NamedTuple):
     session: str = ""  # resume this session
     read_only: bool = False  # a panel member: read-only tools
     sandboxed: bool = True  # the run's sandbox is enforced (the CLI's own may step aside)
+    env: Mapping[str, str] = MappingProxyType({})  # the owner's variables the agent gets (``agent_env``)
 
 
 class Launch(NamedTuple):
@@ -79,7 +82,11 @@ class ClaudeCode:
 
 
 class Codex:
-    """``codex exec --json``, the role's MCP server, no user config; our sandbox instead of its own."""
+    """``codex exec --json``, the role's MCP server, no user config; our sandbox instead of its own.
+
+    Codex reads no OPENAI_BASE_URL and, without a login in its CODEX_HOME (the role's own), no
+    OPENAI_API_KEY: the base URL goes in as ``-c openai_base_url=…``, the key as CODEX_API_KEY
+    (the owner's, else OPENAI_API_KEY)."""
 
     name = "codex"
     program = "codex"
@@ -91,18 +98,26 @@ class Codex:
             argv += ["resume", plan.session]
         argv += ["--json", "--skip-git-repo-check", "--ignore-user-config", "--ignore-rules"]
         # inside bubblewrap Codex's own sandbox cannot nest; the run's sandbox is the boundary
-        argv += (
-            ["--dangerously-bypass-approvals-and-sandbox"]
-            if plan.sandboxed
-            else ["--sandbox", "read-only" if plan.read_only else "workspace-write"]
-        )
+        if plan.sandboxed:
+            argv += ["--dangerously-bypass-approvals-and-sandbox"]
+        else:  # `exec resume` takes no --sandbox: the setting it stands for
+            argv += ["-c", f"sandbox_mode={json.dumps('read-only' if plan.read_only else 'workspace-write')}"]
         argv += ["-c", 'approval_policy="never"']
         argv += ["-c", f"mcp_servers.{SERVER}.command={json.dumps(command[0])}"]
         argv += ["-c", f"mcp_servers.{SERVER}.args={json.dumps(command[1:])}"]
         argv += ["-c", f"mcp_servers.{SERVER}.startup_timeout_sec=30"]
+        # a server that does not start fails the run (else Codex goes on without the role's tools),
+        # and its tools need no approval (under approval_policy="never" Codex would deny every call)
+        argv += ["-c", f"mcp_servers.{SERVER}.required=true"]
+        argv += ["-c", f'mcp_servers.{SERVER}.default_tools_approval_mode="approve"']
+        if plan.env.get("OPENAI_BASE_URL"):
+            argv += ["-c", f"openai_base_url={json.dumps(plan.env['OPENAI_BASE_URL'])}"]
         if opts.model or plan.model:
             argv += ["-m", plan.model or opts.model]
         env = {"CODEX_HOME": str(plan.state / "codex")}
+        key = plan.env.get("CODEX_API_KEY") or plan.env.get("OPENAI_API_KEY")
+        if key:
+            env["CODEX_API_KEY"] = key
         return Launch([*argv, *opts.args, "-"], env)
 
     def report(self, out: str) -> Report:

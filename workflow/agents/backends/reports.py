@@ -138,9 +138,13 @@ def _claude_failure(data: dict[str, Any]) -> str:
 
 
 def codex_report(out: str) -> Report:
-    """Codex's JSONL events: the thread id, the last agent message, summed turn usage, failures."""
-    session, summary, failed = "", "", ""
+    """Codex's JSONL events: the thread id, the last agent message, the usage of the last
+    ``turn.completed`` (Codex reports the thread's running total there, not the turn's), calls of
+    the role's tools Codex refused, and a ``turn.failed`` — or an ``error`` no turn completed
+    after (Codex reports a reconnect it then gets past as an ``error`` too)."""
+    session, summary, failed, error = "", "", "", ""
     usage = dict.fromkeys(USAGE_KEYS, 0)
+    denied: list[str] = []
     for event in _objects(out):
         kind = event.get("type")
         if kind == "thread.started":
@@ -149,13 +153,23 @@ def codex_report(out: str) -> Report:
             item = event["item"]
             if item.get("type") == "agent_message" and isinstance(item.get("text"), str):
                 summary = item["text"]
+            elif item.get("type") == "mcp_tool_call" and item.get("server") == OURS and item.get("status") == "failed":
+                why = str(_dict(item.get("error")).get("message") or "")
+                if "approval" in why:
+                    denied.append(f"{item.get('tool', '?')} ({why[:80]})")
         elif kind == "turn.completed" and isinstance(event.get("usage"), dict):
-            for k in USAGE_KEYS:
-                usage[k] += _count(event["usage"].get(k))
-        elif kind in ("turn.failed", "error"):
-            error = _dict(event.get("error")) or event
-            failed = f"the agent CLI reported an error: {str(error.get('message') or kind)[:300]}"
-    return Report(summary.strip() or "done", session, failed, usage)
+            usage = {k: _count(event["usage"].get(k)) for k in USAGE_KEYS}
+            error = ""
+        elif kind == "turn.failed":
+            failed = f"the agent CLI reported an error: {str(_dict(event.get('error')).get('message') or kind)[:300]}"
+        elif kind == "error":
+            error = f"the agent CLI reported an error: {str(event.get('message') or kind)[:300]}"
+    if denied:
+        failed = (
+            f"the agent CLI denied {len(denied)} call(s) of the role's tools: {', '.join(denied[:5])} — nothing of "
+            "the run is kept"
+        )
+    return Report(summary.strip() or "done", session, failed or error, usage)
 
 
 def gemini_report(out: str) -> Report:
