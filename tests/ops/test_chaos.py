@@ -55,7 +55,7 @@ def test_a_ci_sized_campaign_holds_every_promise(tmp_path: Path) -> None:
 @pytest.mark.skipif(shutil.which("setsid") is None, reason="needs setsid")
 def test_without_containment_the_harness_sees_processes_outlive_their_runs(tmp_path: Path) -> None:
     s = Schedule(0, 0, (Mail(0.0, "<chaos-escape@workflow.local>", ("spec-writer",), (("fork", "ok"),), "single"),), ())
-    played = play(tmp_path, s, contain="none", patience=20)
+    played = play(tmp_path, s, contain="none", patience=8)
     verdicts = {v.promise: v for v in check(played)}
     outlived = verdicts["no process of a finished run alive"].violations
     assert any("outlived it" in v for v in outlived), verdicts
