@@ -33,7 +33,7 @@ def needs(command: str, name: str) -> pytest.MarkDecorator:
 
 
 # the owner's variables a test's processes never inherit: the project's, and the model providers'
-OWNERS = ("WORKFLOW_", "ANTHROPIC_", "OPENAI_", "CODEX_", "GEMINI_")
+OWNERS = ("WORKFLOW_", "ANTHROPIC_", "OPENAI_", "CODEX_", "GEMINI_", "GOOGLE_")
 
 needs_claude = needs("claude", "Claude Code")
 needs_codex = needs("codex", "Codex")

@@ -22,7 +22,7 @@ VERSION_TIMEOUT = 20.0
 CREDENTIALS = {
     "claude-code": ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"),
     "codex": ("OPENAI_API_KEY", "CODEX_API_KEY"),
-    "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+    "gemini": ("GEMINI_API_KEY",),  # headless Gemini CLI takes no other key: GOOGLE_API_KEY alone is refused
 }
 LOGIN_HINT = {
     "claude-code": "an API key, or `claude setup-token` for a subscription's CLAUDE_CODE_OAUTH_TOKEN",

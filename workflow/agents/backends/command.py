@@ -104,6 +104,10 @@ class CommandBackend:
         """What the agent's output says of its run."""
         return plain(out)
 
+    def said(self, out: str, err: str) -> str:
+        """Why the agent failed, as it said when it exited non-zero; "": its output as printed."""
+        return ""
+
     def run(self, job: RunInput) -> RunResult:
         with ExitStack() as stack:
             tools_dir = job.run_dir / "agent" if job.run_dir is not None else None
@@ -203,10 +207,9 @@ class CommandBackend:
             raise
         agent.close()
         code = agent.proc.returncode
-        if code != 0:  # what the CLI's output says of it first (Codex: a turn.failed), then its tail
-            said = self.read(out).failed if out.strip() else ""
-            detail = (err or out).strip()[-TAIL:]
-            why = f"{said}; {detail}" if said else detail
+        if code != 0:  # why, as the CLI says it (Codex: a turn.failed; Gemini: its error object), else its tail
+            said = self.said(out, err) or (self.read(out).failed if out.strip() else "")
+            why = said or (err or out).strip()[-TAIL:]
             return RunResult(False, out[-TAIL:], f"{argv[0]} exited with status {code}: {why}")
         report = self.read(out)
         usage = {**report.usage, **({"cost_microusd": round(report.cost_usd * 1e6)} if report.cost_usd else {})}
@@ -233,3 +236,6 @@ class CliBackend(CommandBackend):
 
     def read(self, out: str) -> Report:
         return self.profile.report(out)
+
+    def said(self, out: str, err: str) -> str:
+        return self.profile.said(out, err)

@@ -4,12 +4,13 @@ A profile knows its CLI's contract: how the prompt goes in (stdin), which output
 for and how to read a session id, a summary, token use, cost and a failure from it; how to give
 the CLI the role's tools (``workflow mcp`` over stdio, started with the run's own interpreter so
 PATH does not matter) and nothing else of the project's (``--strict-mcp-config``, no setting
-sources; Codex without its user config; Gemini with system settings that name only our server);
-the model, turn and cost limits, and resuming a session. The CLI runs in the run's sandbox
+sources; Codex without its user config; Gemini with settings of the role's own that name only our
+server); the model, turn and cost limits, and resuming a session. The CLI runs in the run's sandbox
 (``agents.sandbox``), which is the boundary; the CLI's own approval prompts are answered by the
 profile (each CLI's headless mode would otherwise deny its tools and exit 0).
 
-``launch(plan)`` gives the argv and environment; ``report(out)`` reads what the CLI printed.
+``launch(plan)`` gives the argv and environment; ``report(out)`` reads what the CLI printed, and
+``said(out, err)`` why it failed when it exited non-zero ("": its output is shown as printed).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import NamedTuple
 
-from workflow.agents.backends.reports import Report, claude_report, codex_report, gemini_report
+from workflow.agents.backends.reports import Report, claude_report, codex_report, gemini_error, gemini_report
 from workflow.core.config import CliConfig
 
 SERVER = "workflow"  # the MCP server's name in every CLI's configuration
@@ -80,6 +81,9 @@ class ClaudeCode:
     def report(self, out: str) -> Report:
         return claude_report(out)
 
+    def said(self, out: str, err: str) -> str:
+        return ""
+
 
 class Codex:
     """``codex exec --json``, the role's MCP server, no user config; our sandbox instead of its own.
@@ -123,9 +127,24 @@ class Codex:
     def report(self, out: str) -> Report:
         return codex_report(out)
 
+    def said(self, out: str, err: str) -> str:
+        return ""
+
 
 class Gemini:
-    """``gemini -p`` with JSON output, system settings naming only our (trusted) MCP server."""
+    """``gemini -p ""`` (the prompt on stdin) with JSON output; settings of the role's own naming only
+    our (trusted) MCP server, none of the project's.
+
+    Gemini CLI skips a system settings file (``GEMINI_CLI_SYSTEM_SETTINGS_PATH``) unless root owns
+    it and every folder above it, none writable by group or others; so the settings are the user
+    settings of the CLI's home, ``$GEMINI_CLI_HOME/.gemini/settings.json``, the role's own. The
+    project's ``.gemini/settings.json`` would be read over them in a trusted folder: folder trust
+    is on, so the project is untrusted when the settings are read, and ``--skip-trust`` trusts it
+    for the session only after that (untrusted, the CLI would start no stdio MCP server and refuse
+    yolo). It authenticates with ``GEMINI_API_KEY`` (``security.auth.selectedType``: with
+    ``GOOGLE_GEMINI_BASE_URL`` set it would pick its "gateway" login, which its headless mode
+    refuses: "Invalid auth method selected."), at ``GOOGLE_GEMINI_BASE_URL`` when set. The turn
+    limit is ``model.maxSessionTurns`` (exit 53 past it)."""
 
     name = "gemini"
     program = "gemini"
@@ -136,33 +155,32 @@ class Gemini:
         settings = {
             "mcpServers": {SERVER: {"command": command[0], "args": command[1:], "trust": True, "timeout": 600000}},
             "mcp": {"allowed": [SERVER]},
-            "security": {"folderTrust": {"enabled": False}},
+            "security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": True}},
             "privacy": {"usageStatisticsEnabled": False},
             "telemetry": {"enabled": False},
-            "general": {
-                "disableAutoUpdate": True,
-                "disableUpdateNag": True,
-                "maxSessionTurns": opts.max_turns or plan.max_turns,
-            },
+            "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
+            "model": {"maxSessionTurns": opts.max_turns or plan.max_turns},
         }
-        home.mkdir(parents=True, exist_ok=True, mode=0o700)
-        path = home / "system-settings.json"
+        (home / ".gemini").mkdir(parents=True, exist_ok=True, mode=0o700)
+        path = home / ".gemini" / "settings.json"
         path.write_text(json.dumps(settings, indent=2), encoding="utf-8")
-        argv = [opts.program or self.program, "--output-format", "json", "--allowed-mcp-server-names", SERVER]
+        argv = [opts.program or self.program, "--output-format", "json", "--skip-trust"]
+        argv += ["--allowed-mcp-server-names", SERVER]
         argv += ["--approval-mode", "yolo" if plan.sandboxed and not plan.read_only else "default"]
         if opts.model or plan.model:
             argv += ["-m", plan.model or opts.model]
         if plan.session:
             argv += ["--resume", plan.session]
-        env = {
-            "GEMINI_CLI_SYSTEM_SETTINGS_PATH": str(path),
-            "GEMINI_CLI_HOME": str(home),
-            "GEMINI_CLI_TRUST_WORKSPACE": "true",
-        }
+        # run in this process, not relaunched in a second node for a larger heap (a second's start-up)
+        env = {"GEMINI_CLI_HOME": str(home), "GEMINI_CLI_NO_RELAUNCH": "true"}
         return Launch([*argv, *opts.args, "-p", ""], env)
 
     def report(self, out: str) -> Report:
         return gemini_report(out)
+
+    def said(self, out: str, err: str) -> str:
+        """Its error object, printed on stderr when it exits non-zero (an API error, the turn limit)."""
+        return gemini_error(err) or gemini_error(out)
 
 
 PROFILES: dict[str, ClaudeCode | Codex | Gemini] = {p.name: p for p in (ClaudeCode(), Codex(), Gemini())}

@@ -3,8 +3,9 @@
 Each CLI prints its own shape: Claude Code one JSON result object (``--output-format json``) or a
 stream of JSON lines ending in a ``"type": "result"`` line (``stream-json``); Codex a stream of
 JSONL events (``exec --json``: ``thread.started``, ``item.completed``, ``turn.completed``,
-``turn.failed``, ``error``); Gemini CLI one JSON object (``response``, ``stats``, ``error``) or
-stream-json lines (``init``, ``message``, ``result``). A generic command may print a line
+``turn.failed``, ``error``); Gemini CLI one JSON object (``session_id``, ``response``, ``stats``)
+or stream-json lines (``init``, ``message``, ``result``), and when it fails a non-zero status with
+a JSON object holding ``error`` on stderr (``gemini_error``). A generic command may print a line
 ``WORKFLOW_SESSION=<id>``. Output is the agent's, so it is read as untrusted: a session id must
 look like one, numbers must be numbers, and anything unreadable is the summary as printed.
 """
@@ -173,7 +174,8 @@ def codex_report(out: str) -> Report:
 
 
 def gemini_report(out: str) -> Report:
-    """Gemini CLI's JSON object (``response``, ``stats``, ``error``) or stream-json lines."""
+    """Gemini CLI's JSON object (``session_id``, ``response``, ``stats``: per model its ``tokens``
+    and its ``roles``, ``main`` being the agent's own requests) or stream-json lines."""
     text = out.strip()
     data = _whole(text)
     lines = [] if data is not None else list(_objects(text))
@@ -192,16 +194,44 @@ def gemini_report(out: str) -> Report:
             "error": result.get("error") if result.get("status") not in (None, "success") else None,
         }
     usage = dict.fromkeys(USAGE_KEYS, 0)
+    turns = 0
     stats = _dict(data.get("stats"))
-    for model in _dict(stats.get("models")).values():
+    for model in _dict(stats.get("models")).values():  # the agent's model and the CLI's side questions' (routing…)
         tokens = _dict(_dict(model).get("tokens"))
         usage["input_tokens"] += _count(tokens.get("prompt") or tokens.get("input"))
         usage["output_tokens"] += _count(tokens.get("candidates"))
+        turns += _count(_dict(_dict(_dict(model).get("roles")).get("main")).get("totalRequests"))
     if stats.get("input_tokens") or stats.get("output_tokens"):  # stream-json's flat stats
         usage = {k: _count(stats.get(k)) for k in USAGE_KEYS}
-    error = data.get("error")
-    failed = ""
-    if error:
-        message = error.get("message") if isinstance(error, dict) else error
-        failed = f"the agent CLI reported an error: {str(message)[:300]}"
-    return Report(str(data.get("response") or "").strip() or "done", _session(data.get("session_id")), failed, usage)
+    failed = _gemini_failure(data.get("error"))
+    summary = str(data.get("response") or "").strip() or "done"
+    return Report(summary, _session(data.get("session_id")), failed, usage, turns=turns)
+
+
+def _gemini_failure(error: object) -> str:
+    """Gemini CLI's ``error`` (``type``, ``message``); an API error's message is the API's body."""
+    if not error:
+        return ""
+    message = str(error.get("message") if isinstance(error, dict) else error)
+    kind = error.get("type") if isinstance(error, dict) else None
+    api = _dict(_dict(_whole(message.strip("[]").removeprefix("API Error: "))).get("error"))
+    if isinstance(api.get("message"), str):
+        message = f"the API answered {api.get('code', '?')} {api.get('status', '')}: {api['message']}"
+    why = message[:300] + (f" ({kind})" if kind and kind not in ("Error", "unknown") else "")
+    return f"the agent CLI reported an error: {why}"
+
+
+def gemini_error(text: str) -> str:
+    """Why Gemini CLI failed, from the JSON object it prints (on stderr) when it exits non-zero:
+    ``{"session_id": …, "error": {"type", "message", "code"}}`` among its other lines; "" when
+    there is none."""
+    decoder = json.JSONDecoder()
+    found: dict[str, Any] | None = None
+    for m in re.finditer(r"^(?:\[ERROR\] )?(?=\{)", text, re.M):
+        try:
+            data, _ = decoder.raw_decode(text, m.end())
+        except ValueError:
+            continue
+        if isinstance(data, dict) and data.get("error"):
+            found = data
+    return _gemini_failure(found["error"]) if found is not None else ""
