@@ -36,6 +36,7 @@ from typing import NamedTuple
 from workflow.agents.contain import leftovers
 from workflow.app import App
 from workflow.artifacts import agentfiles, edits
+from workflow.artifacts.gitrepo import Repo
 from workflow.artifacts.gitstate import Start, head_problem
 from workflow.artifacts.move import revert
 from workflow.core.config import Config
@@ -102,8 +103,11 @@ class Run(RunBox):
             }
         )
         if config is not None:  # what the artifact roots hold now: a failed run is put back to it
-            write_atomic(run.dir / "base.json", json.dumps(edits.snapshot(config).blobs), mode=0o600, sync_dir=False)
-            begun = edits.start(config)
+            repo = Repo.find(config)
+            write_atomic(
+                run.dir / "base.json", json.dumps(edits.snapshot(config, repo).blobs), mode=0o600, sync_dir=False
+            )
+            begun = edits.start(config, repo)
             write_atomic(run.dir / "head", begun.head, mode=0o600, sync_dir=False)
             write_atomic(run.dir / "head-file", begun.head_file, mode=0o600, sync_dir=False)
             write_atomic(run.dir / "git.json", json.dumps(begun.entries), mode=0o600, sync_dir=False)

@@ -358,15 +358,17 @@ def gitlinks_since(config: Config, since: str | None) -> list[str]:
 MAX_PACKED = 16 << 20  # a packed-refs bigger than this is not kept for a rollback
 
 
-def start(config: Config) -> Start:
-    """``.git`` as a run begins."""
+def start(config: Config, repo: Repo | None = None) -> Start:
+    """``.git`` as a run begins (``repo``: the project's, when the caller found it already)."""
     packed = config.project_dir / ".git" / "packed-refs"
     kept = None
     if not odd_entry(packed, False) and packed.is_file() and packed.stat().st_size <= MAX_PACKED:
         kept = packed.read_bytes()
+    repo = repo or Repo.find(config)
     with project_lock(config):  # never in the middle of another run's commit: its staging is not the owner's
-        index, named, marked = staged(config), refs(config), flagged(config)
-    return Start(head(config) or "", head_file(config), tuple(git_entries(config)), kept, index, named, marked)
+        index, named, marked = staged(config, repo), refs(config, repo), flagged(config, repo)
+    top = repo.head() if repo is not None else None
+    return Start(top or "", head_file(config), tuple(git_entries(config)), kept, index, named, marked)
 
 
 def branch_of(begun: Start) -> str:
@@ -378,15 +380,16 @@ def branch_of(begun: Start) -> str:
 def check_refs(config: Config, begun: Start) -> None:
     """GitError when the run moved a ref other than its branch, or marked index entries so that
     git status and diff keep quiet about them."""
+    repo = Repo.find(config)
     if begun.refs is not None:
-        moved = moved_refs(config, begun.refs, branch_of(begun))
+        moved = moved_refs(config, begun.refs, branch_of(begun), repo)
         if moved:
             raise GitError(
                 f"the run moved {', '.join(moved)}: the owner's next checkout, merge or stash pop would take it "
                 "unchecked"
             )
     if begun.flagged is not None:
-        marked = sorted(set(flagged(config)) - set(begun.flagged))
+        marked = sorted(set(flagged(config, repo)) - set(begun.flagged))
         if marked:
             raise GitError(f"the run marked {', '.join(marked)} assume-unchanged or skip-worktree: git would hide it")
 
@@ -445,14 +448,15 @@ def neutralize(config: Config, keep: Path, since: str | None, role: str, begun: 
             restore_index(config, begun.staged, changed, env)
         if changed:
             lines.append(f"put git's index back as it was for {', '.join(changed)}")
+    repo = Repo.find(config)
     if begun.refs is not None:
-        moved = moved_refs(config, begun.refs, branch_of(begun))
+        moved = moved_refs(config, begun.refs, branch_of(begun), repo)
         if moved:
             with project_lock(config) as env:
                 kept = put_refs_back(config, begun.refs, moved, env)
             lines.append(f"put back {', '.join(moved)}, which the run moved (what they named is kept under {kept})")
     if begun.flagged is not None:
-        marked = sorted(set(flagged(config)) - set(begun.flagged))
+        marked = sorted(set(flagged(config, repo)) - set(begun.flagged))
         if marked:
             with project_lock(config) as env:
                 unflag(config, marked, env)

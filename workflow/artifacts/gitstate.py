@@ -120,9 +120,9 @@ class Start(NamedTuple):
     flagged: tuple[str, ...] | None = None
 
 
-def staged(config: Config) -> Staged:
+def staged(config: Config, repo: Repo | None = None) -> Staged:
     """Every index entry that differs from HEAD (none for a repository without a commit)."""
-    repo = Repo.find(config)
+    repo = repo or Repo.find(config)  # one the caller found already: one git call fewer
     if repo is None:
         return {}
     out = repo.git("diff-index", "--cached", "-z", "--no-renames", "HEAD", check=False)
@@ -223,20 +223,20 @@ def repair_head(config: Config, keep: Path, begun: Start) -> list[str]:
     return lines
 
 
-def refs(config: Config) -> dict[str, str]:
+def refs(config: Config, repo: Repo | None = None) -> dict[str, str]:
     """Every ref's name → the object it names."""
-    repo = Repo.find(config)
+    repo = repo or Repo.find(config)  # one the caller found already: one git call fewer
     if repo is None:
         return {}
     out = repo.git("for-each-ref", "--format=%(refname)%00%(objectname)", check=False)
     return dict(line.split("\0", 1) for line in out.splitlines() if "\0" in line)
 
 
-def moved_refs(config: Config, before: dict[str, str], branch: str) -> list[str]:
+def moved_refs(config: Config, before: dict[str, str], branch: str, repo: Repo | None = None) -> list[str]:
     """Refs the run added, moved or deleted, but the checked-out ``branch`` (whose commits are
     checked one by one) and our own ``refs/workflow/``: another branch, a tag, the stash — what
     the owner's next checkout, merge or ``stash pop`` would take unchecked."""
-    now = refs(config)
+    now = refs(config, repo)
     return sorted(
         r
         for r in set(before) | set(now)
@@ -261,10 +261,10 @@ def put_refs_back(config: Config, before: dict[str, str], names: Collection[str]
     return kept
 
 
-def flagged(config: Config) -> tuple[str, ...]:
+def flagged(config: Config, repo: Repo | None = None) -> tuple[str, ...]:
     """Index entries marked assume-unchanged or skip-worktree: git status and diff stay silent on
     their changes (a run could hide an edit to a file the owner runs)."""
-    repo = Repo.find(config)
+    repo = repo or Repo.find(config)  # one the caller found already: one git call fewer
     if repo is None:
         return ()
     out = repo.git("ls-files", "-v", "-z", check=False)
