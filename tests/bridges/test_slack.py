@@ -12,13 +12,21 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import pytest
 
-from helpers.agent_clis import cli_bin, needs_claude
-from helpers.fake_anthropic import FakeAnthropic, text, tool_use
+from helpers.agent_clis import cli_bin, needs_claude, needs_codex, needs_gemini
+from helpers.fake_anthropic import FakeAnthropic, tool_use
+from helpers.fake_anthropic import text as anthropic_text
+from helpers.fake_gemini import FakeGemini
+from helpers.fake_gemini import call as gemini_call
+from helpers.fake_gemini import text as gemini_text
+from helpers.fake_openai import FakeOpenAI
+from helpers.fake_openai import call as openai_call
+from helpers.fake_openai import text as openai_text
 from helpers.fake_slack import FakeSlack
 from helpers.git import GIT_ENV, git_project
 from helpers.project import Project, free_port
@@ -657,35 +665,89 @@ def test_a_follow_up_resumes_the_tasks_agent_session_or_falls_back_to_a_new_run(
         ep.stop()
 
 
+class Model(NamedTuple):
+    """A stand-in model API for one agent CLI: its server, the variables that point the CLI at it,
+    a turn that finishes the run saying ``said``, a turn that only says it, and what it was asked."""
+
+    server: Any
+    env: dict[str, str]
+    finish: Callable[[str, int], Any]
+    say: Callable[[str], Any]
+    asked: Callable[[], list[str]]  # every agent turn's request, as JSON
+
+
+def stand_in(cli: str) -> Model:
+    if cli == "claude-code":
+        a = FakeAnthropic(cli=True)
+        return Model(
+            a,
+            {"ANTHROPIC_BASE_URL": a.url, "ANTHROPIC_AUTH_TOKEN": "sk-x"},  # not ANTHROPIC_API_KEY: keyword intents
+            lambda said, n: tool_use("mcp__workflow__finish", {"status": "done", "summary": said}, f"toolu_{n}"),
+            anthropic_text,
+            lambda: [json.dumps(q) for q in a.requests if q.get("tools")],
+        )
+    if cli == "codex":
+        o = FakeOpenAI()
+        finish = {"status": "done"}
+        return Model(
+            o,
+            {"OPENAI_BASE_URL": o.url, "OPENAI_API_KEY": "sk-x"},
+            lambda said, n: openai_call("finish", {**finish, "summary": said}, f"call_{n}", namespace="mcp__workflow"),
+            openai_text,
+            lambda: [json.dumps(q) for q in o.requests],
+        )
+    g = FakeGemini()
+    return Model(
+        g,
+        g.env(),
+        lambda said, n: gemini_call("mcp_workflow_finish", {"status": "done", "summary": said}),
+        gemini_text,
+        lambda: [json.dumps(q.body) for q in g.requests],
+    )
+
+
 @needs_bwrap
-@needs_claude
-def test_a_follow_up_resumes_the_real_claude_code_session_of_its_task(
-    tmp_path: Path, slack: FakeSlack, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    "cli",
+    [
+        pytest.param("claude-code", marks=needs_claude),
+        pytest.param("codex", marks=needs_codex),
+        pytest.param("gemini", marks=needs_gemini),
+    ],
+)
+def test_a_follow_up_resumes_the_real_agent_cli_session_of_its_task(
+    tmp_path: Path, slack: FakeSlack, monkeypatch: pytest.MonkeyPatch, cli: str
 ) -> None:
     """Issue 35: resume failed whenever ~/.claude did not exist before the first run (the
-    transcript went to the sandbox's tmpfs). With the claude-code profile the session lives in
-    the role's own CLI state, and the follow-up's run resumes it: the model sees the first run."""
+    transcript went to the sandbox's tmpfs), and Codex's and Gemini CLI's sessions were never
+    read. With each CLI's profile the session lives in the role's own CLI state, and the
+    follow-up's run resumes it: the model sees the first run's exchange."""
     p = slack_project(tmp_path, slack)
     cfg = p.dir / "workflow.toml"
-    cfg.write_text(cfg.read_text().replace('backend = "scripted"', 'backend = "claude-code"'))
-    with FakeAnthropic(cli=True) as api:
+    cfg.write_text(
+        cfg.read_text().replace('backend = "scripted"', f'backend = "{cli}"')
+        + ('\n[backends.codex]\nmodel = "gpt-test"\n' if cli == "codex" else "")  # its MCP tools as functions
+    )
+    model = stand_in(cli)
+    with model.server:
         monkeypatch.setenv("PATH", f"{cli_bin()}:{os.environ['PATH']}")
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", api.url)
-        monkeypatch.setenv("ANTHROPIC_AUTH_TOKEN", "sk-x")  # not ANTHROPIC_API_KEY: intents by keywords
+        for name, value in model.env.items():
+            monkeypatch.setenv(name, value)
         for n, said in ((1, "Weekly summary: FIRST-ANSWER"), (2, "Monthly summary: SECOND-ANSWER")):
-            api.add(tool_use("mcp__workflow__finish", {"status": "done", "summary": said}, f"toolu_{n}"))
-            api.add(text(said))
+            model.server.add(model.finish(said, n))
+            model.server.add(model.say(said))
         ep = Endpoint(p, socket=True)
         try:
             slack.push(message("R1", "960.1", "Please research what we shipped this week"))
-            wait(lambda: [t["status"] for t in tasks(p)] == ["completed"], "the first task", 90)
+            wait(lambda: [t["status"] for t in tasks(p)] in (["completed"], ["failed"]), "the first task", 90)
+            assert tasks(p)[0]["status"] == "completed", (tasks(p), ep.text())
             session = str(tasks(p)[0]["session"])
             assert session and "FIRST-ANSWER" in str(tasks(p)[0]["result"]), tasks(p)
             slack.push(message("R2", "960.2", "and last month?", thread_ts="960.1"))
-            wait(lambda: len(tasks(p)) == 2 and tasks(p)[1]["status"] == "completed", "the follow-up", 90)
+            wait(lambda: len(tasks(p)) == 2 and tasks(p)[1]["status"] in ("completed", "failed"), "the follow-up", 90)
+            assert tasks(p)[1]["status"] == "completed", (tasks(p), ep.text())
             assert tasks(p)[1]["resume"] == session and f"resuming session {session}" in ep.text()
-            resumed = [q for q in api.requests if q.get("tools")][-1]
-            assert "FIRST-ANSWER" in json.dumps(resumed["messages"])  # the first run, from its transcript
+            assert "FIRST-ANSWER" in model.asked()[-1]  # the first run's exchange, from the CLI's own session
         finally:
             ep.stop()
 
