@@ -5,6 +5,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 if [ -x "$root/.venv/bin/python" ]; then
-  exec "$root/.venv/bin/python" -c 'from workflow.cli.run import main; main()' "$@"
+  # -P: the current directory (a project, where an agent may have left a `workflow/`) is never imported from
+  exec "$root/.venv/bin/python" -P -c 'from workflow.cli.run import main; main()' "$@"
 fi
 exec run-role "$@"

@@ -22,16 +22,14 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from workflow.agentd.launch import Handle, Launcher
 from workflow.agentd.scan import MailScan, Meta
 from workflow.agentd.tasks import Task, Tasks, TaskStatus
 from workflow.agents import locks
@@ -51,7 +49,7 @@ LOG_MIDS = 50  # Message-IDs listed per log line (the rest are counted)
 
 class Running(NamedTuple):
     task: Task
-    proc: subprocess.Popen[bytes] | None  # None: adopted from an agentd that crashed (watched by its lock)
+    proc: Handle | None  # None: adopted from an agentd that crashed (watched by its lock)
     started: float
     result_file: Path
     lock: locks.LockInfo | None = None
@@ -117,6 +115,7 @@ class Agentd:
         self.roles = self._roles()
         self.observer: Any = None
         self.scan = MailScan(app.maildirs)
+        self.launcher = Launcher()  # runs forked from a warm fork server (launch), started with the first
 
     def _roles(self) -> list[str]:
         """Async roles with triggers, and panels (a review panel wakes on review-requests, a
@@ -356,9 +355,7 @@ class Agentd:
         cfg = self.app.config
         result = self.runs_dir / f"task-{t.id}.json"
         result.unlink(missing_ok=True)
-        argv = [sys.executable, "-P", "-m", "workflow"]  # -P: the project never shadows the package
-        if self.opts.nice and shutil.which("nice"):
-            argv = ["nice", "-n", str(self.opts.nice), *argv]
+        argv: list[str] = []
         if cfg.path is not None:
             argv += ["--config", str(cfg.path)]
         argv += ["--mail-root", str(cfg.mail_root), "run-role", "--with-email"]
@@ -366,19 +363,8 @@ class Agentd:
             argv += ["--backend", self.opts.backend]
         argv.append(t.role)
         env = {**os.environ, "WORKFLOW_RESULT_FILE": str(result), "WORKFLOW_TASK": str(t.id)}
-        out = open(self.runs_dir / f"task-{t.id}.log", "ab")
-        try:
-            proc = subprocess.Popen(
-                argv,
-                cwd=cfg.project_dir,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        finally:
-            out.close()
+        log = self.runs_dir / f"task-{t.id}.log"
+        proc = self.launcher.start(argv, cfg.project_dir, env, log, self.opts.nice)
         now = time.time()
         self.tasks.set_pid(t.id, proc.pid)
         self.running[t.id] = Running(t, proc, now, result)

@@ -255,6 +255,8 @@ class RoleTools:
             raise ToolError(f"finish: status must be one of {', '.join(STATUSES)}, got {status!r}")
         if not isinstance(summary, str):
             raise ToolError("finish: summary must be a string")
+        if self.finished is not None:  # the first word stands: a run said failed is not done after all
+            raise ToolError(f"finish: this run has finished already ({self.finished[0]}); stop now")
         self.finished = (status, summary[:MAX_SUMMARY])
         if status == "done":
             return "finished: done. Everything your run did is kept when you exit; stop now."

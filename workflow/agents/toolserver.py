@@ -70,6 +70,7 @@ class ToolServer:
         self.guard = threading.Lock()
         self.wake_r, self.wake_w = socket.socketpair()
         self.listener: socket.socket | None = None
+        self.closed = False  # the run is ending: no call is served any more
         self.made: tuple[int, int] | None = None
         self.thread = threading.Thread(target=self._accept, name="tools", daemon=True)
 
@@ -82,6 +83,8 @@ class ToolServer:
     def __exit__(self, *exc: object) -> None:
         self.wake_w.send(b"x")
         self.thread.join()
+        with self.lock:  # a call under way ends before the run does; none starts after
+            self.closed = True
         with self.guard:
             for conn in list(self.open):
                 try:
@@ -108,10 +111,14 @@ class ToolServer:
                     except OSError:
                         continue
                     with self.guard:
-                        welcome = len(self.open) < MAX_CLIENTS and local.peer_uid(conn) == os.getuid()
+                        mine = local.peer_uid(conn) == os.getuid()
+                        welcome = mine and len(self.open) < MAX_CLIENTS
                         if welcome:
                             self.open.add(conn)
                     if not welcome:
+                        if mine:  # the agent hears why, and may try again when a call has ended
+                            busy = {"ok": False, "text": f"refused: {MAX_CLIENTS} calls are open already; wait for one"}
+                            self._answer(conn, busy)
                         conn.close()
                         continue
                     threading.Thread(target=self._serve, args=(conn,), name="tool-call", daemon=True).start()
@@ -127,8 +134,8 @@ class ToolServer:
             conn.settimeout(READ_TIMEOUT)
             try:
                 request = json.loads(read_line(conn, self.cap))
-            except (ValueError, OSError) as e:
-                self._answer(conn, {"ok": False, "text": f"refused: a bad request ({e})"})
+            except (ValueError, OSError, RecursionError) as e:
+                self._answer(conn, {"ok": False, "text": f"refused: a bad request ({type(e).__name__}: {e})"[:500]})
                 return
             self._answer(conn, self.handle(request))
         except OSError:
@@ -146,12 +153,14 @@ class ToolServer:
         if not isinstance(args, dict):
             return {"ok": False, "text": f"refused: {name}: arguments must be an object"}
         with self.lock:
+            if self.closed:
+                return {"ok": False, "text": "refused: the run has ended"}
             try:
                 return {"ok": True, "text": self.tools.call(name, args)}
             except ToolError as e:
                 return {"ok": False, "text": f"refused: {e}"}
-            except Exception as e:  # a fault of ours: the agent hears of it, the run goes on
-                return {"ok": False, "text": f"failed: {type(e).__name__}: {e}"}
+            except (Exception, RecursionError) as e:  # a fault of ours: the agent hears of it, the run goes on
+                return {"ok": False, "text": f"failed: {type(e).__name__}: {e}"[:2000]}
 
     @staticmethod
     def _answer(conn: socket.socket, answer: dict[str, Any]) -> None:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -71,7 +72,8 @@ class Run(RunBox):
     def __init__(self, path: Path) -> None:
         super().__init__(path)
         self.agent = path / "agent"
-        self.journal = self.agent / "moves.jsonl"
+        self.journal = self.agent / "moves.jsonl"  # the sandboxed `workflow move`'s: the agent's, untrusted
+        self.own_journal = self.dir / "moves.jsonl"  # the run's tools' moves: the owner's side, out of reach
         self.token = ""  # the run credential: known to the run-role that began the run, and its agent
 
     # -- lifecycle
@@ -142,13 +144,17 @@ class Run(RunBox):
     # -- what the run does
 
     def intend_move(self, before: Artifact, after: Artifact) -> None:
-        """Journal a move before it is committed, so a rollback can find it whatever happens next."""
+        """Journal a move of the run's tools before it is committed, so a rollback finds it
+        whatever happens next — in the owner's part of the run, which the agent cannot reach
+        (it could delete, forge or replace a journal in its own directory)."""
         if not self.is_open():
             raise ToolError("the run has ended: it moves nothing more")
-        journal_move(self.agent, before, after)
+        append_entry(self.own_journal, before, after)
 
     def wrote(self, path: str) -> None:
         """Record an artifact the run wrote through its tools (the owner's side: the agent cannot)."""
+        if not self.is_open():
+            raise ToolError("the run has ended: it writes nothing more")
         with open(self.dir / "written", "a", encoding="utf-8") as f:
             f.write(path + "\n")
 
@@ -272,19 +278,21 @@ class Run(RunBox):
         return [str(p) for p in data] if isinstance(data, list) else []
 
     def moves(self, config: Config | None = None) -> list[Journalled]:
-        """The journalled moves — the agent's own ``workflow move`` writes this journal, so every
-        entry is untrusted: with ``config``, only a move of one artifact between two of its
-        state folders inside an artifact root is taken (a forged entry could name any path)."""
+        """The journalled moves: the run's tools' (the owner's journal), then its shell's — the
+        agent's own ``workflow move`` writes that one, so every entry there is untrusted: with
+        ``config``, only a move of one artifact between two of its state folders inside an
+        artifact root is taken (a forged entry could name any path)."""
         out: list[Journalled] = []
-        data = read_untrusted(self.journal, MAX_RUN_FILE)
-        for line in (data or b"").decode("utf-8", "replace").splitlines():
-            try:
-                d = json.loads(line)
-                m = Journalled(Artifact(*map(str, d["before"])), Artifact(*map(str, d["after"])))
-            except (ValueError, KeyError, TypeError):
-                continue
-            if config is None or _legal_entry(config, m):
-                out.append(m)
+        for journal in (self.own_journal, self.journal):
+            data = read_untrusted(journal, MAX_RUN_FILE)
+            for line in (data or b"").decode("utf-8", "replace").splitlines():
+                try:
+                    d = json.loads(line)
+                    m = Journalled(Artifact(*map(str, d["before"])), Artifact(*map(str, d["after"])))
+                except (ValueError, KeyError, TypeError):
+                    continue
+                if (config is None or _legal_entry(config, m)) and m not in out:
+                    out.append(m)
         return out
 
     # -- how it ends
@@ -384,11 +392,24 @@ def _legal_entry(config: Config, m: Journalled) -> bool:
 
 
 def journal_move(agent_dir: Path, before: Artifact, after: Artifact) -> None:
-    """Append one move to a run's journal (``$WORKFLOW_RUN/moves.jsonl``), durably."""
-    with open(agent_dir / "moves.jsonl", "a", encoding="utf-8") as f:
-        f.write(json.dumps({"before": list(before), "after": list(after)}) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
+    """Append one move to a run's shell journal (``$WORKFLOW_RUN/moves.jsonl``), durably."""
+    append_entry(agent_dir / "moves.jsonl", before, after)
+
+
+def append_entry(path: Path, before: Artifact, after: Artifact) -> None:
+    """Append one journal line durably — never through a symlink, never waiting on a FIFO, only
+    to a regular file (a ToolError otherwise: the move is not made)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+    except OSError as e:
+        raise ToolError(f"cannot journal the move in {path}: {e.strerror} (a file planted there?)") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ToolError(f"cannot journal the move in {path}: not a regular file")
+        os.write(fd, (json.dumps({"before": list(before), "after": list(after)}) + "\n").encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _send(app: App, transport: Transport, s: Staged) -> str:

@@ -112,7 +112,7 @@ class CommandBackend:
         with ExitStack() as stack:
             tools_dir = job.run_dir / "agent" if job.run_dir is not None else None
             if tools_dir is None:  # a panel member, a reply: no run of its own, its (read-only) tools still served
-                scratch = self.config.state.cli(job.role.name) / "tools"
+                scratch = self.config.state.root / "tools"  # the owner's, never in a sandbox (its CLI state is)
                 scratch.mkdir(parents=True, exist_ok=True, mode=0o700)
                 tools_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(dir=scratch)))
             stack.enter_context(ToolServer(job.tools, tools_dir / TOOLS_SOCKET))

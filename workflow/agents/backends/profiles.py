@@ -16,6 +16,8 @@ profile (each CLI's headless mode would otherwise deny its tools and exit 0).
 from __future__ import annotations
 
 import json
+import os
+import stat
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -24,6 +26,7 @@ from typing import NamedTuple
 
 from workflow.agents.backends.reports import Report, claude_report, codex_report, gemini_error, gemini_report
 from workflow.core.config import CliConfig
+from workflow.core.files import write_atomic
 
 SERVER = "workflow"  # the MCP server's name in every CLI's configuration
 READ_TOOLS = {"claude-code": ("Read", "Glob", "Grep")}
@@ -46,6 +49,19 @@ class Plan(NamedTuple):
 class Launch(NamedTuple):
     argv: list[str]
     env: dict[str, str]
+
+
+def real_dir(path: Path) -> None:
+    """``path`` as a real directory of ours: whatever else an agent left there (a symlink, a FIFO,
+    a file) is removed first."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        path.mkdir(parents=True, mode=0o700)
+        return
+    if not stat.S_ISDIR(st.st_mode):
+        os.unlink(path)  # a symlink is removed, never followed
+        path.mkdir(mode=0o700)
 
 
 def mcp_command(socket: str) -> list[str]:
@@ -161,9 +177,11 @@ class Gemini:
             "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
             "model": {"maxSessionTurns": opts.max_turns or plan.max_turns},
         }
-        (home / ".gemini").mkdir(parents=True, exist_ok=True, mode=0o700)
-        path = home / ".gemini" / "settings.json"
-        path.write_text(json.dumps(settings, indent=2), encoding="utf-8")
+        # the role's CLI state is its agent's to write: what we write there goes through no symlink
+        # or FIFO it left (a real directory, a new file renamed into place)
+        real_dir(home)
+        real_dir(home / ".gemini")
+        write_atomic(home / ".gemini" / "settings.json", json.dumps(settings, indent=2), mode=0o600, durable=False)
         argv = [opts.program or self.program, "--output-format", "json", "--skip-trust"]
         argv += ["--allowed-mcp-server-names", SERVER]
         argv += ["--approval-mode", "yolo" if plan.sandboxed and not plan.read_only else "default"]

@@ -1,0 +1,141 @@
+"""The run's tool server against a hostile agent: what the agent does to its own run directory,
+its CLI state or its tool socket never makes run-role write where it should not, keep a move of a
+failed run, hang, or count a run done that said it failed — with real run-roles, a real bubblewrap
+sandbox and the agent talking to its tool socket as any agent CLI's MCP server does."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from helpers.git import GIT_ENV, git_project, sh
+from helpers.project import Project
+from helpers.runs import unread
+from helpers.sandboxing import needs_bwrap
+
+AGENT = """\
+import os, sys
+from pathlib import Path
+from workflow.agents.toolserver import call as ask  # what `workflow mcp` relays through
+sys.stdin.read()
+mode, victim = Path("mode").read_text().strip(), sys.argv[1]
+run = Path(os.environ["WORKFLOW_RUN"])
+
+def call(tool, **arguments):
+    answer = ask(os.environ["WORKFLOW_TOOLS"], tool, arguments)
+    print(tool, answer)
+    return answer
+
+if mode == "symlink":  # the shell journal points at the owner's file
+    os.symlink(victim, run / "moves.jsonl")
+elif mode == "fifo":  # … or is a FIFO nobody writes
+    os.mkfifo(run / "moves.jsonl")
+moved = call("move_artifact", artifact="specs/proposed/user-auth.md", state="todo")
+assert moved["ok"], moved
+if mode == "delete":  # the journal of what it did, gone
+    for journal in run.glob("*.jsonl"):
+        journal.unlink()
+if mode == "twice":  # said it failed, then that it was done after all
+    call("finish", status="failed", summary="cannot judge it")
+    print("second", call("finish", status="done", summary="all done"))
+    sys.exit(0)
+call("finish", status="failed", summary="gave up")
+"""
+
+
+def project(tmp_path: Path) -> tuple[Project, Path]:
+    p = git_project(tmp_path / "ts")
+    victim = tmp_path / "owner-bashrc"
+    victim.write_text("# the owner's\n")
+    (p.dir / "agent.py").write_text(AGENT)
+    with open(p.dir / "workflow.toml", "a") as f:
+        f.write(f'\n[backends.command]\nargv = ["{sys.executable}", "agent.py", "{victim}"]\ntimeout = 30\n')
+    (p.dir / ".gitignore").write_text("mail/\nmode\n")
+    sh(p, "git", "add", "-A")
+    sh(p, "git", "commit", "-qm", "agent")
+    p.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer")
+    return p, victim
+
+
+def run(p: Project, mode: str) -> subprocess.CompletedProcess[str]:
+    (p.dir / "mode").write_text(mode)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WORKFLOW_")}
+    return subprocess.run(
+        [sys.executable, "-m", "workflow", "run-role", "--with-email", "--backend", "command", "spec-reviewer"],
+        cwd=p.dir,
+        env={**env, **GIT_ENV},
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+
+
+@needs_bwrap
+def test_a_failed_runs_tool_moves_are_reverted_whatever_the_agent_does_to_its_run_directory(tmp_path: Path) -> None:
+    """Found by a hostile helper: the tools' moves were journalled in the agent's own directory —
+    a symlink there made run-role append to the owner's ~/.bashrc, a deleted journal kept the move
+    of a failed run, a FIFO hung run-role (and the project's git lock) for minutes."""
+    p, victim = project(tmp_path)
+    for mode in ("symlink", "delete", "fifo"):
+        t0 = time.monotonic()
+        r = run(p, mode)
+        assert r.returncode == 1 and "finished its run as failed: gave up" in r.stdout, (mode, r.stdout + r.stderr)
+        assert time.monotonic() - t0 < 30, mode
+        assert victim.read_text() == "# the owner's\n", mode
+        assert (p.dir / "specs" / "proposed" / "user-auth.md").exists(), (mode, r.stdout)
+        assert not (p.dir / "specs" / "todo" / "user-auth.md").exists(), mode
+        assert unread(p, "spec-reviewer") == 1
+    r = run(p, "twice")
+    assert r.returncode == 1 and "finished its run as failed: cannot judge it" in r.stdout, r.stdout + r.stderr
+    assert (p.dir / "specs" / "proposed" / "user-auth.md").exists() and unread(p, "spec-reviewer") == 1
+
+
+@needs_bwrap
+def test_what_an_agent_leaves_in_its_cli_state_never_carries_a_profiles_settings_elsewhere(tmp_path: Path) -> None:
+    """Found by a hostile helper: the Gemini profile wrote its settings file through a symlink
+    the last run's agent left in the role's CLI state (the owner's ~/.bashrc, overwritten)."""
+    p = git_project(tmp_path / "gs")
+    victim = tmp_path / "owner-dir"
+    victim.mkdir()
+    state = p.app.config.state.cli("spec-reviewer") / "gemini"
+    state.mkdir(parents=True)
+    os.symlink(victim, state / ".gemini")  # what a hostile agent of the role left behind
+    with open(p.dir / "workflow.toml", "a") as f:
+        f.write('\n[backends.gemini]\nprogram = "/bin/true"\n')
+    p.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WORKFLOW_")}
+    r = subprocess.run(
+        [sys.executable, "-m", "workflow", "run-role", "--with-email", "--backend", "gemini", "spec-reviewer"],
+        cwd=p.dir,
+        env={**env, **GIT_ENV},
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert r.returncode == 1, r.stdout + r.stderr  # /bin/true never finishes a run
+    assert list(victim.iterdir()) == []
+    assert (state / ".gemini" / "settings.json").is_file() and not (state / ".gemini").is_symlink()
+
+
+def test_scripts_run_role_sh_never_imports_a_workflow_package_planted_in_the_project(tmp_path: Path) -> None:
+    """Found by a hostile helper: `python -c` put the working directory (a project, where an
+    agent may leave `workflow/`) first on the module path."""
+    p = git_project(tmp_path / "rs")
+    canary = tmp_path / "canary"
+    (p.dir / "workflow").mkdir()
+    (p.dir / "workflow" / "__init__.py").write_text(f"open({str(canary)!r}, 'w')\n")
+    script = Path(__file__).resolve().parents[2] / "scripts" / "run-role.sh"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WORKFLOW_")}
+    r = subprocess.run(
+        ["bash", str(script), "--dry-run", "--with-email", "spec-reviewer"],
+        cwd=p.dir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert not canary.exists()
