@@ -5,9 +5,10 @@ those get a plain answer and leave the queued turns to the agent loop)."""
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from helpers.wire import Served, reply
 
 
 def text(t: str, stop: str = "end_turn", usage: tuple[int, int] = (10, 5)) -> dict[str, Any]:
@@ -68,7 +69,7 @@ def tool_results(requests: list[dict[str, Any]]) -> list[str]:
     return found
 
 
-class FakeAnthropic:
+class FakeAnthropic(Served):
     """Answers queued responses in order: (status, headers, body). Records every request body."""
 
     def __init__(self, cli: bool = False) -> None:
@@ -103,31 +104,15 @@ class FakeAnthropic:
                     )
                 streamed = bool(body.get("stream")) and status == 200 and payload.get("type") == "message"
                 data = events(payload) if streamed else json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("content-type", "text/event-stream" if streamed else "application/json")
-                for k, v in headers.items():
-                    self.send_header(k, v)
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                reply(self, status, data, "text/event-stream" if streamed else "application/json", headers)
 
             def log_message(self, *args: object) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.serve(Handler)
 
     def add(self, body: dict[str, Any], status: int = 200, headers: dict[str, str] | None = None) -> None:
         self.queue.append((status, headers or {}, body))
 
     def error(self, status: int, kind: str, headers: dict[str, str] | None = None) -> None:
         self.add({"type": "error", "error": {"type": kind, "message": f"fake {status}"}}, status, headers)
-
-    def __enter__(self) -> FakeAnthropic:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()

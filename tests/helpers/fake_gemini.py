@@ -18,9 +18,11 @@ from __future__ import annotations
 import json
 import re
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, NamedTuple
 from urllib.parse import unquote, urlsplit
+
+from helpers.wire import Served, reply
 
 PATH = re.compile(r"^/v1(?:beta|alpha)?/models/([^/:]+):([A-Za-z]+)$")
 
@@ -137,7 +139,7 @@ def function_responses(requests: list[Request]) -> list[tuple[str, str]]:
     return seen
 
 
-class FakeGemini:
+class FakeGemini(Served):
     """Answers queued turns in order; records every request (``requests``: the agent's turns,
     ``side``: the CLI's side questions)."""
 
@@ -185,18 +187,12 @@ class FakeGemini:
 
             def reply(self, status: int, payload: dict[str, Any], streamed: bool = False) -> None:
                 data = events(payload) if streamed else json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("content-type", "text/event-stream" if streamed else "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                reply(self, status, data, "text/event-stream" if streamed else "application/json")
 
             def log_message(self, *args: object) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.serve(Handler)
 
     def add(self, body: dict[str, Any], status: int = 200) -> None:
         self.queue.append((status, body))
@@ -212,11 +208,3 @@ class FakeGemini:
     def env(self) -> dict[str, str]:
         """What points the real CLI here: its base URL and a key."""
         return {"GOOGLE_GEMINI_BASE_URL": self.url, "GEMINI_API_KEY": "fake-gemini-key"}
-
-    def __enter__(self) -> FakeGemini:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()

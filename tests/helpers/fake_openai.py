@@ -21,8 +21,10 @@ import gzip
 import itertools
 import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from helpers.wire import Served, reply
 
 IDS = itertools.count(1)
 Turn = tuple[int, dict[str, str], dict[str, Any]]
@@ -155,7 +157,7 @@ def offered(body: dict[str, Any]) -> set[str]:
     return names
 
 
-class FakeOpenAI:
+class FakeOpenAI(Served):
     """Answers queued turns in order: (status, headers, body). Records every turn asked for."""
 
     def __init__(self) -> None:
@@ -202,31 +204,15 @@ class FakeOpenAI:
                 if status != 200:
                     self.reply(status, payload, headers)
                     return
-                data = events(payload, str(body.get("model") or "gpt-fake"))
-                self.send_response(200)
-                self.send_header("content-type", "text/event-stream")
-                for k, v in headers.items():
-                    self.send_header(k, v)
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                reply(self, 200, events(payload, str(body.get("model") or "gpt-fake")), "text/event-stream", headers)
 
             def reply(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                for k, v in (headers or {}).items():
-                    self.send_header(k, v)
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                reply(self, status, json.dumps(payload).encode(), "application/json", headers)
 
             def log_message(self, *args: object) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.serve(Handler, "/v1")
 
     def add(self, body: dict[str, Any], status: int = 200, headers: dict[str, str] | None = None) -> None:
         self.queue.append((status, headers or {}, body))
@@ -234,11 +220,3 @@ class FakeOpenAI:
     def error(self, status: int, kind: str, headers: dict[str, str] | None = None) -> None:
         """A turn the API refuses, as it does: ``{"error": {"type", "message", …}}``."""
         self.add({"error": {"type": kind, "message": f"fake {status}", "code": None, "param": None}}, status, headers)
-
-    def __enter__(self) -> FakeOpenAI:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()

@@ -24,10 +24,11 @@ import json
 import re
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, NamedTuple
 
 from helpers.fake_anthropic import message
+from helpers.wire import Served, reply
 
 MAIL = re.compile(
     r"^## (NEW )?(\S+) from (\S+) \(.*?\)\n(?:.*?Artifacts: ([^·\n]+))?.*?\nMessage-ID: (<[^>\s]+>)",
@@ -201,7 +202,7 @@ def plan(role: str, prompt: str, results: list[str]) -> list[dict[str, Any]]:
     return steps
 
 
-class PipelineModel:
+class PipelineModel(Served):
     """The stand-in API server; ``url`` goes into ANTHROPIC_BASE_URL."""
 
     def __init__(self) -> None:
@@ -218,18 +219,12 @@ class PipelineModel:
                 data = json.dumps(model.answer(body)).encode()
                 with model.lock:
                     model.busy += time.monotonic() - t
-                self.send_response(200)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                reply(self, 200, data)
 
             def log_message(self, *args: object) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.serve(Handler)
 
     def answer(self, body: dict[str, Any]) -> dict[str, Any]:
         found = re.search(r"You are the (\S+) role", str(body.get("system", "")))
@@ -267,11 +262,3 @@ class PipelineModel:
             if c.first:
                 out[c.role] = out.get(c.role, 0) + 1
         return out
-
-    def __enter__(self) -> PipelineModel:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
