@@ -139,3 +139,29 @@ def test_scripts_run_role_sh_never_imports_a_workflow_package_planted_in_the_pro
     )
     assert r.returncode == 0, r.stdout + r.stderr
     assert not canary.exists()
+
+
+@needs_bwrap
+def test_an_agent_printing_a_flood_costs_run_role_no_memory(tmp_path: Path) -> None:
+    """Found by a hostile helper: run-role held all an agent printed (1 GiB printed: 3 GB of
+    run-role). What it prints goes to a file and is read back capped (its head and its tail)."""
+    p = git_project(tmp_path / "fl")
+    (p.dir / "agent.py").write_text(
+        "import subprocess, sys\nsys.stdin.read()\nline = b'x' * 1023 + b'\\n'\n"
+        "for _ in range(150 * 1024):\n    sys.stdout.buffer.write(line)\n"
+        "print('THE-END')\nsys.stdout.flush()\n"
+        "subprocess.run([sys.executable, '-I', '-m', 'workflow', 'finish', 'done', 'flooded'], check=True)\n"
+    )
+    with open(p.dir / "workflow.toml", "a") as f:
+        f.write(f'\n[backends.command]\nargv = ["{sys.executable}", "agent.py"]\ntimeout = 60\n')
+    sh(p, "git", "add", "-A")
+    sh(p, "git", "commit", "-qm", "agent")
+    p.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WORKFLOW_")}
+    argv = [sys.executable, "-m", "workflow", "run-role", "--with-email", "--backend", "command", "spec-reviewer"]
+    r = subprocess.run(
+        ["/usr/bin/time", "-f", "MAXRSS=%M", *argv], cwd=p.dir, env={**env, **GIT_ENV}, capture_output=True, text=True
+    )
+    assert r.returncode == 0 and "THE-END" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
+    rss = int(r.stderr.rsplit("MAXRSS=", 1)[1].split()[0])  # KiB, of run-role and what it waited for
+    assert rss < 150_000, f"run-role grew to {rss} KiB for 150 MiB printed"

@@ -32,7 +32,7 @@ import time
 from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from workflow.agents.backends.base import RunInput, RunResult
 from workflow.agents.backends.profiles import PROFILES, Launch, Plan
@@ -43,6 +43,21 @@ from workflow.agents.toolserver import ToolServer
 from workflow.core.config import CommandConfig, Config
 
 TAIL = 4000
+MAX_PRINTED = 16 << 20  # the most of an agent's output run-role reads: its first MiB and its last 15 MiB
+
+
+def printed(f: IO[bytes]) -> str:
+    """What an agent printed to ``f`` (a file), at most MAX_PRINTED bytes of it: the head (a
+    session's first event) and the tail (its result)."""
+    size = f.seek(0, os.SEEK_END)
+    f.seek(0)
+    if size <= MAX_PRINTED:
+        return f.read().decode("utf-8", "replace")
+    head = f.read(1 << 20)
+    f.seek(size - (MAX_PRINTED - (1 << 20)))
+    return (head + b"\n[...]\n" + f.read()).decode("utf-8", "replace")
+
+
 TOOLS_SOCKET = "tools.sock"  # in the run's agent directory: the run's tool server (agents.toolserver)
 INHERITED_NOT = (
     "WORKFLOW_TOKEN",
@@ -179,22 +194,37 @@ class CommandBackend:
     def _spawn(
         self, job: RunInput, argv: list[str], mode: Any, env: dict[str, str], view_args: list[str], timeout: float
     ) -> RunResult:
+        # what it prints goes to files, read back capped: an agent printing gigabytes costs run-role no memory
+        with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
+            try:
+                agent = Contained(
+                    argv,
+                    mode,
+                    job.run_dir,
+                    stdin=subprocess.PIPE,
+                    stdout=stdout.fileno(),
+                    stderr=stderr.fileno(),
+                    cwd=self.config.project_dir,
+                    env=env,
+                    view=view_args,
+                )
+            except OSError as e:
+                return RunResult(False, "", f"cannot start {argv[0]}: {e}")
+            return self._wait(agent, job, argv, mode, timeout, stdout, stderr)
+
+    def _wait(
+        self,
+        agent: Contained,
+        job: RunInput,
+        argv: list[str],
+        mode: Any,
+        timeout: float,
+        stdout: IO[bytes],
+        stderr: IO[bytes],
+    ) -> RunResult:
         try:
-            agent = Contained(
-                argv,
-                mode,
-                job.run_dir,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                cwd=self.config.project_dir,
-                env=env,
-                view=view_args,
-            )
-        except OSError as e:
-            return RunResult(False, "", f"cannot start {argv[0]}: {e}")
-        try:
-            out, err = agent.communicate(job.prompt, timeout=timeout)
+            agent.communicate(job.prompt, timeout=timeout)
+            out, err = printed(stdout), printed(stderr)
         except subprocess.TimeoutExpired:
             agent.kill()
             return RunResult(
