@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.agentd import wait_until
+from helpers.agentd import default_sigint, wait_until
 from helpers.git import GIT_ENV, git_project, sh
 from helpers.project import Project
 from helpers.runs import script, unread
@@ -133,6 +133,7 @@ def test_a_failed_runs_move_that_someone_moved_on_is_left_alone_not_put_in_two_f
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        preexec_fn=default_sigint,  # Ctrl-C reaches it even when this suite runs in the background
     )
     try:
         wait_until(lambda: (gp.dir / "specs" / "todo" / "user-auth.md").exists(), "the run's move")
