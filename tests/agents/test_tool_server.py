@@ -13,7 +13,7 @@ from pathlib import Path
 
 from helpers.git import GIT_ENV, git_project, sh
 from helpers.project import Project
-from helpers.runs import unread
+from helpers.runs import script, unread
 from helpers.sandboxing import needs_bwrap
 
 AGENT = """\
@@ -165,3 +165,65 @@ def test_an_agent_printing_a_flood_costs_run_role_no_memory(tmp_path: Path) -> N
     assert r.returncode == 0 and "THE-END" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
     rss = int(r.stderr.rsplit("MAXRSS=", 1)[1].split()[0])  # KiB, of run-role and what it waited for
     assert rss < 150_000, f"run-role grew to {rss} KiB for 150 MiB printed"
+
+
+SHELL = """\
+import os, subprocess, sys
+from pathlib import Path
+sys.stdin.read()
+mode = Path("mode").read_text().strip()
+if mode == "commit":  # its own commit, behind the tools' back
+    with open("specs/proposed/user-auth.md", "a") as f:
+        f.write("INJECTED BY A FAILED RUN\\n")
+    subprocess.run(["git", "commit", "-qam", "edit"], check=True)
+elif mode == "rename":  # a move by hand, without git
+    os.rename("specs/proposed/user-auth.md", "specs/done/user-auth.md")
+subprocess.run([sys.executable, "-I", "-m", "workflow", "finish", "failed", "gave up"], check=True)
+"""
+
+
+@needs_bwrap
+def test_a_failed_shell_run_keeps_no_commit_of_its_own_and_loses_no_artifact_it_renamed(tmp_path: Path) -> None:
+    """Found by a hostile helper: a failed run's own `git commit` stayed; an artifact it renamed
+    by hand to another state folder was removed there and not put back — in no folder at all."""
+    p, _ = project(tmp_path)
+    (p.dir / "agent.py").write_text(SHELL)
+    sh(p, "git", "commit", "-qam", "a shell agent")
+    for mode in ("commit", "rename"):
+        r = run(p, mode)
+        assert r.returncode == 1 and "finished its run as failed: gave up" in r.stdout, (mode, r.stdout + r.stderr)
+        assert (p.dir / "specs" / "proposed" / "user-auth.md").read_text() == "# User auth\n", (mode, r.stdout)
+        assert not (p.dir / "specs" / "done" / "user-auth.md").exists(), mode
+        assert sh(p, "git", "status", "--porcelain", "--", "specs").stdout == "", mode
+        assert unread(p, "spec-reviewer") == 1
+
+
+def test_agentds_fork_server_never_imports_a_package_planted_in_the_project(tmp_path: Path) -> None:
+    """Found by a hostile helper: Python's fork server imports its preload with its working
+    directory first on the module path; started where agentd runs (the project, as the systemd
+    unit and `workflow up` do), it imported a `workflow/` an agent left there, and every run after
+    was forked from it."""
+    p = git_project(tmp_path / "fs")
+    canary = tmp_path / "canary"
+    for name in ("workflow", "click"):
+        (p.dir / name).mkdir()
+        (p.dir / name / "__init__.py").write_text(f"open({str(canary) + '-' + name!r}, 'w')\n")
+    script(p, "spec-reviewer", [{"say": "reviewed"}])
+    p.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WORKFLOW_")}
+    daemon = subprocess.Popen(
+        [str(Path(sys.executable).parent / "workflow"), "agentd", "run", "--rescan", "0.2"],
+        cwd=p.dir,
+        env={**env, **GIT_ENV},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while unread(p, "spec-reviewer") and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=60)
+    assert unread(p, "spec-reviewer") == 0  # a run was forked and did its work
+    assert not list(tmp_path.glob("canary*"))

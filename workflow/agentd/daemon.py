@@ -115,7 +115,8 @@ class Agentd:
         self.roles = self._roles()
         self.observer: Any = None
         self.scan = MailScan(app.maildirs)
-        self.launcher = Launcher()  # runs forked from a warm fork server (launch), started with the first
+        # runs forked from a warm fork server (launch), started now, before any thread of ours
+        self.launcher = Launcher(protected=(app.config.project_dir, app.config.mail_root))
 
     def _roles(self) -> list[str]:
         """Async roles with triggers, and panels (a review panel wakes on review-requests, a

@@ -20,6 +20,7 @@ import os
 import runpy
 import subprocess
 import sys
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -56,6 +57,12 @@ class Forked:
         return None if self.proc.is_alive() else int(self.proc.exitcode)
 
 
+def _exposed(protected: Sequence[Path]) -> bool:
+    """Whether the temporary directory (where the fork server listens) is inside ``protected``."""
+    temp = Path(tempfile.gettempdir()).resolve()
+    return any(temp == p.resolve() or p.resolve() in temp.parents for p in protected)
+
+
 def _child(argv: list[str], cwd: str, env: dict[str, str], log: str, nice: int) -> None:
     """In the forked child: become the run-role agentd asked for, then run it (it never returns)."""
     os.setsid()
@@ -79,14 +86,31 @@ def _child(argv: list[str], cwd: str, env: dict[str, str], log: str, nice: int) 
 
 
 class Launcher:
-    """Starts run-roles for one agentd: forked from a warm fork server, or as processes of their own."""
+    """Starts run-roles for one agentd: forked from a warm fork server, or as processes of their own.
 
-    def __init__(self, fork: bool = True) -> None:
+    The fork server starts at once, from ``/``: Python's forkserver runs ``python -c`` and imports
+    its preload with the working directory first on its module path, so started from a project
+    it would import a ``workflow/`` or ``click/`` an agent left there — and every run after would
+    be forked from it. Its socket lives in the temporary directory; one inside a directory an
+    agent can see (``protected``: the project, the mail root) is refused, and runs are then
+    processes of their own."""
+
+    def __init__(self, fork: bool = True, protected: Sequence[Path] = ()) -> None:
         self.context: Any = None
-        if fork and "forkserver" in multiprocessing.get_all_start_methods():
+        if fork and "forkserver" in multiprocessing.get_all_start_methods() and not _exposed(protected):
             context = multiprocessing.get_context("forkserver")
             context.set_forkserver_preload(PRELOAD)
-            self.context = context
+            here = os.getcwd()
+            os.chdir("/")  # before agentd starts any thread: nothing else runs while the directory is /
+            try:
+                from multiprocessing import forkserver  # lazy: only agentd starts one
+
+                forkserver.ensure_running()
+                self.context = context
+            except OSError:
+                pass
+            finally:
+                os.chdir(here)
 
     def start(self, argv: Sequence[str], cwd: Path, env: Mapping[str, str], log: Path, nice: int = 0) -> Handle:
         """Start ``workflow ARGV`` in ``cwd`` with exactly ``env``, its output appended to ``log``."""

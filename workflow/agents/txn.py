@@ -359,6 +359,10 @@ class Run(RunBox):
         if base is not None:
             # only moves put back: one someone moved on since is left where it is, with its content
             committed = {p for m in reverted for p in (m.before.path, m.after.path)} | set(self.committed_edits())
+            if info.get("shell"):  # what its agent committed with git itself, behind the tools' back
+                committed |= set(edits.committed_since(app.config, since)) - {
+                    p for m in moved if m not in reverted for p in (m.before.path, m.after.path)
+                }
             try:
                 lines += edits.restore(
                     app.config,

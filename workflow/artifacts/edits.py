@@ -212,7 +212,7 @@ def restore(
     with project_lock(config) as env:
         for p in sorted(set(paths)):
             lines += _unlink_parents(config, p)  # never written, removed or read through a planted symlink
-        todo = sorted(p for p in set(paths) if not _twin_elsewhere(config, base, p))
+        todo = sorted(p for p in set(paths) if not _twin_elsewhere(config, base, p, set(paths)))
         for p in sorted(set(paths) - set(todo)):
             lines.append(f"left {p} alone: the artifact is in another state folder now")
         if keep:
@@ -299,6 +299,17 @@ def control_changes(config: Config, since: str | None) -> list[str]:
     untracked = set(repo.git("ls-files", "-z", "--others", "--", *spec, check=False).split("\0"))
     out = [x for x in moved.split("\0") if x and (x in differ or x in untracked)]
     return sorted(p for p in (repo.to_project(x) for x in out) if p is not None)
+
+
+def committed_since(config: Config, since: str | None) -> list[str]:
+    """Artifact paths that commits made since ``since`` changed (a shell agent may commit with
+    git itself: a failed run's commits are put back like the rest of its edits)."""
+    repo = Repo.find(config)
+    if repo is None or not since or repo.head() in (None, since):
+        return []
+    roots = [repo.to_top(r) for r in config.artifact_roots]
+    out = repo.git("diff", "--name-only", "-z", "--no-renames", since, "HEAD", "--", *roots, check=False)
+    return sorted(p for p in (repo.to_project(x) for x in out.split("\0") if x) if p is not None)
 
 
 def restore_control(config: Config, paths: list[str], role: str, why: str) -> str | None:
@@ -518,12 +529,18 @@ def _unlink_parents(config: Config, p: str) -> list[str]:
     return lines
 
 
-def _twin_elsewhere(config: Config, base: dict[str, str], p: str) -> bool:
-    """Whether putting ``p`` back would leave its artifact in two state folders."""
+def _twin_elsewhere(config: Config, base: dict[str, str], p: str, going: Collection[str] = ()) -> bool:
+    """Whether putting ``p`` back would leave its artifact in two state folders — a twin the same
+    rollback removes (one the run created, among ``going``) is no twin: the run only renamed it."""
     a = parse_path(p, config)
     if a is None or base.get(p, ABSENT) == ABSENT or os.path.lexists(config.project_dir / p):
         return False
-    return any(s != a.state and os.path.lexists(config.project_dir / a.root / s / a.name) for s in config.states)
+    for s in config.states:
+        twin = f"{a.root}/{s}/{a.name}"
+        if s != a.state and os.path.lexists(config.project_dir / twin):
+            if not (twin in going and base.get(twin, ABSENT) == ABSENT):
+                return True
+    return False
 
 
 def _keep(

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 import sys
 from collections.abc import Mapping
@@ -181,6 +182,9 @@ class Gemini:
         # or FIFO it left (a real directory, a new file renamed into place)
         real_dir(home)
         real_dir(home / ".gemini")
+        settings_file = home / ".gemini" / "settings.json"
+        if settings_file.is_dir() and not settings_file.is_symlink():  # a folder an agent left in its place
+            shutil.rmtree(settings_file)
         write_atomic(home / ".gemini" / "settings.json", json.dumps(settings, indent=2), mode=0o600, durable=False)
         argv = [opts.program or self.program, "--output-format", "json", "--skip-trust"]
         argv += ["--allowed-mcp-server-names", SERVER]
