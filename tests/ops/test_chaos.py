@@ -36,14 +36,15 @@ def test_a_seed_gives_the_same_schedules_every_time() -> None:
 
 @needs_containment
 def test_a_ci_sized_campaign_holds_every_promise(tmp_path: Path) -> None:
-    # Seed 4's first 8 schedules: single mails, bursts and copies; every agent behaviour; agentd
-    # killed and stopped; run-roles killed. Two schedules at a time (~40 s on two cores).
+    # Seed 91's first 5 schedules — the fewest that hold everything: single mails, bursts and
+    # copies; every agent behaviour; agentd killed and stopped; run-roles killed. Two schedules at
+    # a time (~30 s on two cores; scripts/bench/chaos plays hundreds).
     lines: list[str] = []
-    tally = campaign(4, 8, tmp_path, lines.append, jobs=2)
+    tally = campaign(91, 5, tmp_path, lines.append, jobs=2)
     report = tally.report()
     assert tally.ok, report + "\n" + "\n".join(lines)
-    assert tally.schedules == 8 and len(lines) == 8
-    assert tally.checked["every (role, message) handled by exactly one successful run"][0] >= 90, report
+    assert tally.schedules == 5 and len(lines) == 5
+    assert tally.checked["every (role, message) handled by exactly one successful run"][0] >= 65, report
     for fault in ("mails: burst", "mails: copies", "agentd SIGKILL + restart", "agentd SIGTERM + restart"):
         assert tally.faults.get(fault, 0) >= 1, report
     for behaviour in ("fail", "fork", "send-then-fail", "hang"):
@@ -55,7 +56,7 @@ def test_a_ci_sized_campaign_holds_every_promise(tmp_path: Path) -> None:
 @pytest.mark.skipif(shutil.which("setsid") is None, reason="needs setsid")
 def test_without_containment_the_harness_sees_processes_outlive_their_runs(tmp_path: Path) -> None:
     s = Schedule(0, 0, (Mail(0.0, "<chaos-escape@workflow.local>", ("spec-writer",), (("fork", "ok"),), "single"),), ())
-    played = play(tmp_path, s, contain="none", patience=8)
+    played = play(tmp_path, s, contain="none", patience=5)
     verdicts = {v.promise: v for v in check(played)}
     outlived = verdicts["no process of a finished run alive"].violations
     assert any("outlived it" in v for v in outlived), verdicts
