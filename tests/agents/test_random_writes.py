@@ -91,7 +91,7 @@ sys.exit(code)
 
 
 @needs_bwrap
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     writes=st.lists(st.tuples(st.sampled_from(TARGETS), st.sampled_from(PAYLOADS)), min_size=1, max_size=6),
     code=st.sampled_from([0, 1]),
