@@ -62,9 +62,14 @@ def project(tmp_path: Path) -> tuple[Project, Path]:
 
 def run(p: Project, mode: str) -> subprocess.CompletedProcess[str]:
     (p.dir / "mode").write_text(mode)
+    return run_role(p, "command")
+
+
+def run_role(p: Project, backend: str) -> subprocess.CompletedProcess[str]:
+    """`run-role --with-email --backend BACKEND spec-reviewer`, as the owner runs it."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("WORKFLOW_")}
     return subprocess.run(
-        [sys.executable, "-m", "workflow", "run-role", "--with-email", "--backend", "command", "spec-reviewer"],
+        [sys.executable, "-m", "workflow", "run-role", "--with-email", "--backend", backend, "spec-reviewer"],
         cwd=p.dir,
         env={**env, **GIT_ENV},
         capture_output=True,
@@ -106,15 +111,7 @@ def test_what_an_agent_leaves_in_its_cli_state_never_carries_a_profiles_settings
     with open(p.dir / "workflow.toml", "a") as f:
         f.write('\n[backends.gemini]\nprogram = "/bin/true"\n')
     p.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WORKFLOW_")}
-    r = subprocess.run(
-        [sys.executable, "-m", "workflow", "run-role", "--with-email", "--backend", "gemini", "spec-reviewer"],
-        cwd=p.dir,
-        env={**env, **GIT_ENV},
-        capture_output=True,
-        text=True,
-        timeout=90,
-    )
+    r = run_role(p, "gemini")
     assert r.returncode == 1, r.stdout + r.stderr  # /bin/true never finishes a run
     assert list(victim.iterdir()) == []
     assert (state / ".gemini" / "settings.json").is_file() and not (state / ".gemini").is_symlink()

@@ -30,8 +30,6 @@ from workflow.core.config import CliConfig
 from workflow.core.files import write_atomic
 
 SERVER = "workflow"  # the MCP server's name in every CLI's configuration
-READ_TOOLS = {"claude-code": ("Read", "Glob", "Grep")}
-ALL_TOOLS = {"claude-code": ("Read", "Glob", "Grep", "Edit", "Write", "Bash")}
 
 
 class Plan(NamedTuple):
@@ -77,11 +75,13 @@ class ClaudeCode:
 
     name = "claude-code"
     program = "claude"
+    reading = ("Read", "Glob", "Grep")  # its own tools a panel member gets …
+    working = (*reading, "Edit", "Write", "Bash")  # … and a role
 
     def launch(self, opts: CliConfig, plan: Plan) -> Launch:
         command = mcp_command(plan.tools_socket)
         servers = {"mcpServers": {SERVER: {"type": "stdio", "command": command[0], "args": command[1:]}}}
-        tools = opts.tools or (READ_TOOLS if plan.read_only else ALL_TOOLS)[self.name]
+        tools = opts.tools or (self.reading if plan.read_only else self.working)
         argv = [opts.program or self.program, "-p", "--output-format", "json"]
         argv += ["--mcp-config", json.dumps(servers), "--strict-mcp-config", "--setting-sources", ""]
         argv += ["--tools", ",".join(tools), "--allowedTools", ",".join([f"mcp__{SERVER}", *tools])]
