@@ -29,6 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from workflow.agentd.decide import Decide
 from workflow.agentd.launch import Handle, Launcher
 from workflow.agentd.scan import MailScan, Meta
 from workflow.agentd.tasks import Task, Tasks, TaskStatus
@@ -43,6 +44,8 @@ from workflow.delivery import outbox
 from workflow.delivery.notify import NotifyRequest
 from workflow.delivery.transport import make_transport
 from workflow.mail.index import Index
+
+DECIDE_EVERY = 1.0  # seconds between looks for people's decisions when nothing wakes agentd
 
 LOG_MIDS = 50  # Message-IDs listed per log line (the rest are counted)
 
@@ -112,7 +115,9 @@ class Agentd:
         self.runs_dir = app.config.state.runs
         self.runs_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = app.config.state.agentd_log
+        self.idle: list[str] = []  # roles that cannot run until a backend is chosen
         self.roles = self._roles()
+        self.decide = Decide(app, self.tasks, self.log)
         self.observer: Any = None
         self.scan = MailScan(app.maildirs)
         # runs forked from a warm fork server (launch), started now, before any thread of ours
@@ -142,7 +147,11 @@ class Agentd:
                 )
             role = roster.roles[name]
             if role.mode == "async" and role.triggers:
-                chosen(self.app.config, name, role.backend, self.opts.backend or None)  # refused now, not per run
+                try:
+                    chosen(self.app.config, name, role.backend, self.opts.backend or None)  # checked now, not per run
+                except ConfigError:
+                    self.idle.append(name)  # people are served and their decisions applied meanwhile
+                    continue
                 self.watch_of[name] = (roster.mailboxes_of(name), role.triggers)
                 out.append(name)
         human = self.opts.escalate_human
@@ -193,10 +202,12 @@ class Agentd:
         quiet_watchdog()
         self.observer = Observer()
         handler = Handler()
-        for name in self.roles:
-            for box in self.watch_of[name][0]:
-                self.app.maildirs.ensure(box)
-                self.observer.schedule(handler, str(self.app.maildirs.path(box) / "new"), recursive=False)
+        boxes = {box for name in self.roles for box in self.watch_of[name][0]}
+        if self.decide.people:  # a person's decision may be sent to any role
+            boxes.update(box for name in self.app.roster.roles for box in self.app.roster.mailboxes_of(name))
+        for box in sorted(boxes):
+            self.app.maildirs.ensure(box)
+            self.observer.schedule(handler, str(self.app.maildirs.path(box) / "new"), recursive=False)
         self.observer.start()
 
     # -- the loop
@@ -227,7 +238,13 @@ class Agentd:
                 self.log("stale-lock", role=info.name, why=why)
         self.watch()
         self.log("started", roles=len(self.roles), rescan=self.opts.rescan, max_concurrent=self.opts.max_concurrent)
-        last_sweep = 0.0
+        if self.idle:
+            self.log(
+                "no-backend",
+                roles=",".join(self.idle),
+                why=f"these roles cannot run until a backend is chosen ([workflow] backend in {self.app.config.file})",
+            )
+        last_sweep = last_decide = 0.0
         try:
             woke = True
             while not self.stop.is_set():
@@ -238,12 +255,23 @@ class Agentd:
                         self.flush_outbox()
                         self.finish_crashed()
                     last_sweep = now
+                if woke or now - last_decide >= DECIDE_EVERY:  # the index may lag the file that woke us
+                    self.decide_now()
+                    last_decide = now
                 self.reap()
                 self.dispatch()
                 woke = self.wake.wait(0.1 if self.running else min(1.0, self.opts.rescan))
                 self.wake.clear()
         finally:
             self.shutdown()
+
+    def decide_now(self) -> None:
+        """Apply the decisions people mailed; a failure is logged and tried again next time."""
+        try:
+            self.decide.step(lambda: make_transport(self.app.config, self.app.deliverer))
+        except Exception as e:  # never let one message stop the daemon (its traceback is in the log)
+            logging.getLogger(__name__).exception("applying decisions by mail failed")
+            self.log("decide-failed", error=f"{type(e).__name__}: {e}"[:300])
 
     def flush_outbox(self) -> None:
         """Send what waits in the outbox; say what was sent and what still waits."""

@@ -6,7 +6,8 @@ A role has at most one queued task: more trigger mail coalesces into it (its Mes
 added). ``claim`` moves the oldest due queued task of a role that is neither running nor
 paused to running, in one IMMEDIATE transaction, and only while fewer than ``max_concurrent``
 run. ``recover`` puts tasks a crash left running back to queued. Role state (consecutive
-failures, pauses), daily token usage and threads stopped by loop detection live here too.
+failures, pauses), daily token usage, threads stopped by loop detection and the people's decisions
+applied by mail (``decisions``) live here too.
 """
 
 from __future__ import annotations
@@ -50,6 +51,9 @@ CREATE TABLE IF NOT EXISTS usage(role TEXT NOT NULL, day TEXT NOT NULL, tokens I
 CREATE TABLE IF NOT EXISTS spend(role TEXT NOT NULL, day TEXT NOT NULL, microusd INTEGER NOT NULL,
   PRIMARY KEY(role, day));
 CREATE TABLE IF NOT EXISTS stopped(root TEXT PRIMARY KEY, reason TEXT NOT NULL, at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS decided(mid TEXT PRIMARY KEY, at REAL NOT NULL, applied INTEGER NOT NULL,
+  detail TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS mark(name TEXT PRIMARY KEY, n INTEGER NOT NULL);
 """
 
 
@@ -317,3 +321,27 @@ class Tasks:
 
     def stopped(self) -> dict[str, str]:
         return dict(self.db.execute("SELECT root, reason FROM stopped"))
+
+    # -- decisions by mail
+
+    def decided(self, mids: Iterable[str]) -> set[str]:
+        """Which of these messages' decisions were handled already (applied or answered)."""
+        ids = list(dict.fromkeys(mids))
+        if not ids:
+            return set()
+        marks = ",".join("?" * len(ids))
+        return {str(r[0]) for r in self.db.execute(f"SELECT mid FROM decided WHERE mid IN ({marks})", ids)}
+
+    def record_decision(self, mid: str, applied: bool, detail: str) -> None:
+        self.db.execute(
+            "INSERT OR REPLACE INTO decided(mid, at, applied, detail) VALUES (?, ?, ?, ?)",
+            (mid, time.time(), int(applied), detail),
+        )
+
+    def mark(self, name: str) -> int | None:
+        """A named position (an index row id) kept across restarts; None before the first."""
+        row = self.db.execute("SELECT n FROM mark WHERE name=?", (name,)).fetchone()
+        return None if row is None else int(row[0])
+
+    def set_mark(self, name: str, n: int) -> None:
+        self.db.execute("INSERT OR REPLACE INTO mark(name, n) VALUES (?, ?)", (name, n))

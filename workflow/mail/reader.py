@@ -189,6 +189,19 @@ class Reader:
         sql = f"SELECT id, {COLUMNS} FROM msg WHERE " + " AND ".join(where) + " ORDER BY date, key, box"
         return self._rows(self._exec(sql, args))
 
+    def sent_after(self, row_id: int, senders: Sequence[str], limit: int = 500) -> list[Row]:
+        """Rows indexed after row ``row_id`` (ids only grow) of mail ``senders`` sent, oldest first."""
+        who = self._lookup(senders)
+        if not who:
+            return []
+        marks = ",".join("?" * len(who))
+        sql = f"SELECT id, {COLUMNS} FROM msg WHERE id > ? AND sender IN ({marks}) ORDER BY id LIMIT ?"
+        return self._rows(self._exec(sql, [row_id, *who, limit]))
+
+    def last_id(self) -> int:
+        """The id of the row indexed last (0: none)."""
+        return int(self._exec("SELECT COALESCE(MAX(id), 0) FROM msg").fetchone()[0])
+
     def thread_part(self, ids: Sequence[str], mailboxes: Sequence[str], senders: Sequence[str] = ()) -> list[Row]:
         """Visible rows that are, or descend from (by recorded root), any of these Message-IDs."""
         ns = self._lookup(ids)

@@ -26,7 +26,9 @@ from workflow.policy.roster import Roster
 from workflow.policy.visibility import RULES as VISIBILITY_RULES
 from workflow.policy.visibility import FixedRule
 
-DECISIONS = ("approval", "rejection")
+# A decision's move (from, to): an approval takes a proposed artifact on, a rejection leaves it for revision.
+DECISION_MOVES = {"approval": ("proposed", "todo"), "rejection": ("proposed", "proposed")}
+DECISIONS = tuple(DECISION_MOVES)
 # Checked by the SMTP server, where an envelope exists: the message speaks for whoever submitted it.
 SENDER_MATCHES_ENVELOPE = FixedRule(
     "sender-matches-envelope", "a message whose From: is another identity than MAIL FROM"
@@ -135,6 +137,17 @@ class StateMatches:
                         f"request a review of {now.path}",
                     )
                 if claim and claim != now.state:
+                    role = m.roster.roles.get(m.sender)
+                    if role is not None and role.mode == "human":  # a person at a mail client: no shell
+                        if DECISION_MOVES.get(m.parsed.event or "") == (now.state, claim):
+                            continue  # a person's decision, applied as their move once delivered
+                        return GuardrailError(
+                            self.name,
+                            f"artifact {now.path} is in {now.state}/, message claims {claim}; from a mail client "
+                            "leave X-Workflow-State out — a reply to the review-request whose first line is "
+                            "Approve, Reject or Revise is applied as your move — or claim "
+                            f"{now.state}",
+                        )
                     return GuardrailError(
                         self.name,
                         f"artifact {ref if len(found) == 1 else f'{ref} ({now.path})'} is in {now.state}/, "

@@ -1,0 +1,80 @@
+"""Decide: agentd applies the decisions people mail (``artifacts.decisions``), each exactly once.
+
+agentd holds the project, so it makes the moves people decide on by mail. It reads what the human
+roles sent since its mark (an index row id, kept in the task store across restarts), applies each
+decision once (the store remembers every Message-ID it handled) and logs the outcome. The first
+time it runs in a project it applies the decisions of the last ``FIRST_LOOKBACK`` seconds, not the
+project's whole history.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from workflow.agentd.tasks import Tasks
+from workflow.app import App
+from workflow.artifacts import decisions
+from workflow.delivery.transport import Transport
+
+MARK = "decisions"
+FIRST_LOOKBACK = 86400.0
+BATCH = 500
+
+
+class Decide:
+    """One project's decisions by mail; ``step`` applies those that arrived since the last step."""
+
+    def __init__(self, app: App, tasks: Tasks, log: Callable[..., None]) -> None:
+        self.app, self.tasks, self.log = app, tasks, log
+        self.people = decisions.people(app)
+
+    def step(self, transport: Callable[[], Transport]) -> int:
+        """Apply the new decisions; returns how many were handled."""
+        if not self.people:
+            return 0
+        handled = 0
+        with self.app.index() as index:
+            mark = self.tasks.mark(MARK)
+            first = mark is None or mark > index.last_id()  # never run here, or the index was rebuilt
+            since = time.time() - FIRST_LOOKBACK
+            at = 0 if first or mark is None else mark
+            while True:
+                rows = index.sent_after(at, self.people, BATCH)
+                if not rows:
+                    break
+                done = self.tasks.decided(r.message_id for r in rows if r.message_id)
+                for row in rows:
+                    at = row.id
+                    if row.message_id is None or row.message_id in done or (first and row.date < since):
+                        continue
+                    done.add(row.message_id)
+                    d = decisions.read(self.app, index, row)
+                    if d is None:
+                        continue
+                    outcome = decisions.apply(self.app, d, transport())
+                    self.tasks.record_decision(d.message_id, outcome.applied, outcome.detail)
+                    if outcome.sent:  # the notification a plain reply's decision sent is not a decision again
+                        self.tasks.record_decision(outcome.sent, True, f"sent for {d.message_id}")
+                    self._said(outcome)
+                    handled += 1
+                self.tasks.set_mark(MARK, at)
+                if len(rows) < BATCH:
+                    break
+            if first and at == 0:
+                self.tasks.set_mark(MARK, index.last_id())
+        return handled
+
+    def _said(self, o: decisions.Outcome) -> None:
+        d = o.decision
+        fields: dict[str, Any] = {
+            "role": d.role,
+            "message_id": d.message_id,
+            "decision": d.event,
+            "artifacts": list(d.artifacts),
+        }
+        if o.applied:
+            self.log("decided", **fields, result=o.detail)
+        else:
+            self.log("undecided", **fields, why=o.detail[:300])

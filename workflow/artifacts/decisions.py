@@ -1,0 +1,202 @@
+"""Decisions by mail: a person's approval or rejection, read from their mail and applied as their move.
+
+A person at a mail client has no shell on the project, so a decision they mail must take effect
+without one. A message from a human role (``mode = "human"``) is a decision when
+
+- it says so in its header (``X-Event-Type: approval`` or ``rejection``, as a client such as mutt
+  can add), or
+- it is a plain reply to a review-request (its ``In-Reply-To`` is one) whose first line of text
+  — quoted lines (``>``) and blank lines skipped — begins with one of ``WORDS``: "Approve",
+  "Approved", "LGTM" approve; "Reject", "Rejected", "Revise" reject. The rest of the text, up
+  to the quoted part or the signature, is the reason.
+
+The artifact is the one the message names in ``X-Artifacts``, else the one the review-request
+named. ``apply`` makes the person's move with the same checks as ``workflow move --as ROLE``
+(``move.move``: the transition graph, one commit authored as the role): an approval moves the
+artifact from proposed/ to todo/; a rejection leaves it in proposed/. A plain reply is followed by
+the usual notification (an ``approval`` or ``rejection`` to whoever asked for the review, threaded
+under the person's mail); a typed one was that notification itself. A decision that cannot be
+applied (the artifact moved meanwhile, an illegal transition, no artifact) is answered to the
+person by mail saying why and what to do — from a mail client. agentd applies decisions.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from workflow.app import App
+from workflow.artifacts.move import MoveRequest, move
+from workflow.core.errors import WorkflowError
+from workflow.core.locate import Artifact, locate
+from workflow.delivery.notify import NotifyRequest
+from workflow.delivery.transport import Transport
+from workflow.mail.inbox import read_row
+from workflow.mail.message import body_text, parse
+from workflow.mail.reader import Reader
+from workflow.mail.rows import Row
+from workflow.policy.guardrails import DECISION_MOVES
+
+WORDS = {
+    "approve": "approval",
+    "approved": "approval",
+    "lgtm": "approval",
+    "reject": "rejection",
+    "rejected": "rejection",
+    "revise": "rejection",
+}
+MAX_REASON = 4000  # characters of the reason carried into the notification
+
+
+class Decision(NamedTuple):
+    message_id: str
+    role: str  # the person's role: the move is theirs
+    event: str  # approval | rejection
+    artifacts: tuple[str, ...]  # as the mail (or the review-request it answers) named them
+    reason: str
+    typed: bool  # it carried X-Event-Type: the mail was the notification
+    asked_by: tuple[str, ...]  # who sent the review-request it answers (told of a plain reply's decision)
+    via: str  # a mailbox it was delivered to: the role that answers the person when it cannot be applied
+
+
+class Outcome(NamedTuple):
+    decision: Decision
+    applied: bool
+    detail: str  # the commit (or why nothing moved), or why it was not applied
+    sent: str | None = None  # the Message-ID of the notification or the answer sent for it
+
+
+def people(app: App) -> list[str]:
+    """The addresses whose mail may carry a decision: the human roles'."""
+    return [f"{name}@{app.config.domain}" for name, role in sorted(app.roster.roles.items()) if role.mode == "human"]
+
+
+def verdict(text: str) -> tuple[str, str] | None:
+    """(event, reason) from a reply's text: its first own line's first word, the rest the reason."""
+    lines = text.replace("\r\n", "\n").split("\n")
+    for i, line in enumerate(lines):
+        stripped = line.strip()
+        if not stripped or stripped.startswith(">"):
+            continue
+        head, _, rest = stripped.partition(" ")
+        event = WORDS.get(head.strip(".,:;!-—").lower())
+        if event is None:
+            return None
+        reason = [rest.lstrip(" .,:;!-—").rstrip()]
+        for more in lines[i + 1 :]:
+            if (
+                more.startswith(">")
+                or more.rstrip() == "--"
+                or (more.startswith("On ") and more.rstrip().endswith("wrote:"))
+            ):
+                break
+            reason.append(more.rstrip())
+        return event, "\n".join(reason).strip()[:MAX_REASON]
+    return None
+
+
+def read(app: App, index: Reader, row: Row) -> Decision | None:
+    """The decision a person's message carries, or None when it carries none."""
+    if row.message_id is None or app.roster.roles.get(row.sender.split("@")[0]) is None:
+        return None
+    raw = read_row(app.config.mail_root, row)
+    if raw is None:
+        return None
+    parsed = parse(raw)
+    role = row.sender.split("@")[0]
+    request = _request(index, parsed.in_reply_to_ids)
+    if parsed.event in DECISION_MOVES:
+        reason = (verdict(body_text(raw, parsed)) or ("", ""))[1] or body_text(raw, parsed).strip()[:MAX_REASON]
+        event, typed = parsed.event, True
+    elif parsed.event is None and request is not None:
+        found = verdict(body_text(raw, parsed))
+        if found is None:
+            return None
+        (event, reason), typed = found, False
+    else:
+        return None
+    artifacts = tuple(parsed.artifacts) or (request.artifacts if request is not None else ())
+    asked = (request.sender.split("@")[0],) if request is not None else ()
+    return Decision(row.message_id, role, event, artifacts, reason, typed, asked, row.mailbox)
+
+
+def _request(index: Reader, parents: list[str]) -> Row | None:
+    """The review-request among a message's parents, if any."""
+    if not parents:
+        return None
+    rows = [r for r in index.query(message_ids=parents) if r.event == "review-request"]
+    return max(rows, key=lambda r: r.date) if rows else None
+
+
+def apply(app: App, d: Decision, transport: Transport) -> Outcome:
+    """Make the decision the person's move; on a refusal, tell them why by mail."""
+    try:
+        artifact = _one(app, d)
+        source, target = DECISION_MOVES[d.event]
+        if artifact.state == target and d.event == "approval":
+            return Outcome(d, True, f"{artifact.path} is in {target}/ already")
+        if artifact.state != source:
+            raise WorkflowError(
+                f"{artifact.path} is in {artifact.state}/ now, and {_a(d.event)} decides on an artifact in {source}/"
+            )
+        notify = () if d.typed else d.asked_by
+        req = MoveRequest(
+            artifact.path,
+            target,
+            d.role,
+            reason=d.reason,
+            notify=notify,
+            event=d.event if notify else None,
+            notified_by=d.event if d.typed else None,
+            in_reply_to=d.message_id,
+        )
+        res = move(app, req, transport)
+    except WorkflowError as e:
+        why = str(e)
+        return Outcome(d, False, why, _tell(app, d, why, transport))
+    done = f"commit {res.commit[:12]}" if res.commit else res.subject
+    if res.error:
+        done += f"; the notification is queued: {res.error}"
+    return Outcome(d, True, done, res.message_id)
+
+
+def _a(event: str) -> str:
+    return f"an {event}" if event[:1] in "aeiou" else f"a {event}"
+
+
+def _one(app: App, d: Decision) -> Artifact:
+    if not d.artifacts:
+        raise WorkflowError("the message names no artifact (no X-Artifacts, and it answers no review-request)")
+    found = {a.path: a for ref in d.artifacts for a in locate(ref, app.config)}
+    if len(found) != 1:
+        what = ", ".join(sorted(found)) or "no file"
+        raise WorkflowError(f"{', '.join(d.artifacts)} names {what}; a decision applies to exactly one artifact")
+    return next(iter(found.values()))
+
+
+def _tell(app: App, d: Decision, why: str, transport: Transport) -> str | None:
+    """A reply to the person, from the role they wrote to: their decision was not applied, why, and
+    what to do from a mail client. Its Message-ID, or None when it could not be sent."""
+    sender: str = d.via
+    parent: str | None = d.message_id
+    if sender == d.role or sender not in app.roster.roles:  # a new thread, from whoever hears of failures
+        sender, parent = app.config.agentd.escalate_to, None
+        if sender == d.role or sender not in app.roster.roles:
+            sender = app.config.default_sender
+    artifact = d.artifacts[0] if d.artifacts else f"{app.config.artifact_roots[0]}/*/*"
+    found = locate(artifact, app.config)
+    if len(found) == 1:
+        artifact = found[0].glob
+    variables = {
+        "STATUS": f"your {d.event} {d.message_id} was not applied",
+        "CONTEXT": f"{why} (answered by agentd)",
+        "NEXT_ACTIONS": (
+            "nothing moved. Reply to the latest review-request of this artifact with Approve, Reject or "
+            "Revise on the first line, or ask the project's owner."
+        ),
+    }
+    try:
+        c = app.compose(NotifyRequest("status-update", (artifact,), (d.role,), sender, parent, variables))
+        c.send(transport)
+    except WorkflowError:
+        return None  # the refusal is in agentd's log either way
+    return c.message_id
