@@ -39,6 +39,7 @@ from typing import Any, Protocol
 
 from aiosmtpd.smtp import SMTP, Envelope, Session
 
+from workflow.core import modes
 from workflow.core.config import Config
 from workflow.core.errors import (
     ConfigError,
@@ -412,6 +413,8 @@ class Server:
     async def start(self) -> int:
         """Listen; returns the bound port."""
         quiet_aiosmtpd_log()
+        if self.refresh:  # the one start of a server (of several workers, the supervisor's)
+            secure_mail_root(self.config.mail_root)
         self.index = self.deliverer.open_index()  # reads, and the committer's index rows
         if self.refresh:
             self.index.refresh()  # copies stored before a crash but never indexed
@@ -473,6 +476,15 @@ class Server:
         self.committer.stop()
         if self.index is not None:
             self.index.close()
+
+
+def secure_mail_root(mail_root: Path) -> None:
+    """Take other users' access away from an older install's mail root (``core.modes``)."""
+    tightened = modes.secure(mail_root)
+    if tightened:
+        log.warning(
+            "made %d file(s) or folder(s) under %s the owner's only (other users could read them)", tightened, mail_root
+        )
 
 
 def stopped(delivered: int, refused: int, failed: int, also: str = "") -> None:
