@@ -374,4 +374,5 @@ def test_a_refusal_at_data_logs_the_refused_messages_own_message_id(
     with caplog.at_level("INFO", logger="workflow.delivery.smtpd"), pytest.raises(smtplib.SMTPDataError):
         send(smtp, raw)
     refused = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
-    assert len(refused) == 1 and refused[0].startswith(f"{mid} from spec-writer@workflow.local"), refused
+    assert len(refused) == 1 and refused[0].startswith("refused DATA from 127.0.0.1 login=tester code=550 rule=-: ")
+    assert f": {mid} from spec-writer@workflow.local to spec-reviewer@workflow.local: " in refused[0], refused

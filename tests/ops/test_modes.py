@@ -17,7 +17,8 @@ import pytest
 
 from helpers.git import git_project
 from helpers.project import make_project
-from helpers.smtp import server_process
+from helpers.smtp import client, message, server_process
+from workflow.delivery.smtpd import BackgroundServer
 
 
 def loose(root: Path) -> list[str]:
@@ -78,9 +79,10 @@ def test_doctor_reports_an_install_others_can_read_and_fix_makes_it_the_owners(t
     (mail / ".workflow").chmod(0o755)
     r = project.run("doctor")
     assert r.returncode != 0
-    assert "modes: 3 file(s) or folder(s) under the mail root can be read by other users" in r.stdout, r.stdout
+    assert "modes: 2 file(s) or folder(s) under the mail root can be read by other users" in r.stdout, r.stdout
+    assert stat.S_IMODE(index.stat().st_mode) == 0o600  # every store is made the owner's as it is opened
     r = project.run("doctor", "--fix")
-    assert "fixed modes: made 3 file(s) or folder(s) the owner's only" in r.stdout, r.stdout
+    assert "fixed modes: made 2 file(s) or folder(s) the owner's only" in r.stdout, r.stdout
     assert loose(mail) == []
     assert "modes:" not in project.run("doctor").stdout
 
@@ -97,3 +99,49 @@ def test_a_loose_mail_root_is_readable_by_others_before_the_fix(open_tmp: Path) 
     assert as_nobody("cat", str(index)).returncode == 0
     project.run("doctor", "--fix")
     assert as_nobody("cat", str(index)).returncode != 0
+
+
+@pytest.fixture
+def loose_umask() -> Iterator[None]:
+    """The umask a process started some other way may have (a service manager, a library user)."""
+    old = os.umask(0o022)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+def test_the_mail_root_is_the_owners_only_whatever_the_umask(open_tmp: Path, loose_umask: None) -> None:
+    """The reproduction: made by a process with umask 022, the index was 0644 in a 0755 folder."""
+    project = make_project(open_tmp / "proj")
+    project.dir.chmod(0o755)
+    config = project.app.config
+    with BackgroundServer(config, project.app.deliverer) as port, client(port) as s:
+        s.sendmail("spec-writer@workflow.local", ["spec-reviewer@workflow.local"], message())
+        with project.app.index() as index:
+            index.refresh()
+            assert index.search("Hello")
+        index = config.index_path
+        made = {p.name: stat.S_IMODE(p.stat().st_mode) for p in index.parent.glob(index.name + "*")}
+        assert made == {index.name: 0o600, f"{index.name}-wal": 0o600, f"{index.name}-shm": 0o600}, made
+    assert loose(config.mail_root) == []
+    if os.geteuid() == 0 and shutil.which("runuser"):
+        r = as_nobody("cat", str(index))
+        assert r.returncode != 0 and "Permission denied" in r.stderr, r.stderr
+
+
+def test_the_server_and_init_make_an_older_loose_mail_root_the_owners(tmp_path: Path) -> None:
+    project = git_project(tmp_path / "proj")
+    project.send("spec-writer", "question", "specs/proposed/user-auth.md", "spec-reviewer", QUESTION="Why?")
+    config = project.app.config
+    mail, state = config.mail_root, config.state.root
+    for loosened in (mail, state, config.index_path, state / "locks"):
+        loosened.mkdir(exist_ok=True) if loosened.suffix != ".sqlite" else None
+        loosened.chmod(0o755 if loosened.is_dir() else 0o644)
+    with BackgroundServer(config, project.app.deliverer):
+        assert loose(mail) == []
+    for loosened in (mail, state, config.index_path):
+        loosened.chmod(0o755 if loosened.is_dir() else 0o644)
+    r = project.run("init")
+    assert r.returncode == 0, r.stderr
+    assert loose(mail) == []

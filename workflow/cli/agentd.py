@@ -22,6 +22,7 @@ from workflow.agents.sandbox import status as sandbox_status
 from workflow.app import App
 from workflow.artifacts.board import age
 from workflow.cli.base import Command, Group, app, backend_option, json_option, run_script, standalone
+from workflow.core.modes import owner_only
 from workflow.delivery.address import in_use
 
 
@@ -227,4 +228,5 @@ script = standalone(agentd, "agentd")
 
 def main() -> None:
     """The ``agentd`` script."""
+    owner_only()  # as ``workflow``: what it, its runs and agents write is the owner's alone
     run_script(script, "agentd")

@@ -15,6 +15,7 @@ from workflow.app import App
 from workflow.cli.base import Command, app, backend_option, run_script, standalone, via_option
 from workflow.core.config import PanelConfig
 from workflow.core.errors import RosterError
+from workflow.core.modes import owner_only
 from workflow.delivery.transport import Transport, make_transport
 
 
@@ -171,4 +172,5 @@ script = standalone(run_role, "run-role")
 
 def main() -> None:
     """The ``run-role`` script."""
+    owner_only()  # as ``workflow``: what it, its runs and agents write is the owner's alone
     run_script(script, "run-role")

@@ -3,7 +3,9 @@
 Every store (the index, agentd's tasks, the panels, the Slack queue) is opened here the same
 way: its directory created, a 30 s busy timeout, autocommit (callers open ``BEGIN IMMEDIATE``
 themselves), WAL journaling with ``synchronous=NORMAL``, and the store's schema applied. A file
-SQLite cannot use raises the caller's error type naming the file and what to do.
+SQLite cannot use raises the caller's error type naming the file and what to do. Every store
+holds what only the owner may read: its folders are made 0700 and the file 0600 whatever the
+umask (``core.modes``), and SQLite gives its -wal and -shm files the database's own mode.
 
 Turning a new file to WAL needs it alone, and SQLite answers "database is locked" at once to a
 process that asks while another has it open, without waiting out the busy timeout; the server,
@@ -17,6 +19,7 @@ import sqlite3
 import time
 from pathlib import Path
 
+from workflow.core import modes
 from workflow.core.errors import WorkflowError
 
 BUSY_TIMEOUT = 30.0  # how long a store waits for another process's lock
@@ -33,7 +36,10 @@ def open_db(
     """A connection to ``path`` (``what`` names the store in errors), usable from several
     threads; callers serialise their own writes."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        modes.private_dirs(path.parent)
+        modes.private_file(path)
+        # an older install's, made with a looser mode (never created here: SQLite owns them)
+        modes.tighten([str(path.with_name(path.name + suffix)) for suffix in ("-wal", "-shm")])
         db = sqlite3.connect(path, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False)
     except OSError as e:
         raise error(f"cannot open {what} {path}: {e.strerror}") from None

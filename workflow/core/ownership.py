@@ -17,6 +17,7 @@ from pathlib import Path
 
 from workflow.core.config import Config
 from workflow.core.errors import ConfigError
+from workflow.core.modes import private_dirs
 from workflow.core.statedir import StateDir
 
 DEFAULT = "~/.maildir/workflow"
@@ -47,7 +48,7 @@ def claim(mail_root: Path, project_dir: Path) -> None:
         return
     path = StateDir.of(mail_root).project
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_dirs(path.parent)  # the mail root and its state directory: the owner's only
         tmp = path.with_name(f".project.{os.getpid()}.tmp")
         tmp.write_text(f"{project_dir}\n", encoding="utf-8")
         try:

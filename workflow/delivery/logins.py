@@ -8,22 +8,23 @@ decoy). Each failure from a peer waits longer before it is answered (doubling, c
 connection is dropped after ``MAX_FAILURES`` failed logins (``smtp_protocol``).
 
 The owner's and a run's ``X-WORKFLOW`` login (``handshake``) is checked here too: the client's
-proof against the key, and the server's proof made for the answer.
+proof against the key, and the server's proof made for the answer. A command refused with ``530``
+(not logged in) counts as a failure too: a client without a login that retries in a loop is
+slowed like one guessing. Each failure is logged (``refusals``) before its delay, so a client
+that hangs up at once is logged all the same.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hmac
-import logging
 import secrets
 import time
 from typing import NamedTuple
 
 from workflow.delivery import handshake
 from workflow.delivery.credentials import Authenticator, Identity
-
-log = logging.getLogger("workflow.delivery.smtpd")  # the server's log: one line per refusal
+from workflow.delivery.refusals import refused
 
 MAX_FAILURES = 3  # failed logins a connection may make before it is dropped
 FIRST_DELAY = 0.25  # seconds the first failure from a peer waits before its answer; doubles after
@@ -44,18 +45,21 @@ class Logins:
         self.auth = auth
         self.failures: dict[str, tuple[int, float]] = {}  # peer host → (failures, time of the last)
 
-    async def check(self, peer: str, mechanism: str, login: str, secret: str) -> Identity | None:
-        """A PLAIN or LOGIN login: the identity, or None after the peer's delay."""
+    async def check(self, peer: str, mechanism: str, login: str, secret: str, code: int = 535) -> Identity | None:
+        """A PLAIN or LOGIN login: the identity, or None after the peer's delay (``code``: the
+        reply a failure gets, for the log)."""
         identity = await asyncio.get_running_loop().run_in_executor(None, self.auth.check, login, secret)
         if identity is None:
-            await self.failed(peer, mechanism, login)
+            await self.failed(peer, mechanism, login, code)
         return identity
 
     def challenge(self) -> str:
         """A fresh server nonce for an ``X-WORKFLOW`` login."""
         return secrets.token_hex(handshake.NONCE_HEX // 2)
 
-    async def prove(self, peer: str, login: str, client_nonce: str, server_nonce: str, answer: str) -> Proven | None:
+    async def prove(
+        self, peer: str, login: str, client_nonce: str, server_nonce: str, answer: str, code: int = 535
+    ) -> Proven | None:
         """An ``X-WORKFLOW`` login: the identity and the server's proof, or None after the delay."""
         found = self.auth.key(login)
         if found is not None and handshake.is_nonce(client_nonce):
@@ -63,26 +67,31 @@ class Logins:
             want = handshake.proof(key, "client", login, client_nonce, server_nonce)
             if hmac.compare_digest(answer.encode(), want.encode()):
                 return Proven(identity, handshake.proof(key, "server", login, client_nonce, server_nonce))
-        await self.failed(peer, handshake.MECHANISM, login)
+        await self.failed(peer, handshake.MECHANISM, login, code)
         return None
 
-    async def failed(self, peer: str, mechanism: str, login: str) -> None:
-        """Count a failure from ``peer``, log it, and wait its delay."""
+    async def failed(self, peer: str, mechanism: str, login: str, code: int = 535) -> None:
+        """Count a failed login from ``peer``, log it (answered ``code``), and wait its delay."""
+        count = self._count(peer)
+        refused("AUTH", peer, login, f"{code} {mechanism} login failed; {count} failure(s) from this peer lately")
+        await self._delay(count)
+
+    async def unauthenticated(self, peer: str, command: str, reply: str) -> None:
+        """A command refused because the connection has not logged in (``530``): count it as a
+        failure from ``peer``, log it, and wait its delay."""
+        count = self._count(peer)
+        refused(command, peer, None, f"{reply}; {count} failure(s) from this peer lately")
+        await self._delay(count)
+
+    def _count(self, peer: str) -> int:
+        """Count one more failure from ``peer``; returns its failures lately."""
         now = time.monotonic()
         count, last = self.failures.pop(peer, (0, now))
         count = 1 if now - last > FORGET_AFTER else count + 1
         self.failures[peer] = (count, now)  # re-inserted: the dict keeps peers in order of their last failure
         while len(self.failures) > MAX_PEERS:
             del self.failures[next(iter(self.failures))]
-        log.warning(
-            "AUTH %s refused for %s (peer %s): %d failure(s) from this peer lately",
-            mechanism,
-            _safe(login),
-            _safe(peer),
-            count,
-        )
+        return count
+
+    async def _delay(self, count: int) -> None:
         await asyncio.sleep(min(FIRST_DELAY * 2 ** (count - 1), MAX_DELAY))
-
-
-def _safe(text: str) -> str:
-    return "".join(c if c.isprintable() else "?" for c in text)[:200]

@@ -25,6 +25,7 @@ from workflow.delivery import handshake
 from workflow.delivery.credentials import Identity
 from workflow.delivery.local import peer_uid as local_peer_uid
 from workflow.delivery.logins import MAX_FAILURES, Logins
+from workflow.delivery.refusals import LOCAL, peer_of, refused
 
 # <dot-atom@domain> with an optional tail of ESMTP parameters: the common case of MAIL and RCPT.
 SIMPLE_PATH = re.compile(
@@ -141,7 +142,16 @@ async def read_data(proto: SMTP, arg: str, limit: int) -> None:
                 break
         prev_tail = (prev_tail + chunk)[-2:]
     if too_big:
-        await proto.push("552 5.3.4 message larger than the size limit")
+        assert proto.session is not None
+        identity = proto.session.auth_data if proto.session.authenticated else None
+        await proto.push(
+            refused(
+                "DATA",
+                peer_of(proto.session.peer),
+                identity.login if isinstance(identity, Identity) else None,
+                "552 5.3.4 message larger than the size limit",
+            )
+        )
         proto._set_post_data_state()  # type: ignore[no-untyped-call]
         return
     data = b"".join(chunks)[:-3]  # without the final ".\r\n"; the CRLF before it ends the last line
@@ -281,9 +291,12 @@ def protocol_factory(
 
         def _workflow_peer(self) -> str:
             if local:
-                return "local socket"
-            peer = self.session.peer if self.session is not None else None
-            return str(peer[0]) if isinstance(peer, tuple) and peer else str(peer)
+                return LOCAL
+            return peer_of(self.session.peer if self.session is not None else None)
+
+        def _workflow_failure_code(self) -> int:
+            """The reply the next failed login on this connection gets: 535, or 421 for the last."""
+            return 421 if self._workflow_failures + 1 >= MAX_FAILURES else 535
 
         async def _workflow_outcome(self, identity: Identity | None, message: str | None = None) -> AuthResult:
             if identity is not None and identity.run is not None and self._workflow_runs(identity) >= PER_RUN:
@@ -334,6 +347,7 @@ def protocol_factory(
                     mechanism,
                     login.decode("utf-8", "replace"),
                     secret.decode("utf-8", "replace"),
+                    self._workflow_failure_code(),
                 )
             )
             return await self._workflow_outcome(identity)
@@ -383,7 +397,14 @@ def protocol_factory(
                 return AuthResult(success=False, handled=True)
             assert isinstance(answer, bytes)
             proven = await self._workflow_checking(
-                logins.prove(self._workflow_peer(), login, nonce, ours, answer.decode("ascii", "replace").strip())
+                logins.prove(
+                    self._workflow_peer(),
+                    login,
+                    nonce,
+                    ours,
+                    answer.decode("ascii", "replace").strip(),
+                    self._workflow_failure_code(),
+                )
             )
             if proven is None:
                 return await self._workflow_outcome(None)
@@ -414,6 +435,10 @@ def protocol_factory(
         async def check_auth_needed(self, caller_method: str) -> bool:
             assert self.session is not None
             if require_auth and not self.session.authenticated:
+                if logins is not None:  # logged, and slowed like a failed login: no retry storm
+                    await logins.unauthenticated(self._workflow_peer(), caller_method, AUTH_REQUIRED)
+                else:
+                    refused(caller_method, self._workflow_peer(), None, AUTH_REQUIRED)
                 await self.push(AUTH_REQUIRED)
                 return True
             return False

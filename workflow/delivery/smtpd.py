@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import errno
 import logging
-import re
 import signal
 import socket
 import threading
@@ -40,14 +39,15 @@ from typing import Any, Protocol
 
 from aiosmtpd.smtp import SMTP, Envelope, Session
 
+from workflow.core import modes
 from workflow.core.config import Config
 from workflow.core.errors import (
     ConfigError,
     GuardrailError,
     MessageError,
     RosterError,
+    RuleError,
     ToolError,
-    VisibilityError,
     WorkflowError,
 )
 from workflow.delivery import address, handshake, local, submit
@@ -57,6 +57,7 @@ from workflow.delivery.deliverer import Deliverer, IndexLagError, Plan
 from workflow.delivery.listeners import is_loopback, tls_context
 from workflow.delivery.logins import Logins
 from workflow.delivery.notify import compose, parent_in, request
+from workflow.delivery.refusals import peer_of, refused, sanitize, split
 from workflow.delivery.smtp_protocol import protocol_factory, quiet_aiosmtpd_log
 from workflow.delivery.staging import RunBox, describe
 from workflow.delivery.tally import Tally
@@ -76,17 +77,6 @@ except ImportError:  # uvloop is a dependency on Linux only; elsewhere asyncio's
 log = logging.getLogger(__name__)
 
 
-CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-
-
-def sanitize(text: object, limit: int = 200) -> str:
-    """Peer-supplied text made safe for one log line (no CR, LF or other control characters)."""
-    s = text.decode("utf-8", "replace") if isinstance(text, bytes) else str(text)
-    if not (s.isascii() and s.isprintable()):  # printable ASCII (the common case) has none
-        s = CONTROL.sub("?", s[: limit + 1])
-    return s[:limit] + ("…" if len(s) > limit else "")
-
-
 def _one_line(e: Exception) -> str:
     return str(e).replace("\r", " ").replace("\n", " ")
 
@@ -98,6 +88,12 @@ def identity_of(session: Session) -> Identity | None:
     """Who the connection logged in as (None: it did not)."""
     data = getattr(session, "auth_data", None)
     return data if getattr(session, "authenticated", False) and isinstance(data, Identity) else None
+
+
+def refuse(command: str, session: Session, reply: str, rule: str = "") -> str:
+    """Log a refusal of ``command`` on this connection (``refusals``) and return its reply."""
+    identity = identity_of(session)
+    return refused(command, peer_of(session.peer), identity.login if identity else None, reply, rule)
 
 
 class Others(Protocol):
@@ -158,10 +154,11 @@ class Handler:
         try:
             role = self.roster.sender(address)
         except RosterError as e:
-            return f"550 5.7.1 {_one_line(e)}"
+            return refuse("MAIL", session, f"550 5.7.1 {_one_line(e)}")
         identity = identity_of(session)
         if identity is not None and not identity.may_send_as(role):
-            return f"550 5.7.1 {SENDER_IDENTITY}: {identity.describe()}, not {role}"
+            reply = f"550 5.7.1 {SENDER_IDENTITY}: {identity.describe()}, not {role}"
+            return refuse("MAIL", session, reply, SENDER_IDENTITY)
         envelope.mail_from = address
         envelope.mail_options.extend(options)
         return "250 2.1.0 OK"
@@ -172,13 +169,17 @@ class Handler:
         try:
             route = self.roster.route(address)
         except RosterError as e:
-            return f"550 5.1.1 {_one_line(e)}"
+            return refuse("RCPT", session, f"550 5.1.1 {_one_line(e)}")
         if route.kind == "external" and not route.mailboxes:
-            return f"550 5.7.1 relaying denied: {route.address} is outside {self.roster.domain} and no outbound bridge is configured"
+            return refuse(
+                "RCPT",
+                session,
+                f"550 5.7.1 relaying denied: {route.address} is outside {self.roster.domain} and no outbound bridge is configured",
+            )
         sender = self.roster.sender(envelope.mail_from or "")
         decision = self.roster.may_send(sender, route)
         if not decision.allowed:
-            return f"550 5.7.1 rule {decision.rule}: {decision.reason}"
+            return refuse("RCPT", session, f"550 5.7.1 rule {decision.rule}: {decision.reason}", decision.rule)
         envelope.rcpt_tos.append(address)
         envelope.rcpt_options.extend(options)
         return "250 2.1.5 OK"
@@ -202,15 +203,15 @@ class Handler:
                 )
             identity = identity_of(session)
             if identity is not None and identity.run is not None:
-                return self._stage(identity.run, plan, envelope, from_header)
+                return self._stage(identity.run, plan, session, envelope, from_header)
             if plan.mailboxes:
                 await self.committer.submit(plan)
         except MessageError as e:
-            return self._refuse(mid, raw, peer, envelope, f"550 5.6.0 {_one_line(e)}")
-        except (VisibilityError, GuardrailError) as e:
-            return self._refuse(mid, raw, peer, envelope, f"550 5.7.1 {_one_line(e)}")
+            return self._refuse(mid, raw, session, envelope, f"550 5.6.0 {_one_line(e)}")
+        except RuleError as e:  # visibility and guardrails: the rule that refused is named
+            return self._refuse(mid, raw, session, envelope, f"550 5.7.1 {_one_line(e)}", e.rule)
         except RosterError as e:
-            return self._refuse(mid, raw, peer, envelope, f"550 5.1.1 {_one_line(e)}")
+            return self._refuse(mid, raw, session, envelope, f"550 5.1.1 {_one_line(e)}")
         except Exception:
             self.stats.failed += 1
             log.exception(
@@ -238,7 +239,7 @@ class Handler:
         try:
             event, artifact, to, sender, in_reply_to, *pairs = submit.decode(arg)
         except ValueError as e:
-            return f"501 5.5.4 {_one_line(e)}"
+            return refuse("XNOTIFY", session, f"501 5.5.4 {_one_line(e)}")
         limit = self.deliverer.config.smtp.render_timeout
         try:
             req = request(event, artifact, to, sender, in_reply_to, pairs)
@@ -253,7 +254,7 @@ class Handler:
                 limit,
             )
         except WorkflowError as e:
-            return f"550 5.6.0 {_one_line(e)}"
+            return refuse("XNOTIFY", session, f"550 5.6.0 {_one_line(e)}", getattr(e, "rule", ""))
         except TimeoutError:
             log.warning("XNOTIFY %r: the template took longer than %g s to render: refused", event[:80], limit)
             return f"451 4.3.0 composing the notification took longer than {limit:g} s ([smtp] render_timeout)"
@@ -290,32 +291,31 @@ class Handler:
         self.committer.indexed()
         await self.others.settle(message_ids, self.index)
 
-    def _stage(self, run: Path, plan: Plan, envelope: Envelope, sender: str) -> str:
+    def _stage(self, run: Path, plan: Plan, session: Session, envelope: Envelope, sender: str) -> str:
         """A run's agent sent it: checked, held in the run until the run succeeds."""
         what = describe(plan.parsed.event, plan.parsed.artifacts)
         try:
             RunBox(run).stage(plan.raw, envelope.mail_from or "", envelope.rcpt_tos, plan.message_id, what)
         except ToolError:
-            return f"550 5.7.1 {SENDER_IDENTITY}: the run of {sender} has ended; its credential is no longer valid"
+            reply = f"550 5.7.1 {SENDER_IDENTITY}: the run of {sender} has ended; its credential is no longer valid"
+            return self._refuse(plan.message_id, plan.raw, session, envelope, reply, SENDER_IDENTITY)
         self.stats.delivered += 1
         log.info("%s from %s: staged in the run of %s", plan.message_id, sanitize(envelope.mail_from), sender)
         return f"250 2.0.0 {plan.message_id} staged: delivered when the run of {sender} succeeds"
 
-    def _refuse(self, mid: str, raw: bytes, peer: str, envelope: Envelope, reply: str) -> str:
-        """Count and log a refusal; ``mid`` is "-" when the check failed before the plan was
-        made, and the log then names the Message-ID the message itself carries, if any."""
+    def _refuse(self, mid: str, raw: bytes, session: Session, envelope: Envelope, reply: str, rule: str = "") -> str:
+        """Count and log a refusal at DATA; the reason names the message: ``mid`` is "-" when
+        the check failed before the plan was made, and the log then names the Message-ID the
+        message itself carries, if any."""
         self.stats.refused += 1
+        reply = reply[:990]
         if mid == "-":
-            mid = sanitize(parse(raw).message_id or "-")
-        log.info(
-            "%s from %s to %s (peer %s): refused: %s",
-            mid,
-            sanitize(envelope.mail_from),
-            sanitize(",".join(envelope.rcpt_tos)),
-            peer,
-            sanitize(reply, 400),
+            mid = parse(raw).message_id or "-"
+        code, text = split(reply)
+        refuse(
+            "DATA", session, f"{code} {mid} from {envelope.mail_from} to {','.join(envelope.rcpt_tos)}: {text}", rule
         )
-        return reply[:990]
+        return reply
 
     async def handle_exception(self, error: Exception) -> str:
         log.error("SMTP session error: %s", sanitize(repr(error)))
@@ -413,6 +413,8 @@ class Server:
     async def start(self) -> int:
         """Listen; returns the bound port."""
         quiet_aiosmtpd_log()
+        if self.refresh:  # the one start of a server (of several workers, the supervisor's)
+            secure_mail_root(self.config.mail_root)
         self.index = self.deliverer.open_index()  # reads, and the committer's index rows
         if self.refresh:
             self.index.refresh()  # copies stored before a crash but never indexed
@@ -474,6 +476,15 @@ class Server:
         self.committer.stop()
         if self.index is not None:
             self.index.close()
+
+
+def secure_mail_root(mail_root: Path) -> None:
+    """Take other users' access away from an older install's mail root (``core.modes``)."""
+    tightened = modes.secure(mail_root)
+    if tightened:
+        log.warning(
+            "made %d file(s) or folder(s) under %s the owner's only (other users could read them)", tightened, mail_root
+        )
 
 
 def stopped(delivered: int, refused: int, failed: int, also: str = "") -> None:

@@ -45,7 +45,7 @@ from workflow.delivery.commit import Copies
 from workflow.delivery.deliverer import Deliverer
 from workflow.delivery.listeners import reserve
 from workflow.delivery.smtp_protocol import Admission
-from workflow.delivery.smtpd import Server, new_loop, stopped
+from workflow.delivery.smtpd import Server, new_loop, secure_mail_root, stopped
 from workflow.delivery.tally import CONNECTIONS, INCOMING, SERVING, TELLS, WIDTH, Board, Tally
 from workflow.mail.index import Index
 from workflow.mail.maildir import Entry, Maildirs
@@ -109,6 +109,7 @@ class Supervisor:
             raise
         old = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
         try:
+            secure_mail_root(self.config.mail_root)
             with self.deliverer.open_index() as index:  # before the fork: no connection crosses it
                 index.refresh()  # copies stored before a crash but never indexed
             pipes = {w.row: self._spawn(w, refresh=False) for w in self.workers}

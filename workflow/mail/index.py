@@ -291,16 +291,28 @@ class Index(Reader):
         return total
 
     def drift(self) -> list[tuple[str, int, int, int]]:
-        """Mailboxes where the index and the files disagree, whatever the directory mtimes say:
-        (mailbox, files not indexed, rows without a file, copies whose place or flags changed)."""
+        """Mailboxes where the index and the files disagree and ``refresh`` would not notice:
+        (mailbox, files not indexed, rows without a file, copies whose place or flags changed).
+
+        A mailbox whose new/ or cur/ changed since its last scan is not drift: a mail client
+        that marked a message read (renamed ``new/X`` to ``cur/X:2,S``) changed it, and the next
+        ``refresh`` takes the change in. Only a disagreement the directory mtimes hide (or one in
+        a mailbox that is gone) is drift; a mailbox that changes while it is compared is skipped."""
         out = []
         names = dict(self._exec("SELECT n, v FROM str WHERE n IN (SELECT DISTINCT box FROM msg)").fetchall())
         rows: dict[str, dict[str, tuple[str, str]]] = {}
         for box, key, sub, flags in self._exec("SELECT box, key, subdir, flags FROM msg"):
             rows.setdefault(names[box], {})[key] = (sub, flags)
-        for mailbox in sorted(set(self.maildirs.mailboxes()) | set(rows)):
+        scanned = {mb: (n, c) for mb, n, c in self._exec("SELECT mailbox, new_mtime, cur_mtime FROM dirstate")}
+        on_disk = set(self.maildirs.mailboxes())
+        for mailbox in sorted(on_disk | set(rows)):
+            before = self._mtimes(mailbox)
+            if mailbox in on_disk and scanned.get(mailbox) != before:
+                continue  # changed since its last scan: refresh sees it
             have = rows.get(mailbox, {})
             disk = {e.key: (e.subdir, e.flags) for e in self.maildirs.scan(mailbox)}
+            if mailbox in on_disk and self._mtimes(mailbox) != before:
+                continue  # changed while it was read
             unindexed = sum(1 for k in disk if k not in have)
             orphaned = sum(1 for k in have if k not in disk)
             changed = sum(1 for k, v in disk.items() if k in have and have[k] != v)

@@ -69,8 +69,8 @@ def diagnose(app: App, now: float | None = None) -> list[Problem]:
     repo = Repo.find(config)
     try:
         with app.index() as index:
+            index.refresh()  # what mail clients changed (flags, new/ to cur/) is taken in, not drift
             drift = index.drift()
-            index.refresh()
             rows = index.with_artifacts()
     except MailIndexError as e:  # unreadable: nothing below can be judged until it is rebuilt
         out.append(Problem("index-drift", f"{e}".split("; run")[0], "rebuild the index (workflow reindex)"))

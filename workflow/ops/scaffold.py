@@ -19,7 +19,7 @@ from typing import NamedTuple
 from workflow.artifacts import hooks as git_hooks
 from workflow.artifacts import trust
 from workflow.artifacts.gitrepo import Repo, run_git
-from workflow.core import ownership
+from workflow.core import modes, ownership
 from workflow.core.config import CONFIG_NAME, DEFAULT_STATES, DEFAULT_TRANSITIONS, DOMAIN_RE, NAME_RE, load_config
 from workflow.core.errors import ConfigError
 from workflow.core.resources import builtin_dir
@@ -181,6 +181,9 @@ def init(
     ownership.claim(config.mail_root, directory)
     if had is None and ownership.owner(config.mail_root) is not None:
         steps.append(Step("claimed", f"{config.mail_root} for this project"))
+    tightened = modes.secure(config.mail_root)  # an older install's mail root others could read
+    if tightened:
+        steps.append(Step("tightened", f"{tightened} file(s) or folder(s) under {config.mail_root}: the owner's only"))
     for root in config.artifact_roots:
         for state in config.states:
             folder = directory / root / state
