@@ -240,6 +240,13 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: cannot read: {e}") from None
 
 
+def _smtp(smtp: SmtpConfig, project_dir: Path) -> SmtpConfig:
+    """``auth_users_file`` as ``mail_root`` is read: ``~`` expanded, relative to the project."""
+    if not smtp.auth_users_file:
+        return smtp
+    return smtp._replace(auth_users_file=str(project_dir / Path(smtp.auth_users_file).expanduser()))
+
+
 def load_config(
     path: Path | None = None,
     *,
@@ -298,7 +305,7 @@ def load_config(
         artifact_roots=wf.artifact_roots,
         default_sender=wf.default_sender,
         backend=wf.backend,
-        smtp=read(file, "smtp", data.get("smtp", {}), SMTP),
+        smtp=_smtp(read(file, "smtp", data.get("smtp", {}), SMTP), project_dir),
         runs=read(file, "runs", data.get("runs", {}), RUNS),
         panels=tuple(read_panel(file, name, t) for name, t in data.get("panels", {}).items()),
         guardrails=read_guardrails(file, data.get("guardrails", {})),
