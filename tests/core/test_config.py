@@ -162,3 +162,14 @@ def test_every_section_is_read_into_typed_settings(tmp_path: Path) -> None:
     assert c.guardrails["reviewer-decisions"] is False and c.guardrails["artifacts-exist"] is True
     assert c.guardrails["state-matches"] is True
     assert c.state.index == c.mail_root / ".workflow" / "index.sqlite"
+
+
+def test_the_auth_users_file_is_read_as_the_mail_root_is(tmp_path: Path) -> None:
+    """``~`` expanded and a relative path taken from the project, as mail_root (smtpd, doctor and
+    imap all read the one path the config gives)."""
+    (tmp_path / "workflow.toml").write_text('[smtp]\nauth_users_file = "~/.config/workflow/users"\n')
+    assert load_config(cwd=tmp_path, env={}).smtp.auth_users_file == str(Path("~/.config/workflow/users").expanduser())
+    (tmp_path / "workflow.toml").write_text('[smtp]\nauth_users_file = "secrets/users"\n')
+    sub = tmp_path / "a"
+    sub.mkdir()
+    assert load_config(cwd=sub, env={}).smtp.auth_users_file == str(tmp_path / "secrets" / "users")

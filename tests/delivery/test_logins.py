@@ -250,3 +250,30 @@ def test_a_busy_servers_421_is_never_taken_for_nothing_listens(project: Project)
     assert r.returncode != 0 and "421" in r.stderr, r.stderr
     assert "delivered directly" not in r.stdout + r.stderr
     assert p.new_files("spec-reviewer") == []
+
+
+def test_a_new_login_a_new_password_and_a_removed_login_count_without_a_restart(tmp_path: Path) -> None:
+    def line(login: str, password: str, role: str) -> str:
+        return f"{login}:{hash_password(password, rounds=1000)}:{role}\n"
+
+    p = users_project(tmp_path, line("alice", "wonderland", "user"))
+    users = tmp_path / "users"
+
+    def logs_in(port: int, login: str, password: str) -> bool:
+        with smtplib.SMTP("127.0.0.1", port, timeout=30) as s:
+            s.ehlo()
+            s.user, s.password = login, password
+            try:
+                s.auth("PLAIN", s.auth_plain)  # one try (login() tries LOGIN too, and each failure waits longer)
+                return True
+            except smtplib.SMTPAuthenticationError:
+                return False
+
+    with BackgroundServer(p.app.config, p.app.deliverer) as port:
+        assert logs_in(port, "alice", "wonderland")
+        users.write_text(line("alice", "looking-glass", "user") + line("carol", "carrots", "spec-reviewer"))
+        assert logs_in(port, "carol", "carrots") and logs_in(port, "alice", "looking-glass")
+        users.write_text(line("carol", "carrots", "spec-reviewer"))  # alice removed
+        assert not logs_in(port, "alice", "looking-glass")
+        users.write_text("carol:not-a-secret:spec-reviewer\n")  # a bad edit refuses everyone until mended
+        assert not logs_in(port, "carol", "carrots")

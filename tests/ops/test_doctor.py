@@ -1,4 +1,5 @@
-"""doctor names what the containment of runs cannot guarantee, when the project runs agent CLIs, and\ntells a client's flag changes from index drift."""
+"""doctor names what the containment of runs cannot guarantee, when the project runs agent CLIs, the
+users file `workflow smtpd` would refuse to start on, and tells a client's flag changes from index drift."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from helpers.git import git_project
-from helpers.project import Project
+from helpers.project import Project, free_port, make_project, with_smtp
 from workflow.agents.contain import choose
 
 
@@ -36,3 +37,12 @@ def test_flags_a_mail_client_changed_are_not_index_drift(tmp_path: Path) -> None
     assert "index-drift" not in r.stdout, r.stdout
     with p.app.index() as index:  # and the index has the flags the client set
         assert [row.seen for row in index.query(["spec-reviewer"])] == [True, True]
+
+
+def test_a_users_file_smtpd_refuses_is_a_doctor_problem_in_smtpds_words(tmp_path: Path) -> None:
+    p = with_smtp(make_project(tmp_path / "p"), 'auth_users_file = "missing-users"\n')  # relative: the project's
+    smtpd = p.run("smtpd", "--port", str(free_port()), "--workers", "1")
+    assert smtpd.returncode != 0
+    why = f"{p.dir / 'missing-users'}: cannot read the AUTH users file: No such file or directory"
+    assert why in smtpd.stderr, smtpd.stderr
+    assert f"auth: [smtp] auth_users_file: {why}" in p.run("doctor").stdout

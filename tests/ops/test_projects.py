@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from helpers.git import GIT_ENV
@@ -92,8 +93,28 @@ def test_init_picks_a_backend_or_says_how_and_run_role_refuses_in_one_line_witho
     assert r.returncode != 0, r.stdout
     (line,) = r.stderr.strip().splitlines()
     assert "no backend chosen for spec-reviewer" in line and "[workflow] backend" in line, line
-    r = none.run("agentd", "run")
-    assert r.returncode != 0 and "no backend chosen for" in r.stderr, r.stderr
+    # agentd runs anyway (it serves people and applies their decisions) and names who waits for a backend
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WORKFLOW_")}
+    agentd = subprocess.Popen(
+        [sys.executable, "-m", "workflow", "agentd", "run"],
+        cwd=none.dir,
+        env={**env, "HOME": str(none.home), **GIT_ENV},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert agentd.stdout is not None
+    guard = threading.Timer(30, agentd.kill)  # never hang here: a silent agentd fails the test
+    guard.start()
+    said = ""
+    for line in agentd.stdout:
+        said += line
+        if "no-backend" in line:
+            break
+    agentd.terminate()
+    said += agentd.communicate(timeout=30)[0]
+    guard.cancel()
+    assert "spec-reviewer" in said and "cannot run until a backend is chosen" in said, said
     # With a key: the anthropic backend; with claude on PATH: its profile, claude-code, and the
     # README's `run-role --with-email spec-reviewer` runs it as written — a `claude` that only
     # talks (it never finishes the run) fails it, saying why, and the mail waits.

@@ -98,12 +98,15 @@ def imap(ctx: click.Context, directory: Path | None, port: int, listen: str) -> 
     """Serve the Maildirs over IMAP to human roles: print (or --write) a Dovecot configuration.
 
     Each login of [smtp] auth_users_file reads its role's mailbox in any mail client, and
-    answers through `workflow smtpd` with the same login; a login sees no other mailbox.
-    Dovecot runs as root (a system service) and reads mail as the mail root's owner.
+    answers through `workflow smtpd` with the same login; a login sees no other mailbox, and
+    may mark and delete its mail but never add any (APPEND, COPY and CREATE are refused: mail
+    enters a role's mailbox only through the server). Dovecot runs as the mail root's owner,
+    who starts it without sudo; it prints the start and stop lines. A new password or a removed
+    login counts at once; after adding a login, run the same --write again (no restart).
 
     \b
     Example:
-        workflow imap --write ~/.config/workflow/imap && sudo dovecot -c ~/.config/workflow/imap/dovecot.conf
+        workflow imap --write ~/.config/workflow/imap
         workflow imap --port 1143    # print it
     """
     from workflow.ops.imap import plan, write  # lazy: start-up time of the other commands
@@ -117,8 +120,8 @@ def imap(ctx: click.Context, directory: Path | None, port: int, listen: str) -> 
         for name, text in setup.files.items():
             click.echo(f"# ---- {name}\n{text}")
         return
-    for line in write(setup, directory):
-        click.echo(f"to do: {line}", err=True)
+    write(setup, directory)
     for s in setup.served:
         click.echo(f"{s.login}: reads {s.maildir} (role {s.role})")
-    click.echo(f"wrote {directory}/dovecot.conf; start: dovecot -c {directory.resolve()}/dovecot.conf", err=True)
+    click.echo(f"start: {setup.start}")
+    click.echo(f"stop: {setup.stop}")

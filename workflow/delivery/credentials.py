@@ -16,24 +16,30 @@ with PLAIN or LOGIN on TCP:
   is checked and staged in the run, delivered only if the run succeeds. It dies with the run.
 * a login of ``[smtp] auth_users_file``: ``login:SECRET[:role,role…]`` (the roles it may send as;
   default the role named like the login). ``workflow smtpd --hash-password`` makes the SECRET, in
-  Dovecot's ``{PBKDF2}`` scheme, so ``workflow imap`` serves the same logins over IMAP.
+  Dovecot's ``{PBKDF2}`` scheme, so ``workflow imap`` serves the same logins over IMAP. The
+  server reads the file again whenever it changes (``UsersFile``): a new login or password needs
+  no restart, a removed login is refused at once.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import os
 import re
 import secrets
 import stat
 from collections.abc import Mapping
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
-from workflow.core.errors import WorkflowError
+from workflow.core.errors import RosterError, WorkflowError
 from workflow.delivery.handshake import RUN_PREFIX
 from workflow.delivery.staging import RunBox, token_digest
+from workflow.policy.roster import Roster
+
+log = logging.getLogger("workflow.delivery.smtpd")  # the server's log
 
 OWNER = "~owner"
 LOGIN_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}$")
@@ -205,6 +211,54 @@ def load_users(path: str) -> dict[str, User]:
     return users
 
 
+def load_people(path: str, roster: Roster) -> dict[str, User]:
+    """The users file, each login's roles checked against the roster: what ``workflow smtpd``
+    serves and ``workflow doctor`` checks (one message for one problem)."""
+    users = load_users(path)
+    for login, user in users.items():
+        for role in user.roles:
+            try:
+                roster.sender(f"{role}@{roster.domain}")
+            except RosterError as e:
+                raise WorkflowError(f"{path}: login {login}: {e}") from None
+    return users
+
+
+class Users(Protocol):
+    def get(self, login: str, /) -> User | None: ...
+
+
+class UsersFile:
+    """The users file as the server sees it now: read again when its inode, size or time
+    changes (a stat per login, cheap beside the password check). A file that turns bad refuses
+    every login until it is mended — a login removed by the same edit must not live on."""
+
+    def __init__(self, path: str, roster: Roster) -> None:
+        self.path = path
+        self.roster = roster
+        self.stamp = self._stamp()
+        self.users: dict[str, User] | None = load_people(path, roster)  # a bad file at start stops the server
+
+    def _stamp(self) -> tuple[int, int, int] | None:
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+    def get(self, login: str) -> User | None:
+        stamp = self._stamp()
+        if stamp != self.stamp:
+            self.stamp = stamp
+            try:
+                self.users = load_people(self.path, self.roster)
+                log.info("%s: read again, %d login(s)", self.path, len(self.users))
+            except WorkflowError as e:
+                self.users = None
+                log.error("%s; every login is refused until it is mended", e)
+        return None if self.users is None else self.users.get(login)
+
+
 # -- the server's side
 
 
@@ -214,7 +268,7 @@ class Authenticator:
     def __init__(
         self,
         runs_dir: Path,
-        users: Mapping[str, User],
+        users: Users,
         env: Mapping[str, str] | None = None,
         mail_root: Path | None = None,
     ) -> None:
@@ -222,7 +276,7 @@ class Authenticator:
         the owner's mail meant for another project's root is refused, never stored here."""
         self.runs_dir = runs_dir
         self.owner = owner_login(mail_root) if mail_root is not None else None
-        self.users = dict(users)
+        self.users = users
         self.env = dict(os.environ if env is None else env)
         owner_secret(self.env)  # made now, so the first client finds it
         # an unknown login is checked against this, so it costs what a known one does (no enumeration)

@@ -52,7 +52,7 @@ from workflow.core.errors import (
 )
 from workflow.delivery import address, handshake, local, submit
 from workflow.delivery.commit import Committer, Peers
-from workflow.delivery.credentials import Authenticator, Identity, load_users, root_id
+from workflow.delivery.credentials import Authenticator, Identity, Users, UsersFile, root_id
 from workflow.delivery.deliverer import Deliverer, IndexLagError, Plan
 from workflow.delivery.listeners import is_loopback, tls_context
 from workflow.delivery.logins import Logins
@@ -374,13 +374,7 @@ class Server:
         """Connections on TCP (people's logins, PLAIN and LOGIN) or on the local socket (the
         owner's and runs' ``X-WORKFLOW``, from processes of the owner's uid; its own cap)."""
         cfg = self.config.smtp
-        users = load_users(cfg.auth_users_file) if cfg.auth_users_file else {}
-        for login, user in users.items():
-            for role in user.roles:
-                try:
-                    self.deliverer.roster.sender(f"{role}@{self.config.domain}")
-                except RosterError as e:
-                    raise WorkflowError(f"{cfg.auth_users_file}: login {login}: {e}") from None
+        users: Users = UsersFile(cfg.auth_users_file, self.deliverer.roster) if cfg.auth_users_file else {}
         auth: dict[str, Any] = {
             "logins": Logins(Authenticator(self.config.state.runs, users, mail_root=self.config.mail_root)),
             "require_auth": cfg.auth == "required",

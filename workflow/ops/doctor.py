@@ -22,9 +22,10 @@ from workflow.artifacts.board import mail_by_key, refs_without_artifact
 from workflow.artifacts.gitrepo import Repo, artifacts_in
 from workflow.core import modes
 from workflow.core.config import CLIS
-from workflow.core.errors import MailIndexError
+from workflow.core.errors import MailIndexError, WorkflowError
 from workflow.core.locate import by_key, duplicates, scan, two_folders
 from workflow.delivery import outbox
+from workflow.delivery.credentials import load_people
 from workflow.delivery.transport import make_transport
 from workflow.mail.inbox import unique
 from workflow.mail.index import reset
@@ -165,6 +166,11 @@ def _the_rest(app: App, repo: Repo | None) -> list[Problem]:
                 'set auth = "required" (the default) to bind every sender to its login',
             )
         )
+    if config.smtp.auth_users_file:
+        try:
+            load_people(config.smtp.auth_users_file, app.roster)
+        except WorkflowError as e:  # what `workflow smtpd` refuses to start on
+            out.append(Problem("auth", f"[smtp] auth_users_file: {e}"))
     for name in sorted(app.roster.roles):
         out.extend(Problem("role-text", line) for line in disagreements(app.roster.roles[name]))
     changed = trust.changes(config)

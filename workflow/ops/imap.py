@@ -3,30 +3,47 @@
 Any mail client becomes a role's client: a login of ``[smtp] auth_users_file`` reads its role's
 Maildir over IMAP (Dovecot) and answers through ``workflow smtpd`` with the same login and
 password — one file, ``{PBKDF2}`` secrets both servers verify. A login sees only its role's
-mailbox (its first role, when it has several): the Maildir is its IMAP home and INBOX, nothing
-else is reachable. Dovecot keeps its own index files outside the Maildirs (``DIR/index``) and reads
-mail as the owner of the mail root, never as root.
+mailbox (its first role, when it has several): the Maildir is its INBOX, nothing else is reachable.
+
+Dovecot runs *rootless*: the owner of the mail root starts it, and every one of its processes
+(login, auth, mail) runs as that owner, so the logins file stays the owner's only (0600 in a
+0700 directory) and nobody needs sudo. Its passdb reads the users file itself, and Dovecot reads
+a passwd-file again whenever it changes: a new password or a removed login counts at once. Which
+Maildir a login reads (``homes``) is written here; a new login needs this command run again,
+never a restart.
+
+Mail enters a role's Maildir only through the server, which checks it. A global ACL gives every
+login ``lrwste`` on its INBOX — read, flags, \\Seen, \\Deleted, expunge — and no ``i`` (APPEND,
+COPY, MOVE into it) and no ``k`` (CREATE): a client's Sent copy is refused, never stored beside
+the role's mail. ``acl_globals_only`` keeps Dovecot from reading an ACL file planted in a Maildir.
+Dovecot's own files (index, control, ACL list) stay in DIR, out of the Maildirs.
 """
 
 from __future__ import annotations
 
 import grp
 import os
+import pwd
+import shutil
 from pathlib import Path
 from typing import NamedTuple
 
 from workflow.app import App
 from workflow.core.errors import WorkflowError
-from workflow.delivery.credentials import PBKDF2, load_users
+from workflow.delivery.credentials import PBKDF2, load_people
 
-DOVECOT_GROUP = "dovecot"  # default_internal_user's group in Debian's package
+RIGHTS = "lrwste"  # lookup, read, write flags, write \Seen, write \Deleted, expunge: never insert or create
+SBIN = ("/usr/sbin", "/usr/local/sbin", "/sbin")  # Dovecot's master is here, often off an ordinary user's PATH
 
 
-def imap_only(port: int) -> str:
-    """Dovecot's listeners: IMAP on ``port``, nothing else (no IMAPS, POP3 or submission)."""
+def imap_only(port: int, chroot: bool = True) -> str:
+    """Dovecot's listeners: IMAP on ``port``, nothing else (no IMAPS, POP3 or submission).
+    ``chroot=False`` for a Dovecot started without root (chroot needs root)."""
+    login_chroot = "" if chroot else "  chroot =\n"
+    anvil = "" if chroot else "service anvil {\n  chroot =\n}\n"
     return f"""\
 service imap-login {{
-  inet_listener imap {{
+{login_chroot}  inet_listener imap {{
     port = {port}
   }}
   inet_listener imaps {{
@@ -43,7 +60,13 @@ service submission-login {{
     port = 0
   }}
 }}
-"""
+{anvil}"""
+
+
+def program(name: str) -> str:
+    """The full path of a Dovecot program, so a printed line works from any user's PATH."""
+    path = os.environ.get("PATH", "") + os.pathsep + os.pathsep.join(SBIN)
+    return shutil.which(name, path=path) or name
 
 
 class Served(NamedTuple):
@@ -56,19 +79,22 @@ class Setup(NamedTuple):
     files: dict[str, str]  # file name in DIR → content
     served: list[Served]
     skipped: list[str]  # why a login is not served
-    uid: int
-    gid: int
+    uid: int  # the mail root's owner, who runs Dovecot
+    owner: str
+    start: str  # the shell lines that start and stop this Dovecot
+    stop: str
 
 
 def plan(app: App, directory: Path, port: int, listen: str = "127.0.0.1") -> Setup:
-    """The configuration for ``directory`` (``dovecot.conf`` and its ``passwd``)."""
+    """The configuration for ``directory``: ``dovecot.conf``, ``homes`` (login → Maildir), ``acl``."""
     cfg = app.config
-    if not cfg.smtp.auth_users_file:
+    users_file = cfg.smtp.auth_users_file
+    if not users_file:
         raise WorkflowError(
             f"[smtp] auth_users_file is not set in {cfg.file}: add the logins of the people who "
             "read mail (login:SECRET:role, SECRET from `workflow smtpd --hash-password`)"
         )
-    users = load_users(cfg.smtp.auth_users_file)
+    users = load_people(users_file, app.roster)
     try:
         st = cfg.mail_root.stat()
     except OSError as e:
@@ -76,9 +102,14 @@ def plan(app: App, directory: Path, port: int, listen: str = "127.0.0.1") -> Set
     if st.st_uid == 0:
         raise WorkflowError(
             f"{cfg.mail_root} belongs to root, and Dovecot never reads mail as root: run the workflow "
-            "commands as the user who owns the mail (or chown -R it to that user)"
+            "commands as the user who owns the mail, or as a user made for it (docs/mail-clients.md, "
+            '"A dedicated user")'
         )
-    served, skipped, lines = [], [], []
+    try:
+        owner = pwd.getpwuid(st.st_uid)
+    except KeyError:
+        raise WorkflowError(f"{cfg.mail_root} belongs to uid {st.st_uid}, which has no name here") from None
+    served, skipped, homes = [], [], []
     for login, user in sorted(users.items()):
         role = user.roles[0]
         if not user.secret.startswith(PBKDF2):
@@ -91,76 +122,93 @@ def plan(app: App, directory: Path, port: int, listen: str = "127.0.0.1") -> Set
             continue
         maildir = cfg.mail_root / role
         served.append(Served(login, role, maildir))
-        lines.append(f"{login}:{user.secret}:{st.st_uid}:{st.st_gid}::{maildir}::")
-    d = directory.resolve()
-    tls = ""
+        homes.append(f"{login}::{st.st_uid}:{st.st_gid}::{maildir}::\n")
+    d = directory.expanduser().resolve()
     if cfg.smtp.tls_cert and cfg.smtp.tls_key:
         tls = f"ssl = required\nssl_cert = <{cfg.smtp.tls_cert}\nssl_key = <{cfg.smtp.tls_key}\n"
     elif listen not in ("127.0.0.1", "::1", "localhost"):
         raise WorkflowError(f"refusing to serve IMAP on {listen} without TLS: set [smtp] tls_cert and tls_key")
     else:
         tls = "ssl = no\ndisable_plaintext_auth = no\n"
+    start = f"{program('dovecot')} -c {d}/dovecot.conf"
+    stop = f"{program('doveadm')} -c {d}/dovecot.conf stop"
     conf = f"""\
 # Dovecot for the workflow-mail project {cfg.project_dir} (made by `workflow imap`).
-# Start: dovecot -c {d}/dovecot.conf    Stop: doveadm -c {d}/dovecot.conf stop
+# Run by {owner.pw_name}, who owns the mail; no root. Start: {start}    Stop: {stop}
 protocols = imap
 listen = {listen}
 base_dir = {d}/run
 state_dir = {d}/state
 log_path = {d}/dovecot.log
 {tls}auth_mechanisms = plain login
-default_login_user = dovenull
-default_internal_user = dovecot
-first_valid_uid = {min(st.st_uid, 100)}
-first_valid_gid = {min(st.st_gid, 100)}
+# rootless: every process runs as the mail's owner
+default_login_user = {owner.pw_name}
+default_internal_user = {owner.pw_name}
+default_internal_group = {_group(st.st_gid)}
+first_valid_uid = {st.st_uid}
+last_valid_uid = {st.st_uid}
+first_valid_gid = {st.st_gid}
+last_valid_gid = {st.st_gid}
 mail_uid = {st.st_uid}
 mail_gid = {st.st_gid}
-# each login's home is its role's Maildir; Dovecot's own files stay out of it
-mail_location = maildir:~:INDEX={d}/index/%u:CONTROL={d}/index/%u
+# INBOX is the role's Maildir (the login's home); Dovecot's own files stay in {d}
+mail_location = maildir:{d}/folders/%u:INBOX=~:INDEX={d}/index/%u:CONTROL={d}/index/%u
+mail_plugins = acl
+protocol imap {{
+  mail_plugins = $mail_plugins imap_acl
+}}
+plugin {{
+  acl = vfile:{d}/acl
+  acl_globals_only = yes
+}}
+# the users file itself: Dovecot reads it again when it changes
 passdb {{
   driver = passwd-file
-  args = {d}/passwd
+  args = {users_file}
 }}
 userdb {{
   driver = passwd-file
-  args = {d}/passwd
+  args = {d}/homes
 }}
 namespace inbox {{
   inbox = yes
   separator = /
 }}
-{imap_only(port)}"""
-    return Setup(
-        {"dovecot.conf": conf, "passwd": "".join(f"{line}\n" for line in lines)}, served, skipped, st.st_uid, st.st_gid
-    )
+{imap_only(port, chroot=False)}"""
+    # only mail the server checked enters a Maildir: no APPEND/COPY (i), no CREATE (k), no admin (a)
+    acl = f"* owner {RIGHTS}\n"
+    files = {"dovecot.conf": conf, "homes": "".join(homes), "acl": acl}
+    return Setup(files, served, skipped, st.st_uid, owner.pw_name, start, stop)
 
 
-def write(setup: Setup, directory: Path) -> list[str]:
-    """Write the files and the directories Dovecot needs (its index owned by the mail's owner);
-    returns what the user must still do."""
-    directory.mkdir(parents=True, exist_ok=True)
-    os.chmod(directory, 0o711)  # Dovecot's processes pass through to passwd and run/; nobody lists it
-    for sub in ("run", "state"):
-        (directory / sub).mkdir(exist_ok=True)
-        os.chmod(directory / sub, 0o755)  # Dovecot's own sockets and state, for its unprivileged processes
-    index = directory / "index"
-    index.mkdir(exist_ok=True)
-    if os.geteuid() == 0:
-        os.chown(index, setup.uid, setup.gid)
+def _group(gid: int) -> str:
+    try:
+        return grp.getgrgid(gid).gr_name
+    except KeyError:
+        raise WorkflowError(f"the mail root's group {gid} has no name here") from None
+
+
+def write(setup: Setup, directory: Path) -> None:
+    """Write the files and the directories Dovecot needs, all the owner's only. Each file is
+    replaced whole (a running Dovecot never reads half of one)."""
+    if os.geteuid() != setup.uid:
+        raise WorkflowError(
+            f"the mail root belongs to {setup.owner}, who runs this Dovecot: run the command as "
+            f"{setup.owner} (sudo -u {setup.owner} workflow imap --write DIR)"
+        )
+    directory = directory.expanduser()
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(directory, 0o700)
+    for sub in ("state", "index", "folders"):
+        (directory / sub).mkdir(exist_ok=True, mode=0o700)
+    (directory / "run").mkdir(exist_ok=True)
+    os.chmod(directory / "run", 0o755)  # as Dovecot wants its base_dir; DIR (0700) keeps others out
     for name, text in setup.files.items():
-        path = directory / name
-        path.write_text(text, encoding="utf-8")
-        os.chmod(path, 0o640 if name == "passwd" else 0o644)
-    todo = []
-    try:  # Dovecot's auth process reads the logins as its own user, through the group
-        os.chown(directory / "passwd", -1, grp.getgrnam(DOVECOT_GROUP).gr_gid)
-    except (KeyError, PermissionError):
-        todo.append(f"let Dovecot read the logins: sudo chgrp {DOVECOT_GROUP} {directory / 'passwd'}")
+        tmp = directory / f".{name}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, directory / name)
     for s in setup.served:
         for sub in ("", "new", "cur", "tmp"):
-            d = s.maildir / sub
-            if not d.exists():
-                d.mkdir(parents=True)
-                if os.geteuid() == 0:
-                    os.chown(d, setup.uid, setup.gid)
-    return todo
+            (s.maildir / sub).mkdir(parents=True, exist_ok=True, mode=0o700)
