@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 BLOCK = re.compile(r"^```bash\n(.*?)^```", re.S | re.M)
@@ -22,23 +24,31 @@ def blocks(page: Path) -> dict[str, list[str]]:
     return out
 
 
-def run(lines: list[str], cwd: Path, env: dict[str, str], timeout: float = 60) -> list[str]:
-    """Run ``lines`` in one ``bash -euo pipefail`` (an ``export`` carries on); each line's output.
-    A failing line fails here, naming it."""
+def run(
+    lines: Sequence[str], cwd: Path, env: dict[str, str], timeout: float = 60, user: Sequence[str] = ()
+) -> list[str]:
+    """Run ``lines`` in one ``bash -euo pipefail`` (an ``export`` carries on), as ``user`` (a
+    ``runuser -u NAME --`` prefix) if given; each line's output. A failing line fails here, naming
+    it. Output goes through files, not pipes: a daemon a line starts may keep them open."""
     script = "".join(f"echo {MARK}{i}\n{line}\n" for i, line in enumerate(lines))
-    r = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", script],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    parts = r.stdout.split(MARK)[1:]
-    outputs = [p.partition("\n")[2] for p in parts]
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        r = subprocess.run(
+            [*user, "bash", "-euo", "pipefail", "-c", script],
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+            text=True,
+            timeout=timeout,
+        )
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
+    outputs = [p.partition("\n")[2] for p in stdout.split(MARK)[1:]]
     if r.returncode != 0:
         failed = lines[len(outputs) - 1] if outputs else lines[0]
-        raise AssertionError(f"as pasted, this line fails ({r.returncode}): {failed}\n{r.stderr[-3000:]}")
+        raise AssertionError(f"as pasted, this line fails ({r.returncode}): {failed}\n{stderr[-3000:]}")
     return outputs
 
 

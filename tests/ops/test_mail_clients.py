@@ -1,45 +1,54 @@
-"""docs/mail-clients.md, run as pasted: a project made by `workflow init`, bob's login and role,
-notmuch, mutt and neomutt (driven in tmux), msmtp, and bob's approval by mail applied as his move."""
+"""docs/mail-clients.md, run as pasted by a non-root owner: a project made by `workflow init`, bob's
+login and role, notmuch, mutt and neomutt (driven in tmux), msmtp, bob's approval by mail applied as
+his move, the IMAP server `workflow imap` configures with mbsync and s-nail reading it, and its stop."""
 
 from __future__ import annotations
 
 import os
 import shutil
-import signal
 import socket
 import subprocess
-import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from helpers.agentd import default_sigint, wait_until
-from helpers.docs import blocks, run, shell_env
+from helpers.agentd import wait_until
+from helpers.docs import blocks, run
+from helpers.dovecot import available
 from helpers.git import GIT_ENV
+from helpers.owner import RUNUSER, Owner, owner, unavailable
 from workflow.mail.message import parse
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "mail-clients.md"
-CLIENTS = ("notmuch", "mutt", "neomutt", "msmtp", "tmux", "git")
+CLIENTS = ("notmuch", "mlist", "mutt", "neomutt", "msmtp", "mbsync", "s-nail", "tmux", "git")
 missing = [c for c in CLIENTS if shutil.which(c) is None]
-pytestmark = pytest.mark.skipif(
-    bool(missing), reason=f"needs {', '.join(missing)} (scripts/system-packages installs them; .ci/run does)"
-)
+pytestmark = [
+    pytest.mark.skipif(
+        bool(missing), reason=f"needs {', '.join(missing)} (scripts/system-packages installs them; .ci/run does)"
+    ),
+    pytest.mark.skipif(available() is not None, reason=str(available())),
+    pytest.mark.skipif(unavailable() is not None, reason=str(unavailable())),
+]
 
 
 class Shell:
-    """A person's shell in a fresh HOME, in a project `workflow init` made there."""
+    """The owner's shell (a user of its own) in its HOME, in a project `workflow init` made there."""
 
-    def __init__(self, home: Path) -> None:
-        self.home = home
-        self.project = home / "proj"
+    def __init__(self, o: Owner) -> None:
+        self.owner = o
+        self.home = o.home
+        self.project = o.home / "proj"
         self.project.mkdir(parents=True)
-        self.env = {**shell_env(home, str(Path(sys.executable).parent)), **GIT_ENV}
+        o.own(self.project)
+        self.env = {**o.env(), **GIT_ENV}
+        self.user = [RUNUSER, "-u", o.name, "--"]
         self.sections = blocks(PAGE)
 
     def sh(self, *lines: str) -> list[str]:
-        return run(list(lines), self.project, self.env)
+        return run(list(lines), self.project, self.env, user=self.user)
 
     def section(self, title: str) -> list[str]:
         return self.sections[title]
@@ -59,12 +68,18 @@ class Shell:
 
 
 @pytest.fixture
-def shell(tmp_path: Path) -> Iterator[Shell]:
-    s = Shell(tmp_path / "bob")
-    s.sh("git init -q", "workflow init")
-    (s.project / "specs" / "proposed" / "user-auth.md").write_text("# User auth\n\nLogin with a password.\n")
-    s.sh("git add -A", "git commit -qm 'spec-writer: propose user-auth'")
-    yield s
+def shell() -> Iterator[Shell]:
+    base = Path(tempfile.mkdtemp(prefix="clients-"))  # pytest's tmp dirs are 0700: the owner could not enter
+    os.chmod(base, 0o755)
+    try:
+        with owner(base) as o:
+            s = Shell(o)
+            s.sh("git init -q", "workflow init")
+            s.sh("printf '# User auth\\n\\nLogin with a password.\\n' > specs/proposed/user-auth.md")
+            s.sh("git add -A", "git commit -qm 'spec-writer: propose user-auth'")
+            yield s
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def _listening(port: int) -> bool:
@@ -77,20 +92,21 @@ class Tmux:
 
     def __init__(self, command: str, shell: Shell) -> None:
         self.name = f"wf{os.getpid()}{time.monotonic_ns() % 100000}"
-        self.sock = ["tmux", "-L", self.name]
-        env = {**shell.env, "TERM": "xterm-256color"}
+        self.sock = [*shell.user, "tmux", "-L", self.name]  # the owner's own tmux server
+        self.env = {**shell.env, "TERM": "xterm-256color"}
         subprocess.run(
             [*self.sock, "new-session", "-d", "-x", "160", "-y", "40", "-c", str(shell.project), command],
-            env=env,
+            env=self.env,
+            cwd=shell.project,
             check=True,
         )
 
     def screen(self) -> str:
-        r = subprocess.run([*self.sock, "capture-pane", "-p"], capture_output=True, text=True)
+        r = subprocess.run([*self.sock, "capture-pane", "-p"], capture_output=True, text=True, env=self.env)
         return r.stdout
 
     def keys(self, *keys: str) -> None:
-        subprocess.run([*self.sock, "send-keys", *keys], check=True)
+        subprocess.run([*self.sock, "send-keys", *keys], check=True, env=self.env)
 
     def wait(self, text: str, timeout: float = 15) -> str:
         end = time.monotonic() + timeout
@@ -102,7 +118,7 @@ class Tmux:
         raise AssertionError(f"{text!r} never appeared; the screen:\n{self.screen()}")
 
     def close(self) -> None:
-        subprocess.run([*self.sock, "kill-server"], capture_output=True)
+        subprocess.run([*self.sock, "kill-server"], capture_output=True, env=self.env)
 
 
 def _mutt_reads_without_marking_agents_copies(shell: Shell, program: str) -> None:
@@ -128,7 +144,7 @@ def _mutt_reads_without_marking_agents_copies(shell: Shell, program: str) -> Non
         t.keys("q")
         t.keys("q")
         end = time.monotonic() + 10
-        while subprocess.run([*t.sock, "has-session"], capture_output=True).returncode == 0:
+        while subprocess.run([*t.sock, "has-session"], capture_output=True, env=t.env).returncode == 0:
             if time.monotonic() > end:
                 t.keys("y")  # an unexpected "quit?" prompt
                 break
@@ -144,18 +160,10 @@ def test_the_mail_clients_page_works_as_pasted(shell: Shell) -> None:
     port = int(
         next(x for x in (shell.project / "workflow.toml").read_text().splitlines() if x.startswith("port")).split()[2]
     )
-    out = shell.home / "up.out"
-    with open(out, "wb") as f:
-        up = subprocess.Popen(
-            ["workflow", "up"],
-            cwd=shell.project,
-            env=shell.env,
-            stdout=f,
-            stderr=subprocess.STDOUT,
-            preexec_fn=default_sigint,
-        )
+    up = shell.owner.popen("workflow up", shell.project)
+    dovecot = False
     try:
-        wait_until(lambda: _listening(port) and b"started" in out.read_bytes(), "workflow up")
+        wait_until(lambda: _listening(port) and "agentd.jsonl" in os.listdir(shell.mail / ".workflow"), "workflow up")
         shell.sh(
             "workflow notify --from spec-writer review-request specs/proposed/user-auth.md spec-reviewer",
             "workflow notify --from implementer blocker-report specs/proposed/user-auth.md coordinator BLOCKING_DETAILS='tests fail'",
@@ -167,6 +175,10 @@ def test_the_mail_clients_page_works_as_pasted(shell: Shell) -> None:
                 assert said.strip(), f"as pasted, this finds nothing: {line}"
                 assert "\r" not in said
         assert "Login with a password" not in found[-1] and "REVIEW REQUEST" in found[-1]
+
+        mblaze = shell.sh(*shell.section("On the project's machine: mblaze"))
+        assert "REVIEW REQUEST" in mblaze[0] and "review-request" in mblaze[1], mblaze
+        assert "spec-writer asks you to review" in mblaze[2] and "\r" not in mblaze[2], mblaze[2]
 
         mutt = shell.section("On the project's machine: mutt or neomutt")
         shell.sh(*[x for x in mutt if not x.startswith("mutt ")])
@@ -184,6 +196,32 @@ def test_the_mail_clients_page_works_as_pasted(shell: Shell) -> None:
         head = shell.sh("git log -1 --format='%an %s'")[0]
         assert head.startswith("spec-reviewer spec-reviewer: approve user-auth"), head
         wait_until(lambda: shell.copies("spec-writer", "approval"), "spec-writer to be told")
+
+        # over IMAP: Dovecot as the owner, started as printed; mbsync pulls bob's mailbox, s-nail lists it
+        shell.sh(*shell.section("From anywhere: IMAP"))
+        dovecot = True
+        said = shell.sh(*shell.section("Reading over IMAP: mbsync, s-nail, Thunderbird"))
+        pulled = list((shell.home / "Mail" / "workflow-bob" / "INBOX").glob("*/*"))
+        assert any(b"X-Event-Type: review-request" in f.read_bytes() for f in pulled), pulled
+        assert "REVIEW REQUEST" in said[2], said  # s-nail's header summary
+        assert "Incoming (IMAP):      127.0.0.1  port 1143" in said[3], said[3]
     finally:
-        up.send_signal(signal.SIGINT)
-        up.wait(timeout=60)
+        if dovecot:
+            shell.sh(*shell.section("Stopping the IMAP server"))
+        print(shell.owner.stop(up))
+
+
+def test_every_mail_client_line_of_the_readme_is_one_the_page_runs() -> None:
+    """The README's mail-client lines are the page's, so the test above runs them as pasted."""
+    readme = (PAGE.parents[1] / "README.md").read_text()
+    imap = readme.split("### `workflow imap`", 1)[1].split("\n### ", 1)[0]
+    clients = readme.split("**Mail clients**", 1)[1].split("\n## ", 1)[0]
+    lines = [
+        line.split("  #", 1)[0].strip()
+        for part in (imap, clients)
+        for block in part.split("```bash\n")[1:]
+        for line in block.split("```", 1)[0].splitlines()
+        if line.strip()
+    ]
+    ran = {line for section in blocks(PAGE).values() for line in section}
+    assert len(lines) >= 5 and [line for line in lines if line not in ran] == []
