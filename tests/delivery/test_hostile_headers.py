@@ -187,7 +187,7 @@ def test_mime_nested_past_the_limit_is_refused_at_data_and_never_crashes_a_reade
 ) -> None:
     import smtplib
 
-    from workflow.mail.message import body_text
+    from workflow.mail.body import body_text
 
     hostile = nested_mime(1200)
     with BackgroundServer(project.app.config, project.app.deliverer) as port, client(port) as s:

@@ -243,5 +243,27 @@ def test_an_index_of_the_previous_schema_is_upgraded_in_place(tmp_path: Path) ->
     with Index(path, md, "workflow.local") as index:
         assert index.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         index.add_many(items[1:], text=False)  # type: ignore[arg-type]
-        assert index.text_due() == 2
+        assert index.text_due() == 3  # the two new copies, and the old one (schema 4 rewrites every full text)
         assert {r.message_id for r in index.search("body")} == {"<wombat@x>", "<quokka@x>", "<numbat@x>"}
+
+
+def test_a_schema_3_index_gains_html_bodies_and_display_names_in_its_full_text(tmp_path: Path) -> None:
+    """Schema 3 indexed an HTML-only body as empty and no display names; the upgrade writes every
+    copy's full text again, so an old index finds them too."""
+    from workflow.mail.index import Index
+
+    md = Maildirs(tmp_path / "mail")
+    path = tmp_path / "idx.sqlite"
+    raw = (
+        b'From: "Bob Example" <spec-writer@workflow.local>\r\nTo: spec-reviewer@workflow.local\r\n'
+        b"Message-ID: <html@x>\r\nSubject: a question\r\nContent-Type: text/html\r\n\r\n<p>Does the wallaby expire?</p>\r\n"
+    )
+    with Index(path, md, "workflow.local") as index:
+        index.add_many([(md.deliver(["spec-reviewer"], raw), raw, parse(raw))])
+        index.db.executescript(  # the full text as schema 3 wrote it
+            "DROP TABLE fts; CREATE VIRTUAL TABLE fts USING fts5(subject, body, content='', detail=none); "
+            "INSERT INTO fts(rowid, subject, body) SELECT id, 'a question', '' FROM msg; PRAGMA user_version=3;"
+        )
+    with Index(path, md, "workflow.local") as index:
+        for words in ("wallaby", "Bob", "Bob Example", "spec writer"):
+            assert [r.message_id for r in index.search(words)] == ["<html@x>"], words

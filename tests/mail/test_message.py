@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 
 from workflow.core.config import DEFAULT_EVENTS, DEFAULT_STATES
 from workflow.core.errors import MessageError
+from workflow.mail.body import body_text
 from workflow.mail.message import (
     Draft,
-    body_text,
     build,
     canonical_body,
     make_message_id,

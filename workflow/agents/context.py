@@ -24,6 +24,9 @@ from workflow.policy.roles import Role
 
 MAX_ARTIFACT = 60_000
 NAMES = tuple(s["name"] for s in SCHEMAS)
+PART_HOW = dict.fromkeys(
+    ("tools", "mcp"), "read_thread(message_id=ITS MESSAGE-ID, part=N)"
+)  # a shell agent: listed only
 
 
 class Context(NamedTuple):
@@ -97,11 +100,8 @@ def build(
         for t in threads:
             seed = t.messages[-1].message_id or ""
             rows = thread_rows(index, boxes, seed, sent) if seed else list(t.messages)
-            parts.append(
-                render_thread(rows or list(t.messages), app.config.mail_root, boxes).replace(
-                    "# Thread:", "## Thread:", 1
-                )
-            )
+            thread = render_thread(rows or list(t.messages), app.config.mail_root, boxes, PART_HOW.get(how, ""))
+            parts.append(thread.replace("# Thread:", "## Thread:", 1))
             parts.append("")
     else:
         parts += ["# New mail", "None.", ""]

@@ -24,7 +24,8 @@ from workflow.core.errors import ArtifactError, ToolError, WorkflowError
 from workflow.core.locate import Artifact, Resolver, has_glob, locate, parse_path
 from workflow.delivery.notify import NotifyRequest, split_list
 from workflow.delivery.transport import Transport
-from workflow.mail.inbox import group, render_inbox, render_thread, select, thread_rows
+from workflow.mail.body import part_text
+from workflow.mail.inbox import group, read_row, render_inbox, render_thread, select, thread_rows
 from workflow.mail.message import normalize_msgid
 from workflow.policy.roles import Role
 
@@ -103,10 +104,14 @@ SCHEMAS: list[dict[str, Any]] = [
     },
     {
         "name": "read_thread",
-        "description": "Read a thread you can see, as a transcript.",
+        "description": "Read a thread you can see, as a transcript (attachments are listed under each "
+        "message). With part=N, read text attachment N of the message message_id instead.",
         "input_schema": {
             "type": "object",
-            "properties": {"message_id": {"type": "string"}},
+            "properties": {
+                "message_id": {"type": "string"},
+                "part": {"type": "integer", "minimum": 1, "description": "An attachment's number, as listed."},
+            },
             "required": ["message_id"],
         },
     },
@@ -289,11 +294,23 @@ class RoleTools:
             rows = select(index, boxes)
         return render_inbox(self.role.name, group(rows), True, Resolver(self.app.config).now)
 
-    def tool_read_thread(self, message_id: str) -> str:
+    def tool_read_thread(self, message_id: str, part: int | None = None) -> str:
+        if not isinstance(message_id, str):
+            raise ToolError(f"read_thread: message_id must be a Message-ID like <left@right>, got {message_id!r}")
         boxes, sent = self.app.roster.view(self.role.name)
+        mid = normalize_msgid(message_id)
         with self.app.index() as index:
             index.refresh(boxes)
-            rows = thread_rows(index, boxes, normalize_msgid(message_id), sent)
+            rows = thread_rows(index, boxes, mid, sent)
         if not rows:
             raise ToolError(f"no thread {message_id} in your mail")
-        return render_thread(rows, self.app.config.mail_root, boxes)
+        if part is None:
+            return render_thread(
+                rows, self.app.config.mail_root, boxes, "read_thread(message_id=ITS MESSAGE-ID, part=N)"
+            )
+        mine = next((r for r in rows if r.message_id == mid), None)
+        raw = read_row(self.app.config.mail_root, mine) if mine is not None else None
+        if raw is None:
+            raise ToolError(f"no message {message_id} in your mail")
+        found, text = part_text(raw, part)  # MessageError (a WorkflowError) names a bad part
+        return f"# Attachment {found.line()} of {mid}\n{text}"

@@ -14,9 +14,10 @@ from workflow.cli import fast, reading, styled
 from workflow.cli.base import Command, app, json_option, keep_snapshot, one_of, params
 from workflow.core.errors import RosterError
 from workflow.core.locate import Resolver
+from workflow.mail.body import part_text, readable
 from workflow.mail.inbox import group, select, thread_rows
 from workflow.mail.index import reset
-from workflow.mail.message import body_text, normalize_msgid, parse
+from workflow.mail.message import normalize_msgid, parse
 from workflow.mail.rows import Row
 
 
@@ -96,7 +97,8 @@ def thread(ctx: click.Context, message_id: str, as_role: str, as_json: bool) -> 
 @click.command(cls=Command, params=params(fast.SEARCH))
 @click.pass_context
 def search(ctx: click.Context, text: str, as_role: str | None, limit: int, as_json: bool) -> None:
-    """Full-text search over subjects and bodies (every word must appear), newest first.
+    """Full-text search over subjects, bodies (an HTML-only one as its text) and the names and
+    addresses of senders and recipients (every word must appear), newest first.
 
     \b
     Example:
@@ -149,21 +151,37 @@ def reindex(ctx: click.Context, as_json: bool) -> None:
 @click.option("--as", "as_role", required=True, metavar="ROLE", help="Read ROLE's copies (which are then marked read).")
 @click.option("--unread", is_flag=True, help="Every unread message of ROLE, oldest first.")
 @click.option("--peek", is_flag=True, help="Leave what is read unread.")
+@click.option(
+    "--part",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Print text attachment N (as numbered under the message) of the one MESSAGE-ID given.",
+)
 @json_option
 @click.pass_context
 def read(
-    ctx: click.Context, message_ids: tuple[str, ...], as_role: str, unread: bool, peek: bool, as_json: bool
+    ctx: click.Context,
+    message_ids: tuple[str, ...],
+    as_role: str,
+    unread: bool,
+    peek: bool,
+    part: int | None,
+    as_json: bool,
 ) -> None:
     """Print messages as ROLE received them — headers and text — and mark them read, as a mail
-    client would: for people who read their role's mail without one.
+    client would: for people who read their role's mail without one. An HTML-only message is
+    shown as text; attachments are listed by number under the text, and --part N prints a text one.
 
     \b
     Example:
         workflow read --as user --unread
         workflow read '<20261126031500.a1b2c3d4e5f6.spec-reviewer@workflow.local>' --as spec-writer
+        workflow read '<20261126031500.a1b2c3d4e5f6.spec-reviewer@workflow.local>' --as spec-writer --part 2
     """
     if not message_ids and not unread:
         raise click.UsageError("give MESSAGE-IDs, or --unread")
+    if part is not None and (unread or len(message_ids) != 1):
+        raise click.UsageError("--part N reads an attachment of one message: give exactly one MESSAGE-ID, not --unread")
     a = app(ctx)
     boxes = a.roster.mailboxes_of(as_role)
     wanted = [normalize_msgid(m) for m in message_ids]
@@ -189,16 +207,30 @@ def read(
             for k in ("From", "To", "Date", "Subject", "Message-ID", "X-Event-Type", "X-Workflow-State", "X-Artifacts")
         }
         heads.append(head)
-        shown.append({"message_id": mid, "headers": head, "text": body_text(raw, p)})
+        if part is not None:
+            found, text = part_text(raw, part)  # MessageError names a missing or binary part
+            shown.append({"message_id": mid, "part": found.to_dict(), "text": text, "listing": found.line()})
+        else:
+            body = readable(raw, p)
+            listing = body.listing(f"`workflow read {mid} --part N --as {as_role}`")
+            attachments = [x.to_dict() for x in body.parts]
+            shown.append(
+                {"message_id": mid, "headers": head, "text": body.text, "attachments": attachments, "listing": listing}
+            )
         if not peek:
             for r in same:
                 a.maildirs.mark_seen(r.mailbox, r.key)
     if as_json:
-        click.echo(json.dumps(shown, indent=2))
+        click.echo(json.dumps([{k: v for k, v in m.items() if k != "listing"} for m in shown], indent=2))
         return
     if not shown:
         click.echo(f"{as_role}: no unread mail")
     for i, (m, head) in enumerate(zip(shown, heads, strict=True)):
+        listing = str(m.pop("listing"))
+        if part is not None:
+            click.echo(f"Attachment {listing} of {m['message_id']}\n")
+            click.echo(str(m["text"]).rstrip())
+            continue
         if i:
             click.echo("\n" + "-" * 72 + "\n")
         for k, v in head.items():
@@ -206,3 +238,5 @@ def read(
                 click.echo(f"{k}: {v}")
         click.echo("")
         click.echo(str(m["text"]).rstrip())
+        if listing:
+            click.echo("\n" + listing.rstrip())

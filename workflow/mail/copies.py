@@ -11,8 +11,9 @@ import os
 from collections.abc import Iterable, Mapping
 
 from workflow.core.addresses import parse_internal
+from workflow.mail.body import body_text
 from workflow.mail.maildir import Entry
-from workflow.mail.message import Parsed, body_text, parse
+from workflow.mail.message import Parsed, parse
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -40,14 +41,28 @@ def message_date(value: str | None) -> int:
         return 0
 
 
-def describe(entry: Entry, raw: bytes, parsed: Parsed, domain: str) -> tuple[DbRow, tuple[str, str]]:
-    """The msg row and the FTS (subject, body) for one stored copy."""
+def describe(entry: Entry, raw: bytes, parsed: Parsed, domain: str) -> tuple[DbRow, tuple[str, str, str]]:
+    """The msg row and the FTS (subject, body, people) for one stored copy."""
     return describe_row(entry, raw, parsed, domain), text_of(raw, parsed)
 
 
-def text_of(raw: bytes, parsed: Parsed) -> tuple[str, str]:
-    """What the full-text index holds of a copy: its subject and its text body."""
-    return parsed.subject, body_text(raw, parsed)
+def text_of(raw: bytes, parsed: Parsed) -> tuple[str, str, str]:
+    """What the full-text index holds of a copy: its subject, its readable body (an HTML-only
+    one as text, ``mail.body``) and its people — the display names and addresses of From, To
+    and Cc (``"Bob Example" <spec-reviewer@…>`` is found by "Bob")."""
+    return parsed.subject, body_text(raw, parsed), people(parsed)
+
+
+def people(parsed: Parsed) -> str:
+    """The names and addresses of a copy's From, To and Cc, one per line."""
+    from email.utils import getaddresses  # lazy: start-up time (the email package)
+
+    values = [v for name in ("From", "To", "Cc") for v in parsed.get_all(name)]
+    try:
+        pairs = getaddresses(values)
+    except (ValueError, TypeError, IndexError):  # whatever a header holds, the copy is still indexed
+        return "\n".join(values)
+    return "\n".join(f"{n} {a}".strip() for n, a in pairs if n or a)
 
 
 def describe_row(entry: Entry, raw: bytes, parsed: Parsed, domain: str) -> DbRow:

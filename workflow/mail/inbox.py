@@ -212,16 +212,22 @@ def render_inbox(
     return "\n".join(lines) + "\n"
 
 
-def render_thread(rows: Sequence[Row], mail_root: str | os.PathLike[str], mailboxes: Sequence[str] = ()) -> str:
-    """The thread as a Markdown transcript (the reply loop's thread.md shape, docs/bridges.md); the reader's unread say NEW."""
+def render_thread(
+    rows: Sequence[Row],
+    mail_root: str | os.PathLike[str],
+    mailboxes: Sequence[str] = (),
+    how: str = "`workflow read MESSAGE-ID --part N --as ROLE`",
+) -> str:
+    """The thread as a Markdown transcript (the reply loop's thread.md shape, docs/bridges.md); the reader's unread say NEW.
+    Each message's attachments are listed under its text; ``how`` says how to read one."""
     if not rows:
         return ""
-    from workflow.mail.message import body_text, parse  # lazy: start-up time; only a transcript needs bodies
+    from workflow.mail.body import readable  # lazy: start-up time; only a transcript needs bodies
 
     out = [f"# Thread: {rows[0].subject}", ""]
     for i, r in enumerate(rows):
         raw = read_row(mail_root, r)
-        body = body_text(raw, parse(raw)).rstrip("\n") if raw is not None else ""
+        body = readable(raw).shown(how).rstrip("\n") if raw is not None else ""
         new = "NEW " if (not r.seen and r.mailbox in mailboxes) else ""
         out.append(f"## {new}{r.event or 'mail'} from {r.sender.split('@')[0]} ({_when(r.date)} UTC)")
         meta = [f"To: {', '.join(a.split('@')[0] for a in r.recipients)}"]

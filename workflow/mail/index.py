@@ -48,11 +48,19 @@ CREATE INDEX IF NOT EXISTS msg_mid ON msg(mid);
 CREATE INDEX IF NOT EXISTS msg_root ON msg(root);
 CREATE INDEX IF NOT EXISTS msg_space ON msg(space) WHERE space IS NOT NULL;
 CREATE TABLE IF NOT EXISTS dirstate(mailbox TEXT PRIMARY KEY, new_mtime INTEGER NOT NULL, cur_mtime INTEGER NOT NULL);
-CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(subject, body, content='', tokenize='unicode61 remove_diacritics 2', detail=none);
+CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(subject, body, people, content='', tokenize='unicode61 remove_diacritics 2', detail=none);
 CREATE TABLE IF NOT EXISTS fts_todo(id INTEGER PRIMARY KEY);
 """
 TEXT_BATCH = 100  # full-text rows written per transaction by ``fill_text``
-UPGRADES = {2: "CREATE TABLE IF NOT EXISTS fts_todo(id INTEGER PRIMARY KEY);"}  # from schema N to N + 1
+UPGRADES = {  # from schema N to N + 1
+    2: "CREATE TABLE IF NOT EXISTS fts_todo(id INTEGER PRIMARY KEY);",
+    # 4: the full text gains the people (display names) and HTML-only bodies as text: every
+    # copy's row is written again, by fill_text, from the Maildirs.
+    3: "DROP TABLE IF EXISTS fts; "
+    "CREATE VIRTUAL TABLE fts USING fts5(subject, body, people, content='', "
+    "tokenize='unicode61 remove_diacritics 2', detail=none); "
+    "DELETE FROM fts_todo; INSERT INTO fts_todo(id) SELECT id FROM msg;",
+}
 
 
 class Index(Reader):
@@ -104,7 +112,7 @@ class Index(Reader):
         """Record several deliveries in one transaction (the server batches concurrent ones);
         ``text=False`` leaves their full-text rows to ``fill_text``."""
         rows: list[DbRow] = []
-        fts: list[tuple[str, str]] = []
+        fts: list[tuple[str, str, str]] = []
         for entries, raw, parsed in items:
             if not entries:
                 continue
@@ -117,7 +125,7 @@ class Index(Reader):
         if rows:
             self._insert(rows, fts if text else None)
 
-    def _insert(self, rows: Sequence[DbRow], fts: Sequence[tuple[str, str]] | None) -> None:
+    def _insert(self, rows: Sequence[DbRow], fts: Sequence[tuple[str, str, str]] | None) -> None:
         """Insert msg rows with their full-text rows, or (``fts`` None) with a note to write
         those later. IGNORE, never REPLACE: a row already there came from a rescan that saw the
         file more recently (a reader may have marked it seen since the server's batch was made)."""
@@ -135,7 +143,9 @@ class Index(Reader):
                 for row, words in zip(rows, fts, strict=True):
                     cur = self.db.execute(insert, encode(row, ids))
                     if cur.rowcount == 1:
-                        self.db.execute("INSERT INTO fts(rowid, subject, body) VALUES (?,?,?)", (cur.lastrowid, *words))
+                        self.db.execute(
+                            "INSERT INTO fts(rowid, subject, body, people) VALUES (?,?,?,?)", (cur.lastrowid, *words)
+                        )
             self.db.execute("COMMIT")
         except sqlite3.DatabaseError as e:
             if self.db.in_transaction:
@@ -163,12 +173,12 @@ class Index(Reader):
                     "LEFT JOIN str s ON s.n = m.box ORDER BY t.id LIMIT ?",
                     (n,),
                 ).fetchall()
-                texts: list[tuple[int, str, str]] = []
+                texts: list[tuple[int, str, str, str]] = []
                 for rowid, box, key, sub, flags in todo:
                     got = self._read(box, key, sub, flags) if box is not None else None
                     if got is not None:
                         texts.append((rowid, *text_of(got[0], got[1])))
-                self.db.executemany("INSERT INTO fts(rowid, subject, body) VALUES (?,?,?)", texts)
+                self.db.executemany("INSERT INTO fts(rowid, subject, body, people) VALUES (?,?,?,?)", texts)
                 self.db.executemany("DELETE FROM fts_todo WHERE id=?", [(t[0],) for t in todo])
                 self.db.execute("COMMIT")
             except sqlite3.DatabaseError as e:
@@ -211,7 +221,7 @@ class Index(Reader):
             )
         }
         add_rows: list[DbRow] = []
-        add_fts: list[tuple[str, str]] = []
+        add_fts: list[tuple[str, str, str]] = []
         updates: list[DbRow] = []
         seen_keys: set[str] = set()
         for e in self.maildirs.scan(mailbox):
@@ -256,7 +266,7 @@ class Index(Reader):
             boxes = self.maildirs.mailboxes()
             for n, mb in enumerate(boxes, 1):
                 mtimes = self._mtimes(mb)
-                batch: list[tuple[DbRow, tuple[str, str]]] = []
+                batch: list[tuple[DbRow, tuple[str, str, str]]] = []
                 for e in self.maildirs.scan(mb):
                     got = read_copy(e)
                     if got is not None:
@@ -274,8 +284,8 @@ class Index(Reader):
                 )
                 first = self.db.execute("SELECT coalesce(max(id),0) FROM msg").fetchone()[0] - len(batch) + 1
                 self.db.executemany(
-                    "INSERT INTO fts(rowid, subject, body) VALUES (?,?,?)",
-                    [(first + i, s, b) for i, (_, (s, b)) in enumerate(batch)],
+                    "INSERT INTO fts(rowid, subject, body, people) VALUES (?,?,?,?)",
+                    [(first + i, *words) for i, (_, words) in enumerate(batch)],
                 )
                 self.db.execute("INSERT INTO dirstate VALUES (?,?,?)", (mb, *mtimes))
                 total += len(batch)

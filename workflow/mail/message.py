@@ -451,50 +451,6 @@ def parse(raw: bytes) -> Parsed:
     return Parsed(decoded, offset, max_line)
 
 
-def body_text(raw: bytes, parsed: Parsed | None = None) -> str:
-    """The text/plain body, decoded, with LF line ends."""
-    parsed = parsed or parse(raw)
-    ctype = (parsed.get("Content-Type") or "text/plain").lower()
-    cte = (parsed.get("Content-Transfer-Encoding") or "7bit").strip().lower()
-    if ctype.startswith("text/plain") or not ctype.strip():
-        m = re.search(r'charset="?([\w.:-]+)"?', ctype)
-        charset = m.group(1) if m else "utf-8"
-        data = raw[parsed.body_offset :]
-        if cte == "quoted-printable":
-            import quopri  # lazy: start-up time, as in encode_body
-
-            data = quopri.decodestring(data.replace(b"\r\n", b"\n"))
-        elif cte == "base64":
-            import base64  # lazy: start-up time, as in _encoded_words
-            import binascii
-
-            try:
-                data = base64.b64decode(data, validate=False)
-            except (binascii.Error, ValueError):
-                pass
-        try:
-            text = data.decode(charset, "replace")
-        except LookupError:
-            text = data.decode("utf-8", "replace")
-        return text.replace("\r\n", "\n")
-    if multiparts(raw) > MAX_MULTIPARTS:
-        return f"[body not shown: more than {MAX_MULTIPARTS} nested multipart parts]"
-    import email  # lazy: start-up time; only non-text/plain bodies need the full parser
-    import email.policy
-
-    try:  # stored mail may be anything (it predates a limit, or came by another path): never raise
-        msg = email.message_from_bytes(raw, policy=email.policy.default)
-        for part in msg.walk():
-            if part.get_content_type() == "text/plain":
-                try:
-                    return str(part.get_content()).replace("\r\n", "\n")
-                except (LookupError, ValueError):
-                    continue
-    except (RecursionError, MemoryError, ValueError, LookupError, TypeError, AttributeError, IndexError) as e:
-        return f"[body not readable: {type(e).__name__}]"
-    return ""
-
-
 MAX_MULTIPARTS = 100  # multipart containers one message may hold (at DATA and when read)
 MULTIPART_RE = re.compile(rb"(?im)^content-type:[ \t]*(?:\r?\n[ \t]+)?multipart/")
 

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
     from workflow.mail.rows import DbRow
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 REBUILD = "run `workflow reindex` to rebuild it from the Maildirs"
 
 

@@ -30,8 +30,9 @@ from workflow.core.errors import ArtifactError, WorkflowError
 from workflow.core.locate import locate
 from workflow.delivery.notify import NotifyRequest
 from workflow.delivery.transport import Transport
+from workflow.mail.body import body_text
 from workflow.mail.inbox import render_thread, thread_rows, unique
-from workflow.mail.message import body_text, parse
+from workflow.mail.message import parse
 from workflow.mail.rows import Row
 from workflow.panels.members import base_prompt, internal_note, run_member
 from workflow.panels.store import Assessment, PanelStore, Session, SessionState

@@ -28,7 +28,8 @@ from workflow.bridges.gmail.outside import as_outside
 from workflow.core.config import GmailConfig
 from workflow.core.errors import BridgeError, ConfigError
 from workflow.core.files import write_atomic
-from workflow.mail.message import body_text, parse
+from workflow.mail.body import body_text
+from workflow.mail.message import parse
 from workflow.policy.roster import OUTBOUND_SPOOL
 
 

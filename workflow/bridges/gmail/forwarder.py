@@ -29,7 +29,8 @@ from workflow.core.config import ForwarderConfig
 from workflow.core.errors import BridgeError, WorkflowError
 from workflow.delivery.credentials import client_credential
 from workflow.delivery.transport import SmtpTransport
-from workflow.mail.message import Parsed, body_text, parse
+from workflow.mail.body import body_text
+from workflow.mail.message import Parsed, parse
 
 LABEL = "todo"
 FORWARD_ID = "todo-forward"  # in every forward's Message-ID: <time.pid.rand.todo-forward@domain>
