@@ -30,8 +30,9 @@ from workflow.core.errors import WorkflowError
 from workflow.core.locate import Artifact, locate
 from workflow.delivery.notify import NotifyRequest
 from workflow.delivery.transport import Transport
+from workflow.mail.body import body_text
 from workflow.mail.inbox import read_row
-from workflow.mail.message import body_text, parse
+from workflow.mail.message import parse
 from workflow.mail.reader import Reader
 from workflow.mail.rows import Row
 from workflow.policy.guardrails import DECISION_MOVES

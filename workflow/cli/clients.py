@@ -10,7 +10,7 @@ NAMES = ("notmuch", "mutt", "neomutt", "msmtp", "mbsync", "thunderbird")
 
 
 @click.command(cls=Command)
-@click.argument("name", type=click.Choice(NAMES))
+@click.argument("name", type=click.Choice(NAMES), metavar="NAME")
 @click.option("--login", required=True, help="A login of [smtp] auth_users_file: whose client this is.")
 @click.option(
     "--imap-port",
