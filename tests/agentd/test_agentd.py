@@ -17,6 +17,7 @@ import pytest
 from helpers.agentd import Daemon, project, prompts
 from helpers.git import GIT_ENV, mail
 from helpers.runs import script, slow_answer, unread
+from workflow.agents import locks
 
 
 @pytest.fixture
@@ -34,9 +35,14 @@ def test_three_messages_together_make_one_run_that_sees_all_three(tmp_path: Path
     script(p, "spec-reviewer", [{"say": "reviewed"}])
     d = Daemon(p)
     cleanup.append(d)
+    # "together": while a person's run-role holds the role, so no run starts between two sends
+    held = locks.acquire(p.app.config.state.lock("spec-reviewer"), 600)
+    assert held is not None
     mids = [p.send("spec-writer", "answer", "specs/*/user-auth.md", "spec-reviewer", CONTEXT=f"a{i}") for i in range(3)]
+    d.wait_for(lambda: bool(d.events("coalesced")) or len(d.events("queued")) > 1, "the mail to be queued")
+    locks.release(held)
     d.wait_for(lambda: unread(p, "spec-reviewer") == 0 and d.idle(), "the batch to be processed")
-    time.sleep(1.5)  # a rescan later: still nothing more
+    time.sleep(1.5)  # a while later: still nothing more
     d.stop()
     runs = prompts(p, "spec-reviewer")
     assert len(runs) == 1, [e for e in d.events() if e["event"] in ("started", "skipped", "completed")]

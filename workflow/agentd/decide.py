@@ -9,6 +9,7 @@ project's whole history.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -17,6 +18,7 @@ from workflow.agentd.tasks import Tasks
 from workflow.app import App
 from workflow.artifacts import decisions
 from workflow.delivery.transport import Transport
+from workflow.mail.reader import Reader
 
 MARK = "decisions"
 FIRST_LOOKBACK = 86400.0
@@ -29,13 +31,32 @@ class Decide:
     def __init__(self, app: App, tasks: Tasks, log: Callable[..., None]) -> None:
         self.app, self.tasks, self.log = app, tasks, log
         self.people = decisions.people(app)
+        self.seen: tuple[tuple[int, int], ...] = ()  # the index files as the last step found them
+
+    def _signature(self) -> tuple[tuple[int, int], ...]:
+        """The index's files (size, mtime): every delivery changes them, agentd's reading never does."""
+        out = []
+        for suffix in ("", "-wal"):
+            try:
+                st = os.stat(f"{self.app.config.index_path}{suffix}")
+                out.append((st.st_size, st.st_mtime_ns))
+            except FileNotFoundError:
+                out.append((0, 0))
+        return tuple(out)
 
     def step(self, transport: Callable[[], Transport]) -> int:
-        """Apply the new decisions; returns how many were handled."""
+        """Apply the new decisions; returns how many were handled. It reads the index only after
+        something was delivered, and only for reading (a sweep's wake must not slow a delivery)."""
         if not self.people:
             return 0
+        now = self._signature()
+        if now == self.seen:
+            return 0
+        index = Reader.open(str(self.app.config.index_path))
+        if index is None:
+            return 0  # no index yet, or one the full commands will upgrade first
         handled = 0
-        with self.app.index() as index:
+        with index:
             mark = self.tasks.mark(MARK)
             first = mark is None or mark > index.last_id()  # never run here, or the index was rebuilt
             since = time.time() - FIRST_LOOKBACK
@@ -64,6 +85,7 @@ class Decide:
                     break
             if first and at == 0:
                 self.tasks.set_mark(MARK, index.last_id())
+        self.seen = now  # after the work: a step that failed is tried again at the next wake
         return handled
 
     def _said(self, o: decisions.Outcome) -> None:
