@@ -335,9 +335,7 @@ def test_notify_through_the_server_starts_fast_and_sends_what_the_command_sends(
 
         def shape(raw: bytes, mid: str) -> list[bytes]:  # all but what names the message or its date
             token = mid[1:].split("@")[0].encode()
-            return [
-                ln for ln in raw.split(b"\r\n") if token not in ln and not ln.startswith((b"Date:", b"Message-ID:"))
-            ]
+            return [ln for ln in raw.split(b"\n") if token not in ln and not ln.startswith((b"Date:", b"Message-ID:"))]
 
         assert shape(a, fast_mid) == shape(b, slow_mid) and len(shape(a, fast_mid)) > 10
         assert "déjà vu".encode() in a or b"d=C3=A9j=C3=A0 vu" in a

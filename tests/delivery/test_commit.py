@@ -18,6 +18,7 @@ from workflow.delivery.commit import GATHER, Committer, Peers
 from workflow.delivery.deliverer import Plan
 from workflow.mail.index import Index
 from workflow.mail.maildir import Entry
+from workflow.mail.message import to_lf
 
 SYNCS = pytest.mark.parametrize("asynchronous", [True, False], ids=["aio", "blocking"])
 # copies written with no name in new/ (where the system allows it, as this machine kind does), or in tmp/
@@ -78,7 +79,7 @@ def test_a_peer_that_breaks_is_a_peer_not_told_and_the_round_is_indexed_before_i
     stored, indexed_at_250, after = asyncio.run(main())
     assert len(stored) == 1 and indexed_at_250  # the others could not be told: they find it in the index
     assert len(after) == 1
-    assert sorted(p.read_bytes() for p in project.new_files("spec-reviewer")) == sorted([first, second])
+    assert sorted(p.read_bytes() for p in project.new_files("spec-reviewer")) == sorted([to_lf(first), to_lf(second)])
 
 
 @SYNCS
@@ -125,7 +126,7 @@ def test_a_copy_that_cannot_be_moved_into_new_undoes_its_plan_alone(
 
     failed, stored = asyncio.run(main())
     assert isinstance(failed, DeliveryError) and "implementer" in str(failed)
-    assert [p.read_bytes() for p in project.new_files("spec-reviewer")] == [alone]
+    assert [p.read_bytes() for p in project.new_files("spec-reviewer")] == [to_lf(alone)]
     assert [e.mailbox for e in stored] == ["spec-reviewer"]
     for box in ("spec-reviewer", "implementer"):
         assert list((project.mail / box / "tmp").iterdir()) == []

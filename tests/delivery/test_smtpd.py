@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
 import smtplib
 import socket
@@ -15,7 +17,7 @@ import pytest
 from helpers.project import TESTER, TESTER_PASSWORD, Project, with_smtp
 from helpers.smtp import auth_plain, client, message, serving
 from workflow.delivery.smtpd import BackgroundServer
-from workflow.mail.message import parse
+from workflow.mail.message import parse, to_lf
 
 
 @pytest.fixture
@@ -35,7 +37,7 @@ def test_smtplib_delivers_byte_exact(project: Project, smtp: int) -> None:
     raw = message(body="Ünïcode body\n" + "x" * 2000 + "\n")
     send(smtp, raw)
     [f] = project.new_files("spec-reviewer")
-    assert f.read_bytes() == raw
+    assert f.read_bytes() == to_lf(raw)  # stored with LF line ends, as Maildir expects
 
 
 @pytest.mark.parametrize(
@@ -87,10 +89,10 @@ def test_missing_message_id_and_date_are_added(project: Project, smtp: int) -> N
     send(smtp, raw)
     send(smtp, raw)  # within the same second: the time parts are shared, the ids are not
     stored = [f.read_bytes() for f in project.new_files("spec-reviewer")]
-    assert len(stored) == 2 and all(s.endswith(raw) for s in stored)
+    assert len(stored) == 2 and all(s.endswith(to_lf(raw)) and b"\r" not in s for s in stored)
     ids = set()
-    for p in map(parse, stored):
-        assert p.message_id and p.message_id.endswith(".spec-writer@workflow.local>")
+    for p in map(parse, stored):  # the documented form: <YYYYMMDDHHMMSS.<12 hex>.<role>@<domain>>
+        assert p.message_id and re.fullmatch(r"<\d{14}\.[0-9a-f]{12}\.spec-writer@workflow\.local>", p.message_id)
         ids.add(p.message_id)
         assert abs(parsedate_to_datetime(p.get("Date")).timestamp() - sent) < 5, p.get("Date")
     assert len(ids) == 2
@@ -111,7 +113,7 @@ def test_long_body_lines_accepted_and_stored_as_received(project: Project, smtp:
     raw = message().replace(b"\r\n\r\nHello", b"\r\n\r\n" + b"L" * 5000 + b"\r\nHello").replace(b"7bit", b"8bit")
     send(smtp, raw)
     [f] = project.new_files("spec-reviewer")
-    assert f.read_bytes() == raw
+    assert f.read_bytes() == to_lf(raw)  # stored with LF line ends, as Maildir expects
 
 
 def test_multi_recipient_is_all_or_nothing(project: Project, smtp: int) -> None:
@@ -346,7 +348,7 @@ def test_smtputf8_and_8bitmime_stored_byte_exact(project: Project, smtp: int) ->
             mail_options=["SMTPUTF8", "BODY=8BITMIME"],
         )
     [f] = project.new_files("spec-reviewer")
-    assert f.read_bytes() == raw
+    assert f.read_bytes() == to_lf(raw)  # stored with LF line ends, as Maildir expects
     assert parse(raw).subject == "Grüße — 認証"
 
 
@@ -354,7 +356,7 @@ def test_dot_stuffing_empty_lines_and_pipelined_commands(project: Project, smtp:
     raw = message(body=".leading dot\n..two dots\n.\nend.\n")
     send(smtp, raw)  # smtplib dot-stuffs; the server must undo exactly that
     [f] = project.new_files("spec-reviewer")
-    assert f.read_bytes() == raw
+    assert f.read_bytes() == to_lf(raw)  # stored with LF line ends, as Maildir expects
     second = message(body="pipelined\n")
     stuffed = second.replace(b"\r\n.", b"\r\n..")
     out = _dialog(
@@ -363,7 +365,7 @@ def test_dot_stuffing_empty_lines_and_pipelined_commands(project: Project, smtp:
         b"DATA\r\n" + stuffed + b".\r\nQUIT\r\n",
     )
     assert b"250 2.0.0 " in out and out.rstrip().endswith(b"221 Bye")
-    assert any(p.read_bytes() == second for p in project.new_files("spec-reviewer"))
+    assert any(p.read_bytes() == to_lf(second) for p in project.new_files("spec-reviewer"))
 
 
 def test_a_refusal_at_data_logs_the_refused_messages_own_message_id(
@@ -377,3 +379,29 @@ def test_a_refusal_at_data_logs_the_refused_messages_own_message_id(
     refused = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
     assert len(refused) == 1 and refused[0].startswith("refused DATA from 127.0.0.1 login=tester code=550 rule=-: ")
     assert f": {mid} from spec-writer@workflow.local to spec-reviewer@workflow.local: " in refused[0], refused
+
+
+def test_copies_are_stored_with_lf_and_a_crlf_copy_from_before_still_reads_and_counts_as_stored(
+    project: Project,
+) -> None:
+    """The reproduction: every copy that came over SMTP was stored with CRLF (mutt showed ^M on
+    every header line). Copies are LF now; a CRLF copy stored before reads as it did, and a client
+    retrying that message (after a lost 250) is not stored a second time."""
+    old = message(body="stored before\n", mid="<20261101000000.0123456789ab.spec-writer@workflow.local>")
+    box = project.mail / "spec-reviewer"
+    for sub in ("tmp", "new", "cur"):
+        (box / sub).mkdir(parents=True, exist_ok=True)
+    (box / "tmp" / "1700000000.old.host").write_bytes(old)  # CRLF, as the server used to store it
+    os.rename(box / "tmp" / "1700000000.old.host", box / "new" / "1700000000.old.host")
+    with project.app.index() as ix:  # and indexed, as it was
+        ix.refresh()
+    with serving(project.app, "1") as port:
+        raw = message(body="line one\nline two\n")
+        assert send(port, raw) == {}
+        [new] = [f for f in project.new_files("spec-reviewer") if b"line one" in f.read_bytes()]
+        assert b"\r" not in new.read_bytes() and new.read_bytes() == to_lf(raw)
+        assert send(port, old) == {}  # the retry of the old one: accepted, already stored
+    copies = [f for f in project.new_files("spec-reviewer") if b"stored before" in f.read_bytes()]
+    assert len(copies) == 1, copies
+    r = project.run("read", "<20261101000000.0123456789ab.spec-writer@workflow.local>", "--as", "spec-reviewer")
+    assert r.returncode == 0 and "stored before" in r.stdout and "\r" not in r.stdout, r.stdout + r.stderr

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from helpers.project import Project, with_smtp
 from helpers.smtp import children, client, message, server_process
-from workflow.mail.message import parse
+from workflow.mail.message import parse, to_lf
 
 INTERNAL = "spec-reviewer-panel-internal"
 REVIEWER = "spec-reviewer@workflow.local"
@@ -117,7 +117,7 @@ def test_a_retry_reaching_another_worker_is_stored_once(project: Project) -> Non
         except smtplib.SMTPDataError as e:
             assert e.smtp_code == 550 and b"already delivered" in e.smtp_error
         assert stop(proc, log) == 0
-    assert sorted(f.read_bytes() for f in project.new_files("spec-reviewer")) == sorted([first, second])
+    assert sorted(f.read_bytes() for f in project.new_files("spec-reviewer")) == sorted([to_lf(first), to_lf(second)])
     for raw in (first, second):
         assert len(log.worker_of(parse(raw).message_id or "")) == 2, log.text()  # both workers saw it
 
@@ -192,6 +192,7 @@ def test_sigkill_of_one_worker_mid_load_loses_nothing_acked_and_it_is_replaced(p
         assert stop(proc, log) == 0
     assert not errors, errors
     stored = [f.read_bytes() for f in project.new_files("spec-reviewer")]
+    acked = [to_lf(raw) for raw in acked]  # stored with LF line ends
     assert len(stored) == len(set(stored)), "a retry after the kill was stored twice"
     assert set(acked) <= set(stored), "a message that got 250 is missing after SIGKILL of its worker"
     assert set(stored) <= set(acked)  # what the killed worker stored without answering was retried until acked

@@ -86,7 +86,7 @@ def test_attachments_are_listed_and_a_text_one_read_where_the_body_is_shown(
     assert r.returncode == 0, r.stderr
     assert "Logs attached." in r.stdout and "Attachments (2):" in r.stdout
     assert (
-        "[1] server.log (text/plain, 30 bytes)" in r.stdout and "[2] graph.png (image/png, 1.0 KB, binary)" in r.stdout
+        "[1] server.log (text/plain, 29 bytes)" in r.stdout and "[2] graph.png (image/png, 1.0 KB, binary)" in r.stdout
     )
     assert "--part N" in r.stdout and "ERROR token" not in r.stdout and "PNG" not in r.stdout.replace("png", "")
     r = project.run("read", files, "--as", "spec-reviewer", "--part", "1", "--json", "--peek")
@@ -105,7 +105,7 @@ def test_attachments_are_listed_and_a_text_one_read_where_the_body_is_shown(
         index.refresh()
         ctx = build(app, role, index, select(index, app.roster.mailboxes_of("spec-reviewer")))
     assert (
-        "[1] server.log (text/plain, 30 bytes)" in ctx.prompt
+        "[1] server.log (text/plain, 29 bytes)" in ctx.prompt
         and "read_thread(message_id=ITS MESSAGE-ID, part=N)" in ctx.prompt
     )
     tools = RoleTools(app, role, make_transport(app.config, app.deliverer, "direct"))

@@ -6,6 +6,7 @@ index); ``deliver`` runs the three in order. The server runs the same ``prepare`
 plan to ``commit.Committer``, which stores with the same Maildir steps and records with the same
 ``record_many``, batching concurrent transactions.
 Nothing is written unless every check passes, and a failed write leaves no copy in any new/.
+Copies are stored with LF line ends, Maildir's convention (SMTP's CRLF is converted once, here).
 A message already stored with the same Message-ID and the same bytes (a client retrying after a
 lost ``250``) is not stored again in the mailboxes that hold it.
 """
@@ -15,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Container, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import NamedTuple
 
@@ -32,6 +33,7 @@ from workflow.mail.message import (
     parse,
     split_head,
     thread_ids,
+    to_lf,
     validate,
 )
 from workflow.policy import guardrails
@@ -88,8 +90,9 @@ class Stamps:
         return self._id, self._date
 
 
-def complete_headers(raw: bytes, sender_hint: str, domain: str, stamps: Stamps) -> bytes:
-    """Prepend a Message-ID and a Date when the message lacks them (nothing else is changed)."""
+def complete_headers(raw: bytes, role: Callable[[], str], domain: str, stamps: Stamps) -> bytes:
+    """Prepend a Message-ID (of the documented form, naming the sender's ``role()``) and a Date
+    when the message lacks them (nothing else is changed)."""
     head, _ = split_head(raw)
     lower = b"\n" + head.lower()
     if b"\nmessage-id:" in lower and b"\ndate:" in lower:
@@ -98,8 +101,7 @@ def complete_headers(raw: bytes, sender_hint: str, domain: str, stamps: Stamps) 
     stamp, date = stamps.now()
     extra = b""
     if b"\nmessage-id:" not in lower:
-        local = sender_hint.split("@")[0] or "smtp"
-        extra += b"Message-ID: " + message_id_at(stamp, local, domain).encode("ascii") + eol
+        extra += b"Message-ID: " + message_id_at(stamp, role(), domain).encode("ascii") + eol
     if b"\ndate:" not in lower:
         extra += b"Date: " + date + eol
     return extra + raw
@@ -144,7 +146,7 @@ class Deliverer:
         index and asks again, so visibility and reply checks see every copy. With ``known`` (every
         Message-ID the caller has stored, been told of or found indexed), an id outside it skips
         the index lookup: it cannot be a retry."""
-        raw = complete_headers(raw, sender_hint, self.config.domain, self.stamps)
+        raw = to_lf(complete_headers(raw, lambda: self._role(raw, sender_hint), self.config.domain, self.stamps))
         parsed = parse(raw)
         validate(parsed, event_types=self.config.event_types, states=self.config.states)
         if multiparts(raw) > MAX_MULTIPARTS:  # every reader would recurse that deep (RecursionError)
@@ -172,6 +174,15 @@ class Deliverer:
             already = self._already(index, mid, raw, boxes, pending)
         return Plan(raw, mid, sender, tuple(b for b in boxes if b not in already), already, parsed)
 
+    def _role(self, raw: bytes, sender_hint: str) -> str:
+        """Whose Message-ID the server writes: the role the From: names (else the envelope's)."""
+        for address in (parse(raw).sender, sender_hint):
+            try:
+                return self.roster.sender(address)
+            except RosterError:
+                continue
+        return "smtpd"
+
     def _already(
         self, index: Index, mid: str, raw: bytes, boxes: tuple[str, ...], pending: Sequence[Entry] = ()
     ) -> tuple[str, ...]:
@@ -185,8 +196,8 @@ class Deliverer:
             entry = self.maildirs.find(mailbox, key)
             if entry is None:
                 continue  # removed since it was stored: deliver again
-            with open(entry.file, "rb") as f:
-                if hashlib.sha256(f.read()).digest() != digest:
+            with open(entry.file, "rb") as f:  # a copy stored before LF line ends compares as LF
+                if hashlib.sha256(to_lf(f.read())).digest() != digest:
                     raise MessageError(
                         f"Message-ID {mid} was already delivered to {mailbox} with different content; "
                         "a new message needs a new Message-ID"

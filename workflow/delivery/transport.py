@@ -26,6 +26,7 @@ from workflow.core.errors import TransportError, WorkflowError
 from workflow.delivery import handshake, local
 from workflow.delivery.credentials import OWNER, Credential, client_credential
 from workflow.delivery.deliverer import Deliverer
+from workflow.mail.message import to_crlf
 
 
 class Transport(Protocol):
@@ -85,7 +86,7 @@ class SmtpTransport:
         try:
             if self.credential is not None:
                 self._login(smtp, self.credential)
-            smtp.sendmail(sender, list(recipients), raw)
+            smtp.sendmail(sender, list(recipients), to_crlf(raw))  # a stored copy's LF: CRLF on the wire
             accepted = True
         except smtplib.SMTPRecipientsRefused as e:
             code, text = next(iter(e.recipients.values()))

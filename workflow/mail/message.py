@@ -418,6 +418,16 @@ class Parsed:
         return [a.strip() for a in v.split(",") if a.strip()] if v else []
 
 
+def to_lf(raw: bytes) -> bytes:
+    """A message with LF line ends, as Maildir stores it (Postfix and Dovecot's LDA convert too)."""
+    return raw.replace(b"\r\n", b"\n")
+
+
+def to_crlf(raw: bytes) -> bytes:
+    """A message with CRLF line ends, as SMTP carries it (whatever it had before)."""
+    return to_lf(raw).replace(b"\n", b"\r\n")
+
+
 def split_head(raw: bytes) -> tuple[bytes, int]:
     """The header block and the offset where the body starts (after the first empty line)."""
     a = raw.find(b"\n\r\n")

@@ -29,7 +29,7 @@ from workflow.core.config import GmailConfig
 from workflow.core.errors import BridgeError, ConfigError
 from workflow.core.files import write_atomic
 from workflow.mail.body import body_text
-from workflow.mail.message import parse
+from workflow.mail.message import parse, to_crlf
 from workflow.policy.roster import OUTBOUND_SPOOL
 
 
@@ -205,7 +205,7 @@ def submit_outbound(app: App, s: GmailConfig, say: Callable[[str], None], dry: b
                     smtp.starttls()
                 if s.password_env or s.password_file:
                     smtp.login(s.user, secret(s))
-                smtp.sendmail(s.user, rcpts, raw)
+                smtp.sendmail(s.user, rcpts, to_crlf(raw))  # stored with LF; SMTP wants CRLF
         except (smtplib.SMTPException, OSError) as err:
             say(f"outbound: {p.message_id} not sent yet: {err}")
             continue

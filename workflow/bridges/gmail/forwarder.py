@@ -30,7 +30,7 @@ from workflow.core.errors import BridgeError, WorkflowError
 from workflow.delivery.credentials import client_credential
 from workflow.delivery.transport import SmtpTransport
 from workflow.mail.body import body_text
-from workflow.mail.message import Parsed, parse
+from workflow.mail.message import Parsed, parse, to_crlf
 
 LABEL = "todo"
 FORWARD_ID = "todo-forward"  # in every forward's Message-ID: <time.pid.rand.todo-forward@domain>
@@ -119,7 +119,7 @@ class TodoForwarder:
             sender = ctx.app.roster.address(ctx.s.role)
             if ctx.s.relay_host:  # a relay of the user's own: no workflow login there
                 with smtplib.SMTP(ctx.s.relay_host, ctx.s.relay_port, timeout=30) as smtp:
-                    smtp.sendmail(sender, [dest], raw)
+                    smtp.sendmail(sender, [dest], to_crlf(raw))
             else:  # our server, which spools it for the outbound bridge: logged in as the owner
                 SmtpTransport(
                     str(ctx.app.config.state.socket), 30.0, client_credential(mail_root=ctx.app.config.mail_root)
