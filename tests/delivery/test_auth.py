@@ -72,6 +72,17 @@ def test_a_users_file_line_that_is_not_a_login_names_its_line(tmp_path: Path) ->
         load_users(str(users))
 
 
+def test_a_login_on_two_lines_is_refused_naming_both(tmp_path: Path) -> None:
+    """The reproduction: appending a new line for an existing login (to change its password) left
+    Dovecot taking the first line's password and this server the last's."""
+    users = tmp_path / "users"
+    users.write_text(
+        f"alice:{hash_password('old')}:user\nbob:{hash_password('b')}:user\nalice:{hash_password('new')}:user\n"
+    )
+    with pytest.raises(WorkflowError, match=r"users:3: login alice is on line 1 already"):
+        load_users(str(users))
+
+
 def test_the_owner_credential_is_made_on_first_use_mode_0600_and_refused_when_others_can_read_it(
     tmp_path: Path,
 ) -> None:

@@ -277,3 +277,30 @@ def test_a_new_login_a_new_password_and_a_removed_login_count_without_a_restart(
         assert not logs_in(port, "alice", "looking-glass")
         users.write_text("carol:not-a-secret:spec-reviewer\n")  # a bad edit refuses everyone until mended
         assert not logs_in(port, "carol", "carrots")
+
+
+def test_a_login_removed_or_changed_ends_on_the_connections_that_made_it(tmp_path: Path) -> None:
+    """The reproduction: a login removed from the users file kept sending on a connection it had
+    opened before (a NOOP every 30 s kept it alive), and its typed approval was applied."""
+
+    def line(login: str, password: str, role: str) -> str:
+        return f"{login}:{hash_password(password, rounds=1000)}:{role}\n"
+
+    p = users_project(tmp_path, line("dave", "d-pass", "spec-reviewer") + line("erin", "e-pass", "spec-reviewer"))
+    users = tmp_path / "users"
+    raw = b"From: spec-reviewer@workflow.local\r\nTo: spec-writer@workflow.local\r\nSubject: hi\r\n\r\nhi\r\n"
+    with BackgroundServer(p.app.config, p.app.deliverer) as port:
+        dave = smtplib.SMTP("127.0.0.1", port, timeout=30)
+        erin = smtplib.SMTP("127.0.0.1", port, timeout=30)
+        for s, who in ((dave, "dave"), (erin, "erin")):
+            s.ehlo()
+            s.user, s.password = who, f"{who[0]}-pass"
+            s.auth("PLAIN", s.auth_plain)
+        dave.sendmail("spec-reviewer@workflow.local", ["spec-writer@workflow.local"], raw)  # fine while it stands
+        users.write_text(line("erin", "e-new", "spec-reviewer"))  # dave removed, erin's password changed
+        for s, who in ((dave, "dave"), (erin, "erin")):
+            with pytest.raises(smtplib.SMTPSenderRefused) as e:
+                s.sendmail("spec-reviewer@workflow.local", ["spec-writer@workflow.local"], raw)
+            assert e.value.smtp_code == 530 and f"login {who} is no longer valid" in e.value.smtp_error.decode()
+            s.close()
+    assert len(p.new_files("spec-writer")) == 1

@@ -116,3 +116,32 @@ def test_attachments_are_listed_and_a_text_one_read_where_the_body_is_shown(
             tools.call("read_thread", {"message_id": files, "part": part})
     with pytest.raises(ToolError, match="no thread"):
         tools.call("read_thread", {"message_id": "<nobody@x>", "part": 1})
+
+
+@pytest.mark.parametrize("charset", ["unicode_escape", "idna", "utf-16", "x-no-such"])
+def test_a_hostile_charset_never_locks_the_index_or_stops_a_command(project: Project, charset: str) -> None:
+    """The reproduction: `charset=unicode_escape` with `\\ud800` in the body (or `idna`) made the
+    index's full-text write raise inside its transaction: every later command said `database is
+    locked` and `workflow reindex` crashed on the same file."""
+    raw = (
+        "From: spec-writer@workflow.local\r\nTo: spec-reviewer@workflow.local\r\nSubject: odd\r\n"
+        f"X-Event-Type: question\r\nX-Artifacts: specs/*/user-auth.md\r\nContent-Type: text/plain; charset={charset}\r\n"
+        "\r\nhello \\ud800 \xff\xfe\r\n"
+    ).encode("latin-1")
+    with BackgroundServer(project.app.config, project.app.deliverer) as port, client(port) as s:
+        s.sendmail("spec-writer@workflow.local", ["spec-reviewer@workflow.local"], raw)
+        s.sendmail(
+            "spec-writer@workflow.local",
+            ["spec-reviewer@workflow.local"],
+            composed("<after@x>", "<p>after</p>").as_bytes(policy=SMTP),
+        )
+    for args in (
+        ["search", "hello", "--as", "spec-reviewer"],
+        ["inbox", "spec-reviewer"],
+        ["reindex"],
+        ["search", "after", "--as", "spec-reviewer"],
+        ["status"],
+    ):
+        r = project.run(*args)
+        assert r.returncode in (0, 1) and "Traceback" not in r.stderr and "locked" not in r.stderr, (args, r.stderr)
+    assert "after" in project.run("search", "after", "--as", "spec-reviewer").stdout

@@ -168,8 +168,19 @@ def test_a_human_reads_its_role_over_imap_and_replies_through_smtp_threaded(serv
 
 def test_a_second_human_sees_none_of_the_first_ones_mailboxes(served: Served) -> None:
     c = _login(served, "bob", "builder")
-    typ, data = c.select("INBOX")
-    assert typ == "OK" and data[0] == b"0"
+    with pytest.raises(imaplib.IMAP4.readonly):  # spec-writer is an agent role: bob reads, never marks
+        c.select("INBOX")
+    sent = served.o.sh(  # by the owner, as the owner's files are made
+        "workflow notify --from spec-reviewer question specs/proposed/user-auth.md spec-writer QUESTION=Why",
+        served.p.dir,
+    )
+    assert sent.returncode == 0, sent.stderr
+    typ, data = c.select("INBOX", readonly=True)
+    assert typ == "OK" and data[0] == b"1"
+    assert c.fetch("1", "(RFC822)")[0] == "OK"
+    c.store("1", "+FLAGS", "\\Seen")  # whatever the answer, nothing is marked
+    copies = [f.name for sub in ("new", "cur") for f in (served.p.mail / "spec-writer" / sub).iterdir()]
+    assert len(copies) == 1 and "S" not in copies[0].partition(":2,")[2], copies  # the agent's copy: still unread
     typ, listing = c.list()
     names = [re.sub(rb'^.*"/" ', b"", line).strip(b'"').decode() for line in listing if isinstance(line, bytes)]
     assert names == ["INBOX"], listing
@@ -247,7 +258,7 @@ def test_a_new_login_and_a_new_password_count_without_a_restart(served: Served) 
     # Dovecot looks at a passwd-file's time at most once a second: wait for the next second
     time.sleep(1.05 - time.time() % 1)
     c = _login(s, "carol", "carrots")  # a new login, through the users file and the new homes
-    assert c.select("INBOX")[0] == "OK"
+    assert c.select("INBOX", readonly=True)[0] == "OK"  # spec-reviewer: an agent role, read-only
     c.logout()
     _login(s, "alice", "looking-glass").logout()  # a new password, read from the users file itself
 

@@ -9,6 +9,7 @@ project's whole history.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Callable
@@ -19,6 +20,8 @@ from workflow.app import App
 from workflow.artifacts import decisions
 from workflow.delivery.transport import Transport
 from workflow.mail.reader import Reader
+
+log = logging.getLogger(__name__)
 
 MARK = "decisions"
 FIRST_LOOKBACK = 86400.0
@@ -71,10 +74,19 @@ class Decide:
                     if row.message_id is None or row.message_id in done or (first and row.date < since):
                         continue
                     done.add(row.message_id)
-                    d = decisions.read(self.app, index, row)
+                    try:
+                        d = decisions.read(self.app, index, row)
+                    except Exception as e:  # one message that cannot be read never stops the others
+                        log.exception("%s: cannot be read as a decision", row.message_id)
+                        self.tasks.record_decision(row.message_id, False, f"unreadable: {type(e).__name__}: {e}"[:300])
+                        continue
                     if d is None:
                         continue
-                    outcome = decisions.apply(self.app, d, transport())
+                    try:
+                        outcome = decisions.apply(self.app, d, transport())
+                    except Exception as e:  # a bug of ours: logged, the decision is not tried again and again
+                        log.exception("%s: applying the decision failed", d.message_id)
+                        outcome = decisions.Outcome(d, False, f"failed: {type(e).__name__}: {e}"[:300])
                     self.tasks.record_decision(d.message_id, outcome.applied, outcome.detail)
                     if outcome.sent:  # the notification a plain reply's decision sent is not a decision again
                         self.tasks.record_decision(outcome.sent, True, f"sent for {d.message_id}")

@@ -25,6 +25,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from workflow.app import App
+from workflow.artifacts.gitrepo import Repo
 from workflow.artifacts.move import MoveRequest, move
 from workflow.core.errors import WorkflowError
 from workflow.core.locate import Artifact, locate
@@ -91,8 +92,13 @@ def verdict(text: str) -> tuple[str, str] | None:
             ):
                 break
             reason.append(more.rstrip())
-        return event, "\n".join(reason).strip()[:MAX_REASON]
+        return event, _printable("\n".join(reason))
     return None
+
+
+def _printable(text: str) -> str:
+    """A reason as a commit message and a template may carry it: no NUL or other control characters."""
+    return "".join(c for c in text.strip()[:MAX_REASON] if c in "\n\t" or c.isprintable())
 
 
 def read(app: App, index: Reader, row: Row) -> Decision | None:
@@ -106,7 +112,7 @@ def read(app: App, index: Reader, row: Row) -> Decision | None:
     role = row.sender.split("@")[0]
     request = _request(index, parsed.in_reply_to_ids)
     if parsed.event in DECISION_MOVES:
-        reason = (verdict(body_text(raw, parsed)) or ("", ""))[1] or body_text(raw, parsed).strip()[:MAX_REASON]
+        reason = (verdict(body_text(raw, parsed)) or ("", ""))[1] or _printable(body_text(raw, parsed))
         event, typed = parsed.event, True
     elif parsed.event is None and request is not None:
         found = verdict(body_text(raw, parsed))
@@ -134,7 +140,12 @@ def apply(app: App, d: Decision, transport: Transport) -> Outcome:
         artifact = _one(app, d)
         source, target = DECISION_MOVES[d.event]
         if artifact.state == target and d.event == "approval":
-            return Outcome(d, True, f"{artifact.path} is in {target}/ already")
+            if Repo(app.config).tracked("HEAD", [artifact.path]):
+                return Outcome(d, True, f"{artifact.path} is in {target}/ already")
+            raise WorkflowError(  # a move cut short between its `git mv` and its commit
+                f"{artifact.path} is in {target}/ but not committed there (a move was interrupted); "
+                "the project's owner must commit it or move it back (`git status` shows it)"
+            )
         if artifact.state != source:
             raise WorkflowError(
                 f"{artifact.path} is in {artifact.state}/ now, and {_a(d.event)} decides on an artifact in {source}/"

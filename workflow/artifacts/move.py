@@ -279,9 +279,10 @@ def _git_move(
         raise GitError(f"git mv {before.path} {after.path} failed: {e}") from None
     spec = [src, dst] if in_head else [dst]
     who = [f"--author={edits.author(config, author)}"] if author else []
+    message = "".join(c for c in message if c in "\n\t" or c.isprintable())  # git takes no NUL in -m
     try:
         repo.git("commit", "-q", *who, "-m", message, *(() if verify else ("--no-verify",)), "--", *spec, env=env)
-    except GitError as e:
+    except (GitError, OSError, ValueError) as e:  # whatever stops the commit, the move is put back
         try:
             repo.git("mv", "--", dst, src, env=env)
         except GitError:

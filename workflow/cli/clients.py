@@ -42,4 +42,10 @@ def client(ctx: click.Context, name: str, login: str, imap_port: int, password_f
     from workflow.ops import clients  # lazy: start-up time of the other commands
 
     setting = clients.setting(app(ctx), login, imap_port, password_file)
+    if not setting.human:
+        click.echo(
+            f"note: {setting.role} is an agent's role: {login} may read its mail and send as it, never mark it "
+            f'(set mode = "human" in roles/{setting.role}.md to take the role over)',
+            err=True,
+        )
     click.echo(clients.client(name).render(setting), nl=False)

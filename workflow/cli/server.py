@@ -122,6 +122,7 @@ def imap(ctx: click.Context, directory: Path | None, port: int, listen: str) -> 
         return
     write(setup, directory)
     for s in setup.served:
-        click.echo(f"{s.login}: reads {s.maildir} (role {s.role})")
+        how = ", read-only: an agent's mailbox (make the role human to act on it)" if s.read_only else ""
+        click.echo(f"{s.login}: reads {s.maildir} (role {s.role}{how})")
     click.echo(f"start: {setup.start}")
     click.echo(f"stop: {setup.stop}")

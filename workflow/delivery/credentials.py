@@ -63,6 +63,7 @@ class Identity(NamedTuple):
     login: str
     roles: frozenset[str] | None  # the roles it may send as; None: any (the owner)
     run: Path | None = None  # the run directory of a run credential
+    secret: str = ""  # a person's secret as the users file had it at login (an edit ends the login)
 
     def may_send_as(self, role: str) -> bool:
         return self.roles is None or role in self.roles
@@ -185,6 +186,7 @@ SECRET_RE = re.compile(
 def load_users(path: str) -> dict[str, User]:
     """``login:SECRET[:role,role…]`` lines (``workflow smtpd --hash-password`` makes the secret)."""
     users: dict[str, User] = {}
+    where: dict[str, int] = {}
     try:
         with open(path, encoding="utf-8") as f:
             lines = f.read().splitlines()
@@ -205,6 +207,12 @@ def load_users(path: str) -> dict[str, User]:
         bad = [r for r in roles if not ROLE_RE.match(r)]
         if not roles or bad:
             raise WorkflowError(f"{path}:{n}: {login}: expected the roles it may send as, got {parts[2]!r}")
+        if login in where:  # Dovecot would take the first line and this server the last: neither may guess
+            raise WorkflowError(
+                f"{path}:{n}: login {login} is on line {where[login]} already; one line per login "
+                "(to change a password, replace its line)"
+            )
+        where[login] = n
         users[login] = User(parts[1], roles)
     if not users:
         raise WorkflowError(f"{path}: no users")
@@ -314,4 +322,12 @@ class Authenticator:
             return None
         if not check_password(secret, user.secret):
             return None
-        return Identity(login, frozenset(user.roles))
+        return Identity(login, frozenset(user.roles), secret=user.secret)
+
+    def still(self, identity: Identity) -> bool:
+        """Whether a person's login still stands as it was made: its line of the users file is
+        there, with the same secret and roles (the owner's and runs' logins are not in that file)."""
+        if identity.roles is None or identity.run is not None or not identity.secret:
+            return True
+        user = self.users.get(identity.login)
+        return user is not None and user.secret == identity.secret and frozenset(user.roles) == identity.roles

@@ -53,6 +53,10 @@ class Logins:
             await self.failed(peer, mechanism, login, code)
         return identity
 
+    def current(self, identity: Identity) -> bool:
+        """Whether a connection's login still stands (the users file may have changed since)."""
+        return self.auth.still(identity)
+
     def challenge(self) -> str:
         """A fresh server nonce for an ``X-WORKFLOW`` login."""
         return secrets.token_hex(handshake.NONCE_HEX // 2)

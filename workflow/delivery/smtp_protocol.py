@@ -434,6 +434,14 @@ def protocol_factory(
 
         async def check_auth_needed(self, caller_method: str) -> bool:
             assert self.session is not None
+            identity = self.session.auth_data if self.session.authenticated else None
+            if isinstance(identity, Identity) and logins is not None and not logins.current(identity):
+                # a login removed (or its password or roles changed) since this connection made it
+                self.session.authenticated, self.session.auth_data = False, None
+                reply = f"530 5.7.0 login {identity.login} is no longer valid (the users file changed); log in again"
+                refused(caller_method, self._workflow_peer(), identity.login, reply)
+                await self.push(reply)
+                return True
             if require_auth and not self.session.authenticated:
                 if logins is not None:  # logged, and slowed like a failed login: no retry storm
                     await logins.unauthenticated(self._workflow_peer(), caller_method, AUTH_REQUIRED)

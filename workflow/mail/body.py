@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 
 from workflow.core.errors import MessageError
-from workflow.mail.message import MAX_MULTIPARTS, Parsed, multiparts, parse
+from workflow.mail.message import MAX_MULTIPARTS, Parsed, multiparts, no_surrogates, parse
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -161,7 +161,7 @@ def _decode(data: bytes, charset: str) -> str:
         text = data.decode(charset, "replace")
     except (LookupError, ValueError, TypeError):  # unknown, or not a text codec ("base64", "idna" with replace)
         text = data.decode("utf-8", "replace")
-    return text.replace("\r\n", "\n").replace("\r", "\n")
+    return no_surrogates(text).replace("\r\n", "\n").replace("\r", "\n")
 
 
 def _message(raw: bytes) -> Message | str:

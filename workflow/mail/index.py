@@ -147,7 +147,7 @@ class Index(Reader):
                             "INSERT INTO fts(rowid, subject, body, people) VALUES (?,?,?,?)", (cur.lastrowid, *words)
                         )
             self.db.execute("COMMIT")
-        except sqlite3.DatabaseError as e:
+        except (sqlite3.DatabaseError, ValueError) as e:  # ValueError: a string SQLite cannot take; never left open
             if self.db.in_transaction:
                 self.db.execute("ROLLBACK")
             self._ids.clear()  # ids interned in the rolled-back transaction no longer exist
@@ -181,7 +181,7 @@ class Index(Reader):
                 self.db.executemany("INSERT INTO fts(rowid, subject, body, people) VALUES (?,?,?,?)", texts)
                 self.db.executemany("DELETE FROM fts_todo WHERE id=?", [(t[0],) for t in todo])
                 self.db.execute("COMMIT")
-            except sqlite3.DatabaseError as e:
+            except (sqlite3.DatabaseError, ValueError) as e:  # ValueError: a string SQLite cannot take
                 if self.db.in_transaction:
                     self.db.execute("ROLLBACK")
                 raise MailIndexError(f"index {self.path} could not be updated ({e}); run `workflow reindex`") from None

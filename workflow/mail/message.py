@@ -170,6 +170,16 @@ def _decode_word(charset: str, enc: str, text: str) -> bytes | None:
         return None
 
 
+def no_surrogates(text: str) -> str:
+    """``text`` without lone surrogates (a codec such as unicode_escape makes them from mail;
+    nothing can encode them — not SQLite, not a terminal): each becomes "?"."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace").decode("utf-8")
+    return text
+
+
 def _decode_value(value: str) -> str:
     """Decode RFC 2047 encoded-words; whitespace between adjacent encoded-words is dropped."""
     if "=?" not in value:
@@ -181,9 +191,10 @@ def _decode_value(value: str) -> str:
     def flush() -> None:
         for cs, data in pending:
             try:
-                out.append(data.decode(cs.split("*")[0], "replace"))
-            except LookupError:
-                out.append(data.decode("utf-8", "replace"))
+                text = data.decode(cs.split("*")[0], "replace")
+            except (LookupError, ValueError, TypeError):  # unknown, or no text codec ("idna", "base64")
+                text = data.decode("utf-8", "replace")
+            out.append(no_surrogates(text))
         pending.clear()
 
     for m in ENCODED_WORD_RE.finditer(value):

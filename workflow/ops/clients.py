@@ -18,12 +18,13 @@ What every configuration holds to, and why:
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import NamedTuple, Protocol
 
 from workflow.app import App
 from workflow.core.errors import ConfigError
-from workflow.delivery.credentials import load_users
+from workflow.delivery.credentials import load_users, root_id
 
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
@@ -40,6 +41,8 @@ class Setting(NamedTuple):
     smtp_port: int
     imap_port: int
     password_file: str  # as the configuration names it (~ kept: the client expands it)
+    human: bool  # the login's role is a person's (mode = "human"): its own mailbox is theirs to mark
+    database: Path  # notmuch's database, outside the mail root
 
     @property
     def address(self) -> str:
@@ -64,6 +67,8 @@ def setting(app: App, login: str, imap_port: int = 1143, password_file: str | No
         raise ConfigError(f"{login!r} is not a login of {cfg.smtp.auth_users_file} (logins: {known})")
     role = users[login].roles[0]
     roles = tuple(sorted(app.roster.roles))
+    found = app.roster.roles.get(role)
+    home = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
     return Setting(
         cfg.mail_root,
         cfg.domain,
@@ -74,6 +79,8 @@ def setting(app: App, login: str, imap_port: int = 1143, password_file: str | No
         cfg.smtp.port,
         imap_port,
         password_file or f"~/.config/workflow/{login}.password",
+        found is not None and found.mode == "human",
+        home / "workflow" / "notmuch" / root_id(cfg.mail_root),
     )
 
 
@@ -89,11 +96,14 @@ class Notmuch:
     about = "notmuch on the mail root (the owner's machine): flags never synced onto agents' copies"
 
     def render(self, s: Setting) -> str:
+        s.database.mkdir(parents=True, exist_ok=True, mode=0o700)  # notmuch makes its database, not the folder
         return f"""\
 # notmuch for the workflow-mail project at {s.mail_root} (made by `workflow client notmuch`).
 # Use: export NOTMUCH_CONFIG=~/.notmuch-config-workflow; notmuch new
 [database]
-path={s.mail_root}
+# notmuch's own database lives outside the mail root (which holds only what the server delivered)
+path={s.database}
+mail_root={s.mail_root}
 
 [user]
 name={s.login}
@@ -123,6 +133,9 @@ class Mutt:
 
     def render(self, s: Setting) -> str:
         own = f"{s.mail_root}/{s.role}/?$"  # not "^…": mutt reads a leading ^ as "the current mailbox"
+        # an agent's role: even "its own" mailbox is the agent's, never written back
+        hook = f"folder-hook !'{own}' 'push <toggle-write>'" if s.human else "folder-hook . 'push <toggle-write>'"
+        whose = f"every mailbox but {s.role}'s" if s.human else f"every mailbox ({s.role} is an agent's role)"
         boxes = " ".join(f"+{r}" for r in s.roles)
         scheme = "smtps" if s.tls else "smtp"
         tls = (
@@ -137,9 +150,15 @@ set mbox_type = Maildir
 set folder = "{s.mail_root}"
 set spoolfile = "+{s.role}"
 mailboxes {boxes}
-# every mailbox but {s.role}'s is never written back ("%" in the status line): reading an
+# {whose} is never written back ("%" in the status line): reading an
 # agent's copy must not mark it read, or that role's run would never see the mail
-folder-hook !'{own}' 'push <toggle-write>'
+{hook}
+# nothing is saved, copied or edited into a mailbox from here: mail enters only through the server
+bind index,pager s noop
+bind index,pager C noop
+bind index,pager <Esc>s noop
+bind index,pager <Esc>C noop
+bind index,pager e noop
 set move = no
 # nothing is saved into the mail root: it holds only what the server delivered
 set record = ""

@@ -33,6 +33,7 @@ from workflow.core.errors import WorkflowError
 from workflow.delivery.credentials import PBKDF2, load_people
 
 RIGHTS = "lrwste"  # lookup, read, write flags, write \Seen, write \Deleted, expunge: never insert or create
+READ_ONLY = "lr"  # an agent role's mailbox: read, never mark (a copy marked read is one its run never sees)
 SBIN = ("/usr/sbin", "/usr/local/sbin", "/sbin")  # Dovecot's master is here, often off an ordinary user's PATH
 
 
@@ -73,6 +74,7 @@ class Served(NamedTuple):
     login: str
     role: str
     maildir: Path
+    read_only: bool = False  # the role is an agent's: the person may read its mail, never mark it
 
 
 class Setup(NamedTuple):
@@ -121,7 +123,7 @@ def plan(app: App, directory: Path, port: int, listen: str = "127.0.0.1") -> Set
             skipped.append(f"{login}: {role} is not a role with a mailbox")
             continue
         maildir = cfg.mail_root / role
-        served.append(Served(login, role, maildir))
+        served.append(Served(login, role, maildir, app.roster.roles[role].mode != "human"))
         homes.append(f"{login}::{st.st_uid}:{st.st_gid}::{maildir}::\n")
     d = directory.expanduser().resolve()
     if cfg.smtp.tls_cert and cfg.smtp.tls_key:
@@ -176,7 +178,8 @@ namespace inbox {{
 }}
 {imap_only(port, chroot=False)}"""
     # only mail the server checked enters a Maildir: no APPEND/COPY (i), no CREATE (k), no admin (a)
-    acl = f"* owner {RIGHTS}\n"
+    # a person's own (human) role: read and mark; an agent role's: read only
+    acl = "".join(f"* user={x.login} {READ_ONLY if x.read_only else RIGHTS}\n" for x in served)
     files = {"dovecot.conf": conf, "homes": "".join(homes), "acl": acl}
     return Setup(files, served, skipped, st.st_uid, owner.pw_name, start, stop)
 
