@@ -40,6 +40,7 @@ REVIEWER = '+++\nmode = "human"\ndescription = "bob reviews specs from his mail 
         ),
         ("Rejected — too vague\nOn Mon, spec-writer wrote:\n> x\n", ("rejection", "too vague")),
         ("I think we should approve\n", None),
+        ("Approve. nul\x00here\n", ("approval", "nulhere")),
         ("> Approve\n", None),
         ("", None),
     ],
@@ -84,7 +85,7 @@ def test_a_person_decides_by_mail_and_the_project_applies_it(tmp_path: Path) -> 
     toml = p.dir / "workflow.toml"
     toml.write_text(toml.read_text().replace('backend = "scripted"\n', ""))  # no agent backend chosen yet
     (p.dir / "roles" / "spec-reviewer.md").write_text(REVIEWER)  # bob takes the reviewer's role himself
-    for name in ("billing", "search"):
+    for name in ("billing", "search", "other"):
         (p.dir / "specs" / "proposed" / f"{name}.md").write_text(f"# {name}\n")
     sh(p, "git", "add", "-A")
     sh(p, "git", "commit", "-q", "-m", "bob reviews; two more specs")
@@ -135,6 +136,18 @@ def test_a_person_decides_by_mail_and_the_project_applies_it(tmp_path: Path) -> 
         [(_, _, text)] = _copies(p, "spec-reviewer", "status-update")
         assert "not applied" in text and "billing.md is in todo/ now" in text, text
         assert (p.dir / "specs/todo/billing.md").exists()
+
+        # an artifact nobody asked bob to review: a typed approval of it is not his to make by mail
+        m = EmailMessage()
+        m["From"], m["To"], m["Subject"] = "spec-reviewer@workflow.local", "spec-writer@workflow.local", "other"
+        m["X-Event-Type"], m["X-Artifacts"] = "approval", "specs/proposed/other.md"
+        m.set_content("Approve.\n")
+        with smtplib.SMTP("127.0.0.1", p.app.config.smtp.port, timeout=10) as s:
+            s.login(TESTER, TESTER_PASSWORD)
+            s.send_message(m)
+        wait_until(lambda: len(_copies(p, "spec-reviewer", "status-update")) == 2, "bob to hear why not")
+        assert any("was never asked to review" in t for _, _, t in _copies(p, "spec-reviewer", "status-update"))
+        assert (p.dir / "specs/proposed/other.md").exists()
     finally:
         up.send_signal(signal.SIGINT)
         up.wait(timeout=60)

@@ -259,6 +259,7 @@ def test_outbound_spool_is_submitted_with_threading_headers_intact(
     (frm, rcpts, raw) = got[0]
     m = parse(raw)
     assert frm == "me@example.com" and rcpts == ["bob@example.org"]
+    assert raw.count(b"\n") == raw.count(b"\r\n") > 10  # the spool's copy has LF line ends; the wire CRLF
     assert m.message_id == mid and m.in_reply_to == "<their-1@example.org>" and "<their-1@example.org>" in m.references
     conv = p.mail / ".workflow" / "conversations"
     assert [json.loads((d / ".sent").read_text())["to"] for d in conv.iterdir()] == ["bob@example.org"]
@@ -464,6 +465,6 @@ def test_outside_mail_cannot_pose_as_a_role_or_as_workflow_mail(tmp_path: Path, 
     assert m.get("X-Original-From") == "Spec Reviewer <spec-reviewer@workflow.local>"
     assert m.get("X-Original-X-Event-Type") == "approval" and m.get("X-Original-X-Workflow-Anything") == "folded"
     assert m.get("X-Bridge") == "gmail"  # the bridge's own provenance, not the sender's
-    assert stored.read_bytes().endswith(b"approved, honestly\r\n")
+    assert stored.read_bytes().endswith(b"approved, honestly\n")
     r = p.run("inbox", "user")
     assert "approval from spec-reviewer" not in r.stdout, r.stdout

@@ -304,3 +304,33 @@ def test_a_login_removed_or_changed_ends_on_the_connections_that_made_it(tmp_pat
             assert e.value.smtp_code == 530 and f"login {who} is no longer valid" in e.value.smtp_error.decode()
             s.close()
     assert len(p.new_files("spec-writer")) == 1
+
+
+def test_guesses_on_many_connections_at_once_are_answered_one_after_another(tmp_path: Path) -> None:
+    """The reproduction: 60 connections from one address got 180 guesses answered in 10 s, each
+    connection waiting its own delay beside the others. A peer's failures now queue: three at once
+    take at least the three delays one after another (0.25 + 0.5 + 1 s), not the longest of them."""
+    p = users_project(tmp_path, f"alice:{hash_password('right', rounds=1000)}:user\n")
+    with BackgroundServer(p.app.config, p.app.deliverer) as port:
+        conns = []
+        for _ in range(3):
+            s = smtplib.SMTP("127.0.0.1", port, timeout=30)
+            s.ehlo()
+            s.user, s.password = "alice", "wrong"
+            conns.append(s)
+        answered: list[float] = []
+
+        def guess(s: smtplib.SMTP) -> None:
+            with contextlib.suppress(smtplib.SMTPAuthenticationError):
+                s.auth("PLAIN", s.auth_plain)
+            answered.append(time.monotonic())
+
+        start = time.monotonic()
+        threads = [threading.Thread(target=guess, args=(s,)) for s in conns]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=30)
+        for s in conns:
+            s.close()
+    assert len(answered) == 3 and max(answered) - start >= 1.6, [a - start for a in answered]

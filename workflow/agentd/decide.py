@@ -61,6 +61,7 @@ class Decide:
         handled = 0
         with index:
             mark = self.tasks.mark(MARK)
+            human_since = self._human_since(index, first_ever=mark is None)
             first = mark is None or mark > index.last_id()  # never run here, or the index was rebuilt
             since = time.time() - FIRST_LOOKBACK
             at = 0 if first or mark is None else mark
@@ -73,6 +74,8 @@ class Decide:
                     at = row.id
                     if row.message_id is None or row.message_id in done or (first and row.date < since):
                         continue
+                    if row.id <= human_since.get(row.sender, 0):
+                        continue  # sent while its role was an agent's: never a person's decision
                     done.add(row.message_id)
                     try:
                         d = decisions.read(self.app, index, row)
@@ -99,6 +102,19 @@ class Decide:
                 self.tasks.set_mark(MARK, index.last_id())
         self.seen = now  # after the work: a step that failed is tried again at the next wake
         return handled
+
+    def _human_since(self, index: Reader, first_ever: bool) -> dict[str, int]:
+        """Each person's address → the last index row from before agentd first saw its role as a
+        person's: a role made human later does not turn the agent's old mail into decisions."""
+        out: dict[str, int] = {}
+        for address in self.people:
+            key = f"human:{address}"
+            n = self.tasks.mark(key)
+            if n is None:
+                n = 0 if first_ever else index.last_id()
+                self.tasks.set_mark(key, n)
+            out[address] = n
+        return out
 
     def _said(self, o: decisions.Outcome) -> None:
         d = o.decision

@@ -32,7 +32,7 @@ from workflow.core.locate import Artifact, locate
 from workflow.delivery.notify import NotifyRequest
 from workflow.delivery.transport import Transport
 from workflow.mail.body import body_text
-from workflow.mail.inbox import read_row
+from workflow.mail.inbox import read_row, select
 from workflow.mail.message import parse
 from workflow.mail.reader import Reader
 from workflow.mail.rows import Row
@@ -138,6 +138,7 @@ def apply(app: App, d: Decision, transport: Transport) -> Outcome:
     """Make the decision the person's move; on a refusal, tell them why by mail."""
     try:
         artifact = _one(app, d)
+        _asked(app, d.role, artifact)
         source, target = DECISION_MOVES[d.event]
         if artifact.state == target and d.event == "approval":
             if Repo(app.config).tracked("HEAD", [artifact.path]):
@@ -173,6 +174,20 @@ def apply(app: App, d: Decision, transport: Transport) -> Outcome:
 
 def _a(event: str) -> str:
     return f"an {event}" if event[:1] in "aeiou" else f"a {event}"
+
+
+def _asked(app: App, role: str, artifact: Artifact) -> None:
+    """Refuse a decision on an artifact nobody asked this person to review: a decision by mail
+    answers a review-request their role received (from another role)."""
+    boxes = app.roster.mailboxes_of(role)
+    with app.index() as index:
+        rows = select(
+            index, boxes, unread=False, event="review-request", artifact=artifact.glob, states=app.config.states
+        )
+    if not any(r.sender.split("@")[0] != role for r in rows):
+        raise WorkflowError(
+            f"{role} was never asked to review {artifact.path}: a decision by mail answers a review-request you received"
+        )
 
 
 def _one(app: App, d: Decision) -> Artifact:

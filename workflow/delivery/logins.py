@@ -43,7 +43,7 @@ class Logins:
 
     def __init__(self, auth: Authenticator) -> None:
         self.auth = auth
-        self.failures: dict[str, tuple[int, float]] = {}  # peer host → (failures, time of the last)
+        self.failures: dict[str, tuple[int, float, float]] = {}  # peer → (failures, the last's time, its answer's)
 
     async def check(self, peer: str, mechanism: str, login: str, secret: str, code: int = 535) -> Identity | None:
         """A PLAIN or LOGIN login: the identity, or None after the peer's delay (``code``: the
@@ -76,26 +76,26 @@ class Logins:
 
     async def failed(self, peer: str, mechanism: str, login: str, code: int = 535) -> None:
         """Count a failed login from ``peer``, log it (answered ``code``), and wait its delay."""
-        count = self._count(peer)
+        count, wait = self._count(peer)
         refused("AUTH", peer, login, f"{code} {mechanism} login failed; {count} failure(s) from this peer lately")
-        await self._delay(count)
+        await asyncio.sleep(wait)
 
     async def unauthenticated(self, peer: str, command: str, reply: str) -> None:
         """A command refused because the connection has not logged in (``530``): count it as a
         failure from ``peer``, log it, and wait its delay."""
-        count = self._count(peer)
+        count, wait = self._count(peer)
         refused(command, peer, None, f"{reply}; {count} failure(s) from this peer lately")
-        await self._delay(count)
+        await asyncio.sleep(wait)
 
-    def _count(self, peer: str) -> int:
-        """Count one more failure from ``peer``; returns its failures lately."""
+    def _count(self, peer: str) -> tuple[int, float]:
+        """Count one more failure from ``peer``: (its failures lately, seconds to wait before the
+        answer). A peer's failures are answered one after another, each its delay after the one
+        before: many connections guessing at once get no more answers than one would."""
         now = time.monotonic()
-        count, last = self.failures.pop(peer, (0, now))
+        count, last, free = self.failures.pop(peer, (0, now, now))
         count = 1 if now - last > FORGET_AFTER else count + 1
-        self.failures[peer] = (count, now)  # re-inserted: the dict keeps peers in order of their last failure
+        answer = max(now, free) + min(FIRST_DELAY * 2 ** (count - 1), MAX_DELAY)
+        self.failures[peer] = (count, now, answer)  # re-inserted: the dict keeps peers in order of their last failure
         while len(self.failures) > MAX_PEERS:
             del self.failures[next(iter(self.failures))]
-        return count
-
-    async def _delay(self, count: int) -> None:
-        await asyncio.sleep(min(FIRST_DELAY * 2 ** (count - 1), MAX_DELAY))
+        return count, answer - now

@@ -29,7 +29,7 @@ from workflow.core.config import GmailConfig
 from workflow.core.errors import BridgeError, ConfigError
 from workflow.core.files import write_atomic
 from workflow.mail.body import body_text
-from workflow.mail.message import parse, to_crlf
+from workflow.mail.message import parse, to_crlf, to_lf
 from workflow.policy.roster import OUTBOUND_SPOOL
 
 
@@ -106,7 +106,8 @@ def import_new(app: App, s: GmailConfig, imap: Imap, say: Callable[[str], None],
         if not dup:
             label = next((lb for lb in f.labels if lb in LABELS), None)
             outside = as_outside(f.raw, app.config.domain, s.user)  # never poses as a role
-            app.maildirs.deliver(boxes[:1], provenance(outside, s, validity, f.uid, label))
+            copy = to_lf(provenance(outside, s, validity, f.uid, label))  # IMAP carries CRLF; copies keep LF
+            app.maildirs.deliver(boxes[:1], copy)
         save_state(app, state)
     if not dry:
         save_state(app, state)
