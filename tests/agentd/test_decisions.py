@@ -85,7 +85,7 @@ def test_a_person_decides_by_mail_and_the_project_applies_it(tmp_path: Path) -> 
     toml = p.dir / "workflow.toml"
     toml.write_text(toml.read_text().replace('backend = "scripted"\n', ""))  # no agent backend chosen yet
     (p.dir / "roles" / "spec-reviewer.md").write_text(REVIEWER)  # bob takes the reviewer's role himself
-    for name in ("billing", "search", "other"):
+    for name in ("billing", "search", "other", "typed"):
         (p.dir / "specs" / "proposed" / f"{name}.md").write_text(f"# {name}\n")
     sh(p, "git", "add", "-A")
     sh(p, "git", "commit", "-q", "-m", "bob reviews; two more specs")
@@ -107,7 +107,7 @@ def test_a_person_decides_by_mail_and_the_project_applies_it(tmp_path: Path) -> 
 
         requests = {
             name: p.send("spec-writer", "review-request", f"specs/proposed/{name}.md", "spec-reviewer")
-            for name in ("user-auth", "billing", "search")
+            for name in ("user-auth", "billing", "search", "typed")
         }
         commits = int(sh(p, "git", "rev-list", "--count", "HEAD").stdout)
 
@@ -148,6 +148,19 @@ def test_a_person_decides_by_mail_and_the_project_applies_it(tmp_path: Path) -> 
         wait_until(lambda: len(_copies(p, "spec-reviewer", "status-update")) == 2, "bob to hear why not")
         assert any("was never asked to review" in t for _, _, t in _copies(p, "spec-reviewer", "status-update"))
         assert (p.dir / "specs/proposed/other.md").exists()
+
+        # a typed approval (a client that adds the header) is the notification itself: applied, and
+        # doctor reads it as claiming todo/, where the artifact now is
+        m = EmailMessage()
+        m["From"], m["To"], m["Subject"] = "spec-reviewer@workflow.local", "spec-writer@workflow.local", "typed"
+        m["X-Event-Type"], m["X-Artifacts"], m["In-Reply-To"] = "approval", "specs/proposed/typed.md", requests["typed"]
+        m.set_content("Fine by me.\n")
+        with smtplib.SMTP("127.0.0.1", p.app.config.smtp.port, timeout=10) as s:
+            s.login(TESTER, TESTER_PASSWORD)
+            s.send_message(m)
+        wait_until(lambda: (p.dir / "specs/todo/typed.md").exists(), "the typed approval to be applied")
+        doctor = p.run("doctor").stdout
+        assert "claim" not in doctor.replace("claims", ""), doctor
     finally:
         up.send_signal(signal.SIGINT)
         up.wait(timeout=60)

@@ -29,6 +29,8 @@ from workflow.delivery.credentials import load_people
 from workflow.delivery.transport import make_transport
 from workflow.mail.inbox import unique
 from workflow.mail.index import reset
+from workflow.mail.rows import Row
+from workflow.policy.guardrails import DECISION_MOVES
 from workflow.policy.roles import disagreements
 
 CHECKS = (
@@ -79,16 +81,16 @@ def diagnose(app: App, now: float | None = None) -> list[Problem]:
     in_git = by_key(artifacts_in(repo.tracked("HEAD", config.artifact_roots), config)) if repo and repo.head() else {}
     worktree = by_key(artifacts)
     for key, mail in sorted(mail_by_key(config, rows, artifacts).items()):
-        claim = next((r for r in reversed(sorted(mail, key=lambda r: r.date)) if r.state), None)
+        claim = next((r for r in reversed(sorted(mail, key=lambda r: r.date)) if claimed(r)), None)
         where = in_git.get(key) or worktree.get(key) or []
-        if claim is None or len(where) != 1 or claim.state == where[0].state:
+        if claim is None or len(where) != 1 or claimed(claim) == where[0].state:
             continue
         source = "git" if key in in_git else "the working tree"
         out.append(
             Problem(
                 "claim",
                 f"latest mail about {where[0].glob} ({claim.event or 'mail'} from {claim.sender.split('@')[0]}, "
-                f"{claim.message_id}) claims {claim.state}; {source} has it in {where[0].state}/ — move it, or send a "
+                f"{claim.message_id}) claims {claimed(claim)}; {source} has it in {where[0].state}/ — move it, or send a "
                 f"status-update claiming {where[0].state}",
             )
         )
@@ -139,6 +141,12 @@ def diagnose(app: App, now: float | None = None) -> list[Problem]:
             )
         )
     return out + _the_rest(app, repo)
+
+
+def claimed(r: Row) -> str | None:
+    """The state a message claims: its X-Workflow-State, or for a decision without one (a person's,
+    typed in a mail client) the state the decision puts the artifact in."""
+    return r.state or (DECISION_MOVES[r.event][1] if r.event in DECISION_MOVES else None)
 
 
 def _the_rest(app: App, repo: Repo | None) -> list[Problem]:
