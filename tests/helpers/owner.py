@@ -40,6 +40,18 @@ def unavailable() -> str | None:
     return None
 
 
+def through_files(argv: list[str], cwd: Path, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` with its output through files, not pipes: a daemon it starts may keep a pipe
+    open, and the run would never end."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        r = subprocess.run(
+            argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err, text=True, timeout=timeout
+        )
+        out.seek(0)
+        err.seek(0)
+        return subprocess.CompletedProcess(r.args, r.returncode, out.read(), err.read())
+
+
 @dataclass
 class Owner:
     name: str
@@ -58,20 +70,7 @@ class Owner:
     def sh(self, line: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
         """Run a shell line as pasted by this user in ``cwd``. Its output goes through a file, not
         a pipe: a daemon it starts may keep its stdout open."""
-        with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-            r = subprocess.run(
-                [RUNUSER, "-u", self.name, "--", "sh", "-c", line],
-                cwd=cwd,
-                env=self.env(),
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=err,
-                text=True,
-                timeout=timeout,
-            )
-            out.seek(0)
-            err.seek(0)
-            return subprocess.CompletedProcess(r.args, r.returncode, out.read(), err.read())
+        return through_files([RUNUSER, "-u", self.name, "--", "sh", "-c", line], cwd, self.env(), timeout)
 
     def popen(self, line: str, cwd: Path) -> subprocess.Popen[str]:
         return subprocess.Popen(
