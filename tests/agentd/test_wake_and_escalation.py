@@ -54,19 +54,19 @@ def test_a_message_copied_to_two_roles_wakes_both_at_once_and_one_s_dead_letter_
 def test_a_run_longer_than_lock_ttl_is_not_run_twice_when_agentd_restarts(
     tmp_path: Path, daemons: list[Daemon]
 ) -> None:
-    p = project(tmp_path, ["spec-reviewer"], "lock_ttl = 2\n")
-    script(p, "spec-reviewer", slow_answer(6.0))
+    p = project(tmp_path, ["spec-reviewer"], "lock_ttl = 1\n")
+    script(p, "spec-reviewer", slow_answer(4.5))
     d = Daemon(p)
     daemons.append(d)
     p.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer")
     d.wait_for(lambda: len(prompts(p, "spec-reviewer")) == 1, "the run to start")
     d.proc.kill()
     d.proc.wait()
-    time.sleep(3)  # the lock is now older than lock_ttl, and its holder is alive
+    time.sleep(1.5)  # the lock is now older than lock_ttl, and its holder is alive
     d2 = Daemon(p)
     daemons.append(d2)
     d2.wait_for(lambda: unread(p, "spec-reviewer") == 0 and len(mail(p, "answer")) == 1 and d2.idle(), "the run to end")
-    time.sleep(2)
+    time.sleep(1.2)  # a rescan later: nothing runs it again
     d2.stop()
     assert len(prompts(p, "spec-reviewer")) == 1 and len(mail(p, "answer")) == 1
     assert d2.events("adopted")

@@ -118,7 +118,7 @@ def test_attachments_are_listed_and_a_text_one_read_where_the_body_is_shown(
         tools.call("read_thread", {"message_id": "<nobody@x>", "part": 1})
 
 
-@pytest.mark.parametrize("charset", ["unicode_escape", "idna", "utf-16", "x-no-such"])
+@pytest.mark.parametrize("charset", ["unicode_escape", "idna"])  # the two the hostile review found (others: test_body)
 def test_a_hostile_charset_never_locks_the_index_or_stops_a_command(project: Project, charset: str) -> None:
     """The reproduction: `charset=unicode_escape` with `\\ud800` in the body (or `idna`) made the
     index's full-text write raise inside its transaction: every later command said `database is
