@@ -103,19 +103,22 @@ def _printable(text: str) -> str:
 
 def read(app: App, index: Reader, row: Row) -> Decision | None:
     """The decision a person's message carries, or None when it carries none."""
-    if row.message_id is None or app.roster.roles.get(row.sender.split("@")[0]) is None:
+    role = row.sender.split("@")[0]
+    if row.message_id is None or app.roster.roles.get(role) is None:
         return None
+    if row.event not in DECISION_MOVES and (row.event is not None or not row.in_reply_to):
+        return None  # the index says enough: neither typed as a decision nor a reply
     raw = read_row(app.config.mail_root, row)
     if raw is None:
         return None
     parsed = parse(raw)
-    role = row.sender.split("@")[0]
     request = _request(index, parsed.in_reply_to_ids)
+    text = body_text(raw, parsed)
     if parsed.event in DECISION_MOVES:
-        reason = (verdict(body_text(raw, parsed)) or ("", ""))[1] or _printable(body_text(raw, parsed))
+        reason = (verdict(text) or ("", ""))[1] or _printable(text)
         event, typed = parsed.event, True
     elif parsed.event is None and request is not None:
-        found = verdict(body_text(raw, parsed))
+        found = verdict(text)
         if found is None:
             return None
         (event, reason), typed = found, False
