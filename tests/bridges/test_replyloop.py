@@ -360,3 +360,105 @@ def test_a_conversation_whose_sessions_keep_failing_backs_off_and_is_reported(pr
     (d / "responses" / ".failures.json").write_text(json.dumps({**f, "at": time.time() - 3600}))
     replies(project.app, [], said.append)
     assert any("one session spawned" in s for s in said), said
+
+
+AGENT = """\
+import json, os, subprocess, sys, time
+from pathlib import Path
+mode = Path(sys.argv[1]).read_text().strip()
+if mode in ("fail", "hang"):  # a shell agent sends mail itself, inside its run: staged, not sent
+    r = subprocess.run([sys.executable, "-m", "workflow", "notify", "--from", "user", "question",
+                        "specs/*/user-auth.md", "spec-writer", "QUESTION=leaked?"], capture_output=True, text=True)
+    print(r.stdout, r.stderr, file=sys.stderr)
+if mode == "fail":
+    print("half an answer")
+    sys.exit(1)
+if mode == "hang":
+    time.sleep(120)
+print(json.dumps({"type": "result", "result": "3pm works.", "session_id": "s1",
+                  "usage": {"input_tokens": 700, "output_tokens": 30}}))
+"""
+
+
+def test_a_session_that_fails_or_is_killed_sends_nothing_its_replies_wait_and_agentd_books_it(
+    tmp_path: Path,
+) -> None:
+    """A reply-loop session is one run of its role: run-role's transaction (what it sent is dropped
+    when it fails or is killed; its replies wait for the next session), on agentd's books
+    (`agentd status` lists it; its tokens count against the role's daily budget)."""
+    import signal
+    import subprocess
+    import sys
+
+    from helpers.project import free_port
+
+    class Nowhere:  # the session never reads IMAP
+        port = free_port()
+
+    tail = '[agentd]\ndaily_tokens = 500\n[backends.command]\nargv = ["{py}", "{agent}", "{mode}"]\n'
+    p = bridge_project(tmp_path, Nowhere(), "enabled = false\n")  # type: ignore[arg-type]
+    agent, mode = p.dir / "agent.py", p.dir / "mode"
+    agent.write_text(AGENT)
+    with open(p.dir / "workflow.toml", "a") as f:
+        f.write(tail.format(py=sys.executable, agent=agent, mode=mode))
+    d = cv.start(p.app, "<first@workflow.local>", "user", "sam@test.com", "Briefing", "Meeting at 2pm?")
+    cv.record_reply(d, "sam@test.com", "Can we do 3pm?", "<r1@test.com>")
+
+    def respond() -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "workflow", "bridge", "respond", "--backend", "command", str(d)],
+            cwd=p.dir,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+
+    def status() -> dict[str, object]:
+        r = p.run("agentd", "status", "--json")
+        return json.loads(r.stdout)  # type: ignore[no-any-return]
+
+    def nothing_sent() -> None:
+        assert spool(p) == [] and p.new_files("spec-writer") == []
+        assert cv.unprocessed(d / "responses") and not (d / "responses" / "01-response.md").exists()
+
+    # 1. It fails after its agent sent mail: nothing goes out, the reply waits, agentd lists the failure.
+    mode.write_text("fail")
+    out = respond().communicate(timeout=120)[0]
+    assert "session failed (1 in a row)" in out and "1 staged message(s) not sent" in out, out
+    nothing_sent()
+    (failure,) = status()["recent_failures"]  # type: ignore[misc]
+    assert failure["kind"] == "reply" and failure["ref"] == d.name and failure["role"] == "user", failure
+
+    # 2. It is killed mid-run (its agent's mail staged): nothing goes out; the next session rolls it back.
+    mode.write_text("hang")
+    proc = respond()
+    outbox = p.mail / ".workflow" / "runs" / "user.run" / "outbox"
+    end = time.monotonic() + 60
+    while not (outbox.is_dir() and any(outbox.iterdir())):
+        assert time.monotonic() < end and proc.poll() is None, proc.communicate()[0]
+        time.sleep(0.05)
+    running = status()["running"]
+    assert [(r["kind"], r["ref"]) for r in running] == [("reply", d.name)], running  # type: ignore[index]
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=30)
+    nothing_sent()
+
+    # 3. The next session answers: one reply out, recorded, its tokens booked — over the budget, so
+    # the role is paused and the next session waits.
+    mode.write_text("ok")
+    out = respond().communicate(timeout=120)[0]
+    assert "rolling back a run that ended without succeeding" in out and "answered replies up to #1" in out, out
+    (reply,) = spool(p)
+    assert b"3pm works." in reply and p.new_files("spec-writer") == []
+    assert (d / "responses" / "01-response.md").read_text() == "3pm works.\n"
+    s = status()
+    assert s["tokens_today"] == {"user": 730}, s
+    assert [(r["kind"], r["ref"]) for r in s["recent"]] == [("reply", d.name)], s  # type: ignore[index]
+    assert (
+        "its reply bridge stopped" in json.dumps(s["recent_failures"]) and "daily token budget" in s["paused"]["user"]
+    )
+    cv.record_reply(d, "sam@test.com", "And the deck?", "<r2@test.com>")
+    out = respond().communicate(timeout=120)[0]
+    assert "session not started: user is paused: over its daily token budget" in out, out
+    assert len(spool(p)) == 1 and cv.unprocessed(d / "responses")

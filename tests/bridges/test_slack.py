@@ -241,6 +241,12 @@ def test_signatures_retries_and_the_whole_task_path(tmp_path: Path, slack: FakeS
             tasks(p)[1]["prompt"]
         )
         assert "retry 1" in ep.text() and "already received" in ep.text()
+        # Each task was one run of the coordinator on agentd's books: `agentd status` lists them.
+        st = json.loads(p.run("agentd", "status", "--json").stdout)
+        ids = [str(t["id"]) for t in tasks(p)]
+        assert sorted((r["role"], r["kind"], r["ref"]) for r in st["recent"]) == [
+            ("coordinator", "slack", i) for i in sorted(ids)
+        ], st
     finally:
         ep.stop()
 

@@ -8,7 +8,8 @@ from typing import Protocol
 import pytest
 
 from helpers.dovecot import PASSWORD, USER, available
-from helpers.project import Project, make_project
+from helpers.git import git_project
+from helpers.project import Project
 
 WHY = available()
 needs_dovecot = pytest.mark.skipif(WHY is not None, reason=WHY or "")
@@ -26,8 +27,9 @@ def bridge_project(
     tail: str = "",
 ) -> Project:
     """A project whose Gmail bridge reads the IMAP server ``d`` (the Dovecot, the fake Gmail);
-    ``gmail`` adds keys to [bridges.gmail], ``tail`` tables."""
-    p = make_project(
+    ``gmail`` adds keys to [bridges.gmail], ``tail`` tables. A git repository made by `workflow
+    init`, as a user's is: the reply loop's sessions are runs, transactions over it."""
+    p = git_project(
         tmp_path / "bp",
         f"""
 [bridges.gmail]

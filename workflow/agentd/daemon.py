@@ -19,7 +19,6 @@ rescan also sends what waits in the outbox (mail a run committed while the serve
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import signal
@@ -31,23 +30,22 @@ from typing import Any, NamedTuple
 
 from workflow.agentd.decide import Decide
 from workflow.agentd.launch import Handle, Launcher
+from workflow.agentd.ledger import Ledger, record
 from workflow.agentd.scan import MailScan, Meta
 from workflow.agentd.tasks import Task, Tasks, TaskStatus
 from workflow.agents import locks
 from workflow.agents.backends import chosen
+from workflow.agents.report import EXIT_BUSY, RESULT_ENV
+from workflow.agents.report import read as read_report
 from workflow.agents.txn import Run, run_dir
 from workflow.app import App
 from workflow.core.config import AgentdConfig
 from workflow.core.errors import ConfigError, WorkflowError
-from workflow.core.locate import locate
 from workflow.delivery import outbox
-from workflow.delivery.notify import NotifyRequest
 from workflow.delivery.transport import make_transport
 from workflow.mail.index import Index
 
 DECIDE_EVERY = 1.0  # seconds between looks for people's decisions when nothing wakes agentd
-
-LOG_MIDS = 50  # Message-IDs listed per log line (the rest are counted)
 
 
 class Running(NamedTuple):
@@ -63,11 +61,8 @@ class Running(NamedTuple):
             return self.proc.poll()
         if self.lock is not None and locks.holder_alive(self.lock) is not False:
             return None
-        try:
-            res = json.loads(self.result_file.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return -1  # it ended without a word: killed
-        return 75 if res.get("busy") else 0 if res.get("ok") else 1
+        report = read_report(self.result_file)
+        return -1 if report is None else report.exit_code  # -1: it ended without a word (killed)
 
     def kill(self, grace: float = 5.0) -> None:
         """SIGTERM (run-role rolls its run back and kills its agent), then SIGKILL after ``grace``."""
@@ -118,6 +113,7 @@ class Agentd:
         self.idle: list[str] = []  # roles that cannot run until a backend is chosen
         self.roles = self._roles()
         self.decide = Decide(app, self.tasks, self.log)
+        self.ledger = Ledger(app, opts, self.tasks, self.log)
         self.observer: Any = None
         self.scan = MailScan(app.maildirs)
         # runs forked from a warm fork server (launch), started now, before any thread of ours
@@ -169,12 +165,7 @@ class Agentd:
     # -- logging
 
     def log(self, event: str, **fields: Any) -> None:
-        mids = fields.get("mids")
-        if isinstance(mids, list) and len(mids) > LOG_MIDS:  # a burst's task holds thousands
-            fields = {**fields, "mids": mids[:LOG_MIDS], "mids_total": len(mids)}
-        rec = {"ts": round(time.time(), 6), "event": event, **fields}
-        with open(self.log_path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(rec) + "\n")
+        fields = record(self.log_path, event, fields)
         who = fields.get("role", "")
         tid = f" task {fields['task']}" if "task" in fields else ""
         extra = {k: v for k, v in fields.items() if k not in ("role", "task", "mids")}
@@ -283,7 +274,10 @@ class Agentd:
 
     def finish_crashed(self) -> None:
         """A run killed late in its commit leaves its directory (and a dead lock) with its mail already
-        read, so nothing would wake its role again: queue the role, and its next run-role finishes it."""
+        read, so nothing would wake its role again: queue the role, and its next run-role finishes it.
+        A bridge's run whose bridge died is recorded failed (its bridge runs it again)."""
+        for t in self.tasks.bridged_left(locks.pid_alive):
+            self.log("failed", role=t.role, task=t.id, kind=t.kind, ref=t.ref, error="its bridge stopped while it ran")
         taken = self.tasks.taken()
         for name in self.roles:
             run = Run(run_dir(self.app.config.state, name))
@@ -354,7 +348,7 @@ class Agentd:
         stopped[root] = reason
         if self.tasks.stop_thread(root, reason):
             self.log("loop", role="", thread=root, why=reason)
-            self.escalate(None, f"loop detected, thread {root} no longer wakes anyone: {reason}", m.artifacts)
+            self.ledger.escalate(None, f"loop detected, thread {root} no longer wakes anyone: {reason}", m.artifacts)
         return True
 
     def dispatch(self) -> None:
@@ -391,7 +385,7 @@ class Agentd:
         if self.opts.backend:
             argv += ["--backend", self.opts.backend]
         argv.append(t.role)
-        env = {**os.environ, "WORKFLOW_RESULT_FILE": str(result), "WORKFLOW_TASK": str(t.id)}
+        env = {**os.environ, RESULT_ENV: str(result), "WORKFLOW_TASK": str(t.id)}
         log = self.runs_dir / f"task-{t.id}.log"
         proc = self.launcher.start(argv, cfg.project_dir, env, log, self.opts.nice)
         now = time.time()
@@ -427,7 +421,7 @@ class Agentd:
             if code is None and time.time() - run.started > limit + self.opts.grace + 5:
                 run.kill()
                 del self.running[tid]
-                self._failed(
+                self.ledger.failed(
                     run.task, f"timed out after {limit:.0f}s and did not stop; run-role and its agent were killed"
                 )
                 continue
@@ -449,105 +443,17 @@ class Agentd:
 
     def _ended(self, run: Running, code: int) -> None:
         t = run.task
-        try:
-            res = json.loads(run.result_file.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            res = {}
-        if code == 75:
+        report = read_report(run.result_file)
+        if code == EXIT_BUSY:
             self.tasks.put_back(t.id, "role busy", time.time() + 1.0)
-            self.log("busy", role=t.role, task=t.id, holder=res.get("busy", ""))
+            self.log("busy", role=t.role, task=t.id, holder=report.busy if report else "")
             return
-        if code != 0:
+        if code != 0 or report is None:
             log_tail = _tail(self.runs_dir / f"task-{t.id}.log")
-            self._failed(t, str(res.get("error") or f"run-role exited with status {code}: {log_tail}"), res)
+            error = report.error if report is not None and report.error else ""
+            self.ledger.failed(t, error or f"run-role exited with status {code}: {log_tail}", report)
             return
-        handed = [m for m in res.get("handed", []) if m]
-        mids = list(dict.fromkeys([*t.mids, *handed]))
-        self.tasks.finish(t.id, TaskStatus.COMPLETED, "" if res.get("ran", True) else "nothing to do", mids=mids)
-        self.tasks.failures(t.role, failed=False)
-        self.log(
-            "completed",
-            role=t.role,
-            task=t.id,
-            mids=mids,
-            ran=res.get("ran", True),
-            took=round(time.time() - run.started, 3),
-        )
-        self._budget(t, res)
-
-    def _budget(self, t: Task, res: dict[str, Any]) -> None:
-        usage = res.get("usage") or {}
-        tokens = int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
-        if int(usage.get("cost_microusd", 0)) > 0:
-            self.tasks.add_cost(t.role, int(usage["cost_microusd"]))
-        if not tokens:
-            return
-        total = self.tasks.add_usage(t.role, tokens)
-        limit = int(self.opts.role_budgets.get(t.role, self.opts.daily_tokens))
-        if limit and total > limit:
-            why = f"over its daily token budget: {total} > {limit}"
-            self.tasks.pause(t.role, why)
-            self.log("paused", role=t.role, why=why)
-            self.escalate(t, f"{t.role} is paused, {why}; `agentd resume {t.role}` after raising [agentd] budgets")
-
-    def _failed(self, t: Task, error: str, res: dict[str, Any] | None = None) -> None:
-        n = self.tasks.failures(t.role, failed=True)
-        if res:
-            self._budget(t, res)
-        if t.attempts < self.opts.max_attempts:
-            delay = self.opts.retry_backoff * (2 ** (t.attempts - 1))
-            self.tasks.finish(t.id, TaskStatus.FAILED, error, retry_at=time.time() + delay)
-            self.log("retry", role=t.role, task=t.id, attempt=t.attempts, delay=delay, error=error[:300])
-        else:
-            self.tasks.finish(t.id, TaskStatus.FAILED, error, dead=True)
-            self.log("dead", role=t.role, task=t.id, attempts=t.attempts, error=error[:300])
-            self.escalate(t, f"{t.role} failed {t.attempts} times and gave up on task {t.id}: {error[:500]}")
-        if n >= self.opts.pause_after and t.role not in self.tasks.paused():
-            why = f"{n} consecutive failures (pause_after {self.opts.pause_after}); last: {error[:200]}"
-            self.tasks.pause(t.role, why)
-            self.log("paused", role=t.role, why=why)
-
-    def escalation(self, failing: str | None) -> tuple[str, str]:
-        """(sender, recipient) of a report about ``failing`` (None: about a thread, not a role).
-
-        It goes to ``[agentd] escalate_to`` (the coordinator) from the failing role; never to the
-        failing role itself: when the coordinator's own runs fail, it goes to the human role."""
-        app = self.app
-        human = self.opts.escalate_human or app.config.default_sender
-        to = self.opts.escalate_to
-        if to == failing or (to not in app.roster.roles and to not in app.roster.panels):
-            to = human
-        sender = failing if failing is not None else app.config.default_sender
-        if sender == to:
-            sender = app.config.default_sender if to != app.config.default_sender else self.opts.escalate_to
-        return sender, to
-
-    def escalate(self, t: Task | None, details: str, artifacts: tuple[str, ...] = ()) -> None:
-        """A blocker-report about a failing role or a stopped thread, to someone who can act on it."""
-        app = self.app
-        if t is not None and not artifacts:
-            with app.index() as index:
-                rows = index.query(message_ids=list(t.mids)) if t.mids else []
-            artifacts = next((r.artifacts for r in rows if r.artifacts), ())
-        artifact = artifacts[0] if artifacts else f"{app.config.artifact_roots[0]}/*/*"
-        found = locate(artifact, app.config)
-        if len(found) == 1:
-            artifact = found[0].glob  # wherever it is now: the report claims no stale state
-        sender, to = self.escalation(t.role if t is not None else None)
-        req = NotifyRequest(
-            "blocker-report",
-            (artifact,),
-            (to,),
-            sender,
-            None,
-            {"BLOCKING_DETAILS": details, "CONTEXT": "sent by agentd"},
-        )
-        try:
-            c = app.compose(req)
-            c.send(make_transport(app.config, app.deliverer))
-            self.log("escalated", role=sender, to=to, message_id=c.message_id, why=details[:200])
-        except WorkflowError as e:
-            self.log("escalation-failed", role=sender, error=str(e))
+        self.ledger.ended(t, report, time.time() - run.started)
 
     def shutdown(self) -> None:
         """Stop taking work, let runs finish within the grace period, re-queue what is left."""

@@ -31,6 +31,8 @@ class Running(NamedTuple):
     role: str
     pid: int | None  # the run lock's holder when there is one
     age: int  # seconds since it started
+    kind: str = "mail"  # mail (agentd's own run) | slack | reply (a run a bridge asked for)
+    ref: str = ""  # which Slack task or conversation
 
 
 class Failure(NamedTuple):
@@ -38,6 +40,16 @@ class Failure(NamedTuple):
     role: str
     dead: bool
     error: str
+    kind: str = "mail"
+    ref: str = ""
+
+
+class Done(NamedTuple):
+    task: int
+    role: str
+    kind: str
+    ref: str
+    ago: int  # seconds since it ended
 
 
 class Daemon(NamedTuple):
@@ -58,6 +70,7 @@ class DaemonStatus(NamedTuple):
     tokens_today: Mapping[str, int]
     stopped_threads: Mapping[str, str]  # thread root → why loop detection stopped it
     cost_today: Mapping[str, float] = MappingProxyType({})  # role → dollars its agent CLIs reported today
+    recent: tuple[Done, ...] = ()  # the last runs that succeeded, newest first
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -70,6 +83,7 @@ class DaemonStatus(NamedTuple):
             "tokens_today": dict(self.tokens_today),
             "stopped_threads": dict(self.stopped_threads),
             "cost_today": dict(self.cost_today),
+            "recent": [d._asdict() for d in self.recent],
         }
 
 
@@ -80,6 +94,7 @@ def status(app: App) -> DaemonStatus:
         queued = tasks.list((TaskStatus.QUEUED, TaskStatus.PENDING, TaskStatus.WAITING))
         running = tasks.list((TaskStatus.RUNNING,))
         failed = tasks.list((TaskStatus.FAILED,), 10)
+        done = tasks.list((TaskStatus.COMPLETED,), 10)
         paused = tasks.paused()
         usage = tasks.usage_today()
         cost = tasks.cost_today()
@@ -104,13 +119,21 @@ def status(app: App) -> DaemonStatus:
             Queued(t.id, t.role, len(t.mids), max(0, round(t.due - now)), t.attempts, t.error) for t in queued
         ),
         running=tuple(
-            Running(t.id, t.role, holders[t.role].pid if t.role in holders else t.pid, round(now - (t.started or now)))
+            Running(
+                t.id,
+                t.role,
+                holders[t.role].pid if t.role in holders else t.pid,
+                round(now - (t.started or now)),
+                t.kind,
+                t.ref,
+            )
             for t in running
         ),
         paused={r: why for r, (why, _) in paused.items()},
         oldest_unread={r: round(now - d) for r, d in sorted(oldest.items())},
-        recent_failures=tuple(Failure(t.id, t.role, t.dead, t.error[:200]) for t in failed),
+        recent_failures=tuple(Failure(t.id, t.role, t.dead, t.error[:200], t.kind, t.ref) for t in failed),
         tokens_today=usage,
         stopped_threads=stopped,
         cost_today=cost,
+        recent=tuple(Done(t.id, t.role, t.kind, t.ref, round(now - t.updated)) for t in done),
     )

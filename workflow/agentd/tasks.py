@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -55,6 +55,11 @@ CREATE TABLE IF NOT EXISTS decided(mid TEXT PRIMARY KEY, at REAL NOT NULL, appli
   detail TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS mark(name TEXT PRIMARY KEY, n INTEGER NOT NULL);
 """
+ADDED = (  # columns newer than the table
+    ("kind", "TEXT NOT NULL DEFAULT 'mail'"),
+    ("ref", "TEXT NOT NULL DEFAULT ''"),
+)
+MAIL = "mail"  # a role's trigger mail, run by agentd itself; other kinds are runs a bridge asked for
 
 
 class Task(NamedTuple):
@@ -70,9 +75,11 @@ class Task(NamedTuple):
     started: float | None
     error: str
     dead: bool
+    kind: str = MAIL  # mail | slack | reply: what asked for the run
+    ref: str = ""  # which of its things (a Slack task, a conversation)
 
 
-COLS = "id, role, status, mids, created, updated, due, attempts, pid, started, error, dead"
+COLS = "id, role, status, mids, created, updated, due, attempts, pid, started, error, dead, kind, ref"
 
 
 def _task(row: Sequence[Any]) -> Task:
@@ -89,6 +96,8 @@ def _task(row: Sequence[Any]) -> Task:
         None if row[9] is None else float(row[9]),
         str(row[10]),
         bool(row[11]),
+        str(row[12]),
+        str(row[13]),
     )
 
 
@@ -97,6 +106,10 @@ class Tasks:
 
     def __init__(self, path: Path) -> None:
         self.db = open_db(path, what="task store", schema=SCHEMA, remedy="move it aside and restart agentd")
+        have = {str(r[1]) for r in self.db.execute("PRAGMA table_info(task)")}
+        for name, decl in ADDED:
+            if name not in have:
+                self.db.execute(f"ALTER TABLE task ADD COLUMN {name} {decl}")
 
     def close(self) -> None:
         self.db.close()
@@ -120,7 +133,8 @@ class Tasks:
         db = self._tx()
         try:
             row = db.execute(
-                f"SELECT {COLS} FROM task WHERE role=? AND status='queued' ORDER BY id LIMIT 1", (role,)
+                f"SELECT {COLS} FROM task WHERE role=? AND status='queued' AND kind='mail' ORDER BY id LIMIT 1",
+                (role,),
             ).fetchone()
             if row is not None:
                 t = _task(row)
@@ -154,7 +168,7 @@ class Tasks:
                 db.execute("COMMIT")
                 return None
             row = db.execute(
-                f"SELECT {COLS} FROM task WHERE status='queued' AND due<=? "
+                f"SELECT {COLS} FROM task WHERE status='queued' AND kind='mail' AND due<=? "
                 "AND (attempts>0 OR updated=created OR updated<=? OR created<=?) "
                 "AND role NOT IN (SELECT role FROM task WHERE status='running') "
                 "AND role NOT IN (SELECT role FROM role_state WHERE paused!='') ORDER BY due, id LIMIT 1",
@@ -212,9 +226,47 @@ class Tasks:
 
     def left_running(self) -> list[Task]:
         """Tasks a crash of agentd left running (their runs may still be at work: adopt or requeue them)."""
-        return [
-            _task(r) for r in self.db.execute(f"SELECT {COLS} FROM task WHERE status=?", (TaskStatus.RUNNING.value,))
-        ]
+        sql = f"SELECT {COLS} FROM task WHERE status=? AND kind=?"
+        return [_task(r) for r in self.db.execute(sql, (TaskStatus.RUNNING.value, MAIL))]
+
+    # -- runs a bridge asked for (they run in the bridge's process, through run-role's transaction)
+
+    def begin_run(self, role: str, kind: str, ref: str, mids: Sequence[str] = (), pid: int = 0) -> Task | None:
+        """Record a run a bridge starts now, as running — counted in ``max_concurrent``, one per role
+        like agentd's own; None when the role is paused or already running (the bridge waits)."""
+        now = time.time()
+        db = self._tx()
+        try:
+            busy = db.execute(
+                "SELECT 1 FROM task WHERE status='running' AND role=? UNION ALL "
+                "SELECT 1 FROM role_state WHERE role=? AND paused!=''",
+                (role, role),
+            ).fetchone()
+            if busy is not None:
+                db.execute("COMMIT")
+                return None
+            cur = db.execute(
+                "INSERT INTO task(role, status, mids, created, updated, due, attempts, pid, started, kind, ref) "
+                "VALUES (?, 'running', ?, ?, ?, ?, 1, ?, ?, ?, ?)",
+                (role, json.dumps(list(mids)), now, now, now, pid or None, now, kind, ref),
+            )
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        return self.get(int(cur.lastrowid or 0))
+
+    def forget(self, task_id: int) -> None:
+        """Remove a bridge's run that never ran (the role's lock was held by a run from a shell)."""
+        self.db.execute("DELETE FROM task WHERE id=? AND kind!=?", (task_id, MAIL))
+
+    def bridged_left(self, alive: Callable[[int], bool]) -> list[Task]:
+        """Bridge runs left running by a bridge process that is gone: recorded failed; returned."""
+        sql = f"SELECT {COLS} FROM task WHERE status='running' AND kind!=?"
+        gone = [t for t in map(_task, self.db.execute(sql, (MAIL,))) if not (t.pid and alive(t.pid))]
+        for t in gone:
+            self.finish(t.id, TaskStatus.FAILED, f"its {t.kind} bridge stopped while it ran")
+        return gone
 
     def requeue(self, task_id: int) -> Task:
         t = self.get(task_id)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from workflow.agents import locks
-from workflow.agents.backends import RunInput, RunResult, chosen, make_backend
+from workflow.agents.backends import Backend, RunInput, RunResult, chosen, make_backend
 from workflow.agents.context import build
 from workflow.agents.sandbox import status
 from workflow.agents.tools import RoleTools
@@ -42,6 +42,18 @@ class Outcome(NamedTuple):
     sent: tuple[str, ...]
     prompt: str = ""
     busy: str = ""  # another run of this role holds its lock (who and since when)
+
+
+class Ask(NamedTuple):
+    """A run on a prompt of its caller's (a bridge's) instead of the role's mail. Its answer is the
+    agent's output (no finish call needed; an empty one fails the run). ``stage`` runs once the
+    agent succeeded, before the commit: it may stage mail through the run's transport (sent only
+    by the commit) or fail the run by returning a failed result. ``committing`` runs once the run
+    is committing: from then on its staged mail goes out, even after a crash."""
+
+    prompt: str
+    stage: Callable[[RunResult, Transport], RunResult] = lambda result, transport: result
+    committing: Callable[[], None] = lambda: None
 
 
 class Poller:
@@ -146,6 +158,13 @@ def settled(result: RunResult, tools: RoleTools) -> RunResult:
     return result._replace(summary=said or "done")
 
 
+def answered(result: RunResult) -> RunResult:
+    """A bridge's run (``Ask``) succeeds only with an answer to send."""
+    if result.ok and not result.summary.strip():
+        return result._replace(ok=False, error="the agent gave no answer")
+    return result
+
+
 def new_mail(app: App, role: Role, artifact: str | None) -> list[Row]:
     boxes = app.roster.mailboxes_of(role.name)
     with app.index() as index:
@@ -172,11 +191,13 @@ def run_role(
     only: Sequence[str] = (),
     timeout: float | None = None,
     session: str = "",
+    ask: Ask | None = None,
 ) -> Outcome:
     """One session; raises only for bad input (unknown role, bad config) or an interrupt, never for
     the agent's failures. With ``only``, the run is handed just those Message-IDs' mail; with
     ``timeout``, the run may take that long instead of the role's run timeout; with ``session``,
-    a backend that can resumes that agent session."""
+    a backend that can resumes that agent session; with ``ask``, the run answers that prompt with
+    read-only tools instead of the role's mail."""
     if role_name not in app.roster.roles:
         app.roster.identity(role_name)  # raises with a suggestion
     role = app.roster.roles[role_name]
@@ -188,7 +209,11 @@ def run_role(
         artifact = find(artifact, app.config).path
     if dry_run:
         return _session(
-            app, role, transport, echo, backend, artifact, True, poll_interval, script, only, timeout, session
+            app,
+            role,
+            transport,
+            echo,
+            Opts(backend, artifact, True, poll_interval, script, only, timeout, session, ask),
         )
     lock = app.config.state.lock(role.name)
     held = locks.acquire(lock, app.config.agentd.lock_ttl)
@@ -204,97 +229,131 @@ def run_role(
     try:
         recover(app, role.name, transport, echo)  # what a crashed run of this role left, finished first
         return _session(
-            app, role, transport, echo, backend, artifact, False, poll_interval, script, only, timeout, session
+            app,
+            role,
+            transport,
+            echo,
+            Opts(backend, artifact, False, poll_interval, script, only, timeout, session, ask),
         )
     finally:
         locks.release(held)
 
 
-def _session(
+class Opts(NamedTuple):
+    """How ``run_role`` was asked to run (its keyword arguments)."""
+
+    backend: str | None
+    artifact: str | None
+    dry_run: bool
+    poll_interval: float | None
+    script: Path | None
+    only: Sequence[str]
+    timeout: float | None
+    session: str
+    ask: Ask | None
+
+
+def _session(app: App, role: Role, transport: Transport, echo: Callable[[str], None], o: Opts) -> Outcome:
+    resolver = Resolver(app.config)
+    name = chosen(app.config, role.name, role.backend, o.backend)
+    agent = make_backend(app.config, name, o.script)
+    if o.ask is not None:  # a bridge's prompt: no mail handed, no context built
+        return _transact(app, role, transport, echo, o, (), o.ask.prompt, name, agent)
+    rows = tuple(new_mail(app, role, o.artifact))
+    if o.only:
+        rows = tuple(r for r in rows if r.message_id in o.only)
+    echo(render_inbox(role.name, group(rows), True, resolver.now).rstrip())
+    if not rows and not o.artifact:
+        echo(f"{role.name}: nothing to do")
+        return Outcome(None, (), ())
+    with app.index() as index:
+        ctx = build(app, role, index, rows, o.artifact, how=agent.acts)
+    if o.dry_run:
+        echo("\n--- context (dry run: no backend, nothing marked, nothing sent) ---\n")
+        echo(ctx.prompt)
+        return Outcome(None, rows, (), ctx.prompt)
+    outcome = _transact(app, role, transport, echo, o, rows, ctx.prompt, name, agent)
+    known = {r.message_id or r.key for r in rows}
+    after = [r for r in new_mail(app, role, None) if (r.message_id or r.key) not in known]
+    if after:
+        echo("\nArrived meanwhile:\n" + render_inbox(role.name, group(after), True, resolver.now).rstrip())
+    return outcome
+
+
+def _transact(
     app: App,
     role: Role,
     transport: Transport,
     echo: Callable[[str], None],
-    backend: str | None,
-    artifact: str | None,
-    dry_run: bool,
-    poll_interval: float | None,
-    script: Path | None,
-    only: Sequence[str],
-    timeout: float | None = None,
-    session: str = "",
+    o: Opts,
+    rows: tuple[Row, ...],
+    prompt: str,
+    name: str,
+    agent: Backend,
 ) -> Outcome:
-    rows = tuple(new_mail(app, role, artifact))
-    if only:
-        rows = tuple(r for r in rows if r.message_id in only)
-    resolver = Resolver(app.config)
-    echo(render_inbox(role.name, group(rows), True, resolver.now).rstrip())
-    if not rows and not artifact:
-        echo(f"{role.name}: nothing to do")
-        return Outcome(None, (), ())
-    name = chosen(app.config, role.name, role.backend, backend)
-    agent = make_backend(app.config, name, script)
+    """The run itself, as a transaction: the agent works, then its run commits or rolls back."""
     process = agent.acts != "tools"  # an agent CLI: a sandboxed process with a shell
-    with app.index() as index:
-        ctx = build(app, role, index, rows, artifact, how=agent.acts)
-    if dry_run:
-        echo("\n--- context (dry run: no backend, nothing marked, nothing sent) ---\n")
-        echo(ctx.prompt)
-        return Outcome(None, rows, (), ctx.prompt)
+    if o.dry_run:
+        echo(prompt)
+        return Outcome(None, rows, (), prompt)
     if process:
         sandbox = status(app.config)
         if not sandbox.enforced:
             echo(f"{role.name}: {sandbox.line}")
     run = Run.begin(app.config.state, role.name, rows, app.config, shell=process)
-    tools = RoleTools(app, role, RunTransport(app, run), journal=run.intend_move, wrote=run.wrote)
+    tools = RoleTools(
+        app, role, RunTransport(app, run), journal=run.intend_move, wrote=run.wrote, read_only=o.ask is not None
+    )
     tools.handed = tuple(r.message_id for r in rows if r.message_id)
     known = {r.message_id or r.key for r in rows}
     mail_file = run.agent / "new-mail.md"
     mail_file.write_text("", encoding="utf-8")
-    poller = Poller(app, role, known, poll_interval or 0.0, echo, mail_file, run.know)
-    prompt = ctx.prompt
-    if poll_interval and process:
-        prompt += (
+    poller = Poller(app, role, known, o.poll_interval or 0.0, echo, mail_file, run.know)
+    full = prompt
+    if o.poll_interval and process:
+        full += (
             f"\n# Mail during your run\nNew mail that arrives while you work is appended to {mail_file} "
             "($WORKFLOW_NEW_MAIL); look there before you finish.\n"
         )
-    limit = timeout or run_timeout(app, role.name)
+    limit = o.timeout or run_timeout(app, role.name)
     job = RunInput(
         role,
-        prompt,
+        full,
         tools,
         rows,
         role.model,
         role.max_turns or 20,
-        poller.drain if poll_interval else (lambda: []),
+        poller.drain if o.poll_interval else (lambda: []),
         mail_file,
         run_dir=run.dir,
         deadline=time.monotonic() + limit,
         token=run.token,
-        session=session,
+        session=o.session,
     )
-    echo(
-        f"\n{role.name}: running the {name} backend on {len(rows)} message(s)"
-        + (f" and {artifact}" if artifact else "")
-    )
+    what = f"{len(rows)} message(s)" if o.ask is None else "its bridge's prompt"
+    echo(f"\n{role.name}: running the {name} backend on {what}" + (f" and {o.artifact}" if o.artifact else ""))
     t0 = time.monotonic()
     try:
         with submission_server(app, process) as smtp:
             job = job._replace(smtp=smtp)
-            if poll_interval:
+            if o.poll_interval:
                 with poller:
                     result = agent.run(job)
             else:
                 result = agent.run(job)
+        took = time.monotonic() - t0
+        result = settled(result, tools) if o.ask is None else answered(result)
+        if took >= limit:  # the backend stopped at the deadline, or finished past it: either way it timed out
+            result = result._replace(
+                ok=False, error=f"timed out after {limit:.0f}s ({result.error or 'it finished late'})"
+            )
+        if result.ok and o.ask is not None:
+            result = o.ask.stage(result, RunTransport(app, run))
     except BaseException as e:  # interrupted (SIGINT, SIGTERM): nothing of the run takes effect
         for line in run.rollback(app, f"interrupted ({type(e).__name__})"):
             echo(f"  {line}")
         echo(f"{role.name}: run interrupted; {len(rows)} message(s) left unread for the next run")
         raise
-    took = time.monotonic() - t0
-    result = settled(result, tools)
-    if took >= limit:  # the backend stopped at the deadline, or finished past it: either way it timed out
-        result = result._replace(ok=False, error=f"timed out after {limit:.0f}s ({result.error or 'it finished late'})")
     sent: list[str] = []
     if result.ok:
         try:
@@ -302,7 +361,7 @@ def _session(
         except GitError as e:
             result = result._replace(ok=False, error=f"its artifact edits could not be committed: {e}")
     if result.ok:
-        sent += run.commit(app, transport)
+        sent += run.commit(app, transport, committing=o.ask.committing if o.ask is not None else None)
         echo(f"{role.name}: run succeeded in {took:.1f}s")
     else:
         echo(f"{role.name}: run failed after {took:.1f}s: {result.error}")
@@ -319,7 +378,4 @@ def _session(
         )
     if result.summary.strip():
         echo("  " + result.summary.strip().replace("\n", "\n  "))
-    after = [r for r in new_mail(app, role, None) if (r.message_id or r.key) not in known]
-    if after:
-        echo("\nArrived meanwhile:\n" + render_inbox(role.name, group(after), True, resolver.now).rstrip())
-    return Outcome(result, rows, tuple(sent), ctx.prompt)
+    return Outcome(result, rows, tuple(sent), prompt)

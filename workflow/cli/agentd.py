@@ -107,6 +107,11 @@ def status(ctx: click.Context, as_json: bool) -> None:
         sys.exit(3)
 
 
+def _for(kind: str, ref: str) -> str:
+    """What asked for a run, when a bridge did."""
+    return "" if kind == "mail" else f"  ({kind} {ref})"
+
+
 def _print_status(s: DaemonStatus, now: float) -> None:
     if s.daemon is not None:
         since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s.daemon.since))
@@ -117,6 +122,7 @@ def _print_status(s: DaemonStatus, now: float) -> None:
     for r in s.running:
         click.echo(
             f"  task {r.task:<5} {r.role:<24} pid {r.pid}  running for {age(int(now - r.age), now).replace(' ago', '')}"
+            + _for(r.kind, r.ref)
         )
     click.echo(f"queued ({len(s.queued)}):")
     for q in s.queued:
@@ -133,7 +139,12 @@ def _print_status(s: DaemonStatus, now: float) -> None:
         click.echo(f"  {role:<24} {age(int(now - secs), now)}")
     click.echo("recent failures:")
     for f in s.recent_failures:
-        click.echo(f"  task {f.task:<5} {f.role:<24} {'dead-lettered ' if f.dead else ''}{f.error}")
+        gave_up = "dead-lettered " if f.dead and f.kind == "mail" else ""
+        click.echo(f"  task {f.task:<5} {f.role:<24} {gave_up}{f.error}{_for(f.kind, f.ref)}")
+    if s.recent:
+        click.echo("recent runs:")
+        for d in s.recent:
+            click.echo(f"  task {d.task:<5} {d.role:<24} completed {age(int(now - d.ago), now)}{_for(d.kind, d.ref)}")
     if s.stopped_threads:
         click.echo("threads stopped by loop detection:")
         for root, why in s.stopped_threads.items():

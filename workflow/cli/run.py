@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
-import os
 import sys
 from pathlib import Path
 
 import click
 
+from workflow.agents.report import RunReport, from_result
 from workflow.agents.runrole import Outcome
 from workflow.agents.runrole import run_role as run_role_session
 from workflow.app import App
@@ -17,18 +16,6 @@ from workflow.core.config import PanelConfig
 from workflow.core.errors import RosterError
 from workflow.core.modes import owner_only
 from workflow.delivery.transport import Transport, make_transport
-
-
-def _result(ok: bool, ran: bool, busy: str, error: str, usage: dict[str, int], turns: int, handed: list[str]) -> None:
-    """What agentd reads back when it spawned this run (``$WORKFLOW_RESULT_FILE``)."""
-    path = os.environ.get("WORKFLOW_RESULT_FILE")
-    if path:
-        Path(path).write_text(
-            json.dumps(
-                {"ok": ok, "ran": ran, "busy": busy, "error": error, "usage": usage, "turns": turns, "handed": handed}
-            ),
-            encoding="utf-8",
-        )
 
 
 def _panel(
@@ -44,24 +31,14 @@ def _panel(
         answer_discussion(a, panel, transport, click.echo, backend)
         return
     sessions = run_panel(a, panel, transport, click.echo, backend)
-    _result(True, bool(sessions), "", "", {}, 0, [s.request for s in sessions])
+    RunReport(ok=True, ran=bool(sessions), handed=tuple(s.request for s in sessions)).write_for_scheduler()
 
 
 def _outcome(outcome: Outcome) -> None:
-    res = outcome.result
-    _result(
-        bool(res.ok) if res else outcome.busy == "",
-        res is not None,
-        outcome.busy,
-        res.error if res else "",
-        dict(res.usage) if res else {},
-        res.turns if res else 0,
-        [r.message_id or "" for r in outcome.handed],
-    )
-    if outcome.busy:
-        sys.exit(75)  # EX_TEMPFAIL: try again later
-    if res is not None and not res.ok:
-        sys.exit(1)
+    report = from_result(outcome.result, tuple(r.message_id or "" for r in outcome.handed), outcome.busy)
+    report.write_for_scheduler()  # what agentd reads back when it spawned this run
+    if report.exit_code:
+        sys.exit(report.exit_code)
 
 
 @click.command("run-role", cls=Command)
@@ -104,7 +81,7 @@ def run_role(
     it processes that artifact (and the mail about it), then exits. Messages handed to the agent are
     marked read only when the run succeeds; a failed run leaves them unread for the next one.
     -i starts an interactive terminal session (the only way to run a sync *-writing-helper).
-    The backend is --backend, else the role's front matter, else scripted.
+    The backend is --backend, else the role's front matter, else [workflow] backend.
 
     \b
     Example:

@@ -25,14 +25,16 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from workflow.agents.backends import RunInput, chosen, make_backend
+from workflow.agentd import bridged
+from workflow.agents.backends import RunResult
 from workflow.agents.locks import pid_alive
-from workflow.agents.tools import SCHEMAS, RoleTools
+from workflow.agents.runrole import Ask, run_role
+from workflow.agents.tools import SCHEMAS
 from workflow.app import App
 from workflow.bridges.gmail import conversation as conv
 from workflow.core.errors import WorkflowError
 from workflow.core.files import write_atomic
-from workflow.delivery.transport import make_transport
+from workflow.delivery.transport import Transport, make_transport
 from workflow.mail.message import Draft, build, make_message_id, reply_subject
 
 STALE = 600.0
@@ -233,39 +235,87 @@ def split_memory(answer: str) -> tuple[str, list[str]]:
     return "\n".join(keep).strip(), notes
 
 
+def _answer_file(d: Path) -> Path:
+    return d / "responses" / ".answer.json"
+
+
+def finish_answer(app: App, d: Path) -> Path | None:
+    """Record an answer whose run committed (its reply is sent, or is sent by the run's recovery):
+    ``NN-response.md``, the thread, the memory. Safe to repeat after a crash part-way."""
+    f = _answer_file(d)
+    try:
+        a = json.loads(f.read_text(encoding="utf-8"))
+        n, answer, notes = int(a["n"]), str(a["answer"]), [str(x) for x in a["notes"]]
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError):
+        f.unlink(missing_ok=True)  # not one we wrote whole: its run committed nothing it names
+        return None
+    out = d / "responses" / f"{n:02d}-response.md"
+    if notes and not out.exists():
+        sent = json.loads((d / ".sent").read_text())
+        with open(conv.memory_file(app), "a", encoding="utf-8") as m:
+            m.writelines(f"{sent['to']}: {note}\n" for note in notes)
+    write_atomic(out, answer + "\n")
+    title = f"Response to Reply #{n}"
+    if f"## {title}\n" not in (d / "thread.md").read_text(encoding="utf-8"):
+        conv.append(d / "thread.md", title, answer)
+    conv.remove_new_markers(d / "thread.md")
+    f.unlink(missing_ok=True)
+    return out
+
+
 def respond(app: App, d: Path, say: Callable[[str], None], backend: str | None = None) -> Path | None:
-    """One session: answer every NEW reply, send it threaded, record it, drop the lock."""
+    """One session: answer every NEW reply in one run of the role — its transaction (the reply is
+    staged and sent only when the run commits; a failed or killed session sends nothing and its
+    replies wait for the next), on agentd's books — then record it and drop the lock."""
     sent = json.loads((d / ".sent").read_text())
     role = app.roster.roles[sent["role"]]
     try:
+        finish_answer(app, d)  # a committed answer a crash left unrecorded
         n = conv.max_reply(d / "responses")
         if n <= conv.max_response(d / "responses"):
             return None
+        answer: dict[str, object] = {}
+
+        def stage(result: RunResult, run: Transport) -> RunResult:
+            text, notes = split_memory(result.summary)
+            if not text:
+                return result._replace(ok=False, error="the answer was only memory lines: nothing to send")
+            mid = make_message_id(role.name, app.config.domain)
+            raw = _reply_bytes(app, sent, conv.reply_chain(d), text, mid)
+            run.send(raw, app.roster.address(role.name), [sent["to"]])
+            answer.update(n=n, mid=mid, answer=text, notes=notes)
+            return result
+
+        def committing() -> None:  # from here the reply goes out: a reply to it belongs here
+            conv.add_id(d, str(answer["mid"]))
+            write_atomic(_answer_file(d), json.dumps(answer))
+
         transport = make_transport(app.config, app.deliverer)
+        ask = Ask(prompt(app, d), stage, committing)
         try:
-            res = make_backend(app.config, chosen(app.config, role.name, role.backend, backend)).run(
-                RunInput(role, prompt(app, d), RoleTools(app, role, transport, read_only=True))
+            done = bridged.run(
+                app,
+                "reply",
+                d.name,
+                role.name,
+                lambda: run_role(app, role.name, transport=transport, echo=say, backend=backend, ask=ask),
+                say=say,
             )
-            ok, error = res.ok, res.error
         except WorkflowError as e:
-            ok, error = False, str(e)
-        if not ok:
-            count = note_failure(d, str(error))
+            done = bridged.Bridged(None, None, "")
+            error = str(e)
+        else:
+            error = done.report.error if done.report is not None else ""
+        if done.waits or (done.outcome is not None and done.outcome.busy):
+            say(f"session not started: {done.waits or 'the role is busy'}; the replies wait for a later poll")
+            return None
+        if done.report is None or not done.report.ok:
+            count = note_failure(d, error or "the session failed")
             say(f"session failed ({count} in a row): {error}; the replies wait (back-off) for a later poll")
             return None
-        answer, notes = split_memory(res.summary)
-        out = d / "responses" / f"{n:02d}-response.md"
-        write_atomic(out, answer + "\n")
-        mid = make_message_id(role.name, app.config.domain)
-        conv.add_id(d, mid)
-        transport.send(
-            _reply_bytes(app, sent, conv.reply_chain(d), answer, mid), app.roster.address(role.name), [sent["to"]]
-        )
-        conv.append(d / "thread.md", f"Response to Reply #{n}", answer)
-        conv.remove_new_markers(d / "thread.md")
-        if notes:
-            with open(conv.memory_file(app), "a", encoding="utf-8") as f:
-                f.writelines(f"{sent['to']}: {note}\n" for note in notes)
+        out = finish_answer(app, d)
         _failures_file(d).unlink(missing_ok=True)
         say(f"answered replies up to #{n}")
         return out

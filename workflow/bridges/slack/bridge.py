@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
+from workflow.agentd import bridged
 from workflow.agentd.tasks import TaskStatus
 from workflow.agents.runrole import Outcome, run_role
 from workflow.app import App
@@ -308,18 +309,31 @@ class Bridge:
         """One run of the task's role on its question (``kind``: which recorded question mail)."""
         transport = make_transport(self.app.config, self.app.deliverer)
         mid, raw, sender, to = self.question(t, role, kind, text)
-        transport.send(raw, sender, to)
         lines: list[str] = []
-        outcome = run_role(
+
+        def go() -> Outcome:  # sent once the run is on agentd's books: agentd never wakes the role for it
+            transport.send(raw, sender, to)
+            return run_role(
+                self.app,
+                role,
+                transport=transport,
+                echo=lines.append,
+                backend=self.s.backend or None,
+                only=[mid],  # this task's question, not the role's other mail
+                timeout=self.timeout_for(t.intent),
+                session=session,
+            )
+
+        done = bridged.run(
             self.app,
+            "slack",
+            str(t.id),
             role,
-            transport=transport,
-            echo=lines.append,
-            backend=self.s.backend or None,
-            only=[mid],  # this task's question, not the role's other mail
-            timeout=self.timeout_for(t.intent),
-            session=session,
+            go,
+            mids=[mid],
+            say=lambda line: self.say(f"task {t.id}: {line}"),
         )
+        outcome = done.outcome or Outcome(None, (), (), busy=done.waits)  # paused or running: it waits
         return outcome, "\n".join(lines)
 
     def run_role(self, t: SlackTask) -> None:
