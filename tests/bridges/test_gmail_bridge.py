@@ -68,6 +68,16 @@ def test_claude_classifies_when_a_key_is_set_and_falls_back_on_failure(tmp_path:
     assert "→ review (claude: a draft to judge)" in r.stderr
     assert "→ summarize (keywords:" in r.stderr and "Claude failed" in r.stderr
     assert "review" in dovecot.keywords(1) and "summarize" in dovecot.keywords(2)
+    # The classifier asks through the backend seam: its tokens are on the books, under a budget.
+    tokens = json.loads(p.run("agentd", "status", "--json").stdout)["tokens_today"]
+    assert tokens == {"gmail-classifier": 15}, tokens
+    with open(p.dir / "workflow.toml", "a") as f:
+        f.write("[agentd]\nrole_budgets = { gmail-classifier = 10 }\n")
+    dovecot.append(mail_msg(3, "Draft", "Please review the attached draft."))
+    with FakeAnthropic() as fake:
+        r = run_bridge(p, env={"ANTHROPIC_API_KEY": "sk-test", "ANTHROPIC_BASE_URL": fake.url})
+        assert fake.requests == [], fake.requests
+    assert "gmail-classifier spent its daily token budget (15 > 10)" in r.stderr, r.stderr
 
 
 @needs_dovecot

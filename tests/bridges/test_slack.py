@@ -204,6 +204,7 @@ def test_claude_classifies_with_json_and_falls_back(monkeypatch: pytest.MonkeyPa
         )
         got = classify("anything at all")
         assert (got.intent, got.method, got.autonomy_level, got.execution_prompt) == ("research", "claude", 2, "do it")
+        assert dict(got.usage) == {"input_tokens": 10, "output_tokens": 5}  # for the budgets
         fake.error(500, "api_error")
         fake.error(500, "api_error")
         got = classify("todo: buy milk")

@@ -7,13 +7,15 @@ in ``max_concurrent`` and against the one-run-per-role rule), refuses it while t
 or already running (the bridge keeps its work and tries later), and books how it ended in the
 ``Ledger``: tokens and cost against the role's daily budget, consecutive failures toward
 ``pause_after``. A run whose bridge dies is recorded failed by the next bridged run or by agentd.
+A bridge's own model calls (its classifier) are ``book``ed against an account of their own, and
+``spent`` says when that account's daily budget is used up (the bridge falls back to keywords).
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from workflow.agentd.ledger import Ledger, record
@@ -72,3 +74,22 @@ def run(
         if paused:
             say(f"{role} is paused now: {paused[0]}")
     return Bridged(outcome, report)
+
+
+def book(app: App, account: str, usage: Mapping[str, int]) -> None:
+    """Count what a bridge's own model call (a classifier's) cost against ``account``'s daily budget."""
+    tokens = int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
+    if tokens:
+        with Tasks(app.config.state.tasks) as tasks:
+            tasks.add_usage(account, tokens)
+
+
+def spent(app: App, account: str) -> str:
+    """Why ``account`` may not call the model today ("" while its daily token budget lasts)."""
+    opts = app.config.agentd
+    limit = int(opts.role_budgets.get(account, opts.daily_tokens))
+    if not limit:
+        return ""
+    with Tasks(app.config.state.tasks) as tasks:
+        used = tasks.usage_today().get(account, 0)
+    return f"{account} spent its daily token budget ({used} > {limit})" if used > limit else ""

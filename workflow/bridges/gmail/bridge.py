@@ -17,10 +17,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from workflow.agentd import bridged
 from workflow.app import App
 from workflow.bridges.gmail import conversation, replyloop
 from workflow.bridges.gmail.agents import Agent, Context, Result
-from workflow.bridges.gmail.classify import LABELS, classify
+from workflow.bridges.gmail.classify import LABELS, by_keywords, classify
 from workflow.bridges.gmail.forwarder import FORWARD_HEADER, TodoForwarder, echo_of_forward
 from workflow.bridges.gmail.forwarder import LABEL as TODO
 from workflow.bridges.gmail.imap import Fetched, Imap, secret
@@ -31,6 +32,8 @@ from workflow.core.files import write_atomic
 from workflow.mail.body import body_text
 from workflow.mail.message import parse, to_crlf, to_lf
 from workflow.policy.roster import OUTBOUND_SPOOL
+
+CLASSIFIER = "gmail-classifier"  # the account the classifier's tokens are booked against
 
 
 def settings(app: App) -> GmailConfig:
@@ -126,7 +129,13 @@ def cycle(app: App, s: GmailConfig, say: Callable[[str], None], dry_run: bool = 
             p = parse(f.raw)
             label = next((lb for lb in f.labels if lb in LABELS), None)
             if label is None and s.classify:
-                c = classify(p.subject or "", body_text(f.raw, p), p.sender or "", s.model)
+                why = bridged.spent(app, CLASSIFIER)
+                text = body_text(f.raw, p)
+                if why:
+                    c = by_keywords(p.subject or "", text, p.sender or "", why)
+                else:
+                    c = classify(p.subject or "", text, p.sender or "", s.model)
+                    bridged.book(app, CLASSIFIER, c.usage)
                 label = c.label
                 echo = echo_of_forward(p, s.agents.todo_forwarder.email, app.config.domain)
                 if label == TODO and echo is not None:

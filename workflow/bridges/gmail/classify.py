@@ -2,7 +2,7 @@
 
 ``reply_needed`` (someone waits for an answer), ``review`` (something to read and judge),
 ``todo`` (an action to take), ``summarize`` (newsletters, notifications, long reads).
-Claude answers with JSON through the anthropic SDK; without an API key, or when the call or its
+Claude answers with JSON through the backend seam (``complete``: its tokens are counted); without an API key, or when the call or its
 answer fails, a keyword score decides (weighted phrases per label; the highest total wins, ties
 and zero scores go to ``summarize``). Each result says which method decided and why.
 """
@@ -10,9 +10,12 @@ and zero scores go to ``summarize``). Each result says which method decided and 
 from __future__ import annotations
 
 import json
-import os
 import re
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import NamedTuple
+
+from workflow.agents.backends.complete import CompletionError, complete
 
 LABELS = ("reply_needed", "review", "todo", "summarize")
 KEYWORDS: dict[str, tuple[tuple[str, int], ...]] = {
@@ -80,6 +83,7 @@ class Classification(NamedTuple):
     method: str  # "claude" | "keywords"
     reason: str
     scores: dict[str, int] = {}
+    usage: Mapping[str, int] = MappingProxyType({})  # what asking the model cost (for the budgets)
 
 
 def keyword_scores(subject: str, body: str, sender: str = "") -> dict[str, int]:
@@ -110,11 +114,8 @@ def by_keywords(subject: str, body: str, sender: str = "", why: str = "") -> Cla
 def classify(
     subject: str, body: str, sender: str = "", model: str = "claude-haiku-4-5", timeout: float = 30.0
 ) -> Classification:
-    """Claude when ANTHROPIC_API_KEY is set and answers well; the keyword score otherwise."""
-    if not os.environ.get("ANTHROPIC_API_KEY"):
-        return by_keywords(subject, body, sender, "no ANTHROPIC_API_KEY")
-    import anthropic  # lazy: start-up time (the SDK costs about a second); keywords need none
-
+    """Claude (through the backend seam: its tokens are in ``usage``) when it answers well; the
+    keyword score otherwise."""
     prompt = (
         "Classify this email into exactly one label: reply_needed (the sender waits for an answer), review "
         "(something to read and judge), todo (an action for the recipient), summarize (newsletters, notifications, "
@@ -122,14 +123,16 @@ def classify(
         f"From: {sender}\nSubject: {subject}\n\n{body[:6000]}"
     )
     try:
-        client = anthropic.Anthropic(timeout=timeout, max_retries=1)
-        resp = client.messages.create(model=model, max_tokens=200, messages=[{"role": "user", "content": prompt}])
-        text = "".join(b.text for b in resp.content if b.type == "text")
-        m = re.search(r"\{.*\}", text, re.S)
+        answer = complete(prompt, model, 200, timeout)
+    except CompletionError as e:
+        return by_keywords(subject, body, sender, str(e))
+    try:
+        m = re.search(r"\{.*\}", answer.text, re.S)
         data = json.loads(m.group(0)) if m else {}
-        label = str(data.get("label", "")).strip()
-        if label not in LABELS:
-            return by_keywords(subject, body, sender, f"Claude answered {text[:80]!r}, not one of the labels")
-        return Classification(label, "claude", str(data.get("reason", ""))[:300])
-    except (anthropic.APIError, ValueError) as e:
-        return by_keywords(subject, body, sender, f"Claude failed: {str(e)[:120]}")
+        label = str(data.get("label", "")).strip() if isinstance(data, dict) else ""
+    except ValueError:
+        label = ""
+    if label not in LABELS:
+        why = f"Claude answered {answer.text[:80]!r}, not one of the labels"
+        return by_keywords(subject, body, sender, why)._replace(usage=answer.usage)
+    return Classification(label, "claude", str(data.get("reason", ""))[:300], usage=answer.usage)

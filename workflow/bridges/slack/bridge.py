@@ -28,7 +28,7 @@ from workflow.agentd.tasks import TaskStatus
 from workflow.agents.runrole import Outcome, run_role
 from workflow.app import App
 from workflow.bridges.slack import report, todos
-from workflow.bridges.slack.intents import INTENTS, classify, failed, waiting
+from workflow.bridges.slack.intents import INTENTS, Intent, by_keywords, classify, failed, waiting
 from workflow.bridges.slack.queue import SlackTask, TaskQueue, Where
 from workflow.bridges.slack.todos import TODO_INTENTS
 from workflow.core.config import SlackConfig
@@ -37,6 +37,7 @@ from workflow.core.schema import suggest
 from workflow.delivery.notify import NotifyRequest
 from workflow.delivery.transport import make_transport
 
+CLASSIFIER = "slack-classifier"  # the account the classifier's tokens are booked against
 OPEN = (TaskStatus.PENDING, TaskStatus.QUEUED, TaskStatus.WAITING)
 
 
@@ -134,6 +135,15 @@ class Bridge:
 
     # -- events
 
+    def classify(self, text: str) -> Intent:
+        """The request's intent; the model's tokens are booked against ``slack-classifier``'s budget."""
+        why = bridged.spent(self.app, CLASSIFIER)
+        if why:
+            return by_keywords(text, why)
+        it = classify(text, self.s.model)
+        bridged.book(self.app, CLASSIFIER, it.usage)
+        return it
+
     def receive(self, payload: dict[str, Any], retry: str | None = None) -> bool:
         """An event from Slack (Socket Mode, HTTP, a replay): queued for the loop unless it is a
         retry of one already received. True when queued."""
@@ -200,7 +210,7 @@ class Bridge:
                     return
                 if last.status in (TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.WAITING):
                     history = "\n".join(f"Request: {t.text}\nResult: {t.result[-1500:]}" for t in earlier)
-                    it = classify(text, self.s.model)
+                    it = self.classify(text)
                     it = it._replace(
                         execution_prompt=f"Earlier in this thread:\n{history}\n\nFollow-up: {text}",
                         clarify_question=None,
@@ -218,7 +228,7 @@ class Bridge:
             self.react(where, "fast_forward")  # nothing to do: skipped
             self.say(f"message {ts} has no text; skipped")
             return
-        it = classify(text, self.s.model)
+        it = self.classify(text)
         status = TaskStatus.PENDING if it.clarify_question else TaskStatus.QUEUED
         role = self.role_for(it.intent)
         if status == TaskStatus.PENDING:  # ask in the thread first: whoever sees the task pending sees the question

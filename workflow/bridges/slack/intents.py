@@ -12,10 +12,12 @@ sums are compared and the highest wins (nothing matched: ``other``). A large-sco
 from __future__ import annotations
 
 import json
-import os
 import re
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import NamedTuple
 
+from workflow.agents.backends.complete import CompletionError, complete
 from workflow.bridges.slack.summarize import summarize
 
 INTENTS = (
@@ -124,6 +126,7 @@ class Intent(NamedTuple):
     clarify_question: str | None = None
     autonomy_level: int = 2
     method: str = "keywords"
+    usage: Mapping[str, int] = MappingProxyType({})  # what asking the model cost (for the budgets)
 
 
 def scores(text: str) -> dict[str, int]:
@@ -156,37 +159,36 @@ def by_keywords(text: str, why: str = "") -> Intent:
 
 
 def classify(text: str, model: str = "claude-haiku-4-5-20251001", timeout: float = 20.0) -> Intent:
-    if not os.environ.get("ANTHROPIC_API_KEY"):
-        return by_keywords(text, "no ANTHROPIC_API_KEY")
-    import anthropic  # lazy: start-up time (the SDK costs about a second); keywords need none
-
+    """Claude (through the backend seam: its tokens are in ``usage``) when it answers well; the
+    keyword scores otherwise."""
     ask = (
         "Classify this request for an autonomous assistant. Intents: " + ", ".join(INTENTS) + ". Answer with JSON "
         'only: {"intent", "summary", "executionPrompt", "reasoning", "clarifyQuestion" (null unless the request is '
         'too large or vague to start), "autonomyLevel"}.\n\nRequest:\n' + text[:4000]
     )
     try:
-        resp = anthropic.Anthropic(timeout=timeout, max_retries=1).messages.create(
-            model=model, max_tokens=400, messages=[{"role": "user", "content": ask}]
-        )
-        raw = "".join(b.text for b in resp.content if b.type == "text")
-        m = re.search(r"\{.*\}", raw, re.S)
+        answer = complete(ask, model, 400, timeout)
+    except CompletionError as e:
+        return by_keywords(text, str(e))
+    try:
+        m = re.search(r"\{.*\}", answer.text, re.S)
         data = json.loads(m.group(0)) if m else {}
-        intent = str(data.get("intent", ""))
-        if intent not in INTENTS:
-            return by_keywords(text, f"Claude answered intent {intent!r}")
-        clarify = data.get("clarifyQuestion") or clarify_for(intent, text)
-        return Intent(
-            intent,
-            str(data.get("summary") or summarize(text, ACTIONS)),
-            str(data.get("executionPrompt") or text),
-            str(data.get("reasoning") or ""),
-            str(clarify) if clarify else None,
-            2,
-            "claude",
-        )
-    except (anthropic.APIError, ValueError) as e:
-        return by_keywords(text, f"Claude failed: {str(e)[:100]}")
+    except ValueError as e:
+        return by_keywords(text, f"Claude answered no JSON: {e}")._replace(usage=answer.usage)
+    intent = str(data.get("intent", "")) if isinstance(data, dict) else ""
+    if intent not in INTENTS:
+        return by_keywords(text, f"Claude answered intent {intent!r}")._replace(usage=answer.usage)
+    clarify = data.get("clarifyQuestion") or clarify_for(intent, text)
+    return Intent(
+        intent,
+        str(data.get("summary") or summarize(text, ACTIONS)),
+        str(data.get("executionPrompt") or text),
+        str(data.get("reasoning") or ""),
+        str(clarify) if clarify else None,
+        2,
+        "claude",
+        answer.usage,
+    )
 
 
 FAILURE_PATTERNS = (
