@@ -462,3 +462,20 @@ def test_a_session_that_fails_or_is_killed_sends_nothing_its_replies_wait_and_ag
     out = respond().communicate(timeout=120)[0]
     assert "session not started: user is paused: over its daily token budget" in out, out
     assert len(spool(p)) == 1 and cv.unprocessed(d / "responses")
+
+
+def test_an_answer_whose_run_committed_is_recorded_once_even_after_a_crash_part_way(project: Project) -> None:
+    d = conv(project)
+    cv.record_reply(d, "sam@test.com", "Can we do 3pm?", "<r1@test.com>")
+    answer = {"n": 1, "mid": "<a1@workflow.local>", "answer": "3pm works.", "notes": ["Sam likes afternoons"]}
+    (d / "responses" / ".answer.json").write_text(json.dumps(answer))
+    memory = project.mail / ".workflow" / "conversations" / "memory.txt"
+    for _ in range(2):  # the second time: a crash after recording left it (nothing is recorded twice)
+        rl.finish_answer(project.app, d)
+        (d / "responses" / ".answer.json").write_text(json.dumps(answer))
+    assert (d / "responses" / "01-response.md").read_text() == "3pm works.\n" and not cv.unprocessed(d / "responses")
+    thread = (d / "thread.md").read_text()
+    assert thread.count("## Response to Reply #1") == 1 and "NEW" not in thread
+    assert memory.read_text().count("Sam likes afternoons") == 1
+    (d / "responses" / ".answer.json").write_text("{not json")  # half-written: its run committed nothing
+    assert rl.finish_answer(project.app, d) is None and not (d / "responses" / ".answer.json").exists()

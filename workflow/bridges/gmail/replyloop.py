@@ -8,10 +8,12 @@ old, or at once when it names a session process of ours that is gone (the long-r
 reaps its sessions each poll, so a crashed one is no zombie); a lock someone else wrote (empty,
 an ISO timestamp) is honoured until it is 10 minutes old. The session (``respond``) gets the
 whole thread.md, the conversation's research files, memory.txt, the tools it may use, the
-trivial-vs-substantive triage and the memory step in its prompt; runs the role's backend;
-writes ``NN-response.md``; sends it as a threaded reply (its Message-ID joins the conversation);
-appends it to thread.md, removes the NEW markers, keeps what it learned in memory.txt, and drops
-the lock.
+trivial-vs-substantive triage and the memory step in its prompt, and is one run of the role
+(run-role's transaction, on agentd's books: ``agentd.bridged``): the threaded reply is staged in
+the run and sent only when it commits, so a session that fails or is killed sends nothing and its
+replies wait. Once the run commits, the answer is recorded (``.answer.json``, then
+``NN-response.md``, thread.md without NEW markers, what it learned in memory.txt — finished by
+the next session if a crash cut it short), and the lock is dropped.
 """
 
 from __future__ import annotations
