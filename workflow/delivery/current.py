@@ -79,6 +79,7 @@ class Inotify:
     def __init__(self, libc: ctypes.CDLL, fd: int) -> None:
         self.libc, self.fd = libc, fd
         self.names: dict[int, set[str] | None] = {}  # watch: the names that matter in it (None: any)
+        self.fresh = False  # a folder watched just now: what was written in it before is unseen
 
     @classmethod
     def make(cls, paths: list[Path]) -> Inotify | None:
@@ -97,6 +98,8 @@ class Inotify:
         wd = self.libc.inotify_add_watch(self.fd, os.fsencode(folder), CHANGES)  # the same wd for a folder watched
         if wd < 0:
             return  # absent: its parent's watch sees it appear
+        if wd not in self.names and self.names:
+            self.fresh = True  # made since the first watches: look again at the next check
         names = self.names.setdefault(wd, set())
         if name is None:
             self.names[wd] = None
@@ -112,7 +115,7 @@ class Inotify:
 
     def changed(self) -> bool:
         """Whether an event names one of the paths (every pending event is read)."""
-        hit = False
+        hit, self.fresh = self.fresh, False
         while True:
             try:
                 data = os.read(self.fd, 65536)
