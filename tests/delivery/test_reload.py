@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from helpers.project import Project
@@ -9,6 +11,7 @@ from helpers.smtp import server_process
 from workflow.core.resources import builtin_dir
 from workflow.delivery import submit, xnotify
 from workflow.delivery.credentials import client_credential
+from workflow.delivery.current import Inotify, Stamps
 
 ART = "specs/proposed/user-auth.md"
 
@@ -51,7 +54,30 @@ def test_a_role_or_config_edited_while_the_server_runs_is_used_by_the_next_notif
         member = '[panels.spec-reviewer-panel]\nmembers = ["claude", "gpt-5", "gemini", "mistral"]\n'
         toml.write_text(good.replace('[panels.spec-reviewer-panel]\nmembers = ["claude", "gpt-5", "gemini"]\n', member))
         assert notify("spec-reviewer-panel.mistral")[1] == ["spec-reviewer-panel.mistral@workflow.local"]
-        # a role removed is gone for the next one
+        # a role file broken: the last good roster serves, and XNOTIFY is refused; removed, it is gone
+        (project.dir / "roles" / "ops-reviewer.md").write_text("+++\nmode = 7\n")
+        with pytest.raises(submit.RefusedError, match="451 4.3.0 .*ops-reviewer.md"):
+            notify("ops-reviewer")
         (project.dir / "roles" / "ops-reviewer.md").unlink()
         with pytest.raises(submit.RefusedError, match="550 .*ops-reviewer"):
             notify("ops-reviewer")
+
+
+def test_a_change_is_seen_once_by_inotify_and_by_stat_stamps_where_inotify_is_missing(tmp_path: Path) -> None:
+    roles, toml = tmp_path / "roles", tmp_path / "workflow.toml"
+    toml.write_text("[workflow]\n")
+    for make in (Stamps, Inotify.make):
+        watch = make([toml, roles])
+        assert watch is not None and not watch.changed()
+        toml.write_text(toml.read_text() + "# edited\n")
+        assert watch.changed() and not watch.changed()
+    inotify = watch
+    assert isinstance(inotify, Inotify)
+    roles.mkdir()  # a folder made, then a file in it before the folder is watched
+    (roles / "a.md").write_text("+++\n")
+    assert inotify.changed()
+    inotify.follow([toml, roles])
+    assert inotify.changed() and not inotify.changed()  # looked at again: it was unseen
+    (roles / "a.md").write_text("+++\nmode = 'async'\n")
+    assert inotify.changed() and not inotify.changed()
+    inotify.close()

@@ -6,7 +6,7 @@ roles folder or a role file changed since the last load, it loads the project ag
 the new config and roster — so the next notification, composed here or by the full command,
 meets the roster the files hold now. What a listening server cannot change (its ``[smtp]``
 section: address, logins, TLS, limits; its mail root) is kept until a restart, and logged.
-A reload that fails (a half-written TOML, a broken role) keeps the last good config and roster
+A reload that fails (a half-written TOML, a broken role: every role file is parsed) keeps the last good config and roster
 and sets ``problem``: XNOTIFY is then refused, so workflow-notify runs in full and says what
 is wrong, and the next change is tried again.
 
@@ -156,6 +156,7 @@ class Current:
         try:
             new = load_config(config.path, cwd=config.project_dir, mail_root=config.mail_root)
             roster = Roster.load(new)
+            list(roster.roles.values())  # every role file parsed now: a broken one keeps the last good roster
         except (WorkflowError, OSError) as e:
             self.problem = str(e).replace("\r", " ").replace("\n", " ")  # it goes into an SMTP reply
             log.warning("%s changed but cannot be loaded; serving with the last good config: %s", config.path, e)
