@@ -12,7 +12,8 @@ is wrong, and the next change is tried again.
 
 Noticing a change costs one ``read`` of an inotify descriptor (Linux): no event, no work; the
 events are read before the load, so a change during a load is seen at the next check. Where
-inotify is missing, every check compares the files' stat stamps instead.
+inotify is missing, every check compares the files' stat stamps instead. Each worker of
+``workflow smtpd --workers N`` watches and reloads on its own.
 """
 
 from __future__ import annotations
@@ -153,6 +154,7 @@ class Current:
         if not self.watch.changed():
             return
         config = self.config
+        self.watch.follow(sources(config))  # a roles folder made since: watched before it is read
         try:
             new = load_config(config.path, cwd=config.project_dir, mail_root=config.mail_root)
             roster = Roster.load(new)
