@@ -56,40 +56,32 @@ class App:
         return Deliverer(self.config, self.roster, self.maildirs)
 
     def save_snapshot(self, loaded_at_ns: int) -> bool:
-        """Save what the short commands need of this project (``core.snapshot``): where its mail
-        and index are, its states and events, what each identity may see, and its server's socket —
-        valid while the config, the roles and the mail root's owner file are unchanged."""
+        """Save what the short commands need of this project (``core.snapshot.Facts``): where its
+        mail and index are, its states and events, what each identity may see, and its server's
+        socket — valid while the config, the roles and the mail root's owner file are unchanged."""
         from workflow.core import snapshot  # lazy: only the short commands save a snapshot
-        from workflow.core.resources import builtin_dir
         from workflow.delivery import credentials
+        from workflow.policy.roles import role_sources
 
         c = self.config
         if c.path is None:
             return False
-        sources = [str(c.path), str(c.state.project)]
-        for d in (builtin_dir("roles"), c.roles_dir):
-            sources.append(str(d))
-            if d.is_dir():
-                sources.extend(str(p) for p in sorted(d.glob("*.md")))
+        sources = [str(c.path), str(c.state.project), *(str(p) for p in role_sources(c))]
         roster = self.roster
-        views = {}
-        for name in {*roster.roles, *roster.members, *roster.panels}:
-            boxes, senders = roster.view(name)
-            views[name] = (boxes, senders)
-        facts = {
-            "mail_root": str(c.mail_root),
-            "index_path": str(c.index_path),
-            "domain": c.domain,
-            "project_dir": str(c.project_dir),
-            "states": c.states,
-            "event_types": c.event_types,
-            "artifact_roots": c.artifact_roots,
-            "views": views,
-            "default_sender": c.default_sender,
-            "smtp": (str(c.state.socket), c.smtp.timeout),
-            "login": credentials.owner_login(c.mail_root),
-            "owner_file": str(credentials.owner_file(os.environ)),
-        }
+        facts = snapshot.Facts(
+            mail_root=str(c.mail_root),
+            index_path=str(c.index_path),
+            domain=c.domain,
+            project_dir=str(c.project_dir),
+            states=tuple(c.states),
+            event_types=tuple(c.event_types),
+            artifact_roots=tuple(c.artifact_roots),
+            views={name: roster.view(name) for name in {*roster.roles, *roster.members, *roster.panels}},
+            default_sender=c.default_sender,
+            socket=str(c.state.socket),
+            timeout=float(c.smtp.timeout),
+            login=credentials.owner_login(c.mail_root),
+        )
         return snapshot.save(str(c.path), os.environ, sources, facts, loaded_at_ns)
 
     def index(self) -> Index:

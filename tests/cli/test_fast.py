@@ -24,8 +24,8 @@ from helpers.project import Project
 from helpers.smtp import server_process
 from workflow.cli import fast
 from workflow.cli.mail import inbox, search, thread
-from workflow.core import records, snapshot
-from workflow.delivery import handshake, submit
+from workflow.core import configfile, records, snapshot
+from workflow.delivery import handshake, submit, xnotify
 from workflow.delivery.credentials import client_credential, hash_password, owner_secret
 
 HEAVY = ("click", "typing", "pathlib", "tomllib", "email", "json", "rich")
@@ -173,10 +173,10 @@ def test_a_config_restored_byte_for_byte_with_its_mtime_reset_is_not_answered_fr
     original = toml.read_bytes()
     toml.write_bytes(original.replace(b'mail_root = "mail"', b'mail_root = "evil"'))  # the same size
     assert _warm(project, "inbox", "spec-writer").returncode == 0  # a full command snapshots the redirect
-    path = snapshot.config_path(str(toml), _env())
+    path = configfile.lookup(str(toml), _env())
     assert path is not None
     facts = snapshot.load(path, _env())
-    assert facts is not None and str(facts["mail_root"]).endswith("/evil"), facts
+    assert facts is not None and facts.mail_root.endswith("/evil"), facts
     st = toml.stat()
     toml.write_bytes(original)
     os.utime(toml, ns=(st.st_atime_ns, st.st_mtime_ns))
@@ -189,7 +189,17 @@ def test_a_damaged_snapshot_or_index_means_the_full_command(project: Project) ->
     want = _warm(project, "inbox", "spec-reviewer").stdout
     where = Path(snapshot.location(str(project.dir / "workflow.toml"), _env()))
     good = where.read_bytes()
-    for bad in (b"", b"garbage", good[: len(good) // 2], marshal.dumps([1, 2]), marshal.dumps({"key": 1})):
+    key, stamps, facts = marshal.loads(good)
+    wrong = (*facts[:-2], str(facts[-2]), facts[-1])  # the timeout as text: a field of another type
+    for bad in (
+        b"",
+        b"garbage",
+        good[: len(good) // 2],
+        marshal.dumps([1, 2]),
+        marshal.dumps({"key": 1}),
+        marshal.dumps((key, stamps, facts[:-1])),
+        marshal.dumps((key, stamps, wrong)),
+    ):
         where.write_bytes(bad)
         r = project.run("inbox", "spec-reviewer")
         assert (r.returncode, r.stdout) == (0, want), bad[:20]
@@ -228,10 +238,13 @@ def test_a_snapshot_is_not_saved_from_sources_changed_during_the_load(tmp_path: 
     src = tmp_path / "workflow.toml"
     src.write_text("[workflow]\n")
     env = {"HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "cache")}
-    assert not snapshot.save(str(src), env, [str(src)], {"a": 1}, time.time_ns())
+    facts = snapshot.Facts(
+        "m", "i", "d", "p", ("s",), ("e",), ("a",), {"r": (("r",), ("r@d",))}, "u", "sock", 30.0, "l"
+    )
+    assert not snapshot.save(str(src), env, [str(src)], facts, time.time_ns())
     assert snapshot.load(str(src), env) is None
-    assert snapshot.save(str(src), env, [str(src)], {"a": 1}, time.time_ns() + 10**9)
-    assert snapshot.load(str(src), env) == {"a": 1}
+    assert snapshot.save(str(src), env, [str(src)], facts, time.time_ns() + 10**9)
+    assert snapshot.load(str(src), env) == facts
     assert snapshot.load(str(src), {**env, "WORKFLOW_MAIL_ROOT": "/elsewhere"}) is None
     src.write_text("[workflow]\nmail_root = 'x'\n")
     assert snapshot.load(str(src), env) is None
@@ -360,37 +373,39 @@ def test_xnotify_holds_every_boundary_a_message_does(tmp_path: Path) -> None:
     from helpers.project import users_project
 
     project = users_project(tmp_path, f"writer:{hash_password('pw')}:spec-writer\n")
-    fields = ["question", "specs/proposed/user-auth.md", "spec-reviewer", "spec-writer", "", "QUESTION=Why?"]
+    req = xnotify.Request(
+        "question", "specs/proposed/user-auth.md", "spec-reviewer", "spec-writer", "", ("QUESTION=Why?",)
+    )
     with server_process(project.dir) as (_, port):
 
-        def xnotify(login: str, secret: str, who: str) -> tuple[int, bytes]:
+        def as_login(login: str, secret: str, who: str) -> tuple[int, bytes]:
             """XNOTIFY as a person's login (PLAIN: ``submit`` logs in as the owner only)."""
             with smtplib.SMTP("127.0.0.1", port, timeout=10) as s:
                 try:
                     s.login(login, secret)
                 except smtplib.SMTPAuthenticationError as e:
                     return e.smtp_code, e.smtp_error
-                return s.docmd(submit.COMMAND, submit.encode([*fields[:3], who, "", *fields[5:]]))
+                return s.docmd(xnotify.COMMAND, xnotify.encode(req._replace(sender=who)))
 
         owner = client_credential(mail_root=project.app.config.mail_root)
-        mid, rcpts = submit.submit(str(project.app.config.state.socket), 10, owner.login, owner.secret, fields)
+        mid, rcpts = submit.submit(str(project.app.config.state.socket), 10, owner.login, owner.secret, req)
         assert rcpts == ["spec-reviewer@workflow.local"] and mid.endswith("@workflow.local>")
-        assert xnotify("writer", "pw", "spec-writer")[0] == 250
+        assert as_login("writer", "pw", "spec-writer")[0] == 250
         for login, secret, who, said in (
             ("writer", "pw", "user", 550),  # a login may send only as its roles
             ("writer", "wrong", "spec-writer", 535),
         ):
-            assert xnotify(login, secret, who)[0] == said
+            assert as_login(login, secret, who)[0] == said
         with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
             f = s.makefile("rwb")
             f.readline()  # the greeting
             for line, answer in (
                 (b"EHLO x", b"250 "),
-                (b"XNOTIFY " + submit.encode(fields).encode(), b"530"),  # not logged in
+                (b"XNOTIFY " + xnotify.encode(req).encode(), b"530"),  # not logged in
                 (b"AUTH PLAIN " + base64.b64encode(b"\0writer\0pw"), b"235"),
                 (b"XNOTIFY not*base64", b"501"),
                 (b"MAIL FROM:<spec-writer@workflow.local>", b"250"),
-                (b"XNOTIFY " + submit.encode(fields).encode(), b"503"),  # inside a transaction
+                (b"XNOTIFY " + xnotify.encode(req).encode(), b"503"),  # inside a transaction
             ):
                 f.write(line + b"\r\n")
                 f.flush()

@@ -10,7 +10,7 @@ import pytest
 from helpers.project import Project, with_smtp
 from helpers.smtp import client, message
 from workflow.core.errors import MessageError, VisibilityError
-from workflow.delivery import submit
+from workflow.delivery import submit, xnotify
 from workflow.delivery.credentials import client_credential
 from workflow.delivery.listeners import is_loopback
 from workflow.delivery.smtpd import BackgroundServer
@@ -161,10 +161,12 @@ def test_a_template_that_renders_for_too_long_is_refused_and_the_server_serves_m
     (p.dir / "email-templates").mkdir(exist_ok=True)
     (p.dir / "email-templates" / "question.txt").write_text(slow)
     owner = client_credential(mail_root=p.app.config.mail_root)
-    fields = ["question", "specs/proposed/user-auth.md", "spec-reviewer", "spec-writer", "", "QUESTION=Why?"]
+    req = xnotify.Request(
+        "question", "specs/proposed/user-auth.md", "spec-reviewer", "spec-writer", "", ("QUESTION=Why?",)
+    )
     with BackgroundServer(p.app.config, p.app.deliverer) as port:
         with pytest.raises(submit.RefusedError, match=r"451 4.3.0 composing the notification took longer than 0.5 s"):
-            submit.submit(str(p.app.config.state.socket), 30, owner.login, owner.secret, fields)
+            submit.submit(str(p.app.config.state.socket), 30, owner.login, owner.secret, req)
         with client(port) as other:  # the render still runs in its thread; the server answers
             assert other.noop()[0] == 250
     assert p.new_files("spec-reviewer") == []

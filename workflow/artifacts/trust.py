@@ -114,6 +114,6 @@ def changes(config: Config) -> list[Change] | None:
 
 def stray_configs(config: Config) -> list[str]:
     """Project-relative paths of every workflow.toml in the project's tree but its own config: a
-    run never writes one, and no command found below one uses it (``core.snapshot.outer_config``),
+    run never writes one, and no command found below one uses it (``core.configfile.outer_config``),
     but a person should know it is there."""
     return [p for p in agentfiles.found(config) if PurePosixPath(p).name == CONFIG_NAME]

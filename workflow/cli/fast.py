@@ -3,7 +3,8 @@ without click when they can be.
 
 Each command's parameters are declared here as data (``Spec``); the click commands are built
 from the same declarations (``cli.base.params``). ``run`` is the fast path: it parses the
-arguments itself and finds the project's snapshot (``core.snapshot``); a reading command is then
+arguments itself, finds the project's config as the full command does (``core.configfile``) and
+loads its snapshot (``core.snapshot``); a reading command is then
 answered from the index by the bodies the click commands use too (``cli.reading``), and a
 notification is handed to the running server, which composes and delivers it as the command
 would (``delivery.submit``). Anything unusual (``--help``, an option it does not know, an unknown
@@ -16,18 +17,18 @@ differently. Start-up time is the point: this module and what it imports stay fr
 
 from __future__ import annotations
 
-import os
 import sys
 
 from workflow.cli.say import text_or_none, write
-from workflow.core import snapshot
-from workflow.core.errors import TransportError
-from workflow.core.snapshot import Known
+from workflow.core import configfile, snapshot
+from workflow.core.errors import TransportError, WorkflowError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
     from typing import NamedTuple
+
+    from workflow.core.snapshot import Facts
 else:
     from workflow.core.records import NamedTuple
 
@@ -190,13 +191,12 @@ def run(argv: Sequence[str], env: Mapping[str, str]) -> int | None:
     if spec is None or kw is None or kw.pop("as_json", False):
         return None
     config = str(kw.pop(CONFIG.dest) or config or "") or None
-    path = snapshot.config_path(config, env)
-    facts = snapshot.load(path, env) if path is not None else None
-    if facts is None:
-        return None
     try:
-        known = Known(facts)
-    except (KeyError, TypeError, AttributeError):
+        path = configfile.lookup(config, env)  # the full command's own lookup
+    except WorkflowError:
+        return None  # the full command says what is wrong with it
+    known = snapshot.load(path, env) if path is not None else None
+    if known is None:
         return None
     if spec is NOTIFY:
         return _notify(known, kw, env)
@@ -205,42 +205,32 @@ def run(argv: Sequence[str], env: Mapping[str, str]) -> int | None:
     return reading.answer(spec.name, known, kw)
 
 
-def _notify(known: Known, kw: dict[str, object], env: Mapping[str, str]) -> int | None:
+def _notify(known: Facts, kw: dict[str, object], env: Mapping[str, str]) -> int | None:
     """workflow-notify through the running server, which composes the message (delivery.submit)."""
     if kw["stdout"] or kw["via"] == "direct" or env.get("WORKFLOW_TOKEN") or env.get("WORKFLOW_NO_CREDENTIAL"):
         return None
-    secret = _owner_secret(known.owner_file)
-    if secret is None:
-        return None  # the full command makes it, or says what is wrong with it
-    from workflow.delivery import submit  # lazy: the socket module, which the reading commands do not need
+    # lazy: the socket and the owner's file, which the reading commands do not need
+    from workflow.delivery import owner, submit, xnotify
 
-    event = str(kw["event"])
-    sender = text_or_none(kw["sender"]) or env.get("WORKFLOW_ROLE") or known.default_sender
-    pairs = [str(p) for p in kw["pairs"]]  # type: ignore[attr-defined]
-    fields = [event, str(kw["artifact"]), str(kw["to"]), sender, text_or_none(kw["in_reply_to"]) or "", *pairs]
-    path, timeout = known.smtp
     try:
-        mid, recipients = submit.submit(path, timeout, known.login, secret, fields)
+        secret = owner.read(owner.path(env))  # the full command's own check
+    except WorkflowError:
+        return None  # the full command makes it, or says what is wrong with it
+    req = xnotify.Request(
+        event=str(kw["event"]),
+        artifact=str(kw["artifact"]),
+        to=str(kw["to"]),
+        sender=text_or_none(kw["sender"]) or env.get("WORKFLOW_ROLE") or known.default_sender,
+        in_reply_to=text_or_none(kw["in_reply_to"]) or "",
+        pairs=tuple(str(p) for p in kw["pairs"]),  # type: ignore[attr-defined]
+    )
+    try:
+        mid, recipients = submit.submit(known.socket, known.timeout, known.login, secret, req)
     except submit.RefusedError:
         return None  # nothing was delivered: the full command composes it and says why not, or delivers directly
     except submit.UnsureError as e:
-        sys.stderr.write(f"Error: sent to {path} but no answer came ({e}); it may have been delivered\n")
+        sys.stderr.write(f"Error: sent to {known.socket} but no answer came ({e}); it may have been delivered\n")
         return TransportError.exit_code
     code = write(mid + "\n")
-    sys.stderr.write(f"sent {event} to {', '.join(recipients)} (smtp: {path})\n")
+    sys.stderr.write(f"sent {req.event} to {', '.join(recipients)} (smtp: {known.socket})\n")
     return code
-
-
-def _owner_secret(path: str) -> str | None:
-    """The owner's secret if its file is as ``delivery.credentials`` keeps it (0600, 64 hex digits)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        if os.fstat(fd).st_mode & 0o077:
-            return None
-        secret = os.read(fd, 256).decode("ascii", "replace").strip()
-    finally:
-        os.close(fd)
-    return secret if len(secret) == 64 and all(c in "0123456789abcdef" for c in secret) else None

@@ -24,7 +24,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from workflow.core.snapshot import Known
+    from workflow.core.snapshot import Facts
     from workflow.mail.rows import Row
 
 
@@ -63,7 +63,7 @@ def search_lines(rows: Sequence[Row]) -> tuple[str, str]:
 # ---------------------------------------------------------------- the fast path
 
 
-def answer(name: str, known: Known, kw: dict[str, object]) -> int | None:
+def answer(name: str, known: Facts, kw: dict[str, object]) -> int | None:
     """Run the reading command ``name`` on the fast path; None when the full command must."""
     reader = Reader.open(known.index_path)
     if reader is None:
@@ -75,12 +75,12 @@ def answer(name: str, known: Known, kw: dict[str, object]) -> int | None:
             return None  # the full command says it
 
 
-def _current(reader: Reader, known: Known, boxes: Sequence[str]) -> bool:
+def _current(reader: Reader, known: Facts, boxes: Sequence[str]) -> bool:
     """Whether the index holds everything in these mailboxes (else the full command refreshes it)."""
     return not reader.changed((b, os.path.join(known.mail_root, b)) for b in boxes)
 
 
-def _inbox(known: Known, reader: Reader, kw: dict[str, object]) -> int | None:
+def _inbox(known: Facts, reader: Reader, kw: dict[str, object]) -> int | None:
     role, event, state = str(kw["role"]), text_or_none(kw["event"]), text_or_none(kw["state"])
     view = known.views.get(role)
     if view is None or (event is not None and event not in known.event_types):
@@ -102,7 +102,7 @@ def _inbox(known: Known, reader: Reader, kw: dict[str, object]) -> int | None:
     return write(text)
 
 
-def _thread(known: Known, reader: Reader, kw: dict[str, object]) -> int | None:
+def _thread(known: Facts, reader: Reader, kw: dict[str, object]) -> int | None:
     view = known.views.get(str(kw["as_role"]))
     mid = given_msgid(str(kw["message_id"]))
     if view is None or mid is None:
@@ -113,7 +113,7 @@ def _thread(known: Known, reader: Reader, kw: dict[str, object]) -> int | None:
     return None if text is None else write(text)
 
 
-def _search(known: Known, reader: Reader, kw: dict[str, object]) -> int | None:
+def _search(known: Facts, reader: Reader, kw: dict[str, object]) -> int | None:
     as_role = kw["as_role"]
     view = known.views.get(str(as_role)) if as_role is not None else (None, ())
     if view is None or not _current(reader, known, mailboxes_in(known.mail_root)):
@@ -124,7 +124,7 @@ def _search(known: Known, reader: Reader, kw: dict[str, object]) -> int | None:
     return code
 
 
-READERS: dict[str, Callable[[Known, Reader, dict[str, object]], int | None]] = {
+READERS: dict[str, Callable[[Facts, Reader, dict[str, object]], int | None]] = {
     "inbox": _inbox,
     "thread": _thread,
     "search": _search,

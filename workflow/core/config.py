@@ -17,7 +17,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
-from workflow.core import snapshot
+from workflow.core import configfile
 from workflow.core.errors import ConfigError
 from workflow.core.schema import NAME_RE, BadValueError, Custom, Names, Section, Str, read, suggest, where
 from workflow.core.sections import (
@@ -88,7 +88,6 @@ __all__ = [
     "ScriptedConfig",
     "SlackConfig",
     "SmtpConfig",
-    "find_config",
     "load_config",
 ]
 
@@ -197,21 +196,6 @@ def default_mail_root(env: Mapping[str, str]) -> Path:
     return Path("~/.maildir/workflow").expanduser()
 
 
-def find_config(start: Path) -> Path | None:
-    """The nearest workflow.toml at or above ``start``; ConfigError when it lies inside another
-    project (``snapshot.outer_config``): pass --config to use it."""
-    found = snapshot.find_config(str(start))
-    if found is None:
-        return None
-    outer = snapshot.outer_config(found)
-    if outer is not None:
-        raise ConfigError(
-            f"{found}: a workflow.toml inside the project of {outer} is not used by finding it (a run's "
-            f"agent may have written it): remove it, or pass --config {found} if it is yours"
-        )
-    return Path(found)
-
-
 def _transitions(file: str, items: tuple[str, ...], states: tuple[str, ...]) -> frozenset[tuple[str, str]]:
     """``["proposed -> todo", "* -> proposed", …]`` as (from, to) pairs over the configured states."""
     edges: set[tuple[str, str]] = set()
@@ -257,14 +241,8 @@ def load_config(
     """Load ``path`` (or the nearest workflow.toml above ``cwd``; defaults when there is none)."""
     env = os.environ if env is None else env
     cwd = (cwd or Path.cwd()).resolve()
-    if path is None and env.get("WORKFLOW_CONFIG"):
-        path = Path(env["WORKFLOW_CONFIG"])
-    if path is not None:
-        path = path.expanduser().resolve()
-        if not path.is_file():
-            raise ConfigError(f"{path}: config file not found (expected a workflow.toml)")
-    else:
-        path = find_config(cwd)
+    found = configfile.lookup(str(path) if path is not None else None, env, str(cwd))  # as the fast path does
+    path = Path(found) if found is not None else None
     data = _read_toml(path) if path is not None else {}
     file = str(path) if path else "(defaults)"
     for section in data:

@@ -4,14 +4,15 @@ Loading a project (TOML, sections, roles, the roster) costs a short command more
 start-up budget (docs/performance.md). After a full command has loaded a project and checked
 that the mail root is its own, it saves a snapshot — the few facts the reading commands need,
 and the identity (device, inode, size, mtime, ctime, a CRC of the content) of every file and folder those facts came from.
-A short command finds its project's config as the full one would (``find_config``), loads the
+A short command finds its project's config as the full one would (``core.configfile``), loads the
 snapshot and uses it only if every one of those files is unchanged and the environment that
 chose the mail root is the same; otherwise it runs as the full command, which saves a new one.
 
 Snapshots live in the user's cache (``$XDG_CACHE_HOME/workflow-mail``, else ``~/.cache``): not in
 the project, which a sandboxed agent may write, and not in the mail root, which is found only
-by loading the config. The format is ``marshal`` of plain values (no code); anything unexpected
-in the file means no snapshot. Start-up time: this module imports nothing heavy.
+by loading the config. The facts are one typed record, ``Facts``, written by ``save`` and read by
+``load`` only; on disk it is ``marshal`` of plain values (no code), and anything unexpected in the
+file — a field missing or of another type — means no snapshot. Start-up time: this module imports nothing heavy.
 """
 
 from __future__ import annotations
@@ -21,57 +22,56 @@ import os
 import stat
 import zlib
 
-FORMAT = 4
-CONFIG_NAME = "workflow.toml"
+FORMAT = 5  # the layout of ``Facts``: bump it whenever a field is added, removed or moved
 # What else chooses the mail root (config.load_config) and the owner's credential file
 ENV = ("WORKFLOW_MAIL_ROOT", "HOME", "WORKFLOW_CREDENTIALS", "XDG_CONFIG_HOME")
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
+    from typing import NamedTuple
+else:
+    from workflow.core.records import NamedTuple
 
 Stamp = tuple[str, int, int, int, int, int, int]  # path, device, inode, size, mtime, ctime, CRC (-1: absent)
 MAX_HASHED = 1 << 20  # a file larger than this is stamped without its content's CRC
 
 
-def find_config(start: str) -> str | None:
-    """The nearest workflow.toml at or above ``start`` (an absolute, resolved directory)."""
-    d = start
-    while True:
-        candidate = os.path.join(d, CONFIG_NAME)
-        if os.path.isfile(candidate):
-            return candidate
-        up = os.path.dirname(d)
-        if up == d:
+class Facts(NamedTuple):
+    """What a short command knows of a project: the names ``core.locate`` and ``cli.reading``
+    read, what each identity may see, and where its server listens."""
+
+    mail_root: str
+    index_path: str
+    domain: str
+    project_dir: str
+    states: tuple[str, ...]
+    event_types: tuple[str, ...]
+    artifact_roots: tuple[str, ...]
+    views: dict[str, tuple[tuple[str, ...], tuple[str, ...]]]  # identity: (mailboxes, senders) it may see
+    default_sender: str
+    socket: str  # the server's Unix socket, where the owner logs in
+    timeout: float  # [smtp] timeout
+    login: str  # the owner's login to that server (bound to the mail root)
+
+
+TYPES: tuple[type, ...] = (str, str, str, str, tuple, tuple, tuple, dict, str, str, float, str)  # Facts' fields
+
+
+def _facts(found: object) -> Facts | None:
+    """``found`` as Facts if it is one field for field (what ``save`` wrote), else None."""
+    if not isinstance(found, tuple) or len(found) != len(TYPES):
+        return None
+    if not all(type(v) is t for v, t in zip(found, TYPES, strict=True)):
+        return None
+    facts = Facts(*found)
+    strings = (*facts.states, *facts.event_types, *facts.artifact_roots)
+    if not all(type(v) is str for v in strings):
+        return None
+    for name, view in facts.views.items():
+        if type(name) is not str or type(view) is not tuple or len(view) != 2:
             return None
-        d = up
-
-
-def outer_config(found: str) -> str | None:
-    """The workflow.toml of a project that holds the config ``found`` (one further up, up to the
-    top of the git repository ``found`` is in), or None. A config inside a project is never used
-    by finding it: it may be an agent's, written in an artifact folder, waiting for the owner to
-    run a command below it."""
-    d = os.path.dirname(found)
-    while not os.path.lexists(os.path.join(d, ".git")):
-        up = os.path.dirname(d)
-        if up == d:
-            return None
-        d = up
-        candidate = os.path.join(d, CONFIG_NAME)
-        if os.path.isfile(candidate):
-            return candidate
-    return None
-
-
-def config_path(given: str | None, env: Mapping[str, str]) -> str | None:
-    """The config a command uses: ``given`` (``--config``), else ``$WORKFLOW_CONFIG``, else the
-    nearest workflow.toml above the current directory — resolved, as ``load_config`` does."""
-    given = given or env.get("WORKFLOW_CONFIG") or None
-    if given is not None:
-        return os.path.realpath(os.path.expanduser(given))
-    found = find_config(os.path.realpath(os.getcwd()))
-    return None if found is None or outer_config(found) is not None else found
+    return facts
 
 
 def stamp(path: str) -> Stamp:
@@ -112,30 +112,27 @@ def _key(config: str, env: Mapping[str, str]) -> list[object]:
     return [FORMAT, config, *(env.get(k) for k in ENV)]
 
 
-def load(config: str, env: Mapping[str, str]) -> dict[str, object] | None:
+def load(config: str, env: Mapping[str, str]) -> Facts | None:
     """The snapshot of this project if it is current, else None."""
     try:
         with open(location(config, env), "rb") as f:
             found = marshal.loads(f.read())
     except (OSError, ValueError, EOFError, TypeError):
         return None
-    if not isinstance(found, dict) or found.get("key") != _key(config, env):
+    if not isinstance(found, tuple) or len(found) != 3 or found[0] != _key(config, env):
         return None
-    recorded = found.get("stamps")
+    recorded = found[1]
     if not isinstance(recorded, list) or not all(isinstance(s, tuple) and len(s) == 7 for s in recorded):
         return None
     if any(stamp(str(s[0])) != s for s in recorded):
         return None
-    facts = found.get("facts")
-    return facts if isinstance(facts, dict) else None
+    return _facts(found[2])
 
 
 RACY_NS = 100_000_000  # a source changed this close before the load may have changed during it
 
 
-def save(
-    config: str, env: Mapping[str, str], sources: Iterable[str], facts: Mapping[str, object], loaded_at_ns: int
-) -> bool:
+def save(config: str, env: Mapping[str, str], sources: Iterable[str], facts: Facts, loaded_at_ns: int) -> bool:
     """Save ``facts`` — read from ``sources`` by a load that began at ``loaded_at_ns`` — as the
     snapshot of this project, valid while those sources are unchanged. Not when a source changed
     around the load (its stamp may not match what was read), and best effort: a cache that
@@ -144,7 +141,7 @@ def save(
     taken = stamps(sources)
     if any(max(s[4], s[5]) >= loaded_at_ns - RACY_NS for s in taken):
         return False
-    data = marshal.dumps({"key": _key(config, env), "stamps": taken, "facts": dict(facts)})
+    data = marshal.dumps((_key(config, env), taken, tuple(facts)))
     tmp = f"{target}.{os.getpid()}.tmp"
     try:
         os.makedirs(os.path.dirname(target), mode=0o700, exist_ok=True)
@@ -163,22 +160,3 @@ def save(
             pass
         return False
     return True
-
-
-class Known:
-    """A project as its snapshot knows it (the names ``core.locate`` reads, and the views)."""
-
-    def __init__(self, facts: Mapping[str, object]) -> None:
-        self.mail_root = str(facts["mail_root"])
-        self.index_path = str(facts["index_path"])
-        self.domain = str(facts["domain"])
-        self.project_dir = str(facts["project_dir"])
-        self.states = tuple(str(s) for s in facts["states"])  # type: ignore[attr-defined]
-        self.event_types = tuple(str(s) for s in facts["event_types"])  # type: ignore[attr-defined]
-        self.artifact_roots = tuple(str(s) for s in facts["artifact_roots"])  # type: ignore[attr-defined]
-        self.views: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = facts["views"]  # type: ignore[assignment]
-        self.default_sender = str(facts["default_sender"])
-        smtp: tuple[object, object] = facts["smtp"]  # type: ignore[assignment]
-        self.smtp = (str(smtp[0]), float(smtp[1]))  # type: ignore[arg-type]  # the server's socket, timeout
-        self.login = str(facts["login"])
-        self.owner_file = str(facts["owner_file"])

@@ -29,12 +29,12 @@ import logging
 import os
 import re
 import secrets
-import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import NamedTuple, Protocol
 
 from workflow.core.errors import RosterError, WorkflowError
+from workflow.delivery import owner
 from workflow.delivery.handshake import RUN_PREFIX
 from workflow.delivery.staging import RunBox, token_digest
 from workflow.policy.roster import Roster
@@ -89,43 +89,31 @@ class Credential(NamedTuple):
 
 
 def owner_file(env: Mapping[str, str] | None = None) -> Path:
-    """Where the owner's secret lives (outside every project and mail root)."""
-    env = os.environ if env is None else env
-    if env.get("WORKFLOW_CREDENTIALS"):
-        return Path(env["WORKFLOW_CREDENTIALS"]).expanduser()
-    base = Path(env["XDG_CONFIG_HOME"]) if env.get("XDG_CONFIG_HOME") else Path.home() / ".config"
-    return base / "workflow" / "credentials"
+    """Where the owner's secret lives (outside every project and mail root; ``delivery.owner``)."""
+    return Path(owner.path(os.environ if env is None else env))
 
 
 def owner_secret(env: Mapping[str, str] | None = None, create: bool = True) -> str:
-    """The owner's secret, made (0600, in a 0700 directory) on first use."""
+    """The owner's secret (checked as ``delivery.owner.read`` checks it), made (0600, in a 0700
+    directory) on first use."""
     path = owner_file(env)
     try:
-        st = path.stat()
-    except FileNotFoundError:
+        return owner.read(str(path))
+    except owner.MissingError:
         if not create:
-            raise WorkflowError(f"{path}: no owner credential yet (any workflow command run by you makes it)") from None
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:
-            return owner_secret(env, create=False)  # another process made it first
-        with os.fdopen(fd, "w") as f:
-            f.write(secrets.token_hex(32) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        st = path.stat()
-    except OSError as e:
-        raise WorkflowError(f"{path}: cannot read the owner credential: {e.strerror}") from None
-    if st.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
-        raise WorkflowError(f"{path}: the owner credential is readable by others; run: chmod 600 {path}")
+            raise
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     try:
-        secret = path.read_text(encoding="ascii").strip()
-    except (OSError, UnicodeDecodeError) as e:
-        raise WorkflowError(f"{path}: cannot read the owner credential: {e}") from None
-    if not re.fullmatch(r"[0-9a-f]{64}", secret):
-        raise WorkflowError(f"{path}: not an owner credential (expected 64 hex digits); remove it to make a new one")
-    return secret
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return owner_secret(env, create=False)  # another process made it first
+    except OSError as e:
+        raise WorkflowError(f"{path}: cannot make the owner credential: {e.strerror}") from None
+    with os.fdopen(fd, "w") as f:
+        f.write(secrets.token_hex(32) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    return owner.read(str(path))
 
 
 def client_credential(env: Mapping[str, str] | None = None, mail_root: Path | None = None) -> Credential:

@@ -50,9 +50,10 @@ from workflow.core.errors import (
     ToolError,
     WorkflowError,
 )
-from workflow.delivery import address, handshake, local, submit
+from workflow.delivery import address, handshake, local, xnotify
 from workflow.delivery.commit import Committer, Peers
 from workflow.delivery.credentials import Authenticator, Identity, Users, UsersFile, root_id
+from workflow.delivery.current import Current
 from workflow.delivery.deliverer import Deliverer, IndexLagError, Plan
 from workflow.delivery.listeners import is_loopback, tls_context
 from workflow.delivery.logins import Logins
@@ -138,19 +139,31 @@ class Handler:
     """aiosmtpd hooks: roster at MAIL/RCPT, Deliverer at DATA."""
 
     def __init__(
-        self, deliverer: Deliverer, index: Index, committer: Committer, stats: Tally, others: Others | None = None
+        self,
+        deliverer: Deliverer,
+        index: Index,
+        committer: Committer,
+        stats: Tally,
+        others: Others | None = None,
+        current: Current | None = None,
     ) -> None:
         self.deliverer = deliverer
-        self.roster: Roster = deliverer.roster
+        self.current = current  # reloads the config and roster when their files change
         self.index = index
         self.committer = committer
         self.stats = stats
         self.others = others or NoOthers()
         self.known = Either(committer.known, self.others.told)
 
+    @property
+    def roster(self) -> Roster:
+        return self.deliverer.roster
+
     async def handle_MAIL(
         self, server: SMTP, session: Session, envelope: Envelope, address: str, options: list[str]
     ) -> str:
+        if self.current is not None:
+            self.current.refresh()  # every transaction meets the roster its files hold now
         try:
             role = self.roster.sender(address)
         except RosterError as e:
@@ -231,18 +244,24 @@ class Handler:
             where,
             note,
         )
-        return f"250 2.0.0 {mid} delivered" + (" (duplicate of a stored copy)" if not plan.mailboxes else "")
+        return xnotify.delivered(mid, duplicate=not plan.mailboxes)
 
     async def handle_XNOTIFY(self, server: SMTP, session: Session, envelope: Envelope, arg: str) -> str:
         """Compose a notification here (``delivery.submit``: workflow-notify's fast path) as the
         command would, then check and deliver it as any message: MAIL, each RCPT, DATA."""
         try:
-            event, artifact, to, sender, in_reply_to, *pairs = submit.decode(arg)
+            fields = xnotify.decode(arg)
         except ValueError as e:
             return refuse("XNOTIFY", session, f"501 5.5.4 {_one_line(e)}")
+        if self.current is not None:
+            self.current.refresh()
+            if self.current.problem is not None:  # the command runs in full and says what is wrong
+                reply = f"451 4.3.0 the changed config cannot be loaded: {self.current.problem[:400]}"
+                return refuse("XNOTIFY", session, reply)
+        event = fields.event
         limit = self.deliverer.config.smtp.render_timeout
         try:
-            req = request(event, artifact, to, sender, in_reply_to, pairs)
+            req = request(event, fields.artifact, fields.to, fields.sender, fields.in_reply_to, fields.pairs)
             parent = None
             if req.in_reply_to:  # the parent may have been stored a moment ago, here or by another worker
                 await self._indexed([req.in_reply_to])
@@ -267,9 +286,9 @@ class Handler:
             return reply
         mail.original_content = composed.raw
         reply = await self.handle_DATA(server, session, mail)
-        if not reply.startswith("250 2.0.0 <") or " staged" in reply:
+        if not xnotify.stored(reply):
             return reply
-        return f"250 2.0.0 {composed.message_id} {','.join(composed.recipients)}"
+        return xnotify.accepted(composed.message_id, composed.recipients)
 
     async def _prepare(self, raw: bytes, envelope: Envelope) -> Plan:
         """``Deliverer.prepare`` against the index and every copy stored but not yet indexed, by
@@ -301,7 +320,7 @@ class Handler:
             return self._refuse(plan.message_id, plan.raw, session, envelope, reply, SENDER_IDENTITY)
         self.stats.delivered += 1
         log.info("%s from %s: staged in the run of %s", plan.message_id, sanitize(envelope.mail_from), sender)
-        return f"250 2.0.0 {plan.message_id} staged: delivered when the run of {sender} succeeds"
+        return xnotify.staged(plan.message_id, sender)
 
     def _refuse(self, mid: str, raw: bytes, session: Session, envelope: Envelope, reply: str, rule: str = "") -> str:
         """Count and log a refusal at DATA; the reason names the message: ``mid`` is "-" when
@@ -365,6 +384,12 @@ class Server:
         self.server: asyncio.base_events.Server | None = None
         self.protocols: set[SMTP] = set()
         self.factory: Callable[[], SMTP] | None = None  # new connections' protocol, once started
+        self.current: Current | None = None  # the config and roster, reloaded when their files change
+
+    def _adopt(self, config: Config, roster: Roster) -> None:
+        """Serve with a reloaded config and roster (``delivery.current``; [smtp] and the mail root are kept)."""
+        self.config = self.deliverer.config = config
+        self.deliverer.roster = roster
 
     def _under_way(self) -> int:
         """This process's mail transactions under way: MAIL given, DATA not yet answered."""
@@ -414,7 +439,8 @@ class Server:
             self.index.refresh()  # copies stored before a crash but never indexed
         self.committer.known = self.index.message_ids()  # what a retry could be a retry of
         self.committer.start(self.index)
-        handler = Handler(self.deliverer, self.index, self.committer, self.stats, self.others)
+        self.current = Current(self.deliverer.config, self.deliverer.roster, self._adopt)
+        handler = Handler(self.deliverer, self.index, self.committer, self.stats, self.others, self.current)
         loop = asyncio.get_running_loop()
         self.factory = self._protocol(handler)
         try:
@@ -425,6 +451,7 @@ class Server:
             await self._listen_locally(handler)
         except (OSError, WorkflowError) as e:
             self._close_listeners()
+            self.current.close()
             self.committer.stop()
             self.index.close()
             if isinstance(e, WorkflowError):
@@ -468,6 +495,8 @@ class Server:
                 p.transport.close()
         await self.committer.drain()
         self.committer.stop()
+        if self.current is not None:
+            self.current.close()
         if self.index is not None:
             self.index.close()
 

@@ -2,28 +2,23 @@
 
 ``workflow-notify`` must start like a short command, but composing a message needs the whole
 project (templates, roster, threading) — which the server has loaded already. So its fast path
-(``cli.fast``) logs in as the owner (``handshake``: the server proves itself first) and sends one command, ``XNOTIFY`` with the request's fields
-(event, artifacts, recipients, sender, In-Reply-To, KEY=VALUE pairs; NUL-separated, base64); the
+(``cli.fast``) logs in as the owner (``handshake``: the server proves itself first) and sends one
+command, ``XNOTIFY`` with the request (``delivery.xnotify``, the one wire format of both sides); the
 server builds it with ``delivery.notify.request`` and ``compose``, exactly as the command would,
 then puts it through the same MAIL, RCPT and DATA checks as any message and answers
 ``250 2.0.0 <Message-ID> RECIPIENT,…`` or the refusal. ``RefusedError`` means nothing was delivered;
 ``UnsureError`` means the request went out and no answer came back. It talks to the server's
 Unix socket (``delivery.local``), where the owner logs in. Start-up time: this module imports
-``binascii``, ``handshake`` and ``local`` only.
+``handshake``, ``local`` and ``xnotify`` only.
 """
 
 from __future__ import annotations
 
-import binascii
-
-from workflow.delivery import handshake, local
+from workflow.delivery import handshake, local, xnotify
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import socket
-    from collections.abc import Sequence
-
-COMMAND = "XNOTIFY"
 
 
 class RefusedError(Exception):
@@ -32,18 +27,6 @@ class RefusedError(Exception):
 
 class UnsureError(Exception):
     """The request was sent but no answer came: it may have been delivered."""
-
-
-def encode(fields: Sequence[str]) -> str:
-    return binascii.b2a_base64("\0".join(fields).encode("utf-8"), newline=False).decode("ascii")
-
-
-def decode(arg: str) -> list[str]:
-    """The fields of an XNOTIFY argument; ValueError when it is not one."""
-    try:
-        return binascii.a2b_base64(arg.strip().encode("ascii"), strict_mode=True).decode("utf-8").split("\0")
-    except (binascii.Error, UnicodeError) as e:
-        raise ValueError(f"XNOTIFY argument is not base64 of UTF-8 fields: {e}") from None
 
 
 class _Conversation:
@@ -72,7 +55,7 @@ class _Conversation:
         return self.reply()
 
 
-def submit(path: str, timeout: float, login: str, secret: str, fields: Sequence[str]) -> tuple[str, list[str]]:
+def submit(path: str, timeout: float, login: str, secret: str, req: xnotify.Request) -> tuple[str, list[str]]:
     """Have the server on the Unix socket ``path`` compose and deliver a notification; returns its
     Message-ID and recipients. Raises RefusedError (nothing delivered) or UnsureError (maybe delivered)."""
     try:
@@ -89,7 +72,7 @@ def submit(path: str, timeout: float, login: str, secret: str, fields: Sequence[
                 handshake.login(talk.command, login, secret)  # the secret is never sent; the server proves itself
             except handshake.LoginError as e:
                 raise RefusedError(str(e)) from None
-            sock.sendall(f"{COMMAND} {encode(fields)}\r\n".encode("ascii"))
+            sock.sendall(f"{xnotify.COMMAND} {xnotify.encode(req)}\r\n".encode("ascii"))
         except OSError as e:
             raise RefusedError(str(e)) from None
         try:
@@ -102,7 +85,7 @@ def submit(path: str, timeout: float, login: str, secret: str, fields: Sequence[
             talk.command("QUIT")
         except OSError:
             pass  # it was accepted: a failed goodbye changes nothing
-    parts = text.split(" ")  # "2.0.0 <mid> a@x,b@x"
-    if len(parts) < 3 or not parts[1].startswith("<"):
+    answer = xnotify.read_accepted(text)
+    if answer is None:
         raise UnsureError(f"unexpected answer: 250 {text}")
-    return parts[1], parts[2].split(",")
+    return answer

@@ -182,12 +182,24 @@ class Roles(Mapping[str, Role]):
         return len(self._files)
 
 
-def load_roles(config: Config) -> Roles:
-    """Built-in roles overlaid by the project's roles dir, by file name."""
+def role_files(config: Config) -> dict[str, Path]:
+    """Each role's file: the built-in roles overlaid by the project's roles dir, by file name."""
     files: dict[str, Path] = {}
     for d in (builtin_dir("roles"), config.roles_dir):
         if d.is_dir():
             for p in sorted(d.glob("*.md")):
                 if p.name.lower() != "readme.md":
                     files[p.stem] = p
-    return Roles(files, tuple(config.event_types))
+    return files
+
+
+def role_sources(config: Config) -> list[Path]:
+    """What the roles loaded from ``config`` come from: both roles folders (a file added or
+    removed changes them) and each role's file. A snapshot (``App.save_snapshot``) and the
+    server's reload (``delivery.current``) watch these."""
+    return [builtin_dir("roles"), config.roles_dir, *role_files(config).values()]
+
+
+def load_roles(config: Config) -> Roles:
+    """Built-in roles overlaid by the project's roles dir, by file name."""
+    return Roles(role_files(config), tuple(config.event_types))
