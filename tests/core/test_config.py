@@ -52,6 +52,8 @@ def test_config_found_above_cwd(tmp_path: Path) -> None:
         ('[panels.reviewers]\nmembers = ["a"]\n', ["[panels.reviewers]", "spec-reviewer-panel"]),
         ('[panels.spec-writer-panel]\nmembers = ["a"]\nprimary = "b"\n', ["primary", "one of the members"]),
         ("[workflow\n", ["invalid TOML"]),
+        # once accepted, then a TypeError loading it: refused at load like any unknown key
+        ('[bridges.slack]\nescalate_to = "coordinator"\n', ["[bridges.slack] escalate_to", "unknown key"]),
     ],
 )
 def test_invalid_config_names_file_key_and_expectation(tmp_path: Path, toml: str, needles: list[str]) -> None:

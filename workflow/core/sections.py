@@ -566,8 +566,6 @@ def read_bridges(file: str, table: object) -> BridgesConfig:
                     "artifact": Str(),
                     "max_concurrent": Int(1, 100),
                     "backend": Str(choices=("", *BACKENDS)),
-                    "escalate_to": Str(NAME_RE),
-                    "escalate_human": Str(re.compile(r"^([a-z0-9][a-z0-9_-]{0,62})?$")),
                     "model": Str(),
                 },
             )
