@@ -23,6 +23,7 @@ COMMANDS = {
     "roster": "workflow.cli.roster:roster",
     "route": "workflow.cli.roster:route",
     "guardrails": "workflow.cli.roster:guardrails",
+    "backends": "workflow.cli.roster:backends",
     "smtpd": "workflow.cli.server:smtpd",
     "imap": "workflow.cli.server:imap",
     "client": "workflow.cli.clients:client",

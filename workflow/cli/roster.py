@@ -1,12 +1,15 @@
-"""CLI roster: who reaches whom — ``roster``, ``route ADDRESS`` — and the rules mail must pass (``guardrails``)."""
+"""CLI roster: who reaches whom — ``roster``, ``route ADDRESS`` — the rules mail must pass (``guardrails``)
+and the backends a run can use (``backends``)."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 
 import click
 
 from workflow.cli.base import Command, app, json_option
+from workflow.core.backendkinds import KINDS
 from workflow.core.errors import RosterError, VisibilityError, WorkflowError
 from workflow.policy.guardrails import ALWAYS, listing
 
@@ -115,3 +118,22 @@ def guardrails(ctx: click.Context, as_json: bool) -> None:
     click.echo("\nAlways on:")
     for f in ALWAYS:
         click.echo(f"  {f.name:<{width}}  {'on':<9} refuses {f.refuses}")
+
+
+@click.command(cls=Command)
+@json_option
+def backends(as_json: bool) -> None:
+    """List every backend a run can use ([workflow] backend, a role's backend, --backend): its name,
+    whether it runs a program (an agent CLI, in the run's sandbox) and what it is.
+
+    \b
+    Example:
+        workflow backends
+    """
+    if as_json:
+        click.echo(json.dumps([asdict(k) for k in KINDS], indent=2))
+        return
+    width = max(len(k.name) for k in KINDS)
+    for k in KINDS:
+        runs = "profile" if k.profile else "process" if k.process else "in-proc"
+        click.echo(f"  {k.name:<{width}}  {runs:<7}  {k.about}")

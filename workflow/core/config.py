@@ -18,12 +18,11 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from workflow.core import configfile
+from workflow.core.backendkinds import BACKENDS, CLIS
 from workflow.core.errors import ConfigError
 from workflow.core.schema import NAME_RE, BadValueError, Custom, Names, Section, Str, read, suggest, where
 from workflow.core.sections import (
     AGENTD,
-    BACKENDS,
-    CLIS,
     DEFAULT_EVENTS,
     DEFAULT_STATES,
     DOMAIN_RE,

@@ -13,6 +13,7 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from workflow.core.addresses import member_mailbox, parse_panel
+from workflow.core.backendkinds import BACKENDS, CLIS
 from workflow.core.errors import ConfigError
 from workflow.core.schema import (
     NAME_RE,
@@ -47,8 +48,7 @@ DEFAULT_EVENTS = (
     "answer",
 )
 DOMAIN_RE = re.compile(r"^(?=.{1,253}$)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$")
-CLIS = ("claude-code", "codex", "gemini")  # agent CLIs with a profile of their own (agents.backends.profiles)
-BACKENDS = ("anthropic", "command", "scripted", *CLIS)
+# BACKENDS and CLIS: the names declared in core.backendkinds (one Kind per backend)
 
 
 AUTH_MODES = ("required", "off")

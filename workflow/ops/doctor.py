@@ -21,7 +21,7 @@ from workflow.artifacts import hooks, trust
 from workflow.artifacts.board import mail_by_key, refs_without_artifact
 from workflow.artifacts.gitrepo import Repo, artifacts_in
 from workflow.core import modes
-from workflow.core.config import CLIS
+from workflow.core.backendkinds import PROCESS
 from workflow.core.errors import MailIndexError, WorkflowError
 from workflow.core.locate import by_key, duplicates, scan, two_folders
 from workflow.delivery import outbox
@@ -216,7 +216,7 @@ def _the_rest(app: App, repo: Repo | None) -> list[Problem]:
 def uses_command_backend(app: App) -> bool:
     """Whether some run starts an agent CLI (the command backend or a CLI's profile)."""
     roster, config = app.roster, app.config
-    process = ("command", *CLIS)
+    process = PROCESS
     return (
         config.backend in process
         or config.agentd.backend in process

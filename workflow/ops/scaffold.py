@@ -20,6 +20,7 @@ from workflow.artifacts import hooks as git_hooks
 from workflow.artifacts import trust
 from workflow.artifacts.gitrepo import Repo, run_git
 from workflow.core import modes, ownership
+from workflow.core.backendkinds import BACKENDS, PROGRAMS, described
 from workflow.core.config import CONFIG_NAME, DEFAULT_STATES, DEFAULT_TRANSITIONS, DOMAIN_RE, NAME_RE, load_config
 from workflow.core.errors import ConfigError
 from workflow.core.resources import builtin_dir
@@ -39,7 +40,7 @@ class Step(NamedTuple):
     what: str
 
 
-CLI_COMMANDS = {"claude-code": "claude", "codex": "codex", "gemini": "gemini"}  # profile → its command
+CLI_COMMANDS = PROGRAMS  # profile → its command
 
 
 def found_clis(env: Mapping[str, str]) -> list[str]:
@@ -55,11 +56,7 @@ def pick_backend(env: Mapping[str, str]) -> tuple[str, str]:
         return clis[0], f"{CLI_COMMANDS[clis[0]]} is on PATH"
     if env.get("ANTHROPIC_API_KEY"):
         return "anthropic", "ANTHROPIC_API_KEY is set"
-    return "", (
-        'none chosen: set [workflow] backend = "claude-code", "codex" or "gemini" (that agent CLI), "anthropic" '
-        '(with ANTHROPIC_API_KEY), "command" (any CLI reading a prompt on stdin) or "scripted" (TOML scripts, '
-        "no model) before run-role or agentd"
-    )
+    return "", f"none chosen: set [workflow] backend to one of {described()} before run-role or agentd"
 
 
 def cli_sections(clis: Sequence[str]) -> str:
@@ -99,10 +96,11 @@ def config_text(
     states = ", ".join(f'"{s}"' for s in DEFAULT_STATES)
     transitions = ",\n  ".join(f'"{t}"' for t in DEFAULT_TRANSITIONS)
     mail = f"mail_root = \"{mail_root}\"   # this project's own: another project's mail is never here"
+    others = ", ".join(f'"{name}"' for name in BACKENDS if name != "claude-code")
     agents = (
         f'backend = "{backend}"   # every role\'s agent unless its roles/ file names one'
         if backend
-        else '# backend = "claude-code"   # or "codex", "gemini", "anthropic", "command", "scripted": every role\'s agent'
+        else f'# backend = "claude-code"   # or {others}: every role\'s agent'
     )
 
     return f"""\
