@@ -1,4 +1,4 @@
-"""CLI bridges: ``workflow bridge gmail|respond|rebuild-thread|slack`` — the outside world's mail and chat."""
+"""CLI bridges: ``workflow bridge gmail|respond|rebuild-thread|slack|list`` — the outside world's mail and chat."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ from workflow.bridges.gmail.replyloop import respond
 from workflow.bridges.slack.bridge import Bridge, configured
 from workflow.bridges.slack.receive import replay, serve
 from workflow.cli.base import Command, Group, app, backend_option
+from workflow.ops.bridges import BRIDGES
+from workflow.policy.roster import outbound_bridge
 
 
 @click.group(cls=Group)
@@ -145,3 +147,20 @@ def bridge_slack(ctx: click.Context, replay_file: str | None, port: int | None, 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     serve(b, say)
+
+
+@bridge.command("list", cls=Command)
+@click.pass_context
+def bridge_list(ctx: click.Context) -> None:
+    """List every bridge: its name, whether this project configures it ([bridges.NAME]), whether it
+    carries mail out of the domain (outbound = true), and what it does.
+
+    \b
+    Example:
+        workflow bridge list
+    """
+    a = app(ctx)
+    out = outbound_bridge(a.config)
+    for b in BRIDGES:
+        state = "configured" if b.configured(a) else "off"
+        click.echo(f"  {b.name:<8} {state:<10} {'outbound' if b.name == out else '-':<8}  {b.about}")

@@ -55,6 +55,15 @@ class Decision(NamedTuple):
 MEMBERS_ONLY = "internal-members-only"  # the rule a refused Decision names (listed in policy.visibility)
 
 
+def outbound_bridge(config: Config) -> str:
+    """The bridge that carries mail out of the domain: the first configured ``[bridges.NAME]`` section
+    with ``outbound = true`` ("" when none); what it sends is the OUTBOUND_SPOOL mailbox (``bridges.base``)."""
+    for name, section in config.bridges._asdict().items():
+        if section is not None and getattr(section, "outbound", False) is True:
+            return str(name)
+    return ""
+
+
 class Roster:
     """Roles and panels resolved into addresses; built once at the entry point."""
 
@@ -75,8 +84,7 @@ class Roster:
 
     @classmethod
     def load(cls, config: Config) -> Roster:
-        gmail = config.bridges.gmail
-        outbound = OUTBOUND_SPOOL if gmail is not None and gmail.outbound else None
+        outbound = OUTBOUND_SPOOL if outbound_bridge(config) else None
         return cls(config.domain, load_roles(config), config.panels, outbound)
 
     # ------------------------------------------------------------------ names

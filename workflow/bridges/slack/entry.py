@@ -1,0 +1,36 @@
+"""Slack's ``Bridge`` (``bridges.base``): the inbox agent until told to stop; it sends no mail out."""
+
+from __future__ import annotations
+
+import threading
+
+from workflow.app import App
+from workflow.bridges.base import Say
+from workflow.bridges.slack.bridge import Bridge, configured
+from workflow.bridges.slack.receive import serve
+
+
+class Slack:
+    name = "slack"
+    about = "Slack events in as classified tasks, run through run-role, results back to the thread"
+
+    def configured(self, app: App) -> bool:
+        return app.config.bridges.slack is not None
+
+    def run(self, app: App, say: Say, stop: threading.Event) -> None:
+        s, keys = configured(app)
+        b = Bridge(app, s, keys, say)
+
+        def relay() -> None:
+            stop.wait()
+            b.stopping.set()
+            b.wake.set()
+
+        threading.Thread(target=relay, name="slack-stop", daemon=True).start()
+        serve(b, say)
+
+    def outbound(self, app: App, say: Say, dry_run: bool = False) -> int | None:
+        return None
+
+
+BRIDGE = Slack()
