@@ -381,13 +381,11 @@ class BackendsConfig(NamedTuple):
     anthropic: AnthropicConfig = AnthropicConfig()
     command: CommandConfig = CommandConfig()
     scripted: ScriptedConfig = ScriptedConfig()
-    claude_code: CliConfig = CliConfig()
-    codex: CliConfig = CliConfig()
-    gemini: CliConfig = CliConfig()
+    clis: Mapping[str, CliConfig] = MappingProxyType({})  # [backends.NAME] of each agent CLI set (one of CLIS)
 
     def cli(self, name: str) -> CliConfig:
-        """The settings of the agent CLI ``name`` (one of CLIS)."""
-        return getattr(self, name.replace("-", "_"))  # type: ignore[no-any-return]
+        """The settings of the agent CLI ``name`` (one of CLIS): its section, else the defaults."""
+        return self.clis.get(name, CliConfig())
 
 
 BACKEND_SECTIONS: dict[str, Section[NamedTuple]] = {
@@ -589,5 +587,6 @@ def read_backends(file: str, table: object) -> BackendsConfig:
                 f"{where(file, f'backends.{name}')}: unknown backend{suggest(name, list(BACKENDS))}; "
                 f"expected one of {', '.join(BACKENDS)}"
             )
-        out[name.replace("-", "_")] = read(file, f"backends.{name}", sub, section)
-    return BackendsConfig(**out)  # type: ignore[arg-type]
+        out[name] = read(file, f"backends.{name}", sub, section)
+    clis = MappingProxyType({name: out.pop(name) for name in CLIS if name in out})
+    return BackendsConfig(**out, clis=clis)  # type: ignore[arg-type]
