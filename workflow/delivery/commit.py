@@ -354,7 +354,8 @@ class Committer:
             while True:
                 fds = steps.send([_fsync(fd) for fd in fds])
         except StopIteration as done:
-            return done.value
+            outcome: tuple[list[Result], bool] = done.value
+            return outcome
         finally:
             steps.close()
 
@@ -367,7 +368,8 @@ class Committer:
             while True:
                 fds = steps.send(await aio.fsync(fds))
         except StopIteration as done:
-            return done.value
+            outcome: tuple[list[Result], bool] = done.value
+            return outcome
         finally:
             steps.close()
 
