@@ -17,7 +17,8 @@ them. The parent:
 
 The guarantees are those of one server, because each rests on something every worker shares:
 a ``250`` follows the fsyncs and the index rows of its copies (``delivery.commit``), and every
-check — a retry after a lost ``250``, visibility, sealed reviews — reads the shared index.
+check — a retry after a lost ``250``, visibility, sealed reviews — reads the shared index. How the
+workers spread connections is ``delivery.balance``; how they tell each other of copies, ``delivery.gossip``.
 """
 
 from __future__ import annotations
