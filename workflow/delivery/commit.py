@@ -38,7 +38,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from typing import Literal, NamedTuple, Protocol
 
 from workflow.core.errors import MailIndexError
@@ -79,6 +79,8 @@ class Job(NamedTuple):
     fut: asyncio.Future[list[Entry]]  # resolved once its copies are durable in new/
 
 
+# the commit pipeline: yields fds to sync, is sent their outcomes, returns (results, all told)
+Pipeline = Generator[list[int], list["OSError | None"], tuple[list[Result], bool]]
 Copies = Sequence[tuple[str, Sequence[Entry]]]  # (Message-ID, its stored copies)
 
 
@@ -182,13 +184,7 @@ class Committer:
         files: Written = []
         try:
             for mb in plan.mailboxes:
-                box = md.ensure(mb)
-                fd = self.unnamed.write(box, plan.raw) if self.unnamed is not None else None
-                if fd is not None:
-                    files.append(Copy(mb, box, "", md.new_name(), fd))
-                else:
-                    tmp, name, fd = md.stage(box, plan.raw)
-                    files.append(Copy(mb, box, tmp, name, fd))
+                files.append(self._write(mb, plan.raw))
         except BaseException as e:
             self._undo(plan, files)
             fut.set_exception(md.failure(e))
@@ -324,27 +320,14 @@ class Committer:
                 pass
         self.maildirs.undo(plan.mailboxes, [], _in_tmp(files))
 
-    def _sync(self, batch: Sequence[Job]) -> tuple[list[Result], bool]:
-        """Make a batch durable in new/, blocking in each fsync; each plan's copies, or its error.
-        False: the peers could not all be told."""
+    def _pipeline(self, batch: Sequence[Job]) -> Pipeline:
+        """The one commit pipeline, whatever does the syncing: yields each phase's fds (every
+        file; then each touched new/ directory and each linked file) to the sync step and is sent
+        their outcomes; returns each plan's copies, or its error, and False if the peers could not
+        all be told. Between the phases each copy is given its name in new/ (``_name``)."""
         results: list[Result] = [[] for _ in batch]
         try:
-            fds = self._start_writing(batch)
-            staged = self._files_synced(batch, [_fsync(fd) for fd in fds], results)
-            moved, dirs, all_told = self._move(batch, staged, results)
-            outcome = [_fsync_dir(self.dirs, d) for d in dirs]
-            outcome += [_fsync(c.fd) for _, linked in moved.values() for c in linked]
-            self._dirs_synced(batch, moved, dirs, outcome, results)
-        finally:
-            _close(batch)
-        return results, all_told
-
-    async def _sync_async(self, batch: Sequence[Job], aio: Fsyncs) -> tuple[list[Result], bool]:
-        """``_sync`` with the loop free while the disk works: each phase's fsyncs submitted
-        together, their completions reaped by the loop."""
-        results: list[Result] = [[] for _ in batch]
-        try:
-            staged = self._files_synced(batch, await aio.fsync(self._start_writing(batch)), results)
+            staged = self._files_synced(batch, (yield self._start_writing(batch)), results)
             moved, dirs, all_told = self._move(batch, staged, results)
             fds: list[int] = []
             opened: list[OSError | None] = []
@@ -356,12 +339,39 @@ class Committer:
                     opened.append(e)
             self.dirs.syncs += len(fds)
             fds += [c.fd for _, linked in moved.values() for c in linked]
-            synced = iter(await aio.fsync(fds))
+            synced = iter((yield fds))
             outcome = [e if e is not None else next(synced) for e in opened] + list(synced)
             self._dirs_synced(batch, moved, dirs, outcome, results)
         finally:
             _close(batch)  # the kernel holds what it needs of a submitted fsync's file
         return results, all_told
+
+    def _sync(self, batch: Sequence[Job]) -> tuple[list[Result], bool]:
+        """The pipeline with a blocking sync step: one ``os.fsync`` after another."""
+        steps = self._pipeline(batch)
+        try:
+            fds = next(steps)
+            while True:
+                fds = steps.send([_fsync(fd) for fd in fds])
+        except StopIteration as done:
+            outcome: tuple[list[Result], bool] = done.value
+            return outcome
+        finally:
+            steps.close()
+
+    async def _sync_async(self, batch: Sequence[Job], aio: Fsyncs) -> tuple[list[Result], bool]:
+        """The pipeline with the loop free while the disk works: each phase's fsyncs submitted
+        together (``aio``), their completions reaped by the loop."""
+        steps = self._pipeline(batch)
+        try:
+            fds = next(steps)
+            while True:
+                fds = steps.send(await aio.fsync(fds))
+        except StopIteration as done:
+            outcome: tuple[list[Result], bool] = done.value
+            return outcome
+        finally:
+            steps.close()
 
     def _start_writing(self, batch: Sequence[Job]) -> list[int]:
         """Every file's fd, its write-out started when there is more than one
@@ -410,7 +420,7 @@ class Committer:
             done: list[tuple[str, str]] = []
             try:
                 for c in files:
-                    target = md.move_new(c.tmp, c.name) if c.tmp else self._link(c)
+                    target = self._name(c)
                     done.append((c.mailbox, target))
                 moved[i] = (done, [c for c in files if not c.tmp])
             except BaseException as e:
@@ -441,7 +451,22 @@ class Committer:
             else:
                 results[i] = [Entry(mb, os.path.basename(t), "new", "", t) for mb, t in targets]
 
-    def _link(self, copy: Copy) -> str:
+    def _write(self, mailbox: str, raw: bytes) -> Copy:
+        """The first half of the naming step: write a copy with no name in its new/ where the
+        system allows it (``mail.unnamed``), else in tmp/."""
+        md = self.maildirs
+        box = md.ensure(mailbox)
+        fd = self.unnamed.write(box, raw) if self.unnamed is not None else None
+        if fd is not None:
+            return Copy(mailbox, box, "", md.new_name(), fd)
+        tmp, name, fd = md.stage(box, raw)
+        return Copy(mailbox, box, tmp, name, fd)
+
+    def _name(self, copy: Copy) -> str:
+        """The second half: give a synced copy its name in new/ (rename from tmp/, or link the
+        file with no name); its path there."""
+        if copy.tmp:
+            return self.maildirs.move_new(copy.tmp, copy.name)
         assert self.unnamed is not None  # it wrote the copy
         return self.unnamed.link(copy.fd, copy.box, copy.name)
 
@@ -464,14 +489,6 @@ def _close(batch: Sequence[Job]) -> None:
 def _fsync(fd: int) -> OSError | None:
     try:
         os.fsync(fd)
-    except OSError as e:
-        return e
-    return None
-
-
-def _fsync_dir(dirs: DirFsync, d: str) -> OSError | None:
-    try:
-        dirs.fsync(d)
     except OSError as e:
         return e
     return None

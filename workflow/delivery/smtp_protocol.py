@@ -70,7 +70,7 @@ Admission = Literal["serve", "full", "moved"]
 class Gate(Protocol):
     """What the protocol asks of each new connection before it greets it: serve it, refuse it
     (``cap`` connections are open: this process's or all workers', ``tally.Tally``), or it has
-    been moved to another worker (``workers.Balancer``); ``release`` when a served one closes."""
+    been moved to another worker (``balance.Balancer``); ``release`` when a served one closes."""
 
     def admit(self, cap: int, transport: Any) -> Admission: ...
 

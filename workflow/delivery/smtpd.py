@@ -33,9 +33,9 @@ import signal
 import socket
 import threading
 from collections import ChainMap
-from collections.abc import Callable, Container, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from aiosmtpd.smtp import SMTP, Envelope, Session
 
@@ -55,6 +55,7 @@ from workflow.delivery.commit import Committer, Peers
 from workflow.delivery.credentials import Authenticator, Identity, Users, UsersFile, root_id
 from workflow.delivery.current import Current
 from workflow.delivery.deliverer import Deliverer, IndexLagError, Plan
+from workflow.delivery.gossip import Either, NoOthers, Others
 from workflow.delivery.listeners import is_loopback, tls_context
 from workflow.delivery.logins import Logins
 from workflow.delivery.notify import compose, parent_in, request
@@ -95,41 +96,6 @@ def refuse(command: str, session: Session, reply: str, rule: str = "") -> str:
     """Log a refusal of ``command`` on this connection (``refusals``) and return its reply."""
     identity = identity_of(session)
     return refused(command, peer_of(session.peer), identity.login if identity else None, reply, rule)
-
-
-class Others(Protocol):
-    """The copies other workers have stored and not yet indexed (``workers.Crew``): what they
-    ``stored`` (as told so far), every Message-ID they have ``told`` of since this process
-    started, and ``settle``, which returns once these Message-IDs are in the index."""
-
-    @property
-    def told(self) -> Container[str]: ...
-
-    def stored(self) -> Mapping[str, Sequence[Entry]]: ...
-
-    async def settle(self, message_ids: Sequence[str], index: Index) -> None: ...
-
-
-class NoOthers:
-    """A server alone: no other worker stores anything."""
-
-    told: Container[str] = frozenset()
-
-    def stored(self) -> Mapping[str, Sequence[Entry]]:
-        return {}
-
-    async def settle(self, message_ids: Sequence[str], index: Index) -> None:
-        return None
-
-
-class Either:
-    """In one container or the other (what this process stored, what the others told of)."""
-
-    def __init__(self, a: Container[str], b: Container[str]) -> None:
-        self.a, self.b = a, b
-
-    def __contains__(self, item: object) -> bool:
-        return item in self.a or item in self.b
 
 
 LAG_ROUNDS = 3  # waits for the index before a message naming fresh copies is answered 451

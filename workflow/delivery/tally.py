@@ -1,7 +1,7 @@
 """Tally: the SMTP server's counters, and its connection cap — one process's, or all workers'.
 
 A ``Tally`` counts, for one server process, the connections open, the transactions in DATA and
-their outcomes. Its numbers live in a ``Board``: an array of integers, one row per worker. A
+their outcomes. Its numbers live in a ``Counters``: an array of integers, one row per worker. A
 single server has a private board of one row; ``workflow smtpd --workers N`` makes one board in a
 shared memory map before it forks, so the parent reads every worker's outcomes (also a killed
 worker's) and the connection cap counts every worker's connections. ``admit`` checks the cap
@@ -30,7 +30,7 @@ CONNECTIONS, SERVING, INCOMING, TELLS = (FIELDS.index(f) for f in ("connections"
 CELL = 8  # bytes of one signed 64-bit count
 
 
-class Board:
+class Counters:
     """Rows of counts, private (one process) or shared with forked workers (``shared``)."""
 
     def __init__(self, rows: int = 1, *, shared: bool = False) -> None:
@@ -95,8 +95,8 @@ class Tally:
     incoming = _Count("incoming")  # passed to this row's worker by another, not yet taken
     tells = _Count("tells")  # how many times this row's worker has told the others of copies
 
-    def __init__(self, board: Board | None = None, row: int = 0) -> None:
-        self.board = board or Board()
+    def __init__(self, board: Counters | None = None, row: int = 0) -> None:
+        self.board = board or Counters()
         self.base = row * WIDTH
 
     def admit(self, cap: int, transport: object = None) -> Admission:

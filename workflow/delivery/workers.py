@@ -7,7 +7,7 @@ them. The parent:
   socket (``delivery.local``), and keeps both open, so a worker restarting cannot lose them;
 * indexes what a crash left unindexed, once, before any worker starts;
 * forks N workers, each a whole ``smtpd.Server`` (event loop, group committer, index
-  connection) accepting on the parent's sockets, counting on a shared ``tally.Board``. The
+  connection) accepting on the parent's sockets, counting on a shared ``tally.Counters``. The
   first awake accepts, so one that gets a connection while another has fewer passes it on;
 * logs "listening on HOST:PORT" once every worker is ready, and records the address;
 * replaces a worker that dies (its replacement first indexes what it left), and gives up — stopping
@@ -17,14 +17,14 @@ them. The parent:
 
 The guarantees are those of one server, because each rests on something every worker shares:
 a ``250`` follows the fsyncs and the index rows of its copies (``delivery.commit``), and every
-check — a retry after a lost ``250``, visibility, sealed reviews — reads the shared index.
+check — a retry after a lost ``250``, visibility, sealed reviews — reads the shared index. How the
+workers spread connections is ``delivery.balance``; how they tell each other of copies, ``delivery.gossip``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import ctypes
-import functools
 import logging
 import os
 import select
@@ -33,22 +33,18 @@ import socket
 import sys
 import threading
 import time
-from array import array
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
 
 from workflow.core.config import Config
 from workflow.core.errors import ConfigError, WorkflowError
 from workflow.delivery import address, local
-from workflow.delivery.commit import Copies
+from workflow.delivery.balance import Balancer
 from workflow.delivery.deliverer import Deliverer
+from workflow.delivery.gossip import Gossip
 from workflow.delivery.listeners import reserve
-from workflow.delivery.smtp_protocol import Admission
 from workflow.delivery.smtpd import Server, new_loop, secure_mail_root, stopped
-from workflow.delivery.tally import CONNECTIONS, INCOMING, SERVING, TELLS, WIDTH, Board, Tally
-from workflow.mail.index import Index
-from workflow.mail.maildir import Entry, Maildirs
+from workflow.delivery.tally import Counters, Tally
 
 log = logging.getLogger(__name__)
 
@@ -58,9 +54,6 @@ START_TIMEOUT = 60.0
 STOP_GRACE = 60.0  # then a worker still running is killed
 SIGNALS = {signal.SIGCHLD, signal.SIGTERM, signal.SIGINT}
 PR_SET_PDEATHSIG = 1
-TELL_MAX = 200_000  # bytes in one datagram of copies told; a larger round is indexed before its 250
-SETTLE = 2.0  # seconds to wait for another worker to index what it told of, before rescanning
-FORGET = 600.0  # seconds after which a copy told of but never said indexed is forgotten
 
 
 def default_workers() -> int:
@@ -86,7 +79,7 @@ class Supervisor:
     def __init__(self, config: Config, deliverer: Deliverer, host: str, port: int, count: int) -> None:
         self.config, self.deliverer, self.host, self.count = config, deliverer, host, count
         self.port = port
-        self.board = Board(count, shared=True)
+        self.board = Counters(count, shared=True)
         self.lanes = [socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM) for _ in range(count)]  # (to, from) worker i
         self.workers = [Worker(i) for i in range(count)]
         self.held: socket.socket | None = None
@@ -293,214 +286,18 @@ def _worker_main(sup: Supervisor, row: int, ready: Ready, refresh: bool, parent:
         os._exit(code)
 
 
-class Crew(Tally):
-    """One worker's dealings with the others, over a Unix datagram socket per worker (its inbox):
-
-    * ``admit`` (the protocol's gate): the shared connection cap; and a new connection that
-      landed here while another worker has fewer open is passed to that one (SCM_RIGHTS) before
-      a byte is sent — the receiver serves it as if it had accepted it, and it counts against the
-      receiver from the moment it is sent (the board's ``incoming``);
-    * ``tell`` (the committer's peers): each round's copies, before they are moved into new/, and
-      later that they are indexed (or undone);
-    * ``stored`` and ``settle`` (the handler's others): what the others told, read before a
-      check whenever their tell counts (on the board) moved since the inbox was last read, so a
-      retry is recognised and a reply's checks wait for the index, whichever worker stored the
-      copies. A worker that dies between telling and indexing is covered: its copies
-      are known by place (a retry compares the bytes there, or finds nothing and stores), and
-      ``settle`` rescans their mailboxes after ``SETTLE`` seconds.
-    """
-
-    def __init__(
-        self, board: Board, row: int, lanes: list[tuple[socket.socket, socket.socket]], maildirs: Maildirs
-    ) -> None:
-        super().__init__(board, row)
-        self.row = row
-        self.lanes = [to for to, _ in lanes]
-        self.inbox = lanes[row][1]
-        self.maildirs = maildirs
-        self.passed: set[object] = set()  # peers passed to this worker: served here, never passed on
-        self.others: dict[str, list[Entry]] = {}
-        self.told: set[str] = set()  # every Message-ID told of (stored) since this worker started
-        self.heard: dict[str, float] = {}  # when each of ``others`` was told (oldest first)
-        self.serve: Callable[[socket.socket], asyncio.Future[Any]] | None = None
-        self._heard_up_to = -1  # the others' tell count when the inbox was last read to the end
-        self.tasks: set[asyncio.Future[Any]] = set()
-
-    def keep(self, task: asyncio.Future[Any]) -> asyncio.Future[Any]:
-        """Hold a task until it is done (the loop keeps only a weak reference)."""
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
-        return task
-
-    # ---------------------------------------------------------------- connections
-
-    def admit(self, cap: int, transport: Any = None) -> Admission:
-        if transport is None:
-            return super().admit(cap, transport)
-        peer = transport.get_extra_info("peername")
-        if peer in self.passed:  # passed here: served here, and no longer incoming
-            self.passed.discard(peer)
-            with self.board.locked():
-                self.incoming = max(0, self.incoming - 1)
-                return self.take(cap)
-        if self._pass(transport):
-            return "moved"
-        return super().admit(cap, transport)
-
-    def _pass(self, transport: Any) -> bool:
-        """Pass a new connection to the worker with the fewest, counting those passed to it and
-        not yet taken (it counts them as incoming from the moment they are sent)."""
-        sock = transport.get_extra_info("socket")
-        if sock is None:
-            return False
-        cells, rows = self.board.cells, self.board.rows
-        with self.board.locked():
-            loads = [  # a row no worker serves now (one died, or is starting) is passed nothing
-                cells[r * WIDTH + CONNECTIONS] + cells[r * WIDTH + INCOMING] if cells[r * WIDTH + SERVING] else 1 << 62
-                for r in range(rows)
-            ]
-            target = min(range(rows), key=lambda r: (loads[r], r != self.row))
-            if loads[target] >= loads[self.row]:
-                return False
-            cells[target * WIDTH + INCOMING] += 1
-        try:
-            self.lanes[target].sendmsg([b"c"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array("i", [sock.fileno()]))])
-        except OSError:  # its inbox is full (it is restarting): serve it here
-            with self.board.locked():
-                cells[target * WIDTH + INCOMING] = max(0, cells[target * WIDTH + INCOMING] - 1)
-            return False
-        return True
-
-    # ---------------------------------------------------------------- copies stored
-
-    def tell(self, what: Literal["stored", "settled"], copies: Copies) -> bool:
-        lines = ["+" if what == "stored" else "-"]
-        lines += [
-            f"{mid} {e.mailbox} {e.key}" for mid, entries in copies for e in entries or [Entry("-", "-", "", "", "")]
-        ]
-        data = "\n".join(lines).encode("utf-8", "surrogateescape")
-        if len(data) > TELL_MAX:
-            return False
-        told = True
-        for row, lane in enumerate(self.lanes):
-            if row != self.row:
-                try:
-                    lane.send(data)
-                except OSError:  # its inbox is full or gone: it cannot know, so this round is indexed first
-                    told = False
-        self.tells += 1  # after the sends: whoever reads the new count finds the datagrams queued
-        return told
-
-    def stored(self) -> Mapping[str, Sequence[Entry]]:
-        if self._told_count() != self._heard_up_to:  # else nothing was told since the last hear
-            self.hear()
-        return self.others
-
-    def _told_count(self) -> int:
-        cells = self.board.cells
-        return sum(cells[r * WIDTH + TELLS] for r in range(self.board.rows) if r != self.row)
-
-    async def settle(self, message_ids: Sequence[str], index: Index) -> None:
-        wanted = {m.lower() for m in message_ids}
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + SETTLE
-        while True:
-            self.hear()
-            left = [m for m in self.others if m.lower() in wanted]
-            if not left or loop.time() > deadline:
-                break
-            await asyncio.sleep(0.005)
-        if left:  # told of, never indexed: the worker that stored them died in between
-            index.refresh({e.mailbox for m in left for e in self.others[m]})
-            for m in left:
-                self.others.pop(m, None)
-                self.heard.pop(m, None)
-
-    # ---------------------------------------------------------------- the inbox
-
-    def hear(self) -> None:
-        """Take in everything waiting in this worker's inbox: passed connections, copies told."""
-        told = self._told_count()  # before reading: every tell it counts is queued, so read below
-        while True:
-            try:
-                data, ancillary, _, _ = self.inbox.recvmsg(TELL_MAX, socket.CMSG_SPACE(16 * 4), socket.MSG_CMSG_CLOEXEC)
-            except BlockingIOError:
-                self._heard_up_to = told  # read to the end
-                break
-            except InterruptedError:
-                break
-            if ancillary or data == b"c":
-                self._serve_passed(ancillary)
-                continue
-            kind, *lines = data.decode("utf-8", "surrogateescape").split("\n")
-            now = time.monotonic()
-            for line in lines:
-                try:
-                    mid, mailbox, key = line.split(" ")
-                except ValueError:  # not a line a worker writes: nothing to remember
-                    continue
-                if kind == "+":
-                    self.told.add(mid)
-                    path = f"{self.maildirs.dir(mailbox)}/new/{key}"
-                    self.others.setdefault(mid, []).append(Entry(mailbox, key, "new", "", path))
-                    self.heard[mid] = now
-                else:  # settled: that copy (or, "-", every copy of that id) need not be remembered
-                    kept = [
-                        e for e in self.others.get(mid, ()) if mailbox != "-" and (e.mailbox, e.key) != (mailbox, key)
-                    ]
-                    if kept:
-                        self.others[mid] = kept
-                    else:
-                        self.others.pop(mid, None)
-                        self.heard.pop(mid, None)
-        while self.heard:  # forget what was never said indexed (its worker died; its replacement indexed it)
-            mid, when = next(iter(self.heard.items()))
-            if time.monotonic() - when < FORGET:
-                break
-            self.heard.pop(mid)
-            self.others.pop(mid, None)
-
-    def _serve_passed(self, ancillary: list[tuple[int, int, bytes]]) -> None:
-        for level, kind, data in ancillary:
-            if level != socket.SOL_SOCKET or kind != socket.SCM_RIGHTS:
-                continue
-            for fd in array("i", data[: len(data) - len(data) % 4]):
-                sock = socket.socket(fileno=fd)
-                try:
-                    peer = sock.getpeername()
-                except OSError:  # the client has gone already
-                    sock.close()
-                    self._taken()
-                    continue
-                if self.serve is None:
-                    sock.close()
-                    self._taken()
-                    continue
-                self.passed.add(peer)
-                self.serve(sock).add_done_callback(functools.partial(self._not_served, peer))
-
-    def _taken(self, peer: object = None) -> None:
-        """A connection passed here is no longer incoming: served, gone, or refused."""
-        self.passed.discard(peer)
-        with self.board.locked():
-            self.incoming = max(0, self.incoming - 1)
-
-    def _not_served(self, peer: object, task: asyncio.Future[Any]) -> None:
-        if peer in self.passed and (task.cancelled() or task.exception() is not None):
-            self._taken(peer)  # it never reached ``admit``
-
-
 def _serve_worker(sup: Supervisor, row: int, ready: Ready, refresh: bool) -> None:
     async def main() -> None:
-        crew = Crew(sup.board, row, sup.lanes, sup.deliverer.maildirs)
+        balancer = Balancer(sup.board, row, [to for to, _ in sup.lanes])
+        gossip = Gossip(balancer, sup.lanes[row][1], sup.deliverer.maildirs)
         server = Server(
             sup.config,
             sup.deliverer,
             host=sup.host,
             port=sup.port,
-            tally=crew,
-            peers=crew,
-            others=crew,
+            tally=balancer,
+            peers=gossip,
+            others=gossip,
             worker=row,
             refresh=refresh,
             tcp=sup.held if sup.held is not None else False,
@@ -511,18 +308,18 @@ def _serve_worker(sup: Supervisor, row: int, ready: Ready, refresh: bool) -> Non
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         factory = server.factory
-        crew.serve = lambda sock: crew.keep(loop.create_task(loop.connect_accepted_socket(factory, sock)))
-        crew.inbox.setblocking(False)
+        balancer.serve = lambda sock: balancer.keep(loop.create_task(loop.connect_accepted_socket(factory, sock)))
+        gossip.inbox.setblocking(False)
         for to, _ in sup.lanes:
             to.setblocking(False)
-        loop.add_reader(crew.inbox, crew.hear)
+        loop.add_reader(gossip.inbox, gossip.hear)
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        crew.serving = os.getpid()
+        balancer.serving = os.getpid()
         ready.say("ready")
         await stop.wait()
-        crew.serving = 0
-        loop.remove_reader(crew.inbox)
+        balancer.serving = 0
+        loop.remove_reader(gossip.inbox)
         await server.stop()
 
     with asyncio.Runner(loop_factory=new_loop) as runner:
