@@ -189,7 +189,13 @@ def test_no_comment_points_outside_the_repository() -> None:
         if cite.search(line)
     ]
     assert hits == []
-    for doc in ("docs/message-format.md", "docs/roles-and-panels.md", "docs/agentd.md", "docs/bridges.md"):
+    for doc in (
+        "docs/ARCHITECTURE.md",
+        "docs/message-format.md",
+        "docs/roles-and-panels.md",
+        "docs/agentd.md",
+        "docs/bridges.md",
+    ):
         assert (ROOT / doc).is_file(), doc
     cited = {m for p in PACKAGE.rglob("*.py") for m in re.findall(r"docs/[\w-]+\.md", p.read_text(encoding="utf-8"))}
     assert cited and all((ROOT / doc).is_file() for doc in cited), sorted(cited)
