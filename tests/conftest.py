@@ -12,6 +12,7 @@ import pytest
 
 from helpers.dovecot import Dovecot
 from helpers.project import Project, make_project
+from helpers.tiers import mark
 
 
 @pytest.fixture
@@ -42,3 +43,8 @@ def pytest_configure(config: pytest.Config) -> None:
     """Every test run has its own owner credential and home (never the user's ~/.config, ~/.maildir)."""
     os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="workflow-test-config-")
     os.environ["HOME"] = tempfile.mkdtemp(prefix="workflow-test-home-")  # ~/.maildir is never the user's
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests that start processes are marked ``slow`` (helpers.tiers); ``scripts/test --fast`` leaves them out."""
+    mark(items)

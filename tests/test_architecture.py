@@ -13,13 +13,14 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "workflow"
+TOOLS = ROOT / "tools"  # the developer's harnesses: held to the same module rules, never imported by the package
 MAX_LINES = 600
 MAX_TOP_LEVEL = 8
 
 
 def modules() -> dict[str, Path]:
     out = {}
-    for p in sorted(PACKAGE.rglob("*.py")):
+    for p in sorted([*PACKAGE.rglob("*.py"), *TOOLS.rglob("*.py")]):
         parts = list(p.relative_to(ROOT).with_suffix("").parts)
         if parts[-1] == "__init__":
             parts.pop()
@@ -113,6 +114,20 @@ def test_layers_hold(tmp_path: Path) -> None:
     assert "0 broken" in r.stdout
 
 
+def test_the_package_never_imports_the_tools() -> None:
+    """tools/ (chaos harness, corpus generator) is not installed: the product must not need it."""
+    known = modules()
+    used = [
+        f"{path.relative_to(ROOT)}:{line} imports {target}"
+        for name, path in known.items()
+        if name.startswith("workflow")
+        for target, line, _ in imports(name, path, known)
+        if target.startswith("tools")
+    ]
+    assert used == []
+    assert not list(PACKAGE.rglob("chaos*.py")) and (TOOLS / "chaos_agent.py").is_file()
+
+
 def test_the_tree_reads_as_the_architecture() -> None:
     top = sorted(p.name for p in PACKAGE.glob("*.py"))
     assert len(top) <= MAX_TOP_LEVEL, top
@@ -145,7 +160,7 @@ def test_every_module_is_small_and_says_its_job(name: str) -> None:
 def test_function_level_imports_say_why() -> None:
     """A function-level import of anything is allowed only to save start-up time, and says so."""
     bad = []
-    for path in sorted(PACKAGE.rglob("*.py")):
+    for path in sorted([*PACKAGE.rglob("*.py"), *TOOLS.rglob("*.py")]):
         lines = path.read_text(encoding="utf-8").splitlines()
         tree = ast.parse("\n".join(lines))
         for fn in ast.walk(tree):
@@ -174,7 +189,13 @@ def test_no_comment_points_outside_the_repository() -> None:
         if cite.search(line)
     ]
     assert hits == []
-    for doc in ("docs/message-format.md", "docs/roles-and-panels.md", "docs/agentd.md", "docs/bridges.md"):
+    for doc in (
+        "docs/ARCHITECTURE.md",
+        "docs/message-format.md",
+        "docs/roles-and-panels.md",
+        "docs/agentd.md",
+        "docs/bridges.md",
+    ):
         assert (ROOT / doc).is_file(), doc
     cited = {m for p in PACKAGE.rglob("*.py") for m in re.findall(r"docs/[\w-]+\.md", p.read_text(encoding="utf-8"))}
     assert cited and all((ROOT / doc).is_file() for doc in cited), sorted(cited)

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from tools.corpus import generate
 from workflow.mail.index import Index
 from workflow.mail.maildir import Maildirs
 from workflow.mail.threads import Threads
-from workflow.ops.corpus import generate
 
 
 def test_reply_before_parent_gives_the_same_tree() -> None:

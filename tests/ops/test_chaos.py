@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from helpers.project import ROOT
+from tools.chaos import Mail, Schedule, play, schedule
+from tools.chaos_check import Tally, campaign, check
 from workflow.agents.contain import choose
-from workflow.ops.chaos import Mail, Schedule, play, schedule
-from workflow.ops.chaos_check import Tally, campaign, check
 
 CONTAINED = choose("auto").complete
 needs_containment = pytest.mark.skipif(

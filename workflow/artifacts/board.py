@@ -17,6 +17,7 @@ from workflow.core.locate import Artifact, by_key, locate, scan, split_ref
 from workflow.core.words import count
 from workflow.mail.inbox import unique
 from workflow.mail.rows import Row
+from workflow.policy.roster import Roster
 
 
 class Card(NamedTuple):
@@ -42,6 +43,13 @@ class Card(NamedTuple):
         if len(self.copies) > 1:
             out.append("also in " + ", ".join(f"{a.state}/" for a in self.copies if a != self.artifact))
         return out
+
+
+def visible(rows: Sequence[Row], roster: Roster, identity: str | None = None) -> list[Row]:
+    """The rows the board may show: panel-internal mail (a row with a ``space``) only to ``identity``
+    when it is a member (or the panel) that received it — as for ``workflow thread`` and ``search``."""
+    boxes = set(roster.view(identity)[0]) if identity else set()
+    return [r for r in rows if not r.space or r.mailbox in boxes]  # internal mail stays with its members
 
 
 def mail_by_key(config: Config, rows: Sequence[Row], artifacts: Sequence[Artifact]) -> dict[tuple[str, str], list[Row]]:

@@ -6,7 +6,7 @@ import json
 
 import click
 
-from workflow.artifacts.board import cards, history, render, to_dict
+from workflow.artifacts.board import cards, history, render, to_dict, visible
 from workflow.cli import styled
 from workflow.cli.base import Command, app, json_option
 from workflow.core.locate import find
@@ -36,9 +36,7 @@ def status(ctx: click.Context, artifact: str | None, as_role: str | None, as_jso
     with a.index() as index:
         index.refresh()
         rows = index.with_artifacts()
-    boxes = set(a.roster.view(as_role)[0]) if as_role else set()
-    rows = [r for r in rows if not r.space or r.mailbox in boxes]  # internal mail stays with its members
-    board = cards(a.config, rows, only)
+    board = cards(a.config, visible(rows, a.roster, as_role), only)
     if as_json:
         click.echo(json.dumps(to_dict(a.config, board), indent=2))
     elif only is not None:

@@ -81,7 +81,8 @@ def run_role(
     it processes that artifact (and the mail about it), then exits. Messages handed to the agent are
     marked read only when the run succeeds; a failed run leaves them unread for the next one.
     -i starts an interactive terminal session (the only way to run a sync *-writing-helper).
-    The backend is --backend, else the role's front matter, else [workflow] backend.
+    The backend is --backend, else the role's front matter, else [workflow] backend; there is no
+    default: with none of them set the run is refused (nothing is marked or sent).
 
     \b
     Example:

@@ -70,7 +70,7 @@ def validate_artifact(path: str) -> str:
 
 
 def make_message_id(role: str, domain: str, now: datetime | None = None) -> str:
-    """``<YYYYMMDDHHMMSS.<unique>.<role>@domain>`` (ARCHITECTURE.md)."""
+    """``<YYYYMMDDHHMMSS.<unique>.<role>@domain>`` (docs/message-format.md)."""
     return message_id_at(id_stamp(now or datetime.now(UTC)), role, domain)
 
 

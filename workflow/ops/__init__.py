@@ -1,1 +1,1 @@
-"""Ops: running a project — init, doctor, the demo, and the corpus generator for benchmarks."""
+"""Ops: running a project — init, doctor, the demo, the IMAP and mail-client set-ups."""

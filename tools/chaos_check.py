@@ -18,8 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import NamedTuple
 
-from workflow.ops.chaos import MAX_CONCURRENT, Played, Schedule, play, schedule
-from workflow.ops.chaos_record import completed_runs, escapees, held, record, stored
+from tools.chaos import MAX_CONCURRENT, Played, Schedule, play, schedule
+from tools.chaos_record import completed_runs, escapees, held, record, stored
 
 
 class Verdict(NamedTuple):

@@ -1,6 +1,6 @@
 """Chaos agent: the command-backend agent of the fault harness — does what its plan says, records all.
 
-Run by run-role (``python -m workflow.ops.chaos_agent``) with ``$CHAOS_DIR`` set by the harness.
+Run by run-role (``python tools/chaos_agent.py``, by path: tools/ is not installed) with ``$CHAOS_DIR`` set by the harness.
 For the Message-IDs handed to the run it looks up each one's plan (``plans.json``, keyed by
 ``"ROLE MESSAGE-ID"``: one behaviour per attempt — ok, fail, hang, send-then-fail, fork) and acts
 on the worst of them: it answers

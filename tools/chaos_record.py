@@ -14,8 +14,8 @@ import re
 from pathlib import Path
 from typing import NamedTuple
 
+from tools.chaos_agent import MARKER
 from workflow.mail.message import parse
-from workflow.ops.chaos_agent import MARKER
 
 ATTEMPT_RE = re.compile(r"answered by (\S+)")
 

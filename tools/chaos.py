@@ -2,12 +2,12 @@
 
 A schedule (``schedule(seed, index)``: the same seed and index always give the same schedule)
 mixes single mails, bursts for one role and messages copied to 2–4 roles. Every (role, message)
-has a plan for its attempts, carried out by the chaos agent (``workflow.ops.chaos_agent``, the
-command backend's agent): succeed, fail, hang past the timeout, send and then fail, or leave a
+has a plan for its attempts, carried out by the chaos agent (``tools/chaos_agent.py``, the
+command backend's agent, run by path): succeed, fail, hang past the timeout, send and then fail, or leave a
 ``setsid`` child behind. Faults land at random moments: SIGKILL or SIGTERM to agentd (started
 again after a pause) and SIGKILL to a run-role. ``play`` runs a schedule in a scratch project
 against a real ``workflow smtpd``, a real ``workflow agentd run`` and the real ``run-role``
-processes agentd spawns and waits until it settles; ``check`` (``workflow.ops.chaos_check``)
+processes agentd spawns and waits until it settles; ``check`` (``tools.chaos_check``)
 judges what happened against the promises of agentd and run-role.
 """
 
@@ -29,6 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
+from tools.chaos_record import answered_pairs
 from workflow.agentd.tasks import Tasks, TaskStatus
 from workflow.agents import locks
 from workflow.app import App
@@ -37,7 +38,6 @@ from workflow.core.config import load_config
 from workflow.delivery.credentials import client_credential
 from workflow.delivery.transport import LocalSMTP, login
 from workflow.mail.message import Draft, build
-from workflow.ops.chaos_record import answered_pairs
 from workflow.ops.scaffold import init
 
 ROLES = ("spec-writer", "skeleton-writer", "test-writer", "implementation-writer")
@@ -55,7 +55,7 @@ WINDOW = 3.0  # seconds over which a schedule's mail and faults land
 TIMEOUT = 10.0  # [agentd] timeout: a hanging agent is killed after this long
 MAX_CONCURRENT = 2
 CONFIG = """\
-# A scratch project of the chaos harness (workflow.ops.chaos).
+# A scratch project of the chaos harness (tools/chaos.py).
 [workflow]
 domain = "workflow.local"
 mail_root = "mail"
@@ -262,7 +262,7 @@ def setup(base: Path, s: Schedule, port: int, contain: str = "auto") -> tuple[Pa
     """A scratch project for one schedule, and its chaos directory (settings and plans for the agent)."""
     project = base / f"schedule-{s.number:04d}"
     project.mkdir(parents=True)
-    argv = [sys.executable, "-m", "workflow.ops.chaos_agent"]
+    argv = [sys.executable, str(Path(__file__).with_name("chaos_agent.py"))]  # by path: tools/ is not installed
     (project / "workflow.toml").write_text(
         CONFIG.format(
             port=port,
