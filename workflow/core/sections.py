@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
+from workflow.core import events
 from workflow.core.addresses import member_mailbox, parse_panel
 from workflow.core.backendkinds import BACKENDS, CLIS
 from workflow.core.errors import ConfigError
@@ -37,16 +38,7 @@ from workflow.core.schema import (
 DAY = 86400.0
 EMPTY: Mapping[str, float] = MappingProxyType({})
 DEFAULT_STATES = ("proposed", "todo", "doing", "blocked", "done")
-DEFAULT_EVENTS = (
-    "review-request",
-    "approval",
-    "rejection",
-    "clarification-request",
-    "blocker-report",
-    "status-update",
-    "question",
-    "answer",
-)
+DEFAULT_EVENTS = events.NAMES
 DOMAIN_RE = re.compile(r"^(?=.{1,253}$)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$")
 # BACKENDS and CLIS: the names declared in core.backendkinds (one Kind per backend)
 

@@ -18,6 +18,7 @@ from workflow.core import safeopen
 from workflow.core.addresses import parse_internal
 from workflow.core.config import GUARDRAILS, Config
 from workflow.core.errors import GuardrailError
+from workflow.core.events import DECISIONS
 from workflow.core.locate import by_key, has_glob, locate
 from workflow.mail.index import Index
 from workflow.mail.message import Parsed
@@ -26,9 +27,6 @@ from workflow.policy.roster import Roster
 from workflow.policy.visibility import RULES as VISIBILITY_RULES
 from workflow.policy.visibility import FixedRule
 
-# A decision's move (from, to): an approval takes a proposed artifact on, a rejection leaves it for revision.
-DECISION_MOVES = {"approval": ("proposed", "todo"), "rejection": ("proposed", "proposed")}
-DECISIONS = tuple(DECISION_MOVES)
 # Checked by the SMTP server, where an envelope exists: the message speaks for whoever submitted it.
 SENDER_MATCHES_ENVELOPE = FixedRule(
     "sender-matches-envelope", "a message whose From: is another identity than MAIL FROM"
@@ -139,7 +137,7 @@ class StateMatches:
                 if claim and claim != now.state:
                     role = m.roster.roles.get(m.sender)
                     if role is not None and role.mode == "human":  # a person at a mail client: no shell
-                        if DECISION_MOVES.get(m.parsed.event or "") == (now.state, claim):
+                        if DECISIONS.get(m.parsed.event or "") == (now.state, claim):
                             continue  # a person's decision, applied as their move once delivered
                         return GuardrailError(
                             self.name,
