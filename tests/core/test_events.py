@@ -38,7 +38,7 @@ def test_a_move_notifies_with_the_event_the_registry_names() -> None:
     assert events.on_move("proposed", "proposed") == "rejection"
     assert events.on_move("doing", "blocked") == "blocker-report"
     assert events.on_move("todo", "doing") == "status-update"
-    assert events.get("handoff").priority == max(e.priority for e in events.EVENTS) + 1  # a project's own: last
+    assert events.get("my-own").priority == max(e.priority for e in events.EVENTS) + 1  # a project's own: last
 
 
 def _tables(tree: ast.AST) -> list[int]:

@@ -117,58 +117,17 @@ RUNS = Section(
 )
 
 
-class Switch(NamedTuple):
-    """One guardrail's switch under ``[guardrails]``: its name, its default and what it refuses.
-    The check itself is the rule object of the same name in ``policy.guardrails``."""
-
-    name: str
-    default: bool
-    refuses: str
-
-
-GUARDRAILS = (
-    Switch(
-        "reviewer-decisions",
-        True,
-        "an approval or rejection not from a *-reviewer role, a review panel (or member) or a human role",
-    ),
-    Switch(
-        "reply-visible",
-        True,
-        "an In-Reply-To naming a stored message the sender never received or sent (unknown parents pass)",
-    ),
-    Switch("artifacts-exist", False, "X-Artifacts that match no file in the project"),
-    Switch(
-        "state-matches",
-        True,
-        "an X-Workflow-State other than the folder the (first) artifact is in now, and a review-request "
-        "naming an old path of a moved artifact",
-    ),
-    Switch(
-        "sealed-review",
-        True,
-        "a message with X-Review-Verdict to a review panel's internal address while that panel's review of "
-        "the artifact is sealed",
-    ),
-)
-
-
 def read_guardrails(file: str, table: object) -> Mapping[str, bool]:
-    """``[guardrails]``: each rule on or off by its name (``reviewer_decisions`` is read as
-    ``reviewer-decisions``: TOML users reach for underscores; the rule has one name)."""
+    """``[guardrails]``: rules switched on or off by name (``reviewer_decisions`` is read as
+    ``reviewer-decisions``: TOML users reach for underscores; the rule has one name). The names,
+    defaults and what each refuses are the rules' own, checked with them (``guardrails.switches``)."""
     if not isinstance(table, dict):
         raise ConfigError(f"{where(file, 'guardrails')}: expected a table, got {table!r}")
-    names = [s.name for s in GUARDRAILS]
-    out = {s.name: s.default for s in GUARDRAILS}
+    out = {}
     for key, value in table.items():
-        name = key.replace("_", "-")
-        if name not in out:
-            raise ConfigError(
-                f"{where(file, 'guardrails', key)}: unknown key{suggest(name, names)}; expected one of {', '.join(names)}"
-            )
         if not isinstance(value, bool):
             raise ConfigError(f"{where(file, 'guardrails', key)}: expected true or false, got {value!r}")
-        out[name] = value
+        out[key.replace("_", "-")] = value
     return MappingProxyType(out)
 
 
