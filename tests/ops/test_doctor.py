@@ -57,16 +57,18 @@ def test_a_configured_event_type_without_a_template_is_reported_until_one_is_wri
     toml = p.dir / "workflow.toml"
     toml.write_text(
         toml.read_text().replace(
-            'backend = "scripted"\n', f'backend = "scripted"\nevent_types = {json.dumps([*NAMES, "handoff"])}\n'
+            'backend = "scripted"\n', f'backend = "scripted"\nevent_types = {json.dumps([*NAMES, "site-visit"])}\n'
         )
     )
-    why = f"templates: event type handoff ([workflow] event_types) has no template: write {p.dir / 'email-templates' / 'handoff.txt'}"
+    why = f"templates: event type site-visit ([workflow] event_types) has no template: write {p.dir / 'email-templates' / 'site-visit.txt'}"
     assert why in p.run("doctor").stdout
     listed = json.loads(p.run("events", "--json").stdout)["events"]
     assert [(e["name"], e["configured"], e["template"]) for e in listed[-2:]] == [
-        ("answer", True, str(ROOT / "email-templates" / "answer.txt")),
-        ("handoff", True, ""),
+        (NAMES[-1], True, str(ROOT / "email-templates" / f"{NAMES[-1]}.txt")),
+        ("site-visit", True, ""),
     ]
     (p.dir / "email-templates").mkdir(exist_ok=True)
-    (p.dir / "email-templates" / "handoff.txt").write_text("Subject: [HANDOFF] {{ ARTIFACT_NAME }}\n\n{{ CONTEXT }}\n")
+    (p.dir / "email-templates" / "site-visit.txt").write_text(
+        "Subject: [SITE VISIT] {{ ARTIFACT_NAME }}\n\n{{ CONTEXT }}\n"
+    )
     assert "templates:" not in p.run("doctor").stdout
