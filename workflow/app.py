@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from workflow.core.config import Config, load_config
 from workflow.mail.index import Index
 from workflow.mail.maildir import Maildirs
+from workflow.policy.guardrails import switches
 from workflow.policy.roster import Roster
 
 if TYPE_CHECKING:
@@ -27,6 +28,7 @@ class App:
     """Config plus what is built from it on first use."""
 
     def __init__(self, config: Config, parent: Parent | None = None) -> None:
+        switches(config)  # refuses a [guardrails] name no rule has
         self.config = config
         self.parent = parent  # threads replies without the index (an agent inside a run has none)
 

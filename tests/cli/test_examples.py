@@ -28,7 +28,7 @@ PROGRAMS: dict[str, click.Command] = {
     "run-role": run_cli.script,
     "agentd": agentd_cli.script,
 }
-READ_ONLY = {"status", "roster", "route", "guardrails", "inbox", "search", "doctor"}
+READ_ONLY = {"status", "roster", "route", "guardrails", "events", "inbox", "search", "doctor"}
 
 
 def _lines(text: str) -> Iterator[str]:

@@ -89,7 +89,6 @@ TYPOS = [
     ('[workflow]\ndefault_sendr = "user"\n', "[workflow] default_sendr", "did you mean default_sender?"),
     ("[smtp]\nmax_conections = 3\n", "[smtp] max_conections", "did you mean max_connections?"),
     ('[artifacts]\ncommit_evnt = "status-update"\n', "[artifacts] commit_evnt", "did you mean commit_event?"),
-    ("[guardrails]\nstate_matchs = false\n", "[guardrails] state_matchs", "did you mean state-matches?"),
     (
         '[panels.spec-reviewer-panel]\nmembers = ["a"]\nconsensus_rule = "majority"\n',
         "[panels.spec-reviewer-panel] consensus_rule",
@@ -161,8 +160,7 @@ def test_every_section_is_read_into_typed_settings(tmp_path: Path) -> None:
     )
     assert c.bridges.slack is not None and c.bridges.slack.roles == {"research": "spec-writer"}
     # one name per rule: the underscore spelling is read as the same key
-    assert c.guardrails["reviewer-decisions"] is False and c.guardrails["artifacts-exist"] is True
-    assert c.guardrails["state-matches"] is True
+    assert c.guardrails == {"reviewer-decisions": False, "artifacts-exist": True}  # the rules know the rest
     assert c.state.index == c.mail_root / ".workflow" / "index.sqlite"
 
 

@@ -1,14 +1,18 @@
 """doctor names what the containment of runs cannot guarantee, when the project runs agent CLIs, the
-users file `workflow smtpd` would refuse to start on, and tells a client's flag changes from index drift."""
+users file `workflow smtpd` would refuse to start on, an event type without a template, and tells a client's flag changes from index drift."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
 from helpers.git import git_project
 from helpers.project import Project, free_port, make_project, with_smtp
 from workflow.agents.contain import choose
+from workflow.core.events import NAMES
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_containment_is_reported_only_when_incomplete_and_used(project_factory: Callable[..., Project]) -> None:
@@ -46,3 +50,25 @@ def test_a_users_file_smtpd_refuses_is_a_doctor_problem_in_smtpds_words(tmp_path
     why = f"{p.dir / 'missing-users'}: cannot read the AUTH users file: No such file or directory"
     assert why in smtpd.stderr, smtpd.stderr
     assert f"auth: [smtp] auth_users_file: {why}" in p.run("doctor").stdout
+
+
+def test_a_configured_event_type_without_a_template_is_reported_until_one_is_written(tmp_path: Path) -> None:
+    p = git_project(tmp_path / "p")  # made by `workflow init`
+    toml = p.dir / "workflow.toml"
+    toml.write_text(
+        toml.read_text().replace(
+            'backend = "scripted"\n', f'backend = "scripted"\nevent_types = {json.dumps([*NAMES, "site-visit"])}\n'
+        )
+    )
+    why = f"templates: event type site-visit ([workflow] event_types) has no template: write {p.dir / 'email-templates' / 'site-visit.txt'}"
+    assert why in p.run("doctor").stdout
+    listed = json.loads(p.run("events", "--json").stdout)["events"]
+    assert [(e["name"], e["configured"], e["template"]) for e in listed[-2:]] == [
+        (NAMES[-1], True, str(ROOT / "email-templates" / f"{NAMES[-1]}.txt")),
+        ("site-visit", True, ""),
+    ]
+    (p.dir / "email-templates").mkdir(exist_ok=True)
+    (p.dir / "email-templates" / "site-visit.txt").write_text(
+        "Subject: [SITE VISIT] {{ ARTIFACT_NAME }}\n\n{{ CONTEXT }}\n"
+    )
+    assert "templates:" not in p.run("doctor").stdout

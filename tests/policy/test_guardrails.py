@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
 from helpers.project import Project
 from workflow.core.errors import GuardrailError
+
+README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
 
 
 def test_reviewer_decisions(project: Project) -> None:
@@ -52,18 +55,23 @@ def test_unknown_guardrail_key_is_a_config_error(project_factory: Callable[..., 
 
     with pytest.raises(ConfigError, match=r"\[guardrails\] vibes: unknown key"):
         project_factory("[guardrails]\nvibes = true\n")
+    with pytest.raises(
+        ConfigError, match=r"workflow.toml: \[guardrails\] state-matchs: unknown key \(did you mean state-matches\?\)"
+    ):
+        project_factory("[guardrails]\nstate_matchs = false\n")
 
 
-def test_every_switch_has_one_rule_object_and_every_rule_a_switch() -> None:
-    from workflow.core.config import GUARDRAILS
+def test_every_rule_has_one_name_a_default_and_says_what_it_refuses() -> None:
     from workflow.policy.guardrails import ALWAYS, RULES
 
-    assert [r.name for r in RULES] == [s.name for s in GUARDRAILS]
+    assert all(isinstance(r.default, bool) and r.refuses and r.name in README for r in RULES)
     assert len({r.name for r in RULES} | {f.name for f in ALWAYS}) == len(RULES) + len(ALWAYS)
 
 
 def test_workflow_guardrails_lists_every_rule_as_configured(project_factory: Callable[..., Project]) -> None:
     import json
+
+    from workflow.policy.guardrails import RULES
 
     p = project_factory("[guardrails]\nstate-matches = false\nartifacts_exist = true\n")
     r = p.run("guardrails")
@@ -81,11 +89,6 @@ def test_workflow_guardrails_lists_every_rule_as_configured(project_factory: Cal
         assert name in r.stdout, name
     data = json.loads(p.run("guardrails", "--json").stdout)
     on = {g["name"]: g["on"] for g in data["guardrails"]}
-    assert on == {
-        "reviewer-decisions": True,
-        "reply-visible": True,
-        "artifacts-exist": True,
-        "state-matches": False,
-        "sealed-review": True,
-    }
+    assert on == {r.name: r.default for r in RULES} | {"artifacts-exist": True, "state-matches": False}
+    assert on["reviewer-decisions"] and on["reply-visible"] and on["sealed-review"]  # on by default
     assert {a["name"] for a in data["always"]} >= {"internal-no-mixing", "sender-matches-envelope"}

@@ -28,6 +28,7 @@ from workflow.app import App
 from workflow.artifacts.gitrepo import Repo
 from workflow.artifacts.move import MoveRequest, move
 from workflow.core.errors import WorkflowError
+from workflow.core.events import DECISIONS
 from workflow.core.locate import Artifact, locate
 from workflow.delivery.notify import NotifyRequest
 from workflow.delivery.transport import Transport
@@ -36,7 +37,6 @@ from workflow.mail.inbox import read_row, select
 from workflow.mail.message import parse
 from workflow.mail.reader import Reader
 from workflow.mail.rows import Row
-from workflow.policy.guardrails import DECISION_MOVES
 
 WORDS = {
     "approve": "approval",
@@ -106,7 +106,7 @@ def read(app: App, index: Reader, row: Row) -> Decision | None:
     role = row.sender.split("@")[0]
     if row.message_id is None or app.roster.roles.get(role) is None:
         return None
-    if row.event not in DECISION_MOVES and (row.event is not None or not row.in_reply_to):
+    if row.event not in DECISIONS and (row.event is not None or not row.in_reply_to):
         return None  # the index says enough: neither typed as a decision nor a reply
     raw = read_row(app.config.mail_root, row)
     if raw is None:
@@ -114,7 +114,7 @@ def read(app: App, index: Reader, row: Row) -> Decision | None:
     parsed = parse(raw)
     request = _request(index, parsed.in_reply_to_ids)
     text = body_text(raw, parsed)
-    if parsed.event in DECISION_MOVES:
+    if parsed.event is not None and parsed.event in DECISIONS:
         reason = (verdict(text) or ("", ""))[1] or _printable(text)
         event, typed = parsed.event, True
     elif parsed.event is None and request is not None:
@@ -142,7 +142,7 @@ def apply(app: App, d: Decision, transport: Transport) -> Outcome:
     try:
         artifact = _one(app, d)
         _asked(app, d.role, artifact)
-        source, target = DECISION_MOVES[d.event]
+        source, target = DECISIONS[d.event]
         if artifact.state == target and d.event == "approval":
             if Repo(app.config).tracked("HEAD", [artifact.path]):
                 return Outcome(d, True, f"{artifact.path} is in {target}/ already")

@@ -23,6 +23,7 @@ from workflow.app import App
 from workflow.artifacts import edits, transitions
 from workflow.artifacts.gitlock import project_lock
 from workflow.artifacts.gitrepo import Repo
+from workflow.core import events
 from workflow.core.config import Config
 from workflow.core.errors import DeliveryError, GitError, RuleError, TransportError
 from workflow.core.locate import Artifact, find, locate
@@ -31,13 +32,6 @@ from workflow.delivery.notify import Composed, NotifyRequest
 from workflow.delivery.transport import Transport
 from workflow.mail.inbox import select
 from workflow.policy.roster import Roster
-
-REASON_VARIABLE = {
-    "rejection": "REASON",
-    "blocker-report": "BLOCKING_DETAILS",
-    "question": "QUESTION",
-    "clarification-request": "QUESTION",
-}
 
 
 class MoveRequest(NamedTuple):
@@ -63,16 +57,6 @@ class MoveResult(NamedTuple):
     error: str = ""  # why the notification is queued or was refused
 
 
-def default_event(src: str, dst: str) -> str:
-    if src == dst == "proposed":
-        return "rejection"
-    if (src, dst) == ("proposed", "todo"):
-        return "approval"
-    if dst == "blocked":
-        return "blocker-report"
-    return "status-update"
-
-
 def commit_message(req: MoveRequest, before: Artifact, after: Artifact, event: str | None) -> str:
     subject = transitions.commit_subject(req.role, before.state, after.state, before.stem)
     body = [subject, ""]
@@ -88,11 +72,11 @@ def commit_message(req: MoveRequest, before: Artifact, after: Artifact, event: s
 def _notification(app: App, req: MoveRequest, before: Artifact, after: Artifact) -> tuple[str, Composed] | None:
     if not req.notify:
         return None
-    event = req.event or default_event(before.state, after.state)
+    event = req.event or events.on_move(before.state, after.state)
     variables = dict(req.variables)
     if req.reason.strip():
-        variables.setdefault(REASON_VARIABLE.get(event, "CONTEXT"), req.reason.strip())
-    if event == "approval":
+        variables.setdefault(events.get(event).reason, req.reason.strip())
+    if "next-state" in events.get(event).rules:
         variables.setdefault("NEXT_STATE", after.state)
     parent = req.in_reply_to or answered_request(app, req.role, after, event)
     return event, app.compose(NotifyRequest(event, (after.path,), req.notify, req.role, parent, variables))
@@ -101,7 +85,7 @@ def _notification(app: App, req: MoveRequest, before: Artifact, after: Artifact)
 def answered_request(app: App, role: str, artifact: Artifact, event: str) -> str | None:
     """The review-request a decision answers: the latest one about ``artifact`` in the mover's
     mailboxes (so an approval or rejection threads under it), for approvals and rejections."""
-    if event not in ("approval", "rejection") or app.parent is not None:
+    if event not in events.DECISIONS or app.parent is not None:
         return None  # inside a run the index is out of sight: the agent names its parent itself
     boxes = app.roster.mailboxes_of(role)
     with app.index() as index:

@@ -24,6 +24,7 @@ COMMANDS = {
     "route": "workflow.cli.roster:route",
     "guardrails": "workflow.cli.roster:guardrails",
     "backends": "workflow.cli.roster:backends",
+    "events": "workflow.cli.events:events",
     "smtpd": "workflow.cli.server:smtpd",
     "imap": "workflow.cli.server:imap",
     "client": "workflow.cli.clients:client",

@@ -12,6 +12,7 @@ import os
 import sys
 import time
 
+from workflow.core import events
 from workflow.core.words import count
 
 TYPE_CHECKING = False
@@ -26,18 +27,6 @@ STATE_STYLE = {"proposed": "yellow", "todo": "cyan", "doing": "blue", "blocked":
 
 def wanted() -> bool:
     return sys.stdout.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
-
-
-EVENT_STYLE = {
-    "blocker-report": "bold red",
-    "rejection": "red",
-    "review-request": "yellow",
-    "clarification-request": "magenta",
-    "question": "magenta",
-    "approval": "green",
-    "answer": "cyan",
-    "status-update": "dim",
-}
 
 
 ANSI = {
@@ -70,7 +59,7 @@ def inbox(plain: str) -> str:
         elif line.startswith("  ") and len(line) > 22 and line[2] in " N":
             head, rest = line[:22], line[22:]  # "  N YYYY-MM-DD HH:MM  " then the event
             event = rest.split(" ", 1)[0]
-            style = EVENT_STYLE.get(event)
+            style = events.get(event).style
             if style:
                 line = head + ansi(event, style) + rest[len(event) :]
         out.append(line)

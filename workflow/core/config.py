@@ -26,7 +26,6 @@ from workflow.core.sections import (
     DEFAULT_EVENTS,
     DEFAULT_STATES,
     DOMAIN_RE,
-    GUARDRAILS,
     RUNS,
     SMTP,
     AgentdConfig,
@@ -69,7 +68,6 @@ __all__ = [
     "DEFAULT_STATES",
     "DEFAULT_TRANSITIONS",
     "DOMAIN_RE",
-    "GUARDRAILS",
     "NAME_RE",
     "TRANSITION_RE",
     "AgentdConfig",
@@ -91,7 +89,7 @@ __all__ = [
 ]
 
 
-DEFAULT_GUARDRAILS: Mapping[str, bool] = MappingProxyType({s.name: s.default for s in GUARDRAILS})
+DEFAULT_GUARDRAILS: Mapping[str, bool] = MappingProxyType({})  # each rule's own default
 
 
 class WorkflowSection(NamedTuple):

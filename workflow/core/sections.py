@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
+from workflow.core import events
 from workflow.core.addresses import member_mailbox, parse_panel
 from workflow.core.backendkinds import BACKENDS, CLIS
 from workflow.core.errors import ConfigError
@@ -37,16 +38,7 @@ from workflow.core.schema import (
 DAY = 86400.0
 EMPTY: Mapping[str, float] = MappingProxyType({})
 DEFAULT_STATES = ("proposed", "todo", "doing", "blocked", "done")
-DEFAULT_EVENTS = (
-    "review-request",
-    "approval",
-    "rejection",
-    "clarification-request",
-    "blocker-report",
-    "status-update",
-    "question",
-    "answer",
-)
+DEFAULT_EVENTS = events.NAMES
 DOMAIN_RE = re.compile(r"^(?=.{1,253}$)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$")
 # BACKENDS and CLIS: the names declared in core.backendkinds (one Kind per backend)
 
@@ -125,58 +117,17 @@ RUNS = Section(
 )
 
 
-class Switch(NamedTuple):
-    """One guardrail's switch under ``[guardrails]``: its name, its default and what it refuses.
-    The check itself is the rule object of the same name in ``policy.guardrails``."""
-
-    name: str
-    default: bool
-    refuses: str
-
-
-GUARDRAILS = (
-    Switch(
-        "reviewer-decisions",
-        True,
-        "an approval or rejection not from a *-reviewer role, a review panel (or member) or a human role",
-    ),
-    Switch(
-        "reply-visible",
-        True,
-        "an In-Reply-To naming a stored message the sender never received or sent (unknown parents pass)",
-    ),
-    Switch("artifacts-exist", False, "X-Artifacts that match no file in the project"),
-    Switch(
-        "state-matches",
-        True,
-        "an X-Workflow-State other than the folder the (first) artifact is in now, and a review-request "
-        "naming an old path of a moved artifact",
-    ),
-    Switch(
-        "sealed-review",
-        True,
-        "a message with X-Review-Verdict to a review panel's internal address while that panel's review of "
-        "the artifact is sealed",
-    ),
-)
-
-
 def read_guardrails(file: str, table: object) -> Mapping[str, bool]:
-    """``[guardrails]``: each rule on or off by its name (``reviewer_decisions`` is read as
-    ``reviewer-decisions``: TOML users reach for underscores; the rule has one name)."""
+    """``[guardrails]``: rules switched on or off by name (``reviewer_decisions`` is read as
+    ``reviewer-decisions``: TOML users reach for underscores; the rule has one name). The names,
+    defaults and what each refuses are the rules' own, checked with them (``guardrails.switches``)."""
     if not isinstance(table, dict):
         raise ConfigError(f"{where(file, 'guardrails')}: expected a table, got {table!r}")
-    names = [s.name for s in GUARDRAILS]
-    out = {s.name: s.default for s in GUARDRAILS}
+    out = {}
     for key, value in table.items():
-        name = key.replace("_", "-")
-        if name not in out:
-            raise ConfigError(
-                f"{where(file, 'guardrails', key)}: unknown key{suggest(name, names)}; expected one of {', '.join(names)}"
-            )
         if not isinstance(value, bool):
             raise ConfigError(f"{where(file, 'guardrails', key)}: expected true or false, got {value!r}")
-        out[name] = value
+        out[key.replace("_", "-")] = value
     return MappingProxyType(out)
 
 

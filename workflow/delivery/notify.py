@@ -16,6 +16,7 @@ from email.utils import format_datetime
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
+from workflow.core import events
 from workflow.core.config import Config
 from workflow.core.errors import MessageError
 from workflow.core.locate import has_glob
@@ -103,14 +104,14 @@ def parent_in(index: Index) -> Parent:
     return parent
 
 
-def unblockers(roster: Roster, artifact: str, sender: str) -> list[str]:
-    """The roles a blocker-report about ``artifact`` (in blocked/) is copied to: every mail-taking
-    role triggered by blocker-reports whose artifact globs match, so the one that answers (the
+def unblockers(roster: Roster, event: str, artifact: str, sender: str) -> list[str]:
+    """The roles a report about ``artifact`` (in blocked/: the "unblockers" rule) is copied to: every
+    mail-taking role triggered by the event whose artifact globs match, so the one that answers (the
     platform-lead of docs/roles-and-panels.md's Example 3) has the report it replies to."""
     out = []
     for name in roster.roles:
         role = roster.roles[name]
-        if name != sender and role.takes_mail and "blocker-report" in role.triggers:
+        if name != sender and role.takes_mail and event in role.triggers:
             if any(fnmatch.fnmatchcase(artifact, g) for g in role.artifacts):
                 out.append(name)
     return out
@@ -130,19 +131,20 @@ def compose(req: NotifyRequest, config: Config, roster: Roster, parent: Parent) 
         raise MessageError("no recipient given")
     cc: list[str] = []
     next_roles: list[str] = []
-    if req.event == "approval" and "NEXT_ROLES" in req.variables:
+    rules = events.get(req.event).rules
+    if "next-roles" in rules and "NEXT_ROLES" in req.variables:
         for name in split_list(req.variables["NEXT_ROLES"]):
             r = roster.route(name)
             next_roles.append(roster.local_part(name)[0])
             if r.address not in {t.address for t in to} and r.address not in cc:
                 cc.append(r.address)
     state = artifact_state(artifacts[0], config)
-    if req.event == "blocker-report" and state == "blocked" and not req.in_reply_to:
-        for name in unblockers(roster, artifacts[0], sender):  # whoever can answer sees the report
+    if "unblockers" in rules and state == "blocked" and not req.in_reply_to:
+        for name in unblockers(roster, req.event, artifacts[0], sender):  # whoever can answer sees the report
             address = roster.address(name)
             if address not in {t.address for t in to} and address not in cc:
                 cc.append(address)
-    if req.event == "approval" and "NEXT_STATE" in req.variables:
+    if "next-state" in rules and "NEXT_STATE" in req.variables:
         state = req.variables["NEXT_STATE"].strip()
     if state is not None and state not in config.states:
         raise MessageError(f"NEXT_STATE {state!r} is not a state; expected one of {', '.join(config.states)}")

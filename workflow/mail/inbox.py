@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import time
 
+from workflow.core import events
 from workflow.core.locate import has_glob, literal, matches
 from workflow.mail.maildir import read_at
 from workflow.mail.threads import Threads
@@ -24,20 +25,9 @@ if TYPE_CHECKING:
 else:
     from workflow.core.records import NamedTuple
 
-PRIORITY = {
-    "blocker-report": 0,
-    "review-request": 1,
-    "clarification-request": 1,
-    "question": 1,
-    "approval": 2,
-    "rejection": 2,
-    "answer": 2,
-    "status-update": 3,
-}
-
 
 def priority(event: str | None) -> int:
-    return PRIORITY.get(event or "", 4)
+    return events.get(event).priority
 
 
 def artifact_matches(pattern: str, artifacts: Sequence[str], states: Sequence[str] = ()) -> bool:

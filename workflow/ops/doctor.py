@@ -22,7 +22,9 @@ from workflow.artifacts.board import mail_by_key, refs_without_artifact
 from workflow.artifacts.gitrepo import Repo, artifacts_in
 from workflow.core import modes
 from workflow.core.backendkinds import PROCESS
-from workflow.core.errors import MailIndexError, WorkflowError
+from workflow.core.config import Config
+from workflow.core.errors import MailIndexError, TemplateError, WorkflowError
+from workflow.core.events import DECISIONS
 from workflow.core.locate import by_key, duplicates, scan, two_folders
 from workflow.delivery import outbox
 from workflow.delivery.credentials import load_people
@@ -30,7 +32,7 @@ from workflow.delivery.transport import make_transport
 from workflow.mail.inbox import unique
 from workflow.mail.index import reset
 from workflow.mail.rows import Row
-from workflow.policy.guardrails import DECISION_MOVES
+from workflow.mail.templates import template_path
 from workflow.policy.roles import disagreements
 
 CHECKS = (
@@ -47,6 +49,7 @@ CHECKS = (
     "agent-cli",
     "auth",
     "role-text",
+    "templates",
     "modes",
     "trust",
 )
@@ -146,7 +149,8 @@ def diagnose(app: App, now: float | None = None) -> list[Problem]:
 def claimed(r: Row) -> str | None:
     """The state a message claims: its X-Workflow-State, or for a decision without one (a person's,
     typed in a mail client) the state the decision puts the artifact in."""
-    return r.state or (DECISION_MOVES[r.event][1] if r.event in DECISION_MOVES else None)
+    move = DECISIONS.get(r.event or "")
+    return r.state or (move[1] if move else None)
 
 
 def _the_rest(app: App, repo: Repo | None) -> list[Problem]:
@@ -181,6 +185,7 @@ def _the_rest(app: App, repo: Repo | None) -> list[Problem]:
             out.append(Problem("auth", f"[smtp] auth_users_file: {e}"))
     for name in sorted(app.roster.roles):
         out.extend(Problem("role-text", line) for line in disagreements(app.roster.roles[name]))
+    out.extend(Problem("templates", line) for line in missing_templates(config))
     changed = trust.changes(config)
     if changed is None:
         out.append(Problem("trust", "the control files were never approved here: read them, then run `workflow trust`"))
@@ -210,6 +215,20 @@ def _the_rest(app: App, repo: Repo | None) -> list[Problem]:
                 "make them the owner's only",
             )
         )
+    return out
+
+
+def missing_templates(config: Config) -> list[str]:
+    """Each configured event type (``[workflow] event_types``) no template renders."""
+    out = []
+    for event in config.event_types:
+        try:
+            template_path(event, config.templates_dir)
+        except TemplateError:
+            out.append(
+                f"event type {event} ([workflow] event_types) has no template: write {config.templates_dir}/{event}.txt "
+                "(see email-templates/README.md), or drop the event type"
+            )
     return out
 
 

@@ -1,8 +1,8 @@
 """Guardrails: workflow rules checked at delivery — rule objects in one table, each switchable.
 
-Each rule has the name its refusals start with, the ``[guardrails]`` switch of the same name
-(default and what it refuses: ``sections.GUARDRAILS``) and a ``check`` returning the refusal as
-an error object, or None. Every refusal says what would be accepted, so a model that sent the
+Each rule has the name its refusals start with (its ``[guardrails]`` switch), its default,
+what it refuses (one line, for ``workflow guardrails``) and a ``check`` returning the refusal as
+an error object, or None. A new rule is a class here and its entry in ``RULES``. Every refusal says what would be accepted, so a model that sent the
 message can correct itself. ``workflow guardrails`` prints the table.
 """
 
@@ -16,9 +16,11 @@ from typing import NamedTuple, Protocol
 
 from workflow.core import safeopen
 from workflow.core.addresses import parse_internal
-from workflow.core.config import GUARDRAILS, Config
-from workflow.core.errors import GuardrailError
+from workflow.core.config import Config
+from workflow.core.errors import ConfigError, GuardrailError
+from workflow.core.events import DECISIONS
 from workflow.core.locate import by_key, has_glob, locate
+from workflow.core.schema import suggest, where
 from workflow.mail.index import Index
 from workflow.mail.message import Parsed
 from workflow.mail.seals import sealed_artifacts
@@ -26,9 +28,6 @@ from workflow.policy.roster import Roster
 from workflow.policy.visibility import RULES as VISIBILITY_RULES
 from workflow.policy.visibility import FixedRule
 
-# A decision's move (from, to): an approval takes a proposed artifact on, a rejection leaves it for revision.
-DECISION_MOVES = {"approval": ("proposed", "todo"), "rejection": ("proposed", "proposed")}
-DECISIONS = tuple(DECISION_MOVES)
 # Checked by the SMTP server, where an envelope exists: the message speaks for whoever submitted it.
 SENDER_MATCHES_ENVELOPE = FixedRule(
     "sender-matches-envelope", "a message whose From: is another identity than MAIL FROM"
@@ -51,6 +50,8 @@ class Rule(Protocol):
     """One guardrail: ``check`` returns the refusal (naming the rule) or None."""
 
     name: str
+    default: bool  # on unless [guardrails] says otherwise
+    refuses: str  # what, in one line
 
     def check(self, m: Mail) -> GuardrailError | None: ...
 
@@ -59,6 +60,8 @@ class ReviewerDecisions:
     """Approvals and rejections come only from reviewers, review panels (or members) and humans."""
 
     name = "reviewer-decisions"
+    default = True
+    refuses = "an approval or rejection not from a *-reviewer role, a review panel (or member) or a human role"
 
     def check(self, m: Mail) -> GuardrailError | None:
         if m.parsed.event not in DECISIONS:
@@ -81,6 +84,8 @@ class ReplyVisible:
     seen is allowed (threads tolerate missing parents)."""
 
     name = "reply-visible"
+    default = True
+    refuses = "an In-Reply-To naming a stored message the sender never received or sent (unknown parents pass)"
 
     def check(self, m: Mail) -> GuardrailError | None:
         parents = m.parsed.in_reply_to_ids  # every one: a harmless id first hides nothing
@@ -103,6 +108,8 @@ class ArtifactsExist:
     sent before the artifact is committed)."""
 
     name = "artifacts-exist"
+    default = False
+    refuses = "X-Artifacts that match no file in the project"
 
     def check(self, m: Mail) -> GuardrailError | None:
         artifacts = m.parsed.artifacts
@@ -121,6 +128,11 @@ class StateMatches:
     artifact not found, or in two folders, is not judged (``workflow doctor`` reports it)."""
 
     name = "state-matches"
+    default = True
+    refuses = (
+        "an X-Workflow-State other than the folder the (first) artifact is in now, and a review-request "
+        "naming an old path of a moved artifact"
+    )
 
     def check(self, m: Mail) -> GuardrailError | None:
         claim = m.parsed.state
@@ -139,7 +151,7 @@ class StateMatches:
                 if claim and claim != now.state:
                     role = m.roster.roles.get(m.sender)
                     if role is not None and role.mode == "human":  # a person at a mail client: no shell
-                        if DECISION_MOVES.get(m.parsed.event or "") == (now.state, claim):
+                        if DECISIONS.get(m.parsed.event or "") == (now.state, claim):
                             continue  # a person's decision, applied as their move once delivered
                         return GuardrailError(
                             self.name,
@@ -164,6 +176,11 @@ class SealedReview:
     naming no artifact is refused while any review of that panel is sealed."""
 
     name = "sealed-review"
+    default = True
+    refuses = (
+        "a message with X-Review-Verdict to a review panel's internal address while that panel's review of "
+        "the artifact is sealed"
+    )
 
     def check(self, m: Mail) -> GuardrailError | None:
         if m.parsed.get("X-Review-Verdict") is None:
@@ -219,12 +236,23 @@ class Listed(NamedTuple):
         return self._asdict()
 
 
+def switches(config: Config, rules: Sequence[Rule] = RULES) -> dict[str, bool]:
+    """Each rule on or off: as ``[guardrails]`` sets it, else its default. A name no rule has is
+    refused (``App`` asks, so every command refuses a typo at start)."""
+    names = [r.name for r in rules]
+    for name in config.guardrails:
+        if name not in names:
+            raise ConfigError(
+                f"{where(str(config.path or 'workflow.toml'), 'guardrails', name)}: unknown key"
+                f"{suggest(name, names)}; expected one of {', '.join(names)}"
+            )
+    return {r.name: config.guardrails.get(r.name, r.default) for r in rules}
+
+
 def listing(config: Config) -> list[Listed]:
     """Every guardrail in check order, with its switch as configured."""
-    switches = {s.name: s for s in GUARDRAILS}
-    return [
-        Listed(r.name, config.guardrails[r.name], switches[r.name].default, switches[r.name].refuses) for r in RULES
-    ]
+    on = switches(config)
+    return [Listed(r.name, on[r.name], r.default, r.refuses) for r in RULES]
 
 
 def check(
@@ -233,7 +261,7 @@ def check(
     """Raise the refusal of the first enabled rule the message breaks."""
     mail = Mail(config, roster, parsed, sender, index)
     for rule in rules:
-        if config.guardrails[rule.name]:
+        if config.guardrails.get(rule.name, rule.default):
             refusal = rule.check(mail)
             if refusal is not None:
                 raise refusal
