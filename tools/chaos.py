@@ -34,6 +34,7 @@ from workflow.agentd.tasks import Tasks, TaskStatus
 from workflow.agents import locks
 from workflow.app import App
 from workflow.artifacts.gitrepo import run_git
+from workflow.bridges.sections import SECTIONS
 from workflow.core.config import load_config
 from workflow.delivery.credentials import client_credential
 from workflow.delivery.transport import LocalSMTP, login
@@ -348,7 +349,7 @@ def play(
 
     port = free_port()
     project, chaos = setup(base, s, port, contain)
-    app = App(load_config(project / "workflow.toml", env={}))
+    app = App(load_config(project / "workflow.toml", env={}, plugins=SECTIONS))
     env = {k: v for k, v in os.environ.items() if not k.startswith("WORKFLOW_")}
     env["CHAOS_DIR"] = str(chaos)
     package_root = str(Path(__file__).resolve().parents[2])

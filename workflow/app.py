@@ -13,7 +13,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from workflow.core.config import Config, load_config
+from workflow.core.config import Config, Plugin, load_config
 from workflow.mail.index import Index
 from workflow.mail.maildir import Maildirs
 from workflow.policy.guardrails import switches
@@ -39,8 +39,11 @@ class App:
         mail_root: Path | None = None,
         cwd: Path | None = None,
         parent: Parent | None = None,
+        plugins: tuple[Plugin, ...] = (),
     ) -> App:
-        return cls(load_config(config_path, mail_root=mail_root, cwd=cwd), parent)
+        """The App of the nearest (or the given) workflow.toml; ``plugins`` are the sections the
+        entry point registers (``bridges.sections.SECTIONS``): this layer names no plugin."""
+        return cls(load_config(config_path, mail_root=mail_root, cwd=cwd, plugins=plugins), parent)
 
     @cached_property
     def roster(self) -> Roster:

@@ -13,6 +13,7 @@ from helpers.project import Project, free_port, make_project
 from workflow.app import App
 from workflow.bridges.gmail.bridge import settings, submit_outbound
 from workflow.bridges.gmail.classify import by_keywords
+from workflow.bridges.sections import SECTIONS
 from workflow.core.config import load_config
 from workflow.delivery.smtpd import BackgroundServer
 from workflow.mail.message import parse
@@ -86,7 +87,9 @@ def test_todo_forwarder_on_label_and_post_label_archive_and_reforward_when_moved
 ) -> None:
     p = bridge_project(tmp_path, dovecot)
     with BackgroundServer(
-        p.app.config, App(load_config(p.dir / "workflow.toml", env={})).deliverer, port=p.app.config.smtp.port
+        p.app.config,
+        App(load_config(p.dir / "workflow.toml", env={}, plugins=SECTIONS)).deliverer,
+        port=p.app.config.smtp.port,
     ):
         dovecot.append(mail_msg(1, "Plan", "Original plan."))
         dovecot.append(
@@ -143,7 +146,9 @@ def test_the_todo_forwarders_test_cases_end_to_end(tmp_path: Path, dovecot: Dove
     assert r.stdout.count("send failed") == 1 and dovecot.uids("INBOX") == [1]  # no immediate retry
     assert "todo_forwarder uid 1: skipped (tried this cycle; retried next cycle)" in r.stdout
     with BackgroundServer(
-        p.app.config, App(load_config(p.dir / "workflow.toml", env={})).deliverer, port=p.app.config.smtp.port
+        p.app.config,
+        App(load_config(p.dir / "workflow.toml", env={}, plugins=SECTIONS)).deliverer,
+        port=p.app.config.smtp.port,
     ):
         r = run_bridge(p)
         assert "ok (forwarded to tasks@todo.example)" in r.stdout
@@ -262,7 +267,7 @@ def test_outbound_spool_is_submitted_with_threading_headers_intact(
     )
     assert r.returncode == 0, r.stderr
     mid = r.stdout.strip()
-    app = App(load_config(p.dir / "workflow.toml", env={}))
+    app = App(load_config(p.dir / "workflow.toml", env={}, plugins=SECTIONS))
     lines: list[str] = []
     assert submit_outbound(app, settings(app), lines.append) == 1
     assert submit_outbound(app, settings(app), lines.append) == 0  # submitted once
@@ -286,7 +291,7 @@ def test_a_forward_is_submitted_but_opens_no_conversation(
         b"Date: Thu, 26 Nov 2026 08:00:00 +0000\r\n\r\nTodo: Renew passport\r\n"
     )
     p.app.deliverer.deliver(forward, ["tasks@todo.example"])
-    app = App(load_config(p.dir / "workflow.toml", env={}))
+    app = App(load_config(p.dir / "workflow.toml", env={}, plugins=SECTIONS))
     assert submit_outbound(app, settings(app), [].append) == 1
     assert len(got) == 1 and got[0][1] == ["tasks@todo.example"]
     conv = p.mail / ".workflow" / "conversations"
@@ -298,7 +303,9 @@ def test_the_task_services_acknowledgement_is_not_forwarded_back(tmp_path: Path,
     """000_…'s loop: the forward's "Re: Todo: …" acknowledgement looks like a todo by its words."""
     p = bridge_project(tmp_path, dovecot)
     with BackgroundServer(
-        p.app.config, App(load_config(p.dir / "workflow.toml", env={})).deliverer, port=p.app.config.smtp.port
+        p.app.config,
+        App(load_config(p.dir / "workflow.toml", env={}, plugins=SECTIONS)).deliverer,
+        port=p.app.config.smtp.port,
     ):
         dovecot.append(mail_msg(1, "Renew passport", "Action required: renew the passport by Friday"))
         r = run_bridge(p)
@@ -346,7 +353,9 @@ def test_the_forwarder_is_on_once_configured_and_its_debug_output_counts(tmp_pat
     assert "todo_forwarder uid 1: error (send failed" in r.stdout
     assert "todo_forwarder: scanned 1, forwarded 0, skipped 1, errors 0" in r.stderr
     with BackgroundServer(
-        p.app.config, App(load_config(p.dir / "workflow.toml", env={})).deliverer, port=p.app.config.smtp.port
+        p.app.config,
+        App(load_config(p.dir / "workflow.toml", env={}, plugins=SECTIONS)).deliverer,
+        port=p.app.config.smtp.port,
     ):
         r = run_bridge(p)  # the next cycle's scan forwards it
     assert r.returncode == 0, r.stderr
@@ -387,7 +396,9 @@ def test_the_forward_holds_the_whole_thread_and_links_the_archived_original(tmp_
     )
     dovecot.append(mail_msg(4, "Re: Passport", "Later: the form is attached.", "<m1@example.org> <m3@example.org>"))
     with BackgroundServer(
-        p.app.config, App(load_config(p.dir / "workflow.toml", env={})).deliverer, port=p.app.config.smtp.port
+        p.app.config,
+        App(load_config(p.dir / "workflow.toml", env={}, plugins=SECTIONS)).deliverer,
+        port=p.app.config.smtp.port,
     ):
         r = run_bridge(p)
     assert r.returncode == 0, r.stderr
@@ -436,7 +447,9 @@ def test_on_gmail_labels_are_x_gm_labels_the_thread_is_its_x_gm_thrid_and_the_li
         news = gmail.add(mail_msg(4, "Weekly digest", "Our newsletter. Unsubscribe here."), 99, ["\\Inbox"])
         p = bridge_project(tmp_path, gmail, 'email = "tasks@todo.example"\n')
         with BackgroundServer(
-            p.app.config, App(load_config(p.dir / "workflow.toml", env={})).deliverer, port=p.app.config.smtp.port
+            p.app.config,
+            App(load_config(p.dir / "workflow.toml", env={}, plugins=SECTIONS)).deliverer,
+            port=p.app.config.smtp.port,
         ):
             r = run_bridge(p)
         assert r.returncode == 0, r.stderr

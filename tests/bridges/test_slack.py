@@ -32,6 +32,7 @@ from helpers.git import GIT_ENV, git_project
 from helpers.project import Project, free_port
 from helpers.sandboxing import needs_bwrap
 from workflow.bridges.slack.intents import by_keywords, failed, waiting
+from workflow.bridges.slack.settings import SlackConfig
 
 SECRET = "s3cret"
 
@@ -98,8 +99,9 @@ class Endpoint:
 
     def __init__(self, p: Project, socket: bool = False) -> None:
         self.p = p
-        assert p.app.config.bridges.slack is not None
-        self.port = p.app.config.bridges.slack.port
+        slack = p.app.config.section(SlackConfig)
+        assert slack is not None
+        self.port = slack.port
         env = {
             k: v
             for k, v in os.environ.items()

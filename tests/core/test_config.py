@@ -6,6 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from workflow.bridges.gmail.settings import GmailConfig
+from workflow.bridges.sections import SECTIONS
+from workflow.bridges.slack.settings import SlackConfig
 from workflow.core.config import DEFAULT_EVENTS, DEFAULT_STATES, load_config
 from workflow.core.errors import ConfigError
 
@@ -60,7 +63,7 @@ def test_invalid_config_names_file_key_and_expectation(tmp_path: Path, toml: str
     path = tmp_path / "workflow.toml"
     path.write_text(toml)
     with pytest.raises(ConfigError) as e:
-        load_config(path, env={})
+        load_config(path, env={}, plugins=SECTIONS)
     msg = str(e.value)
     assert str(path) in msg
     for n in needles:
@@ -118,7 +121,7 @@ TYPOS = [
         "[bridges.gmail.agents.summarizer]",
         "unknown agent",
     ),
-    ('[bridges.gmail]\nuser = "me@example.org"\n', "[bridges.gmail]", "needs imap_host and user"),
+    ('[bridges.gmail]\nuser = "me@example.org"\n', "[bridges.gmail]", "needs imap_host"),
     ("[bridges.slack]\nportt = 3000\n", "[bridges.slack] portt", "did you mean port?"),
     (
         '[bridges.slack]\nroles = { research = "Spec Writer" }\n',
@@ -136,7 +139,7 @@ def test_a_typo_in_any_section_fails_at_load_naming_file_key_and_expectation(
     path = tmp_path / "workflow.toml"
     path.write_text(toml)
     with pytest.raises(ConfigError) as e:
-        load_config(path, env={})
+        load_config(path, env={}, plugins=SECTIONS)
     assert f"{path}: {where}" in str(e.value) and expected in str(e.value), str(e.value)
 
 
@@ -149,16 +152,14 @@ def test_every_section_is_read_into_typed_settings(tmp_path: Path) -> None:
         '[bridges.slack]\nport = 0\nroles = { research = "spec-writer" }\n'
         "[guardrails]\nreviewer_decisions = false\nartifacts-exist = true\n"
     )
-    c = load_config(cwd=tmp_path, env={})
+    c = load_config(cwd=tmp_path, env={}, plugins=SECTIONS)
     assert c.agentd.max_concurrent == 5 and c.agentd.role_timeouts["implementer"] == 3600.0
     assert c.agentd.roles == ("spec-reviewer",) and c.agentd.rescan == 30.0
     assert c.backends.command.argv == ("codex", "exec") and c.backends.anthropic.max_turns == 20
-    assert c.bridges.gmail is not None and c.bridges.gmail.imap_port == 993
-    assert (
-        c.bridges.gmail.agents.todo_forwarder.enabled
-        and c.bridges.gmail.agents.todo_forwarder.email == "t@todo.example"
-    )
-    assert c.bridges.slack is not None and c.bridges.slack.roles == {"research": "spec-writer"}
+    gmail, slack = c.section(GmailConfig), c.section(SlackConfig)
+    assert gmail is not None and gmail.imap_port == 993
+    assert gmail.agents.todo_forwarder.enabled and gmail.agents.todo_forwarder.email == "t@todo.example"
+    assert slack is not None and slack.roles == {"research": "spec-writer"}
     # one name per rule: the underscore spelling is read as the same key
     assert c.guardrails == {"reviewer-decisions": False, "artifacts-exist": True}  # the rules know the rest
     assert c.state.index == c.mail_root / ".workflow" / "index.sqlite"

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workflow.app import App
+from workflow.bridges.sections import SECTIONS
 from workflow.core.config import load_config
 from workflow.core.errors import RosterError
 from workflow.delivery.credentials import hash_password
@@ -104,12 +105,15 @@ def make_project(base: Path, extra_toml: str = "") -> Project:
     for state in ("proposed", "todo", "doing", "blocked", "done"):
         (base / "specs" / state).mkdir(parents=True, exist_ok=True)
     (base / "specs" / "proposed" / "user-auth.md").write_text("# User auth\n")
-    roster = App(load_config(base / "workflow.toml", env={})).roster
+    roster = App(load_config(base / "workflow.toml", env={}, plugins=SECTIONS)).roster
     names = sorted(n for n in {*roster.roles, *roster.members, *roster.panels} if _may_send(roster, n))
     secret = hash_password(TESTER_PASSWORD, "testsalt", 1)  # one round: tests log in thousands of times
     users = base / "tester-users"
     users.write_text(f"{TESTER}:{secret}:{','.join(names)}\n")
-    return with_smtp(Project(base, App(load_config(base / "workflow.toml", env={}))), f'auth_users_file = "{users}"\n')
+    return with_smtp(
+        Project(base, App(load_config(base / "workflow.toml", env={}, plugins=SECTIONS))),
+        f'auth_users_file = "{users}"\n',
+    )
 
 
 def _may_send(roster: Roster, name: str) -> bool:
@@ -128,7 +132,7 @@ def with_smtp(p: Project, settings: str) -> Project:
         toml = "\n".join(line for line in toml.split("\n") if not line.startswith("auth_users_file ="))
     toml = toml.replace("[smtp]\n", "[smtp]\n" + settings)
     (p.dir / "workflow.toml").write_text(toml)
-    return Project(p.dir, App(load_config(p.dir / "workflow.toml", env={})))
+    return Project(p.dir, App(load_config(p.dir / "workflow.toml", env={}, plugins=SECTIONS)))
 
 
 def users_project(base: Path, users: str) -> Project:

@@ -19,6 +19,7 @@ from typing import Any, NamedTuple, TypeVar
 import click
 
 from workflow.app import App
+from workflow.bridges.sections import SECTIONS
 from workflow.cli.fast import JSON, VIA, Param, Spec
 from workflow.core import ownership
 from workflow.core.config import BACKENDS
@@ -51,7 +52,7 @@ def completer(kind: str) -> Any:
 
     def complete(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
         try:
-            a = App.load()
+            a = App.load(plugins=SECTIONS)
             if kind == "roles":
                 names = a.roster.identities()
             elif kind == "states":
@@ -127,7 +128,7 @@ def app(ctx: click.Context) -> App:
 
             run = inside_run(None)
         root.meta["loaded_at"] = time.time_ns()
-        loaded = App.load(opts.config, opts.mail_root, parent=run.parent if run else None)
+        loaded = App.load(opts.config, opts.mail_root, parent=run.parent if run else None, plugins=SECTIONS)
         if run is None:  # inside a run the mail root is out of the agent's sight: run-role checked it
             ownership.check(loaded.config)
             root.meta["checked"] = opts.mail_root is None  # a snapshot knows no --mail-root

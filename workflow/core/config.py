@@ -10,56 +10,48 @@ Precedence for the mail root: ``--mail-root`` > ``WORKFLOW_MAIL_ROOT`` > ``[work
 from __future__ import annotations
 
 import os
-import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from workflow.core import configfile
+from workflow.core.backendconfig import (
+    BACKENDS_TABLE,
+    AnthropicConfig,
+    BackendsConfig,
+    CliConfig,
+    CommandConfig,
+    ScriptedConfig,
+)
 from workflow.core.backendkinds import BACKENDS, CLIS
 from workflow.core.errors import ConfigError
-from workflow.core.schema import NAME_RE, BadValueError, Custom, Names, Section, Str, read, suggest, where
+from workflow.core.schema import NAME_RE, Plugin, Tables, read, suggest, where
 from workflow.core.sections import (
     AGENTD,
+    ARTIFACTS,
     DEFAULT_EVENTS,
     DEFAULT_STATES,
+    DEFAULT_TRANSITIONS,
     DOMAIN_RE,
     RUNS,
     SMTP,
+    TRANSITION_RE,
+    WORKFLOW,
     AgentdConfig,
-    AnthropicConfig,
-    BackendsConfig,
-    BridgesConfig,
-    CliConfig,
-    CommandConfig,
-    ForwarderConfig,
-    GmailConfig,
     PanelConfig,
     PanelMember,
     RunsConfig,
-    ScriptedConfig,
-    SlackConfig,
     SmtpConfig,
-    read_backends,
-    read_bridges,
     read_guardrails,
     read_panel,
 )
 from workflow.core.statedir import StateDir
 
+R = TypeVar("R", bound=NamedTuple)
 CONFIG_NAME = "workflow.toml"
 KNOWN_SECTIONS = ("workflow", "smtp", "runs", "panels", "agentd", "backends", "bridges", "guardrails", "artifacts")
-DEFAULT_TRANSITIONS = (
-    "proposed -> todo",
-    "todo -> doing",
-    "doing -> blocked",
-    "blocked -> doing",
-    "doing -> done",
-    "* -> proposed",
-)
-TRANSITION_RE = re.compile(r"^\s*(\*|[a-z0-9][a-z0-9_-]*)\s*->\s*([a-z0-9][a-z0-9_-]*)\s*$")
 __all__ = [
     "BACKENDS",
     "CLIS",
@@ -69,78 +61,24 @@ __all__ = [
     "DEFAULT_TRANSITIONS",
     "DOMAIN_RE",
     "NAME_RE",
+    "Plugin",
     "TRANSITION_RE",
     "AgentdConfig",
     "AnthropicConfig",
     "BackendsConfig",
-    "BridgesConfig",
     "CliConfig",
     "CommandConfig",
     "Config",
-    "ForwarderConfig",
-    "GmailConfig",
     "PanelConfig",
     "PanelMember",
     "RunsConfig",
     "ScriptedConfig",
-    "SlackConfig",
     "SmtpConfig",
     "load_config",
 ]
 
 
 DEFAULT_GUARDRAILS: Mapping[str, bool] = MappingProxyType({})  # each rule's own default
-
-
-class WorkflowSection(NamedTuple):
-    domain: str = "workflow.local"
-    mail_root: str = ""
-    roles_dir: str = "roles"
-    templates_dir: str = "email-templates"
-    states: tuple[str, ...] = DEFAULT_STATES
-    event_types: tuple[str, ...] = DEFAULT_EVENTS
-    artifact_roots: tuple[str, ...] = ("specs",)
-    default_sender: str = "user"
-    backend: str = ""  # every role's backend unless its file names one; "" = none chosen yet
-
-
-WORKFLOW = Section(
-    WorkflowSection,
-    {
-        "domain": Str(DOMAIN_RE),
-        "mail_root": Str(),
-        "roles_dir": Str(),
-        "templates_dir": Str(),
-        "states": Names(),
-        "event_types": Names(),
-        "artifact_roots": Names(),
-        "default_sender": Str(NAME_RE),
-        "backend": Str(choices=("", *BACKENDS)),
-    },
-)
-
-
-class ArtifactsSection(NamedTuple):
-    transitions: tuple[str, ...] = DEFAULT_TRANSITIONS
-    commit_event: str = "status-update"
-    commit_notify: tuple[str, ...] = ()  # empty: the roles whose artifact globs match
-
-
-def _transition_list(value: object) -> object:
-    expected = 'a list of "FROM -> TO" strings over the states (FROM may be *)'
-    if not isinstance(value, list) or not all(isinstance(v, str) and TRANSITION_RE.match(v) for v in value):
-        raise BadValueError(expected)
-    return tuple(value)
-
-
-ARTIFACTS = Section(
-    ArtifactsSection,
-    {
-        "transitions": Custom(_transition_list),
-        "commit_event": Str(),
-        "commit_notify": Names(),
-    },
-)
 
 
 class Config(NamedTuple):
@@ -164,7 +102,8 @@ class Config(NamedTuple):
     commit_notify: tuple[str, ...] = ()  # empty: the roles whose artifact globs match
     agentd: AgentdConfig = AgentdConfig()
     backends: BackendsConfig = BackendsConfig()
-    bridges: BridgesConfig = BridgesConfig()
+    bridges: Mapping[str, NamedTuple] = MappingProxyType({})  # [bridges.NAME] as its plugin's record
+    plugins: tuple[Plugin, ...] = ()  # the plugin sections this was read with (a reload reads with them too)
 
     @property
     def state(self) -> StateDir:
@@ -179,6 +118,14 @@ class Config(NamedTuple):
     def file(self) -> str:
         """How errors name this config: its path, or "(defaults)"."""
         return str(self.path) if self.path else "(defaults)"
+
+    def section(self, record: type[R]) -> R | None:
+        """The plugin section read as ``record`` (``config.section(SlackConfig)``), or None when
+        the file has none."""
+        for value in self.bridges.values():
+            if type(value) is record:
+                return value
+        return None
 
     def panel(self, name: str) -> PanelConfig | None:
         for p in self.panels:
@@ -212,6 +159,12 @@ def _transitions(file: str, items: tuple[str, ...], states: tuple[str, ...]) -> 
     return frozenset(edges)
 
 
+def _plugins(plugins: tuple[Plugin, ...], kind: str, what: str) -> Tables[Mapping[str, NamedTuple]]:
+    """``[KIND]``: each ``[KIND.NAME]`` against the section its plugin registered."""
+    sections = {p.name: p.section for p in plugins if p.kind == kind}
+    return Tables(what, sections, lambda records: MappingProxyType(records))
+
+
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
         return tomllib.loads(path.read_text(encoding="utf-8"))
@@ -234,8 +187,10 @@ def load_config(
     cwd: Path | None = None,
     mail_root: Path | None = None,
     env: Mapping[str, str] | None = None,
+    plugins: tuple[Plugin, ...] = (),
 ) -> Config:
-    """Load ``path`` (or the nearest workflow.toml above ``cwd``; defaults when there is none)."""
+    """Load ``path`` (or the nearest workflow.toml above ``cwd``; defaults when there is none);
+    ``plugins`` are the sections the composition root registers (``bridges.sections.SECTIONS``)."""
     env = os.environ if env is None else env
     cwd = (cwd or Path.cwd()).resolve()
     found = configfile.lookup(str(path) if path is not None else None, env, str(cwd))  # as the fast path does
@@ -288,6 +243,7 @@ def load_config(
         commit_event=art.commit_event,
         commit_notify=art.commit_notify,
         agentd=read(file, "agentd", data.get("agentd", {}), AGENTD),
-        backends=read_backends(file, data.get("backends", {})),
-        bridges=read_bridges(file, data.get("bridges", {})),
+        backends=BACKENDS_TABLE.read_in(file, "backends", data.get("backends", {})),
+        bridges=_plugins(plugins, "bridges", "bridge").read_in(file, "bridges", data.get("bridges", {})),
+        plugins=plugins,
     )

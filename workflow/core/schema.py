@@ -1,9 +1,11 @@
 """Schema: read one TOML table against its declared shape — every key checked at load.
 
-A section is a NamedTuple (field names, types and defaults) plus a ``Spec`` per field saying what
-a value must be (an integer in a range, a name, a list of names…). ``read`` refuses unknown keys
-(naming the nearest known one) and wrong values with ``FILE: [SECTION] KEY: expected …, got …``
-and fills every missing key with its default, so no later code ever validates config again.
+A section is declared once, as a NamedTuple whose every field is ``Annotated[type, Spec]`` with its
+default: the field's name is the key, the ``Spec`` says what a value must be (an integer in a
+range, a name, a list of names…). ``Section(Record)`` reads the specs off the annotations, so a key
+cannot be accepted without being a field. ``read`` refuses unknown keys (naming the nearest known
+one), missing required ones and wrong values with ``FILE: [SECTION] KEY: expected …, got …`` and
+fills every missing key with its default, so no later code ever validates config again.
 """
 
 from __future__ import annotations
@@ -11,12 +13,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Any, Generic, NamedTuple, Protocol, TypeVar, cast
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar, cast, get_type_hints
 
 from workflow.core.errors import ConfigError
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 T = TypeVar("T", bound=NamedTuple)
+V = TypeVar("V")
 
 
 class BadValueError(Exception):
@@ -178,13 +181,61 @@ class Custom:
         return self.fn(value)
 
 
+class Fixed:
+    """A field the caller sets from where the table is (a panel's name): never a key in the file."""
+
+    __slots__ = ()
+
+    def read(self, value: object) -> object:
+        raise BadValueError("no value: the section's name sets it")
+
+
 class Section(Generic[T]):
-    """A table's shape: the NamedTuple it becomes and the spec of each of its fields."""
+    """A table's shape: the NamedTuple it becomes, each field's spec read off its annotation."""
 
-    __slots__ = ("specs", "type")
+    __slots__ = ("fixed", "specs", "type")
 
-    def __init__(self, type: type[T], specs: Mapping[str, Spec]) -> None:
-        self.type, self.specs = type, specs
+    def __init__(self, type: type[T]) -> None:
+        hints = type.__annotations__
+        if any(isinstance(h, str) for h in hints.values()):  # a module with postponed annotations
+            hints = get_type_hints(type, include_extras=True)
+        specs: dict[str, Spec] = {}
+        for field in type._fields:
+            spec = next((m for m in getattr(hints[field], "__metadata__", ()) if hasattr(m, "read")), None)
+            if spec is None:
+                raise TypeError(f"{type.__name__}.{field}: declare it as Annotated[type, Spec] (schema)")
+            specs[field] = spec
+        self.type = type
+        self.fixed = frozenset(k for k, v in specs.items() if isinstance(v, Fixed))
+        self.specs: Mapping[str, Spec] = MappingProxyType({k: v for k, v in specs.items() if k not in self.fixed})
+
+
+class Tables(Generic[V]):
+    """A table of named sub-tables, each read against its own section (``[backends.NAME]``,
+    ``[bridges.gmail.agents.NAME]``); ``make`` builds the value from {NAME: record}."""
+
+    __slots__ = ("make", "sections", "what")
+
+    def __init__(self, what: str, sections: Mapping[str, Section[Any]], make: Callable[[dict[str, Any]], V]) -> None:
+        self.what, self.sections, self.make = what, sections, make
+
+    def read(self, value: object) -> object:
+        raise AssertionError("schema.read reads a Tables spec with read_in (it names the file)")
+
+    def read_in(self, file: str, name: str, value: object) -> V:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where(file, name)}: expected a table of [{name}.NAME] tables, got {value!r}")
+        out: dict[str, Any] = {}
+        known = list(self.sections)
+        for key, sub in value.items():
+            section = self.sections.get(key)
+            if section is None:
+                expected = f"expected one of {', '.join(known)}" if known else "none is registered"
+                raise ConfigError(
+                    f"{where(file, f'{name}.{key}')}: unknown {self.what}{suggest(key, known)}; {expected}"
+                )
+            out[key] = read(file, f"{name}.{key}", sub, section)
+        return self.make(out)
 
 
 def where(file: str, section: str, key: str = "") -> str:
@@ -203,7 +254,6 @@ def read(file: str, name: str, table: object, section: Section[T], /, **fixed: A
     if not isinstance(table, dict):
         raise ConfigError(f"{where(file, name)}: expected a table, got {table!r}")
     known = list(section.specs)
-    assert set(section.type._fields) <= set(known), f"{section.type.__name__}: a field without a spec"
     values: dict[str, Any] = {}
     for key, value in table.items():
         spec = section.specs.get(key)
@@ -211,9 +261,25 @@ def read(file: str, name: str, table: object, section: Section[T], /, **fixed: A
             raise ConfigError(
                 f"{where(file, name, key)}: unknown key{suggest(key, known)}; expected one of {', '.join(known)}"
             )
+        if isinstance(spec, Tables):
+            values[key] = spec.read_in(file, f"{name}.{key}", value)
+            continue
         try:
             values[key] = spec.read(value)
         except BadValueError as e:
             raise ConfigError(f"{where(file, name, key)}: expected {e.expected}, got {value!r}") from None
+    defaults = section.type._field_defaults
+    missing = [k for k in section.type._fields if k not in values and k not in fixed and k not in defaults]
+    if missing:
+        raise ConfigError(f"{where(file, name)}: needs {' and '.join(missing)}")
     make = cast(Callable[..., T], section.type)
     return make(**{**fixed, **values})
+
+
+class Plugin(NamedTuple):
+    """A section a plugin declares and the composition root registers: ``[KIND.NAME]`` (a bridge's
+    ``[bridges.slack]``), read against ``section`` — core names no plugin."""
+
+    kind: str
+    name: str
+    section: Section[Any]

@@ -156,7 +156,7 @@ class Current:
         config = self.config
         self.watch.follow(sources(config))  # a roles folder made since: watched before it is read
         try:
-            new = load_config(config.path, cwd=config.project_dir, mail_root=config.mail_root)
+            new = load_config(config.path, cwd=config.project_dir, mail_root=config.mail_root, plugins=config.plugins)
             roster = Roster.load(new)
             list(roster.roles.values())  # every role file parsed now: a broken one keeps the last good roster
         except (WorkflowError, OSError) as e:

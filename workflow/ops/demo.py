@@ -16,6 +16,7 @@ from workflow.agents.backends.scripted import dumps
 from workflow.app import App
 from workflow.artifacts.board import cards, render
 from workflow.artifacts.gitrepo import run_git
+from workflow.bridges.sections import SECTIONS
 from workflow.core.config import load_config
 from workflow.core.errors import WorkflowError
 from workflow.core.locate import Resolver
@@ -127,7 +128,7 @@ def scaffold(base: Path, port: int = 0) -> Path:
 def run_demo(directory: Path | None, echo: Callable[[str], None]) -> App:
     port = free_port()
     base = scaffold(directory or Path(tempfile.mkdtemp(prefix="workflow-demo-")), port)
-    app = App(load_config(base / "workflow.toml", env={}))
+    app = App(load_config(base / "workflow.toml", env={}, plugins=SECTIONS))
     with BackgroundServer(app.config, app.deliverer, port=port) as port:
         echo(f"Scratch project: {base}\nMail root:       {app.config.mail_root}")
         echo(f"SMTP server:     127.0.0.1:{port} (workflow smtpd, started for the demo)\n")

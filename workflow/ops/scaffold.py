@@ -19,6 +19,7 @@ from typing import NamedTuple
 from workflow.artifacts import hooks as git_hooks
 from workflow.artifacts import trust
 from workflow.artifacts.gitrepo import Repo, run_git
+from workflow.bridges.sections import SECTIONS
 from workflow.core import modes, ownership
 from workflow.core.backendkinds import BACKENDS, PROGRAMS, described
 from workflow.core.config import CONFIG_NAME, DEFAULT_STATES, DEFAULT_TRANSITIONS, DOMAIN_RE, NAME_RE, load_config
@@ -174,7 +175,7 @@ def init(
         steps.append(
             Step("chose" if backend else "note", f"backend {backend}: {because}" if backend else f"backend {because}")
         )
-    config = load_config(toml, env={})
+    config = load_config(toml, env={}, plugins=SECTIONS)
     had = ownership.owner(config.mail_root)
     ownership.claim(config.mail_root, directory)
     if had is None and ownership.owner(config.mail_root) is not None:

@@ -58,8 +58,8 @@ MEMBERS_ONLY = "internal-members-only"  # the rule a refused Decision names (lis
 def outbound_bridge(config: Config) -> str:
     """The bridge that carries mail out of the domain: the first configured ``[bridges.NAME]`` section
     with ``outbound = true`` ("" when none); what it sends is the OUTBOUND_SPOOL mailbox (``bridges.base``)."""
-    for name, section in config.bridges._asdict().items():
-        if section is not None and getattr(section, "outbound", False) is True:
+    for name, section in config.bridges.items():
+        if getattr(section, "outbound", False) is True:
             return str(name)
     return ""
 

@@ -12,7 +12,7 @@ from typing import NamedTuple, Protocol
 
 from workflow.app import App
 from workflow.bridges.gmail.imap import Fetched, Imap
-from workflow.core.config import GmailConfig
+from workflow.bridges.gmail.settings import GmailConfig
 
 
 class Result(NamedTuple):

@@ -26,7 +26,7 @@ from workflow.bridges.gmail.forwarder import FORWARD_HEADER, TodoForwarder, echo
 from workflow.bridges.gmail.forwarder import LABEL as TODO
 from workflow.bridges.gmail.imap import Fetched, Imap, secret
 from workflow.bridges.gmail.outside import as_outside
-from workflow.core.config import GmailConfig
+from workflow.bridges.gmail.settings import GmailConfig
 from workflow.core.errors import BridgeError, ConfigError
 from workflow.core.files import write_atomic
 from workflow.mail.body import body_text
@@ -38,7 +38,7 @@ CLASSIFIER = "gmail-classifier"  # the account the classifier's tokens are booke
 
 def settings(app: App) -> GmailConfig:
     """``[bridges.gmail]`` (read and checked with the config), refused when absent; its role must exist."""
-    s = app.config.bridges.gmail
+    s = app.config.section(GmailConfig)
     if s is None:
         raise ConfigError(
             f"{app.config.file}: [bridges.gmail] is not configured (imap_host, user, password_env…; see the README)"

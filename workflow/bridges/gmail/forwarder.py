@@ -25,7 +25,7 @@ from urllib.parse import quote
 
 from workflow.bridges.gmail.agents import Context, Result
 from workflow.bridges.gmail.imap import Fetched
-from workflow.core.config import ForwarderConfig
+from workflow.bridges.gmail.settings import ForwarderConfig
 from workflow.core.errors import BridgeError, WorkflowError
 from workflow.delivery.credentials import client_credential
 from workflow.delivery.transport import SmtpTransport

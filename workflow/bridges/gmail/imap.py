@@ -23,7 +23,7 @@ from typing import Any, NamedTuple, TypeVar
 import imapclient  # type: ignore[import-untyped]
 from imapclient.exceptions import IMAPClientError  # type: ignore[import-untyped]
 
-from workflow.core.config import GmailConfig
+from workflow.bridges.gmail.settings import GmailConfig
 from workflow.core.errors import BridgeError
 
 TIMEOUT = 30.0

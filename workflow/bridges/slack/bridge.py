@@ -30,8 +30,8 @@ from workflow.app import App
 from workflow.bridges.slack import report, todos
 from workflow.bridges.slack.intents import INTENTS, Intent, by_keywords, classify, failed, waiting
 from workflow.bridges.slack.queue import SlackTask, TaskQueue, Where
+from workflow.bridges.slack.settings import SlackConfig
 from workflow.bridges.slack.todos import TODO_INTENTS
-from workflow.core.config import SlackConfig
 from workflow.core.errors import ConfigError
 from workflow.core.schema import suggest
 from workflow.delivery.notify import NotifyRequest
@@ -55,7 +55,7 @@ def configured(
     """``[bridges.slack]`` (its ``mode`` overridden when given) and its secrets; refuses when a
     role or an intent is unknown, or (``receiving``: not a replay) the mode's secret is missing."""
     env = os.environ if env is None else env
-    s = app.config.bridges.slack
+    s = app.config.section(SlackConfig)
     if s is None:
         raise ConfigError(
             f"{app.config.file}: [bridges.slack] is not configured (signing_secret_env, bot_token_env…; see the README)"
