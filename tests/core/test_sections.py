@@ -4,9 +4,20 @@ its record and the reverse — and a key that is not a field is refused at load,
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
+
+import pytest
+
+from workflow.bridges.sections import SECTIONS
+from workflow.core.backendconfig import BACKENDS_TABLE
+from workflow.core.errors import ConfigError
+from workflow.core.schema import Section, Tables, read
+from workflow.core.sections import CORE_SECTIONS
 
 
 def test_slack_escalate_to_is_refused_at_load_by_the_real_cli(tmp_path: Path) -> None:
@@ -21,3 +32,81 @@ def test_slack_escalate_to_is_refused_at_load_by_the_real_cli(tmp_path: Path) ->
     assert "Traceback" not in p.stderr and "TypeError" not in p.stderr, p.stderr
     assert f"{tmp_path / 'workflow.toml'}: [bridges.slack] escalate_to: unknown key" in p.stderr, p.stderr
     assert "default_role" in p.stderr and "max_concurrent" in p.stderr  # the keys it does take
+
+
+# a value for each field that has no default a TOML file could spell (required, or None)
+SAMPLES: dict[str, object] = {
+    "imap_host": "imap.example.org",
+    "user": "me@example.org",
+    "members": ["a", "b"],
+    "kind": "review",
+    "primary": "a",
+    "enabled": True,
+}
+FIXED: dict[str, object] = {"name": "spec-reviewer-panel", "artifact_kind": "spec"}
+
+
+def _walk(name: str, section: Section[Any]) -> Iterator[tuple[str, Section[Any]]]:
+    yield name, section
+    for key, spec in section.specs.items():
+        if isinstance(spec, Tables):
+            for sub, inner in spec.sections.items():
+                yield from _walk(f"{name}.{key}.{sub}", inner)
+
+
+def every_section() -> list[tuple[str, Section[Any]]]:
+    """Core's sections, every backend's and every registered plugin's, and the tables inside them:
+    a section added to any registry is covered here without editing this test."""
+    roots = [
+        *CORE_SECTIONS.items(),
+        *((f"backends.{n}", s) for n, s in BACKENDS_TABLE.sections.items()),
+        *((f"{p.kind}.{p.name}", p.section) for p in SECTIONS),
+    ]
+    return [pair for name, section in roots for pair in _walk(name, section)]
+
+
+def _toml(value: object) -> object:
+    """A default as a TOML file spells it (tuples are arrays, records and mappings tables)."""
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+        return {}
+    if isinstance(value, tuple):
+        return [_toml(v) for v in value]
+    if isinstance(value, Mapping):
+        return dict(value)
+    return value
+
+
+SECTION_LIST = every_section()
+
+
+def test_the_registries_hold_every_section() -> None:
+    names = {n for n, _ in SECTION_LIST}
+    assert {"smtp", "agentd", "panels.NAME", "backends.command", "bridges.gmail", "bridges.slack"} <= names
+    assert "bridges.gmail.agents.todo_forwarder" in names  # a table inside a plugin's table
+
+
+@pytest.mark.parametrize(("name", "section"), SECTION_LIST, ids=[n for n, _ in SECTION_LIST])
+def test_every_key_validation_accepts_is_a_field_and_every_field_a_key(name: str, section: Section[Any]) -> None:
+    record = section.type
+    assert set(section.specs) | section.fixed == set(record._fields)
+    assert not set(section.specs) & section.fixed
+    required = {f: SAMPLES[f] for f in record._fields if f not in record._field_defaults and f not in section.fixed}
+    fixed = {f: FIXED[f] for f in section.fixed}
+    for key in section.specs:
+        default = record._field_defaults.get(key)
+        value = SAMPLES[key] if default is None else _toml(default)
+        got = read("t.toml", name, {**required, key: value}, section, **fixed)
+        assert isinstance(got, record)  # the key was taken and became the field: no TypeError
+        if default is not None:
+            assert getattr(got, key) == default, f"[{name}] {key}: its default does not pass its own spec"
+    with pytest.raises(ConfigError, match=rf"\[{re.escape(name)}\] not_a_field: unknown key"):
+        read("t.toml", name, {**required, "not_a_field": 1}, section, **fixed)
+
+
+def test_a_tables_container_has_a_field_for_each_registered_table() -> None:
+    """[backends] becomes BackendsConfig, [bridges.gmail.agents] GmailAgents: a table the registry
+    reads has a field to land in (an absent one gets its record's defaults)."""
+    containers = [BACKENDS_TABLE, *(s for _, sec in SECTION_LIST for s in sec.specs.values() if isinstance(s, Tables))]
+    for tables in containers:
+        made = tables.make({})
+        assert set(made._fields) == {k.replace("-", "_") for k in tables.sections}  # type: ignore[attr-defined]

@@ -29,7 +29,9 @@ class CommandConfig(NamedTuple):
     timeout: Annotated[float, Num(0.1, 7 * DAY)] = 1800.0
     model: Annotated[str, Str()] = ""
     contain: Annotated[str, CONTAIN] = "auto"  # auto | bwrap | cgroup | none (agents.contain)
-    resume: Annotated[tuple[str, ...], Strs()] = ()  # arguments that resume a session, e.g. ["--resume", "{session}"]
+    resume: Annotated[
+        tuple[str, ...], Strs(empty=True)
+    ] = ()  # arguments that resume a session, e.g. ["--resume", "{session}"]
 
 
 class CliConfig(NamedTuple):

@@ -10,7 +10,7 @@ are in ``backendconfig``; bridges declare theirs and the composition root regist
 import re
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Annotated, NamedTuple
+from typing import Annotated, Any, NamedTuple
 
 from workflow.core import events
 from workflow.core.addresses import member_mailbox, parse_panel
@@ -79,7 +79,7 @@ def _transition_list(value: object) -> object:
 class ArtifactsSection(NamedTuple):
     transitions: Annotated[tuple[str, ...], Custom(_transition_list)] = DEFAULT_TRANSITIONS
     commit_event: Annotated[str, Str()] = "status-update"
-    commit_notify: Annotated[tuple[str, ...], Names()] = ()  # empty: the roles whose artifact globs match
+    commit_notify: Annotated[tuple[str, ...], Names(empty=True)] = ()  # empty: the roles whose artifact globs match
 
 
 ARTIFACTS = Section(ArtifactsSection)
@@ -264,3 +264,16 @@ class AgentdConfig(NamedTuple):
 
 
 AGENTD = Section(AgentdConfig)
+
+
+# core's own tables, by the name they have in workflow.toml ([panels.NAME] each against PANEL)
+CORE_SECTIONS: Mapping[str, Section[Any]] = MappingProxyType(
+    {
+        "workflow": WORKFLOW,
+        "smtp": SMTP,
+        "runs": RUNS,
+        "panels.NAME": PANEL,
+        "agentd": AGENTD,
+        "artifacts": ARTIFACTS,
+    }
+)
