@@ -2,8 +2,8 @@
 
 Every field is ``Annotated[type, Spec] = default`` (``core.schema``); ``SECTION`` is what the
 composition root registers (``bridges.sections``), so core names no bridge. There is no
-``escalate_to`` here: a Slack task's run is on agentd's books and ``[agentd] escalate_to`` hears
-of its failures, so the key is refused at load like any other unknown key.
+``escalate_to`` here: a Slack task's run is on agentd's books (``agentd.bridged``), where
+escalation is ``[agentd]``'s, so the key is refused at load like any other unknown key.
 """
 
 import re
