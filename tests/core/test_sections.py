@@ -9,14 +9,14 @@ import subprocess
 import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, NamedTuple
 
 import pytest
 
 from workflow.bridges.sections import SECTIONS
 from workflow.core.backendconfig import BACKENDS_TABLE
 from workflow.core.errors import ConfigError
-from workflow.core.schema import Section, Tables, read
+from workflow.core.schema import Int, Section, Tables, read
 from workflow.core.sections import CORE_SECTIONS
 
 
@@ -110,3 +110,15 @@ def test_a_tables_container_has_a_field_for_each_registered_table() -> None:
     for tables in containers:
         made = tables.make({})
         assert set(made._fields) == {k.replace("-", "_") for k in tables.sections}  # type: ignore[attr-defined]
+
+
+def test_a_field_without_its_check_cannot_be_declared() -> None:
+    """The drift that let escalate_to through cannot be written: a record's field either carries
+    its spec (and is then a key) or the section is refused when it is declared."""
+
+    class Loose(NamedTuple):
+        port: Annotated[int, Int(0, 65535)] = 3000
+        escalate_to: str = "coordinator"
+
+    with pytest.raises(TypeError, match=r"Loose\.escalate_to: declare it as Annotated"):
+        Section(Loose)

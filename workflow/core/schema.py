@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Any, Generic, NamedTuple, Protocol, TypeVar, cast, get_type_hints
+from typing import Any, ForwardRef, Generic, NamedTuple, Protocol, TypeVar, cast, get_type_hints
 
 from workflow.core.errors import ConfigError
 
@@ -197,7 +197,7 @@ class Section(Generic[T]):
 
     def __init__(self, type: type[T]) -> None:
         hints = type.__annotations__
-        if any(isinstance(h, str) for h in hints.values()):  # a module with postponed annotations
+        if any(isinstance(h, (str, ForwardRef)) for h in hints.values()):  # postponed annotations
             hints = get_type_hints(type, include_extras=True)
         specs: dict[str, Spec] = {}
         for field in type._fields:
