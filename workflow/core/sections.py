@@ -30,7 +30,6 @@ from workflow.core.schema import (
     Str,
     Strs,
     read,
-    suggest,
     where,
 )
 

@@ -7,6 +7,7 @@ import threading
 from workflow.app import App
 from workflow.bridges.base import Say
 from workflow.bridges.gmail.bridge import run, settings, submit_outbound
+from workflow.bridges.gmail.settings import GmailConfig
 
 
 class Gmail:
@@ -14,7 +15,7 @@ class Gmail:
     about = "IMAP in (labels, agents, the reply loop), SMTP out for mail leaving the domain"
 
     def configured(self, app: App) -> bool:
-        return app.config.bridges.gmail is not None
+        return app.config.section(GmailConfig) is not None
 
     def run(self, app: App, say: Say, stop: threading.Event) -> None:
         run(app, settings(app), say, stop.is_set)

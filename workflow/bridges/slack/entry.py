@@ -8,6 +8,7 @@ from workflow.app import App
 from workflow.bridges.base import Say
 from workflow.bridges.slack.bridge import Bridge, configured
 from workflow.bridges.slack.receive import serve
+from workflow.bridges.slack.settings import SlackConfig
 
 
 class Slack:
@@ -15,7 +16,7 @@ class Slack:
     about = "Slack events in as classified tasks, run through run-role, results back to the thread"
 
     def configured(self, app: App) -> bool:
-        return app.config.bridges.slack is not None
+        return app.config.section(SlackConfig) is not None
 
     def run(self, app: App, say: Say, stop: threading.Event) -> None:
         s, keys = configured(app)

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Annotated, NamedTuple
 
-from workflow.core.backendconfig import BACKENDS
+from workflow.core.backendkinds import BACKENDS
 from workflow.core.schema import NAME_RE, Int, NameTable, Num, NumTable, Plugin, Section, Str
 
 DAY = 86400.0
