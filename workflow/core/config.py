@@ -1,7 +1,8 @@
 """Config: load workflow.toml once at the edge and hand a frozen, typed Config down; no globals.
 
-Every section is read here, through its declared shape (``sections``), so a typo anywhere fails
-at load naming the file, the key and what was expected; nothing later validates config again.
+Every section is read here, through its declared shape (``sections``, ``backendconfig``, and the
+plugin sections the entry point registers: ``[bridges.NAME]``), so a typo anywhere fails at load
+naming the file, the key and what was expected; nothing later validates config again.
 
 Precedence for the mail root: ``--mail-root`` > ``WORKFLOW_MAIL_ROOT`` > ``[workflow] mail_root``
 > ``~/.maildir/workflow``. Every error names the file, the key and the expected value.
