@@ -274,3 +274,31 @@ def test_workflow_up_runs_server_and_agentd_together(tmp_path: Path) -> None:
     assert "listening on 127.0.0.1" in text and "completed  spec-reviewer" in text
     with pytest.raises(OSError):
         smtplib.SMTP("127.0.0.1", p.app.config.smtp.port, timeout=2)
+
+
+def test_task_stores_opened_at_once_on_a_new_file_all_open(tmp_path: Path) -> None:
+    """Bridges open agentd's task store from several threads at once (each run's books): the
+    columns a newer version adds are added once, and no opener fails."""
+    import threading
+
+    from workflow.agentd.tasks import Tasks
+
+    errors: list[Exception] = []
+    for round_ in range(5):  # a race: a few fresh files make it show
+        path = tmp_path / f"tasks-{round_}.sqlite"
+        go = threading.Barrier(6)
+
+        def open_it(path: Path = path, go: threading.Barrier = go) -> None:
+            go.wait()
+            try:
+                with Tasks(path) as t:
+                    t.begin_run("r", "slack", "1")
+            except Exception as e:  # what a bridge's worker thread would die of
+                errors.append(e)
+
+        threads = [threading.Thread(target=open_it) for _ in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert errors == []

@@ -109,7 +109,11 @@ class Tasks:
         have = {str(r[1]) for r in self.db.execute("PRAGMA table_info(task)")}
         for name, decl in ADDED:
             if name not in have:
-                self.db.execute(f"ALTER TABLE task ADD COLUMN {name} {decl}")
+                try:
+                    self.db.execute(f"ALTER TABLE task ADD COLUMN {name} {decl}")
+                except sqlite3.OperationalError as e:  # another process or thread added it meanwhile
+                    if "duplicate column" not in str(e):
+                        raise
 
     def close(self) -> None:
         self.db.close()
