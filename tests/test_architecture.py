@@ -144,6 +144,7 @@ def test_the_tree_reads_as_the_architecture() -> None:
         "ops",
         "panels",
         "policy",
+        "web",
     ]
 
 

@@ -27,6 +27,7 @@ COMMANDS = {
     "events": "workflow.cli.events:events",
     "smtpd": "workflow.cli.server:smtpd",
     "imap": "workflow.cli.server:imap",
+    "web": "workflow.cli.web:web",
     "client": "workflow.cli.clients:client",
     "up": "workflow.cli.agentd:up",
     "agentd": "workflow.cli.agentd:agentd",

@@ -39,12 +39,14 @@ from workflow.core.sections import (
     RUNS,
     SMTP,
     TRANSITION_RE,
+    WEB,
     WORKFLOW,
     AgentdConfig,
     PanelConfig,
     PanelMember,
     RunsConfig,
     SmtpConfig,
+    WebConfig,
     read_guardrails,
     read_panel,
 )
@@ -52,7 +54,7 @@ from workflow.core.statedir import StateDir
 
 R = TypeVar("R", bound=NamedTuple)
 CONFIG_NAME = "workflow.toml"
-KNOWN_SECTIONS = ("workflow", "smtp", "runs", "panels", "agentd", "backends", "bridges", "guardrails", "artifacts")
+KNOWN_SECTIONS = ("workflow", "smtp", "web", "runs", "panels", "agentd", "backends", "bridges", "guardrails", "artifacts")
 __all__ = [
     "BACKENDS",
     "CLIS",
@@ -95,6 +97,7 @@ class Config(NamedTuple):
     default_sender: str = "user"
     backend: str = ""  # [workflow] backend: every role's unless its file names one
     smtp: SmtpConfig = SmtpConfig()
+    web: WebConfig = WebConfig()
     runs: RunsConfig = RunsConfig()
     panels: tuple[PanelConfig, ...] = ()
     guardrails: Mapping[str, bool] = DEFAULT_GUARDRAILS
@@ -237,6 +240,7 @@ def load_config(
         default_sender=wf.default_sender,
         backend=wf.backend,
         smtp=_smtp(read(file, "smtp", data.get("smtp", {}), SMTP), project_dir),
+        web=read(file, "web", data.get("web", {}), WEB),
         runs=read(file, "runs", data.get("runs", {}), RUNS),
         panels=tuple(read_panel(file, name, t) for name, t in data.get("panels", {}).items()),
         guardrails=read_guardrails(file, data.get("guardrails", {})),

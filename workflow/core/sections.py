@@ -105,6 +105,19 @@ class SmtpConfig(NamedTuple):
 
 SMTP = Section(SmtpConfig)
 
+
+class WebConfig(NamedTuple):
+    """``workflow web``: the browser cockpit (``workflow.web``) — loopback unless TLS is set up."""
+
+    host: Annotated[str, Str()] = "127.0.0.1"
+    port: Annotated[int, Int(0, 65535)] = 8026
+    tls_cert: Annotated[str, Str()] = ""  # HTTPS, required off loopback: PEM certificate chain …
+    tls_key: Annotated[str, Str()] = ""  # … and its key
+    session_hours: Annotated[float, Num(0.05, 24 * 30)] = 12.0  # a login lasts this long
+
+
+WEB = Section(WebConfig)
+
 SANDBOXES = ("bwrap", "none")
 
 
@@ -270,6 +283,7 @@ CORE_SECTIONS: Mapping[str, Section[Any]] = MappingProxyType(
     {
         "workflow": WORKFLOW,
         "smtp": SMTP,
+        "web": WEB,
         "runs": RUNS,
         "panels.NAME": PANEL,
         "agentd": AGENTD,

@@ -1,0 +1,183 @@
+"""Auth: who is at the browser — logins checked as SMTP AUTH checks them, sessions in signed
+cookies, and the CSRF token of each session.
+
+A login is one of the ``[smtp] auth_users_file`` logins (the same secrets: ``credentials.UsersFile``
+reads the file again when it changes) or the owner's, ``~owner`` with the owner's secret
+(``credentials.owner_secret``). Checks go through ``delivery.logins.Logins``, as the SMTP server's
+do: off the event loop, failures from a peer slowed (doubling) and each logged on the server log's
+``refused AUTH …`` line that contrib/fail2ban matches.
+
+A session is a cookie (HttpOnly, SameSite=Strict, Secure under TLS) holding the login, the role
+it views as, its expiry, a nonce, and a fingerprint of the login's secret — signed (HMAC-SHA256)
+with a key kept in the state directory (``web.key``, 0600), so a restart of the server keeps
+people logged in, and a changed password or a removed login ends the session at its next request.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+from workflow.app import App
+from workflow.core.errors import WorkflowError
+from workflow.delivery import credentials
+from workflow.delivery.credentials import Authenticator, UsersFile
+from workflow.delivery.logins import Logins
+
+OWNER = "~owner"  # the owner's login here (no users-file login may begin with "~")
+COOKIE = "workflow_session"
+
+
+class Viewer(NamedTuple):
+    """A logged-in person: who, which roles they may act as (None: the owner, any), and the role
+    whose mail and board they are looking at now."""
+
+    login: str
+    roles: tuple[str, ...] | None
+    role: str
+    nonce: str
+    expires: float
+
+    @property
+    def owner(self) -> bool:
+        return self.roles is None
+
+    def may_be(self, name: str) -> bool:
+        """Whether this person may view as, and send as, ``name``."""
+        return self.roles is None or name in self.roles
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def load_key(path: Path) -> bytes:
+    """The signing key (made on first use, 0600): sessions outlive a restart of the server."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        data = path.read_text().strip()
+        if len(data) != 64 or path.stat().st_mode & 0o077:
+            raise WorkflowError(
+                f"{path}: not a session key of this server (64 hex digits, mode 0600); remove it"
+            ) from None
+        return bytes.fromhex(data)
+    with os.fdopen(fd, "w") as f:
+        f.write(secrets.token_hex(32) + "\n")
+    return load_key(path)
+
+
+class Sessions:
+    """Logins, sessions and CSRF tokens for one server."""
+
+    def __init__(self, app: App, env: dict[str, str] | None = None) -> None:
+        self.app = app
+        self.env = dict(os.environ if env is None else env)
+        cfg = app.config
+        self.hours = cfg.web.session_hours
+        self.key = load_key(cfg.state.root / "web.key")
+        users: credentials.Users = (
+            UsersFile(cfg.smtp.auth_users_file, app.roster) if cfg.smtp.auth_users_file else _NoUsers()
+        )
+        self.users = users
+        self.logins = Logins(Authenticator(cfg.state.runs, users, self.env, cfg.mail_root))
+
+    # -- logging in
+
+    async def login(self, peer: str, login: str, password: str) -> Viewer | None:
+        """The viewer for a login and password, or None after the peer's delay (logged)."""
+        if login == OWNER:
+            ok = hmac.compare_digest(password.strip().encode(), self._owner_secret().encode())
+            if not ok:
+                await self.logins.failed(peer, "WEB", login, 401)
+                return None
+            return self._viewer(OWNER, None, self.app.config.default_sender)
+        identity = await self.logins.check(peer, "WEB", login, password, 401)
+        if identity is None or identity.roles is None:
+            return None
+        roles = tuple(sorted(identity.roles))
+        return self._viewer(login, roles, roles[0])
+
+    def _owner_secret(self) -> str:
+        try:
+            return credentials.owner_secret(self.env, create=False)
+        except WorkflowError:
+            return secrets.token_hex(32)  # no owner secret: nothing matches
+
+    def _viewer(self, login: str, roles: tuple[str, ...] | None, role: str) -> Viewer:
+        return Viewer(login, roles, role, secrets.token_hex(16), time.time() + self.hours * 3600)
+
+    # -- the cookie
+
+    def _fingerprint(self, login: str) -> str:
+        """What ends a session when it changes: the login's secret (and its roles) as stored now."""
+        if login == OWNER:
+            secret = self._owner_secret()
+        else:
+            user = self.users.get(login)
+            if user is None:
+                return ""
+            secret = user.secret + ":" + ",".join(user.roles)
+        return hashlib.sha256(self.key + secret.encode()).hexdigest()[:32]
+
+    def _sign(self, payload: str) -> str:
+        return hmac.new(self.key, payload.encode(), hashlib.sha256).hexdigest()
+
+    def cookie(self, v: Viewer) -> str:
+        body = {"l": v.login, "r": v.role, "n": v.nonce, "e": v.expires, "f": self._fingerprint(v.login)}
+        payload = _b64(json.dumps(body, separators=(",", ":")).encode())
+        return f"{payload}.{self._sign(payload)}"
+
+    def viewer(self, cookie: str | None) -> Viewer | None:
+        """The session a cookie holds, if it is ours, unexpired, and its login still stands as it was."""
+        if not cookie or "." not in cookie or len(cookie) > 4096:
+            return None
+        payload, sig = cookie.rsplit(".", 1)
+        if not hmac.compare_digest(sig, self._sign(payload)):
+            return None
+        try:
+            body = json.loads(_unb64(payload))
+            login, role, nonce, expires, fp = (
+                str(body["l"]),
+                str(body["r"]),
+                str(body["n"]),
+                float(body["e"]),
+                str(body["f"]),
+            )
+        except (ValueError, KeyError, TypeError, binascii.Error):
+            return None
+        if expires < time.time() or not fp or not hmac.compare_digest(fp, self._fingerprint(login)):
+            return None
+        if login == OWNER:
+            return Viewer(login, None, role, nonce, expires)
+        user = self.users.get(login)
+        if user is None:
+            return None
+        roles = tuple(sorted(user.roles))
+        return Viewer(login, roles, role if role in roles else roles[0], nonce, expires)
+
+    def csrf(self, v: Viewer) -> str:
+        """The session's CSRF token: every form carries it, every POST must."""
+        return hmac.new(self.key, b"csrf:" + v.nonce.encode(), hashlib.sha256).hexdigest()[:40]
+
+    def csrf_ok(self, v: Viewer, token: str) -> bool:
+        return bool(token) and hmac.compare_digest(token, self.csrf(v))
+
+
+class _NoUsers:
+    """No ``[smtp] auth_users_file``: only the owner logs in."""
+
+    def get(self, login: str, /) -> credentials.User | None:
+        return None

@@ -1,0 +1,279 @@
+"""Pages: what each page shows a viewer — the board, an inbox, a thread, the runs — read through
+the library the CLI reads through, never a second rule of its own.
+
+What a viewer may see is ``roster.view(role)`` (their mailboxes and their own sent mail) for the
+inbox and threads, ``board.visible`` for the board's mail (panel-internal mail only to members):
+the same calls ``workflow inbox``, ``workflow thread`` and ``workflow status --as`` make. A
+thread outside the view is not found (the server answers 404). A panel's status on the board is
+its session's state and how many members have filed — never a verdict while it is sealed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NamedTuple
+
+from workflow.agentd.status import DaemonStatus, status
+from workflow.app import App
+from workflow.artifacts.board import age, cards, visible
+from workflow.core import events
+from workflow.core.locate import locate, scan
+from workflow.mail.body import Part, readable
+from workflow.mail.inbox import InboxThread, group, read_row, select, thread_rows
+from workflow.mail.rows import Row
+from workflow.panels.store import PanelStore, SessionState
+
+OPEN_EVENTS = ("question", "clarification-request", "blocker-report")  # wait on an answer
+LATEST = 3  # events shown on a card
+INBOX_THREADS = 200  # threads an inbox page shows at most
+LOG_TAIL = 4000  # characters of a run's log shown
+
+
+class Panel(NamedTuple):
+    name: str
+    state: str  # sealed | unsealing | discussion | decided
+    filed: int  # assessments filed (a count: no verdict before it is unsealed)
+    members: int
+    decision: str | None  # only once decided
+
+
+class CardView(NamedTuple):
+    path: str
+    name: str
+    state: str
+    flags: tuple[str, ...]
+    latest: tuple[Row, ...]  # newest first
+    holder: str  # who put it where it is (the sender of the latest claim of its state)
+    waiting: tuple[Row, ...]  # questions, clarification requests and blockers not answered yet
+    review: Row | None  # a review-request the viewer's role received, while it is in proposed/
+    panels: tuple[Panel, ...]
+
+
+class Board(NamedTuple):
+    states: tuple[str, ...]
+    cards: tuple[CardView, ...]
+
+    def column(self, state: str) -> list[CardView]:
+        return [c for c in self.cards if c.state == state]
+
+
+def answered(rows: Sequence[Row]) -> set[str]:
+    """Message-IDs something in ``rows`` replies to."""
+    return {p for r in rows for p in r.ancestry}
+
+
+def board(app: App, role: str) -> Board:
+    """The board as ``role`` may see it (``workflow status --as ROLE``), with what waits on whom."""
+    with app.index() as index:
+        rows = index.with_artifacts()
+    shown = visible(rows, app.roster, role)
+    boxes = set(app.roster.view(role)[0])
+    panels = _panels(app)
+    out = []
+    for c in cards(app.config, shown):
+        replied = answered(c.mail)
+        claim = next((r for r in reversed(c.mail) if r.state == c.artifact.state), None)
+        waiting = tuple(r for r in c.mail if r.event in OPEN_EVENTS and r.message_id not in replied)
+        review = None
+        if c.artifact.state == "proposed":
+            asked = [r for r in c.mail if r.event == "review-request" and boxes.intersection(_boxes_of(app, r))]
+            review = asked[-1] if asked else None
+        out.append(
+            CardView(
+                c.artifact.path,
+                c.artifact.name,
+                c.artifact.state,
+                tuple(c.flags),
+                tuple(reversed(c.mail[-LATEST:])),
+                claim.sender.split("@")[0] if claim else "",
+                waiting,
+                review,
+                tuple(panels.get(c.artifact.key, ())),
+            )
+        )
+    return Board(tuple(app.config.states), tuple(out))
+
+
+def _boxes_of(app: App, r: Row) -> set[str]:
+    """The mailboxes a message was delivered to (its recipients' local parts)."""
+    return {a.split("@")[0] for a in r.recipients} | {r.mailbox}
+
+
+def _panels(app: App) -> dict[tuple[str, str], list[Panel]]:
+    path = app.config.state.panels
+    if not path.exists():
+        return {}
+    artifacts = scan(app.config)
+    out: dict[tuple[str, str], list[Panel]] = {}
+    with PanelStore(path) as store:
+        for s in store.sessions():
+            cfg = app.config.panel(s.panel)
+            decided = s.state == SessionState.DECIDED
+            filed = len({a.member for a in store.assessments(s.request, "assessment")})
+            p = Panel(s.panel, s.state.value, filed, len(cfg.members) if cfg else 0, s.decision if decided else None)
+            for a in locate(s.artifact, app.config, artifacts):
+                out.setdefault(a.key, []).append(p)
+    return out
+
+
+# -- inbox and threads
+
+
+class Inbox(NamedTuple):
+    role: str
+    threads: tuple[InboxThread, ...]
+    total: int  # threads before the page's limit
+    unread_only: bool
+
+
+def inbox(app: App, role: str, unread_only: bool) -> Inbox:
+    """``workflow inbox --as ROLE`` (``--all`` when not ``unread_only``), most urgent thread first."""
+    boxes = app.roster.view(role)[0]
+    with app.index() as index:
+        rows = select(index, boxes, unread=unread_only, states=app.config.states)
+    threads = group(rows)
+    return Inbox(role, tuple(threads[:INBOX_THREADS]), len(threads), unread_only)
+
+
+class Shown(NamedTuple):
+    row: Row
+    text: str
+    parts: tuple[Part, ...]
+    new: bool  # unread in the viewer's own mailbox
+    review: bool  # a review-request the viewer received: the page offers the decision
+    answerable: bool  # a question, clarification request or blocker the viewer received, not answered
+
+
+class Thread(NamedTuple):
+    subject: str
+    messages: tuple[Shown, ...]
+
+
+def thread(app: App, role: str, message_id: str) -> Thread | None:
+    """``workflow thread MID --as ROLE``: None when the message is not in the viewer's mail."""
+    boxes, sent = app.roster.view(role)
+    with app.index() as index:
+        rows = thread_rows(index, boxes, message_id, sent)
+    if not rows:
+        return None
+    replied = answered(rows)
+    mine = set(boxes)
+    shown = []
+    for r in rows:
+        raw = read_row(app.config.mail_root, r)
+        body = readable(raw) if raw is not None else None
+        received = r.mailbox in mine and r.sender.split("@")[0] not in mine
+        shown.append(
+            Shown(
+                r,
+                body.text if body is not None else "[this message is no longer in its mailbox]",
+                body.parts if body is not None else (),
+                received and not r.seen,
+                received and r.event == "review-request",
+                received and r.event in OPEN_EVENTS and r.message_id not in replied,
+            )
+        )
+    return Thread(rows[0].subject, tuple(shown))
+
+
+def message(app: App, role: str, message_id: str) -> tuple[Row, bytes] | None:
+    """One message of the viewer's mail and its bytes (for an attachment), or None."""
+    boxes, sent = app.roster.view(role)
+    with app.index() as index:
+        rows = index.query(boxes, message_ids=[message_id], senders=sent)
+    for r in rows:
+        raw = read_row(app.config.mail_root, r)
+        if raw is not None:
+            return r, raw
+    return None
+
+
+# -- runs
+
+
+class RunView(NamedTuple):
+    task: int
+    role: str
+    kind: str
+    ref: str
+    status: str  # running | queued | failed | dead | done
+    seconds: int  # how long it ran (or has been running, or waits)
+    tokens: int
+    cost: float
+    error: str
+    log: str  # its log's tail
+
+
+class Budget(NamedTuple):
+    role: str
+    tokens: int
+    limit: int  # 0: none
+    cost: float
+    paused: str  # why, when paused
+
+
+class Runs(NamedTuple):
+    daemon: str  # "agentd pid N since …", or that none runs
+    runs: tuple[RunView, ...]
+    budgets: tuple[Budget, ...]
+
+
+def runs(app: App) -> Runs:
+    """What ``agentd status`` shows, with each run's log tail, tokens and cost."""
+    s: DaemonStatus = status(app)
+    now = time.time()
+    runs_dir = app.config.state.runs
+    out: list[RunView] = []
+    for r in s.running:
+        out.append(_run(runs_dir, r.task, r.role, r.kind, r.ref, "running", r.age, ""))
+    for q in s.queued:
+        out.append(_run(runs_dir, q.task, q.role, "mail", "", "queued", q.due_in, q.error))
+    for f in s.recent_failures:
+        out.append(_run(runs_dir, f.task, f.role, f.kind, f.ref, "dead" if f.dead else "failed", 0, f.error))
+    for d in s.recent:
+        out.append(_run(runs_dir, d.task, d.role, d.kind, d.ref, "done", d.ago, ""))
+    opts = app.config.agentd
+    names = sorted({*s.tokens_today, *s.cost_today, *s.paused})
+    budgets = tuple(
+        Budget(
+            n,
+            s.tokens_today.get(n, 0),
+            int(opts.role_budgets.get(n, opts.daily_tokens)),
+            s.cost_today.get(n, 0.0),
+            s.paused.get(n, ""),
+        )
+        for n in names
+    )
+    daemon = (
+        f"agentd pid {s.daemon.pid} on {s.daemon.host}, up {age(int(s.daemon.since), now).removesuffix(' ago')}"
+        if s.daemon
+        else "no agentd runs for this mail root (`workflow up` or `agentd run` starts one)"
+    )
+    return Runs(daemon, tuple(out), budgets)
+
+
+def _run(runs_dir: Path, task: int, role: str, kind: str, ref: str, state: str, seconds: int, error: str) -> RunView:
+    from workflow.agents.report import read as read_report  # lazy: only the runs page reads reports
+
+    report = read_report(runs_dir / f"task-{task}.json")
+    tokens = report.tokens if report is not None else 0
+    cost = report.cost_microusd / 1e6 if report is not None else 0.0
+    return RunView(task, role, kind, ref, state, seconds, tokens, cost, error, _tail(runs_dir / f"task-{task}.log"))
+
+
+def _tail(path: Path) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            size = f.tell()
+            f.seek(max(0, size - LOG_TAIL))
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def style(event: str | None) -> str:
+    """A CSS class for an event type (its inbox priority)."""
+    return f"p{events.get(event).priority}"

@@ -1,0 +1,428 @@
+"""Server: the ASGI app of ``workflow web`` (starlette, served by uvicorn) — routes, sessions,
+CSRF and origin checks, security headers, and the event stream that keeps pages live.
+
+Every page is rendered on the server from the library (``pages``), escaped by jinja2's
+autoescape; the only script is the vendored ``static/live.js`` (no inline script: the
+Content-Security-Policy allows none, nor any other origin). Every POST needs the session's CSRF
+token and, when the browser says where it comes from (``Origin``, ``Sec-Fetch-Site``), this
+origin. A page's main part is also what its event stream sends when it changes (``/events``):
+rendered for that stream's viewer by the same code, so a stream never carries what its page may not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import contextlib
+import hashlib
+import json
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from importlib import resources
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import jinja2
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from workflow.app import App
+from workflow.artifacts.board import age
+from workflow.core.errors import WorkflowError
+from workflow.delivery import listeners
+from workflow.mail.body import part_text
+from workflow.mail.ids import given_msgid
+from workflow.web import actions, pages
+from workflow.web.auth import COOKIE, OWNER, Sessions, Viewer
+from workflow.web.live import Watch
+
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+    "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+)
+HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+FLASH = "workflow_flash"
+KEEPALIVE = 15.0  # seconds between comments on an idle event stream
+PAGES = ("board", "inbox", "thread", "runs")
+MAX_FORM = 64 * 1024
+
+
+class NotFoundError(Exception):
+    """Answered 404: what was asked for is not in the viewer's view (or does not exist)."""
+
+
+def _templates() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("workflow.web", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["age"] = lambda ts: age(int(ts), time.time())
+    env.filters["who"] = lambda address: str(address).split("@")[0]
+    env.filters["when"] = lambda ts: time.strftime("%Y-%m-%d %H:%M", time.gmtime(int(ts))) if ts else "?"
+    env.filters["style"] = pages.style
+    env.filters["q"] = lambda s: quote(str(s), safe="")
+    return env
+
+
+class Web:
+    """One ``workflow web`` server: the app it serves and what it shares between requests."""
+
+    def __init__(self, app: App, https: bool = False, env: dict[str, str] | None = None) -> None:
+        self.app = app
+        self.https = https
+        self.sessions = Sessions(app, env)
+        self.templates = _templates()
+        self.watch = Watch(app)
+        self.static = {
+            name: resources.files("workflow.web").joinpath("static", name).read_bytes()
+            for name in ("app.css", "live.js")
+        }
+
+    # -- the ASGI app
+
+    def asgi(self) -> Starlette:
+        routes = [
+            Route("/", self.root),
+            Route("/login", self.login_page, methods=["GET"]),
+            Route("/login", self.login, methods=["POST"]),
+            Route("/logout", self.logout, methods=["POST"]),
+            Route("/role", self.switch, methods=["POST"]),
+            Route("/board", self.page("board")),
+            Route("/inbox", self.page("inbox")),
+            Route("/thread", self.page("thread")),
+            Route("/runs", self.page("runs")),
+            Route("/part", self.part),
+            Route("/events", self.events),
+            Route("/act/{what}", self.act, methods=["POST"]),
+            Route("/static/{name}", self.static_file),
+        ]
+
+        @contextlib.asynccontextmanager
+        async def lifespan(_: Starlette) -> AsyncIterator[None]:
+            task = asyncio.create_task(self.watch.run())
+            try:
+                yield
+            finally:
+                task.cancel()
+
+        return Starlette(routes=routes, lifespan=lifespan)
+
+    def _headers(self, r: Response) -> Response:
+        for k, v in HEADERS.items():
+            r.headers.setdefault(k, v)
+        return r
+
+    def html(self, text: str, status: int = 200) -> Response:
+        return self._headers(HTMLResponse(text, status))
+
+    def viewer(self, request: Request) -> Viewer | None:
+        return self.sessions.viewer(request.cookies.get(COOKIE))
+
+    def _set_cookie(self, r: Response, name: str, value: str, max_age: int | None) -> None:
+        r.set_cookie(name, value, max_age=max_age, path="/", httponly=True, samesite="strict", secure=self.https)
+
+    # -- pages
+
+    async def root(self, request: Request) -> Response:
+        return self._headers(RedirectResponse("/board" if self.viewer(request) else "/login", 303))
+
+    async def login_page(self, request: Request, error: str = "", status: int = 200) -> Response:
+        text = self.templates.get_template("login.html").render(error=error, owner=OWNER, viewer=None)
+        return self.html(text, status)
+
+    async def login(self, request: Request) -> Response:
+        if not self._same_origin(request):
+            return self.html("cross-origin form refused", 403)
+        form = await request.form(max_files=0, max_fields=8)
+        login, password = str(form.get("login", ""))[:200].strip(), str(form.get("password", ""))[:1000]
+        peer = request.client.host if request.client else "-"
+        viewer = await self.sessions.login(peer, login, password)
+        if viewer is None:
+            return await self.login_page(request, "wrong login or password", 401)
+        r = RedirectResponse("/board", 303)
+        self._set_cookie(r, COOKIE, self.sessions.cookie(viewer), int(viewer.expires - time.time()))
+        return self._headers(r)
+
+    async def logout(self, request: Request) -> Response:
+        viewer, refused = await self._posted(request)
+        if refused is not None:
+            return refused
+        r = RedirectResponse("/login", 303)
+        r.delete_cookie(COOKIE, path="/")
+        return self._headers(r)
+
+    async def switch(self, request: Request) -> Response:
+        viewer, refused = await self._posted(request)
+        if refused is not None or viewer is None:
+            return refused or self.html("not logged in", 401)
+        role = str((await request.form()).get("role", ""))
+        if role not in self.roles_of(viewer):
+            return self.html(f"{viewer.login} may not view as {role!r}", 403)
+        r = RedirectResponse(self._back(str((await request.form()).get("back", "/board"))), 303)
+        v = viewer._replace(role=role)
+        self._set_cookie(r, COOKIE, self.sessions.cookie(v), int(v.expires - time.time()))
+        return self._headers(r)
+
+    def roles_of(self, viewer: Viewer) -> list[str]:
+        """The identities a viewer may switch to: the owner any role, panel or member."""
+        if viewer.roles is not None:
+            return list(viewer.roles)
+        roster = self.app.roster
+        return sorted({*roster.roles, *roster.panels, *roster.members})
+
+    def page(self, name: str) -> Callable[[Request], Awaitable[Response]]:
+        async def handler(request: Request) -> Response:
+            viewer = self.viewer(request)
+            if viewer is None:
+                return self._headers(RedirectResponse("/login", 303))
+            params = {k: request.query_params[k] for k in ("id", "all") if k in request.query_params}
+            try:
+                main = await asyncio.to_thread(self.main, name, viewer, params)
+            except NotFoundError:
+                return self.html(self.layout(viewer, name, "<p>Not found.</p>", {}, "", request), 404)
+            flash = self._flash(request)
+            r = self.html(self.layout(viewer, name, main, params, flash, request))
+            if flash:
+                r.delete_cookie(FLASH, path="/")
+            return r
+
+        return handler
+
+    def main(self, name: str, viewer: Viewer, params: dict[str, str]) -> str:
+        """A page's main part for ``viewer``: what the page shows and its event stream sends."""
+        csrf = self.sessions.csrf(viewer)
+        t = self.templates.get_template(f"{name}.html")
+        here = f"/thread?id={quote(params.get('id', ''), safe='')}" if name == "thread" else f"/{name}"
+        common: dict[str, Any] = {"csrf": csrf, "viewer": viewer, "here": here}
+        if name == "board":
+            return t.render(board=pages.board(self.app, viewer.role), **common)
+        if name == "inbox":
+            return t.render(inbox=pages.inbox(self.app, viewer.role, params.get("all") != "1"), **common)
+        if name == "thread":
+            mid = given_msgid(params.get("id", ""))
+            found = pages.thread(self.app, viewer.role, mid) if mid else None
+            if found is None:
+                raise NotFoundError
+            return t.render(thread=found, mid=mid, **common)
+        steer = actions.may_steer(self.app, viewer.roles)
+        return t.render(runs=pages.runs(self.app), steer=steer, **common)
+
+    def layout(self, viewer: Viewer, name: str, main: str, params: dict[str, str], flash: str, request: Request) -> str:
+        stream = "/events?" + urlencode({"page": name, **params, "v": _digest(main)})
+        return self.templates.get_template("layout.html").render(
+            viewer=viewer,
+            page=name,
+            main=main,
+            stream=stream,
+            flash=json.loads(flash) if flash else None,
+            csrf=self.sessions.csrf(viewer),
+            roles=self.roles_of(viewer),
+            back=request.url.path + (("?" + request.url.query) if request.url.query else ""),
+        )
+
+    # -- attachments
+
+    async def part(self, request: Request) -> Response:
+        viewer = self.viewer(request)
+        if viewer is None:
+            return self._headers(RedirectResponse("/login", 303))
+        mid = given_msgid(request.query_params.get("id", ""))
+        found = await asyncio.to_thread(pages.message, self.app, viewer.role, mid) if mid else None
+        try:
+            number = int(request.query_params.get("n", ""))
+            if found is None:
+                raise NotFoundError
+            part, text = part_text(found[1], number)
+        except (ValueError, NotFoundError, WorkflowError):
+            return self._headers(PlainTextResponse("not found", 404))
+        r = PlainTextResponse(text)
+        r.headers["Content-Security-Policy"] = "sandbox; default-src 'none'"
+        name = part.name or f"part-{number}.txt"
+        r.headers["Content-Disposition"] = f"inline; filename*=UTF-8''{quote(name)}"
+        return self._headers(r)
+
+    # -- the event stream
+
+    async def events(self, request: Request) -> Response:
+        viewer = self.viewer(request)
+        name = request.query_params.get("page", "")
+        if viewer is None or name not in PAGES:
+            return self._headers(
+                PlainTextResponse("not logged in" if viewer is None else "no such page", 401 if viewer is None else 404)
+            )
+        params = {k: request.query_params[k] for k in ("id", "all") if k in request.query_params}
+        try:
+            first = await asyncio.to_thread(self.main, name, viewer, params)
+        except NotFoundError:
+            return self._headers(PlainTextResponse("not found", 404))
+        cookie = request.cookies.get(COOKIE)
+
+        async def stream() -> AsyncIterator[bytes]:
+            sent = request.query_params.get("v", "")
+            main, seen = first, self.watch.version
+            yield b"retry: 1000\n\n"
+            while True:
+                digest = _digest(main)
+                if digest != sent:
+                    sent = digest
+                    yield b"event: main\ndata: " + json.dumps(main).encode() + b"\n\n"
+                else:
+                    yield b": idle\n\n"
+                if await request.is_disconnected():
+                    return
+                seen = await self.watch.wait(seen, KEEPALIVE)
+                current = self.sessions.viewer(cookie)  # a login removed or changed ends its streams
+                if current is None:
+                    yield b'event: gone\ndata: ""\n\n'
+                    return
+                try:
+                    main = await asyncio.to_thread(self.main, name, current, params)
+                except NotFoundError:
+                    yield b'event: gone\ndata: ""\n\n'
+                    return
+
+        r = StreamingResponse(stream(), media_type="text/event-stream")
+        r.headers["X-Accel-Buffering"] = "no"
+        return self._headers(r)
+
+    # -- actions
+
+    async def _posted(self, request: Request) -> tuple[Viewer | None, Response | None]:
+        """The viewer of a POST that passed the origin and CSRF checks, or the refusal."""
+        if not self._same_origin(request):
+            return None, self.html("refused: this form came from another site", 403)
+        viewer = self.viewer(request)
+        if viewer is None:
+            return None, self.html("not logged in", 401)
+        if int(request.headers.get("content-length") or 0) > MAX_FORM:
+            return None, self.html("form too large", 413)
+        form = await request.form(max_files=0, max_fields=16)
+        if not self.sessions.csrf_ok(viewer, str(form.get("csrf", ""))):
+            return None, self.html(
+                "refused: the form's CSRF token is missing or not this session's; reload the page", 403
+            )
+        return viewer, None
+
+    def _same_origin(self, request: Request) -> bool:
+        origin = request.headers.get("origin")
+        if origin is not None:
+            return origin == f"{request.url.scheme}://{request.url.netloc}"
+        return request.headers.get("sec-fetch-site", "same-origin") in ("same-origin", "none")
+
+    async def act(self, request: Request) -> Response:
+        viewer, refused = await self._posted(request)
+        if refused is not None or viewer is None:
+            return refused or self.html("not logged in", 401)
+        form = await request.form()
+        f = {k: str(v) for k, v in form.items()}
+        what = request.path_params["what"]
+        done = await asyncio.to_thread(self._do, what, viewer, f)
+        r = RedirectResponse(self._back(f.get("back", "/board")), 303)
+        self._set_cookie(r, FLASH, base64.urlsafe_b64encode(json.dumps(done._asdict()).encode()).decode(), 60)
+        return self._headers(r)
+
+    def _do(self, what: str, viewer: Viewer, f: dict[str, str]) -> actions.Done:
+        role = viewer.role
+        if what == "decide":
+            return actions.decide(self.app, role, f.get("id", ""), f.get("verdict", ""), f.get("reason", ""))
+        if what == "answer":
+            return actions.answer(self.app, role, f.get("id", ""), f.get("text", ""), f.get("unblock") == "1")
+        if what in ("resume", "retry"):
+            if not actions.may_steer(self.app, viewer.roles):
+                return actions.Done(
+                    False, f"{viewer.login} may not {what}: the owner and the roles agentd escalates to may"
+                )
+            if what == "resume":
+                return actions.resume(self.app, viewer.login, f.get("role", ""))
+            try:
+                return actions.retry(self.app, viewer.login, int(f.get("task", "")))
+            except ValueError:
+                return actions.Done(False, "no task number given")
+        return actions.Done(False, f"no action {what!r}")
+
+    def _back(self, path: str) -> str:
+        return path if path.startswith("/") and not path.startswith("//") and "\\" not in path else "/board"
+
+    def _flash(self, request: Request) -> str:
+        raw = request.cookies.get(FLASH, "")
+        try:
+            d = json.loads(base64.urlsafe_b64decode(raw)) if raw else None
+        except (ValueError, binascii.Error):
+            return ""
+        return json.dumps(d) if isinstance(d, dict) and {"ok", "text", "rule"} <= set(d) else ""
+
+    async def static_file(self, request: Request) -> Response:
+        name = request.path_params["name"]
+        data = self.static.get(name)
+        if data is None:
+            return self._headers(PlainTextResponse("not found", 404))
+        kind = "text/css" if name.endswith(".css") else "text/javascript"
+        r = Response(data, media_type=kind)
+        r.headers["Cache-Control"] = "max-age=300"
+        return self._headers(r)
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+# -- serving
+
+
+def check_bind(host: str, allow_remote: bool, app: App) -> bool:
+    """The listener policy of ``delivery.listeners`` for the web: loopback by default; any other
+    address only with --allow-remote and HTTPS ([web] tls_cert and tls_key). Returns whether it
+    serves HTTPS."""
+    cfg, where = app.config.web, app.config.path or "workflow.toml"
+    tls = bool(cfg.tls_cert and cfg.tls_key)
+    if tls:
+        try:
+            listeners.tls_context(cfg.tls_cert, cfg.tls_key)
+        except WorkflowError as e:
+            raise WorkflowError(str(e).replace("[smtp]", "[web]")) from None
+    if listeners.is_loopback(host):
+        return tls
+    if not allow_remote:
+        raise WorkflowError(
+            f"refusing to listen on {host}: not a loopback address (use --allow-remote, with [web] tls_cert and tls_key)"
+        )
+    if not tls:
+        raise WorkflowError(
+            f"refusing to listen on {host}: --allow-remote needs HTTPS; set [web] tls_cert and tls_key in {where}"
+        )
+    return tls
+
+
+def serve(app: App, host: str, port: int, https: bool, started: Callable[[str], None]) -> None:
+    """Serve until SIGINT or SIGTERM; ``started`` gets the URL once it listens."""
+    import uvicorn  # lazy: only `workflow web` loads the server
+
+    sock = listeners.reserve(host, port)
+    bound = sock.getsockname()[1]
+    web = Web(app, https=https)
+    cfg = app.config.web
+    config = uvicorn.Config(
+        web.asgi(),
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=1,
+        ssl_certfile=cfg.tls_cert or None,
+        ssl_keyfile=cfg.tls_key or None,
+        server_header=False,
+    )
+    name = f"[{host}]" if ":" in host else host
+    started(f"{'https' if https else 'http'}://{name}:{bound}/")
+    uvicorn.Server(config).run(sockets=[sock])
