@@ -54,7 +54,18 @@ from workflow.core.statedir import StateDir
 
 R = TypeVar("R", bound=NamedTuple)
 CONFIG_NAME = "workflow.toml"
-KNOWN_SECTIONS = ("workflow", "smtp", "web", "runs", "panels", "agentd", "backends", "bridges", "guardrails", "artifacts")
+KNOWN_SECTIONS = (
+    "workflow",
+    "smtp",
+    "web",
+    "runs",
+    "panels",
+    "agentd",
+    "backends",
+    "bridges",
+    "guardrails",
+    "artifacts",
+)
 __all__ = [
     "BACKENDS",
     "CLIS",

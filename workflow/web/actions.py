@@ -82,7 +82,12 @@ def _clean(text: str) -> str:
 
 
 def decide(app: App, role: str, request: str, verdict: str, reason: str) -> Done:
-    """``role``'s decision on the review-request ``request``: its mail, then its move."""
+    """``role``'s decision on the review-request ``request``.
+
+    A person's role (``mode = "human"``) decides as a person at a mail client does: their mail
+    first (refused, naming its rule, before anything moves), then ``decisions.apply``. An agent's
+    role — the owner viewing as it — decides as ``workflow move --as ROLE --notify`` does: the
+    move, then its notification."""
     event = VERDICTS.get(verdict)
     if event is None:
         return Done(False, f"unknown decision {verdict!r}; expected one of {', '.join(VERDICTS)}")
@@ -98,7 +103,18 @@ def decide(app: App, role: str, request: str, verdict: str, reason: str) -> Done
                 f"{artifact.path} is in {artifact.state}/ now; a decision applies to an artifact in {source}/"
             )
         asker = row.sender.split("@")[0]
+        person = app.roster.roles.get(role)
         variables = {events.get(event).reason: reason} if reason else {}
+        if person is None or person.mode != "human":
+            # the rules judge the notification before anything moves (its state claim aside: the move makes it true)
+            probe = app.compose(NotifyRequest(event, (artifact.path,), (asker,), role, request, variables))
+            with app.index() as index:
+                app.deliverer.prepare(probe.raw, probe.recipients, index)
+            req = MoveRequest(artifact.path, target, role, reason, (asker,), event, in_reply_to=request)
+            res = move(app, req, make_transport(app.config, app.deliverer))
+            if res.error:
+                return Done(False, f"{res.subject}, but the {event} was not sent: {res.error}", _rule_in(res.error))
+            return Done(True, f"{event} sent to {asker}; {res.subject}")
         if event == "approval":
             variables["NEXT_STATE"] = target
         composed = app.compose(NotifyRequest(event, (artifact.path,), (asker,), role, request, variables))
@@ -111,11 +127,8 @@ def decide(app: App, role: str, request: str, verdict: str, reason: str) -> Done
     out = decisions.apply(app, d, make_transport(app.config, app.deliverer))
     with Tasks(app.config.state.tasks) as tasks:
         tasks.record_decision(composed.message_id, out.applied, out.detail)
-    record(
-        app.config.state.agentd_log,
-        "decided",
-        {"mid": d.message_id, "role": role, "applied": out.applied, "detail": out.detail, "via": "web"},
-    )
+    fields = {"mid": d.message_id, "role": role, "applied": out.applied, "detail": out.detail, "via": "web"}
+    record(app.config.state.agentd_log, "decided", fields)
     if not out.applied:
         return Done(False, f"your {event} was sent but not applied: {out.detail}")
     where = f"{artifact.path} → {target}/" if event == "approval" else f"{artifact.path} stays in {source}/"
@@ -133,11 +146,14 @@ def answer(app: App, role: str, message_id: str, text: str, unblock: bool = Fals
         asker = row.sender.split("@")[0]
         composed = app.compose(NotifyRequest("answer", refs, (asker,), role, message_id, {"ANSWER": text}))
         composed.send(make_transport(app.config, app.deliverer))
-        said = f"answer sent to {asker}"
-        if unblock and row.event == "blocker-report":
-            said += "; " + _unblock(app, role, row, message_id)
     except WorkflowError as e:
         return _refused(e)
+    said = f"answer sent to {asker}"
+    if unblock and row.event == "blocker-report":
+        try:
+            said += "; " + _unblock(app, role, row, message_id)
+        except WorkflowError as e:
+            said += f"; nothing moved: {e}"
     return Done(True, said)
 
 

@@ -47,7 +47,7 @@ HEADERS = {
     "Content-Security-Policy": CSP,
     "X-Content-Type-Options": "nosniff",
     "X-Frame-Options": "DENY",
-    "Referrer-Policy": "no-referrer",
+    "Referrer-Policy": "same-origin",  # no-referrer would make the browser send `Origin: null` with a form
     "Cache-Control": "no-store",
 }
 FLASH = "workflow_flash"

@@ -1,0 +1,161 @@
+"""workflow web over HTTP: logins, sessions, CSRF and origins, what a person may see, what a button
+does — against a real `workflow web` (and `workflow smtpd`) over a real git project."""
+
+from __future__ import annotations
+
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from helpers.git import sh
+from helpers.project import Project
+from helpers.web import BOB, BOB_PASSWORD, Client, Server, owner_password
+
+
+def _events(server: Server, client: Client, query: str) -> str:
+    """The first event a page's stream sends (its main part when the page's copy is stale)."""
+    req = urllib.request.Request(server.url + "events?" + query)
+    cookies = "; ".join(f"{c.name}={c.value}" for c in client.jar)
+    req.add_header("Cookie", cookies)
+    out = b""
+    with urllib.request.urlopen(req, timeout=10) as r:
+        while b"event: main" not in out or not out.endswith(b"\n\n"):
+            line = r.readline()
+            if not line:
+                break
+            out += line
+    return out.decode()
+
+
+def test_a_person_sees_their_role_and_never_a_panel_thread_they_are_not_in(project: Project, server: Server) -> None:
+    request = project.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer")
+    internal = project.send(
+        "spec-writer-panel.claude",
+        "question",
+        "specs/*/user-auth.md",
+        "spec-writer-panel-internal",
+        QUESTION="the-writers-secret-plan",
+    )
+    bob = Client(server.url)
+    assert bob.get("/board")[0] == 303  # not logged in: to the login page
+    assert bob.login(BOB, BOB_PASSWORD) == 303
+    cookie = next(c for c in bob.jar if c.name == "workflow_session")
+    assert cookie.has_nonstandard_attr("HttpOnly") or "httponly" in str(cookie._rest).lower()  # type: ignore[attr-defined]
+
+    status, board = bob.get("/board")
+    assert status == 200 and 'data-path="specs/proposed/user-auth.md"' in board
+    assert 'value="approve"' in board and request in board.replace("&lt;", "<").replace("&gt;", ">")
+    status, inbox = bob.get("/inbox")
+    assert status == 200 and "[REVIEW REQUEST] user-auth" in inbox
+
+    # the panel-internal thread: not found, and nothing of it anywhere bob looks
+    for path in (f"/thread?id={internal}", f"/part?id={internal}&n=1"):
+        status, body = bob.get(path.replace("<", "%3C").replace(">", "%3E").replace("@", "%40"))
+        assert status == 404 and "the-writers-secret-plan" not in body
+    for path in ("/board", "/inbox?all=1"):
+        assert "the-writers-secret-plan" not in bob.get(path)[1] and internal not in bob.get(path)[1]
+    stream = _events(server, bob, "page=board&v=stale")
+    assert "event: main" in stream and "user-auth" in stream and "the-writers-secret-plan" not in stream
+    req = urllib.request.Request(server.url + "events?page=thread&id=" + internal.strip("<>"))
+    req.add_header("Cookie", f"workflow_session={cookie.value}")
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(req, timeout=10)
+    assert e.value.code == 404
+    e.value.close()
+
+    # a member sees it
+    owner = Client(server.url)
+    assert owner.login("~owner", owner_password()) == 303
+    csrf = owner.csrf()
+    assert owner.post("/role", {"csrf": csrf, "role": "spec-writer-panel.claude", "back": "/inbox"})[0] == 303
+    status, page = owner.get("/thread?id=" + internal.replace("<", "%3C").replace(">", "%3E").replace("@", "%40"))
+    assert status == 200 and "the-writers-secret-plan" in page
+    # bob may not view as the member
+    assert bob.post("/role", {"csrf": bob.csrf(), "role": "spec-writer-panel.claude"})[0] == 403
+
+
+def test_forms_need_the_sessions_token_and_this_origin(project: Project, server: Server) -> None:
+    request = project.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer")
+    bob = Client(server.url)
+    bob.login(BOB, BOB_PASSWORD)
+    csrf = bob.csrf()
+    form = {"id": request, "verdict": "approve", "reason": "", "back": "/board"}
+    assert bob.post("/act/decide", form)[0] == 403  # no token
+    assert bob.post("/act/decide", {**form, "csrf": "0" * 40})[0] == 403  # another token
+    assert bob.post("/act/decide", {**form, "csrf": csrf}, origin="http://evil.example")[0] == 403
+    assert bob.post("/login", {"login": BOB, "password": BOB_PASSWORD}, origin="http://evil.example")[0] == 403
+    other = Client(server.url)
+    other.login("tester", "tester-password")
+    assert other.post("/act/decide", {**form, "csrf": csrf})[0] == 403  # bob's token is not the tester's
+    assert (project.dir / "specs/proposed/user-auth.md").exists()  # nothing moved
+
+    with urllib.request.urlopen(server.url + "login", timeout=10) as r:
+        csp = r.headers["Content-Security-Policy"]
+    assert "script-src 'self'" in csp and "unsafe-inline" not in csp and "frame-ancestors 'none'" in csp
+
+    # with the token, from this origin: bob's decision, one commit as spec-reviewer
+    commits = int(sh(project, "git", "rev-list", "--count", "HEAD").stdout)
+    status, _ = bob.post("/act/decide", {**form, "csrf": csrf, "reason": "complete"})
+    assert status == 303
+    assert (project.dir / "specs/todo/user-auth.md").exists()
+    assert int(sh(project, "git", "rev-list", "--count", "HEAD").stdout) == commits + 1
+    assert sh(project, "git", "log", "-1", "--format=%an").stdout.strip() == "spec-reviewer"
+    flash = bob.get("/board")[1]
+    assert "approval sent to spec-writer" in flash, flash
+
+    # a second click: refused, saying why, nothing more moves
+    bob.post("/act/decide", {**form, "csrf": csrf})
+    page = bob.get("/board")[1]
+    assert "Refused" in page and "is in todo/ now" in page
+    assert int(sh(project, "git", "rev-list", "--count", "HEAD").stdout) == commits + 1
+    # steering runs is the owner's (and the escalation roles')
+    bob.post("/act/resume", {"csrf": csrf, "role": "implementer", "back": "/runs"})
+    assert "may not resume" in bob.get("/runs")[1]
+
+
+def test_a_refusal_names_its_rule(project: Project, server: Server) -> None:
+    """A decision the server's rules refuse moves nothing, and the page says which rule refused:
+    here the owner, viewing as spec-writer (no reviewer), approves a review-request sent to it."""
+    request = project.send("implementer", "review-request", "specs/proposed/billing.md", "spec-writer")
+    owner = Client(server.url)
+    owner.login("~owner", owner_password())
+    csrf = owner.csrf()
+    owner.post("/role", {"csrf": csrf, "role": "spec-writer"})
+    assert 'value="approve"' in owner.get("/board")[1]
+    owner.post("/act/decide", {"csrf": csrf, "id": request, "verdict": "approve", "reason": "", "back": "/board"})
+    page = owner.get("/board")[1]
+    assert "Refused by rule reviewer-decisions" in page, page
+    assert (project.dir / "specs/proposed/billing.md").exists()  # nothing moved
+
+
+def test_wrong_passwords_are_slowed_and_logged(project: Project, server: Server) -> None:
+    c = Client(server.url)
+    times = []
+    for _ in range(5):
+        t0 = time.monotonic()
+        assert c.login(BOB, "not-his-password") == 401
+        times.append(time.monotonic() - t0)
+    assert times[-1] >= 3.0 > times[0], times  # doubling: 0.25 s … 4 s
+    log = server.log.read_text()
+    assert len(re.findall(r"refused AUTH from 127\.0\.0\.1 login=bob code=401", log)) == 5, log
+    assert c.login(BOB, BOB_PASSWORD) == 303
+
+
+def test_off_loopback_only_with_https(project: Project) -> None:
+    for args in (["--host", "0.0.0.0"], ["--host", "0.0.0.0", "--allow-remote"]):
+        r = subprocess.run(
+            [sys.executable, "-m", "workflow", "web", "--port", "0", *args],
+            cwd=project.dir,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert r.returncode != 0 and "refusing to listen on 0.0.0.0" in r.stderr, r.stderr
+    assert "HTTPS" in r.stderr and "[web] tls_cert" in r.stderr
+    with socket.socket() as s:  # nothing listens
+        s.bind(("127.0.0.1", 0))
