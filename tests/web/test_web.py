@@ -3,7 +3,9 @@ does — against a real `workflow web` (and `workflow smtpd`) over a real git pr
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -12,8 +14,9 @@ import urllib.request
 
 import pytest
 
-from helpers.git import sh
-from helpers.project import Project
+from helpers.agentd import default_sigint, wait_until
+from helpers.git import GIT_ENV, sh
+from helpers.project import Project, free_port
 from helpers.web import BOB, BOB_PASSWORD, Client, Server, owner_password
 
 
@@ -159,3 +162,28 @@ def test_off_loopback_only_with_https(project: Project) -> None:
     assert "HTTPS" in r.stderr and "[web] tls_cert" in r.stderr
     with socket.socket() as s:  # nothing listens
         s.bind(("127.0.0.1", 0))
+
+
+def test_workflow_up_serves_the_cockpit_too(project: Project) -> None:
+    port = free_port()
+    toml = project.dir / "workflow.toml"
+    toml.write_text(toml.read_text() + f"\n[web]\nport = {port}\n")
+    out = project.dir.parent / "up.out"
+    with open(out, "wb") as f:
+        up = subprocess.Popen(
+            [sys.executable, "-m", "workflow", "up", "--web"],
+            cwd=project.dir,
+            env={**{k: v for k, v in os.environ.items() if not k.startswith("WORKFLOW_")}, **GIT_ENV},
+            stdout=f,
+            stderr=subprocess.STDOUT,
+            preexec_fn=default_sigint,
+        )
+    try:
+        wait_until(lambda: f"http://127.0.0.1:{port}/" in out.read_text(), "the cockpit's address")
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/login", timeout=10) as r:
+            assert r.status == 200 and b"Log in" in r.read()
+    finally:
+        up.send_signal(signal.SIGINT)
+        assert up.wait(30) in (0, 130, -signal.SIGINT), out.read_text()
+    with socket.socket() as s:  # the cockpit stopped with it
+        assert s.connect_ex(("127.0.0.1", port)) != 0

@@ -189,14 +189,18 @@ def requeue(ctx: click.Context, task: int) -> None:
 
 @click.command(cls=Command)
 @click.option("--port", type=click.IntRange(0, 65535), default=None, help="SMTP port (default [smtp] port).")
+@click.option("--web", "with_web", is_flag=True, help="Serve the browser cockpit too (workflow web, [web] port).")
 @backend_option
 @click.pass_context
-def up(ctx: click.Context, port: int | None, backend: str | None) -> None:
+def up(ctx: click.Context, port: int | None, with_web: bool, backend: str | None) -> None:
     """Run the SMTP server and agentd together in the foreground (local use); Ctrl-C stops both.
+
+    With --web, the browser cockpit too (`workflow web`), on [web] host and port.
 
     \b
     Example:
         workflow up
+        workflow up --web
     """
     a = app(ctx)
     cfg = a.config
@@ -207,18 +211,27 @@ def up(ctx: click.Context, port: int | None, backend: str | None) -> None:
         + ["--mail-root", str(cfg.mail_root), "smtpd"]
         + (["--port", str(port)] if port is not None else [])
     )
-    server = subprocess.Popen(argv, cwd=cfg.project_dir)
+    if with_web:
+        free(cfg.web.host, cfg.web.port)
+    children = [subprocess.Popen(argv, cwd=cfg.project_dir)]
+    if with_web:
+        children.append(subprocess.Popen([*argv[: argv.index("smtpd")], "web"], cwd=cfg.project_dir))
     time.sleep(0.3)
-    if server.poll() is not None:
-        raise click.ClickException(f"workflow smtpd exited with status {server.returncode}")
+    for child, name in zip(children, ("smtpd", "web"), strict=False):
+        if child.poll() is not None:
+            for other in children:
+                other.terminate()
+            raise click.ClickException(f"workflow {name} exited with status {child.returncode}")
     try:
         run_daemon(a, backend, None)
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        for child in children:
+            child.terminate()
+        for child in children:
+            try:
+                child.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                child.kill()
 
 
 def free(host: str, port: int) -> None:
