@@ -18,6 +18,7 @@ from helpers.agentd import default_sigint, wait_until
 from helpers.git import GIT_ENV, sh
 from helpers.project import Project, free_port
 from helpers.web import BOB, BOB_PASSWORD, Client, Server, owner_password
+from workflow.agentd.tasks import Tasks, TaskStatus
 
 
 def _events(server: Server, client: Client, query: str) -> str:
@@ -187,3 +188,26 @@ def test_workflow_up_serves_the_cockpit_too(project: Project) -> None:
         assert up.wait(30) in (0, 130, -signal.SIGINT), out.read_text()
     with socket.socket() as s:  # the cockpit stopped with it
         assert s.connect_ex(("127.0.0.1", port)) != 0
+
+
+def test_the_owner_retries_a_dead_letter_and_sees_its_log(project: Project, server: Server) -> None:
+    with Tasks(project.app.config.state.tasks) as tasks:
+        t, _ = tasks.enqueue("implementer", ["<m1@workflow.local>"])
+        tasks.finish(t.id, TaskStatus.FAILED, "run-role exited with status 1: boom", dead=True)
+    runs = project.app.config.state.runs
+    runs.mkdir(parents=True, exist_ok=True)
+    (runs / f"task-{t.id}.log").write_text("starting\n<script>x</script> the agent fell over\n")
+    owner = Client(server.url)
+    owner.login("~owner", owner_password())
+    page = owner.get("/runs")[1]
+    assert (
+        f'data-task="{t.id}"' in page
+        and "dead" in page
+        and "&lt;script&gt;x&lt;/script&gt; the agent fell over" in page
+    )
+    owner.post("/act/retry", {"csrf": owner.csrf("/runs"), "task": str(t.id), "back": "/runs"})
+    assert f"task {t.id} (implementer) queued again" in owner.get("/runs")[1]
+    with Tasks(project.app.config.state.tasks) as tasks:
+        again = tasks.get(t.id)
+    assert again.status == TaskStatus.QUEUED and not again.dead
+    assert '"event": "requeued"' in project.app.config.state.agentd_log.read_text()

@@ -14,8 +14,8 @@ from typing import Any
 
 from helpers.browser import chrome, log_in, wait_for
 from helpers.git import GIT_ENV, sh
-from helpers.project import Project
-from helpers.web import BOB, BOB_PASSWORD, Server, owner_password
+from helpers.project import Project, free_port
+from helpers.web import BOB, BOB_PASSWORD, Server, owner_password, web_server
 from workflow.agentd.tasks import Tasks
 from workflow.mail.message import parse
 
@@ -153,3 +153,20 @@ def test_html_in_a_subject_or_an_artifact_name_stays_text(project: Project, serv
         wait_for(bob, lambda d: "<b>bold?</b>" in d.find_element("css selector", "main").text, "the message text")
         assert bob.execute_script("return window.pwned === undefined") is True
         assert not _by_css(bob, "main img, main script, main b")
+
+
+def test_an_open_page_catches_up_after_the_server_restarts(project: Project) -> None:
+    """The session outlives the server (its key is in the state directory), and the page's stream
+    reconnects by itself and brings what arrived while the server was down — no reload."""
+    port = free_port()
+    card = _card("proposed", "specs/proposed/billing.md")
+    with chrome() as bob:
+        with web_server(project, "--port", str(port)) as first:
+            log_in(bob, first.url, BOB, BOB_PASSWORD)
+            wait_for(bob, lambda d: _by_css(d, card), "billing's card")
+            assert not _by_css(bob, card + " button.approve")
+            bob.execute_script("window.sameDocument = 'yes'")
+        project.send("spec-writer", "review-request", "specs/proposed/billing.md", "spec-reviewer")
+        with web_server(project, "--port", str(port)):
+            wait_for(bob, lambda d: _by_css(d, card + " button.approve"), "the review-request on the open page")
+        assert bob.execute_script("return window.sameDocument") == "yes"

@@ -67,6 +67,7 @@ def answered(rows: Sequence[Row]) -> set[str]:
 def board(app: App, role: str) -> Board:
     """The board as ``role`` may see it (``workflow status --as ROLE``), with what waits on whom."""
     with app.index() as index:
+        index.refresh()  # what was delivered a moment ago (live.Watch refreshes too, on a change)
         rows = index.with_artifacts()
     shown = visible(rows, app.roster, role)
     boxes = set(app.roster.view(role)[0])
@@ -132,6 +133,7 @@ def inbox(app: App, role: str, unread_only: bool) -> Inbox:
     """``workflow inbox --as ROLE`` (``--all`` when not ``unread_only``), most urgent thread first."""
     boxes = app.roster.view(role)[0]
     with app.index() as index:
+        index.refresh(boxes)
         rows = select(index, boxes, unread=unread_only, states=app.config.states)
     threads = group(rows)
     return Inbox(role, tuple(threads[:INBOX_THREADS]), len(threads), unread_only)
@@ -155,6 +157,7 @@ def thread(app: App, role: str, message_id: str) -> Thread | None:
     """``workflow thread MID --as ROLE``: None when the message is not in the viewer's mail."""
     boxes, sent = app.roster.view(role)
     with app.index() as index:
+        index.refresh()  # the thread's other messages may be in any mailbox (the viewer's own sent mail)
         rows = thread_rows(index, boxes, message_id, sent)
     if not rows:
         return None
