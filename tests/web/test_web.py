@@ -11,13 +11,14 @@ import subprocess
 import sys
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 
 from helpers.agentd import default_sigint, wait_until
 from helpers.git import GIT_ENV, sh
 from helpers.project import Project, free_port
-from helpers.web import BOB, BOB_PASSWORD, Client, Server, owner_password
+from helpers.web import BOB, BOB_PASSWORD, Client, Server, add_person, owner_password
 from workflow.agentd.tasks import Tasks, TaskStatus
 
 
@@ -211,3 +212,23 @@ def test_the_owner_retries_a_dead_letter_and_sees_its_log(project: Project, serv
         again = tasks.get(t.id)
     assert again.status == TaskStatus.QUEUED and not again.dead
     assert '"event": "requeued"' in project.app.config.state.agentd_log.read_text()
+
+
+def test_a_session_ends_at_logout_and_when_the_password_changes(project: Project, server: Server) -> None:
+    bob = Client(server.url)
+    bob.login(BOB, BOB_PASSWORD)
+    copy = Client(server.url)  # the same cookie, elsewhere
+    for c in bob.jar:
+        copy.jar.set_cookie(c)
+    assert copy.get("/board")[0] == 200
+    assert bob.post("/logout", {"csrf": bob.csrf()})[0] == 303
+    assert copy.get("/board")[0] == 303  # to the login page: the copy ended with it
+
+    bob = Client(server.url)
+    bob.login(BOB, BOB_PASSWORD)
+    assert bob.get("/inbox")[0] == 200
+    users = Path(project.app.config.smtp.auth_users_file)
+    users.write_text("\n".join(line for line in users.read_text().splitlines() if not line.startswith("bob:")) + "\n")
+    add_person(project, BOB, "a-new-password", "spec-reviewer")
+    assert bob.get("/inbox")[0] == 303
+    assert bob.login(BOB, BOB_PASSWORD) == 401 and bob.login(BOB, "a-new-password") == 303

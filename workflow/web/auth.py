@@ -22,6 +22,7 @@ import hmac
 import json
 import os
 import secrets
+import threading
 import time
 from pathlib import Path
 from typing import NamedTuple
@@ -93,6 +94,7 @@ class Sessions:
         )
         self.users = users
         self.logins = Logins(Authenticator(cfg.state.runs, users, self.env, cfg.mail_root))
+        self.revoked = Revoked(cfg.state.root / "web.revoked")
 
     # -- logging in
 
@@ -160,6 +162,8 @@ class Sessions:
             return None
         if expires < time.time() or not fp or not hmac.compare_digest(fp, self._fingerprint(login)):
             return None
+        if nonce in self.revoked:
+            return None
         if login == OWNER:
             return Viewer(login, None, role, nonce, expires)
         user = self.users.get(login)
@@ -168,12 +172,64 @@ class Sessions:
         roles = tuple(sorted(user.roles))
         return Viewer(login, roles, role if role in roles else roles[0], nonce, expires)
 
+    def end(self, v: Viewer) -> None:
+        """Log out: the session's cookie is refused from now on, wherever a copy of it is."""
+        self.revoked.add(v.nonce, v.expires)
+
     def csrf(self, v: Viewer) -> str:
         """The session's CSRF token: every form carries it, every POST must."""
         return hmac.new(self.key, b"csrf:" + v.nonce.encode(), hashlib.sha256).hexdigest()[:40]
 
     def csrf_ok(self, v: Viewer, token: str) -> bool:
         return bool(token) and hmac.compare_digest(token, self.csrf(v))
+
+
+class Revoked:
+    """Sessions logged out before they expired (``web.revoked``: one ``NONCE EXPIRES`` a line,
+    kept until they would have expired anyway), read again when the file changes."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.stamp: tuple[int, int] | None = None
+        self.nonces: dict[str, float] = {}
+        self.lock = threading.Lock()
+
+    def _load(self) -> None:
+        try:
+            st = self.path.stat()
+        except FileNotFoundError:
+            self.stamp, self.nonces = None, {}
+            return
+        if (st.st_mtime_ns, st.st_size) == self.stamp:
+            return
+        self.stamp = (st.st_mtime_ns, st.st_size)
+        out: dict[str, float] = {}
+        for line in self.path.read_text(encoding="utf-8", errors="replace").splitlines():
+            nonce, _, expires = line.partition(" ")
+            try:
+                out[nonce] = float(expires)
+            except ValueError:
+                continue
+        self.nonces = out
+
+    def __contains__(self, nonce: str) -> bool:
+        self._load()
+        return nonce in self.nonces
+
+    def add(self, nonce: str, expires: float) -> None:
+        with self.lock:
+            self._add(nonce, expires)
+
+    def _add(self, nonce: str, expires: float) -> None:
+        self._load()
+        now = time.time()
+        keep = {n: e for n, e in self.nonces.items() if e > now}
+        keep[nonce] = expires
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write("".join(f"{n} {e}\n" for n, e in keep.items()))
+        os.replace(tmp, self.path)
 
 
 class _NoUsers:

@@ -157,8 +157,9 @@ class Web:
 
     async def logout(self, request: Request) -> Response:
         viewer, refused = await self._posted(request)
-        if refused is not None:
-            return refused
+        if refused is not None or viewer is None:
+            return refused or self.html("not logged in", 401)
+        await asyncio.to_thread(self.sessions.end, viewer)
         r = RedirectResponse("/login", 303)
         r.delete_cookie(COOKIE, path="/")
         return self._headers(r)
