@@ -20,6 +20,8 @@ from helpers.git import GIT_ENV, sh
 from helpers.project import Project, free_port
 from helpers.web import BOB, BOB_PASSWORD, Client, Server, add_person, owner_password
 from workflow.agentd.tasks import Tasks, TaskStatus
+from workflow.agents.report import RunReport
+from workflow.panels.store import PanelStore
 
 
 def _events(server: Server, client: Client, query: str) -> str:
@@ -198,6 +200,9 @@ def test_the_owner_retries_a_dead_letter_and_sees_its_log(project: Project, serv
     runs = project.app.config.state.runs
     runs.mkdir(parents=True, exist_ok=True)
     (runs / f"task-{t.id}.log").write_text("starting\n<script>x</script> the agent fell over\n")
+    RunReport(False, error="boom", usage={"input_tokens": 1000, "output_tokens": 234, "cost_microusd": 12300}).write(
+        runs / f"task-{t.id}.json"
+    )
     owner = Client(server.url)
     owner.login("~owner", owner_password())
     page = owner.get("/runs")[1]
@@ -232,3 +237,20 @@ def test_a_session_ends_at_logout_and_when_the_password_changes(project: Project
     add_person(project, BOB, "a-new-password", "spec-reviewer")
     assert bob.get("/inbox")[0] == 303
     assert bob.login(BOB, BOB_PASSWORD) == 401 and bob.login(BOB, "a-new-password") == 303
+
+
+def test_a_sealed_panel_shows_how_many_filed_never_a_verdict(project: Project, server: Server) -> None:
+    request = project.send("spec-writer", "review-request", "specs/proposed/billing.md", "spec-reviewer-panel")
+    panel = project.app.config.panel("spec-reviewer-panel")
+    assert panel is not None
+    with PanelStore(project.app.config.state.panels) as store:
+        store.open(request, panel, "specs/proposed/billing.md", "spec-writer")
+        store.file(request, "claude", "assessment", "reject", "SEALED-FINDING: the limits are missing")
+    owner = Client(server.url)
+    owner.login("~owner", owner_password())
+    page = owner.get("/board")[1]
+    assert "spec-reviewer-panel: sealed (1/3 filed)" in page, page
+    assert "SEALED-FINDING" not in page and "reject" not in page.lower().replace('value="reject"', "")
+    with PanelStore(project.app.config.state.panels) as store:
+        store.update(request, state="decided", decision="approve")
+    wait_until(lambda: "spec-reviewer-panel: decided — approve" in owner.get("/board")[1], "the decision shown")

@@ -144,6 +144,20 @@ def test_html_in_a_subject_or_an_artifact_name_stays_text(project: Project, serv
     m["Message-ID"] = "<hostile.1@workflow.local>"
     m.set_content("<script>window.pwned=3</script>\n<b>bold?</b>\n")
     project.app.deliverer.deliver(m.as_bytes(), ["spec-reviewer@workflow.local"])  # as the server delivers it
+    h = EmailMessage()  # HTML mail from a mail client, with an attachment
+    h["From"] = "spec-writer@workflow.local"
+    h["To"] = "spec-reviewer@workflow.local"
+    h["Subject"] = "the HTML one"
+    h["Message-ID"] = "<hostile.2@workflow.local>"
+    h["In-Reply-To"] = "<hostile.1@workflow.local>"
+    h.set_content("<p>Limits: <i>100/s</i></p><script>window.pwned=4</script>", subtype="html")
+    h.add_attachment(
+        b"line one\n<script>window.pwned=5</script>\n",
+        "text",
+        "plain",
+        filename='<img src=x onerror="window.pwned=6">.txt',
+    )
+    project.app.deliverer.deliver(h.as_bytes(), ["spec-reviewer@workflow.local"])
     with chrome() as bob:
         log_in(bob, server.url, BOB, BOB_PASSWORD)
         assert hostile.removesuffix(".md") in bob.find_element("css selector", "main").text
@@ -151,8 +165,16 @@ def test_html_in_a_subject_or_an_artifact_name_stays_text(project: Project, serv
         assert "<script>window.pwned=2</script> please look" in bob.find_element("css selector", "main").text
         bob.find_element("css selector", "section.thread h3 a").click()
         wait_for(bob, lambda d: "<b>bold?</b>" in d.find_element("css selector", "main").text, "the message text")
+        text = bob.find_element("css selector", "main").text
+        assert "Limits: 100/s" in text and "window.pwned=4" not in text  # HTML mail read as its text
         assert bob.execute_script("return window.pwned === undefined") is True
-        assert not _by_css(bob, "main img, main script, main b")
+        assert not _by_css(bob, "main img, main script, main b, main i")
+        part = bob.find_element("css selector", "ul.parts a")
+        assert part.text.startswith('[1] <img src=x onerror="window.pwned=6">.txt (text/plain')
+        part.click()
+        wait_for(bob, lambda d: "line one" in d.page_source, "the attachment as text")
+        assert "<script>window.pwned=5</script>" in bob.find_element("css selector", "body").text
+        assert bob.execute_script("return window.pwned === undefined") is True
 
 
 def test_an_open_page_catches_up_after_the_server_restarts(project: Project) -> None:
