@@ -254,3 +254,24 @@ def test_a_sealed_panel_shows_how_many_filed_never_a_verdict(project: Project, s
     with PanelStore(project.app.config.state.panels) as store:
         store.update(request, state="decided", decision="approve")
     wait_until(lambda: "spec-reviewer-panel: decided — approve" in owner.get("/board")[1], "the decision shown")
+
+
+def test_an_edit_of_the_roster_counts_at_once(project: Project, server: Server) -> None:
+    """As for the SMTP server: a member taken off a panel sees its internal threads no more."""
+    internal = project.send(
+        "spec-writer-panel.claude", "question", "specs/*/user-auth.md", "spec-writer-panel-internal", QUESTION="inside"
+    )
+    thread = "/thread?id=" + internal.replace("<", "%3C").replace(">", "%3E").replace("@", "%40")
+    owner = Client(server.url)
+    owner.login("~owner", owner_password())
+    owner.post("/role", {"csrf": owner.csrf(), "role": "spec-writer-panel.gemini"})
+    assert owner.get(thread)[0] == 200
+    toml = project.dir / "workflow.toml"
+    text = toml.read_text()
+    start = text.index("[panels.spec-writer-panel]")
+    members = text.index("members", start)
+    end = text.index("\n", members)
+    toml.write_text(text[:members] + 'members = ["claude", "gpt-5"]' + text[end:])
+    status, page = owner.get(thread)
+    assert status == 404 and "inside" not in page  # gemini is no member now: viewing as the owner's default role
+    assert 'value="spec-writer-panel.gemini"' not in page

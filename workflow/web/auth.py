@@ -32,6 +32,7 @@ from workflow.core.errors import WorkflowError
 from workflow.delivery import credentials
 from workflow.delivery.credentials import Authenticator, UsersFile
 from workflow.delivery.logins import Logins
+from workflow.policy.roster import Roster
 
 OWNER = "~owner"  # the owner's login here (no users-file login may begin with "~")
 COOKIE = "workflow_session"
@@ -93,8 +94,15 @@ class Sessions:
             UsersFile(cfg.smtp.auth_users_file, app.roster) if cfg.smtp.auth_users_file else _NoUsers()
         )
         self.users = users
+        self.users_file = users if isinstance(users, UsersFile) else None
         self.logins = Logins(Authenticator(cfg.state.runs, users, self.env, cfg.mail_root))
         self.revoked = Revoked(cfg.state.root / "web.revoked")
+
+    def users_roster(self, roster: Roster) -> None:
+        """The roster a login's roles are checked against, after a reload."""
+        if self.users_file is not None:
+            self.users_file.roster = roster
+            self.users_file.stamp = None  # read again against it
 
     # -- logging in
 

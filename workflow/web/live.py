@@ -12,11 +12,16 @@ for its own viewer (``server``).
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
 from workflow.app import App
+from workflow.core.errors import WorkflowError
+
+log = logging.getLogger(__name__)
 
 PERIOD = 0.2  # seconds between looks: an event reaches an open page well within a second
 
@@ -55,8 +60,15 @@ def stamp(app: App) -> tuple[tuple[int, int], ...]:
 class Watch:
     """One loop per server: ``version`` grows each time the stamp changes."""
 
-    def __init__(self, app: App, period: float = PERIOD, refresh: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        app: App,
+        period: float = PERIOD,
+        refresh: Callable[[], None] | None = None,
+        before: Callable[[], None] = lambda: None,
+    ) -> None:
         self.app = app
+        self.before = before  # asked first at each look (the server takes the project's files fresh)
         self.period = period
         self.version = 0
         self.changed = asyncio.Condition()
@@ -70,11 +82,16 @@ class Watch:
     async def run(self) -> None:
         while True:
             await asyncio.sleep(self.period)
-            now = await asyncio.to_thread(stamp, self.app)
-            if now == self.last:
+            try:
+                self.before()
+                now = await asyncio.to_thread(stamp, self.app)
+                if now == self.last:
+                    continue
+                self.last = now
+                await asyncio.to_thread(self.refresh)
+            except (WorkflowError, OSError, sqlite3.Error) as e:  # an index busy or mended: try again at the next look
+                log.warning("live updates: %s", e)
                 continue
-            self.last = now
-            await asyncio.to_thread(self.refresh)
             async with self.changed:
                 self.version += 1
                 self.changed.notify_all()

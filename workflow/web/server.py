@@ -31,10 +31,13 @@ from starlette.routing import Route
 
 from workflow.app import App
 from workflow.artifacts.board import age
+from workflow.core.config import Config
 from workflow.core.errors import WorkflowError
 from workflow.delivery import listeners
+from workflow.delivery.current import Current
 from workflow.mail.body import part_text
 from workflow.mail.ids import given_msgid
+from workflow.policy.roster import Roster
 from workflow.web import actions, pages
 from workflow.web.auth import COOKIE, OWNER, Sessions, Viewer
 from workflow.web.live import Watch
@@ -84,11 +87,24 @@ class Web:
         self.https = https
         self.sessions = Sessions(app, env)
         self.templates = _templates()
-        self.watch = Watch(app)
+        self.watch = Watch(app, before=self.fresh)
+        self.current = Current(app.config, app.roster, self._adopt)
         self.static = {
             name: resources.files("workflow.web").joinpath("static", name).read_bytes()
             for name in ("app.css", "live.js")
         }
+
+    def _adopt(self, config: Config, roster: Roster) -> None:
+        """workflow.toml or a role file changed: serve with what they say now (``delivery.current``),
+        as the SMTP server does — a member taken off a panel sees its threads no more."""
+        app = App(config)
+        app.__dict__["roster"] = roster  # App.roster is a cached_property: the roster just loaded
+        self.app = self.sessions.app = self.watch.app = app
+        self.sessions.users_roster(roster)
+
+    def fresh(self) -> None:
+        """Take the project's files as they are now (a stat of an inotify descriptor when unchanged)."""
+        self.current.refresh()
 
     # -- the ASGI app
 
@@ -128,7 +144,20 @@ class Web:
         return self._headers(HTMLResponse(text, status))
 
     def viewer(self, request: Request) -> Viewer | None:
-        return self.sessions.viewer(request.cookies.get(COOKIE))
+        """The request's session (every handler asks first: the project's files are taken fresh here)."""
+        return self.session(request.cookies.get(COOKIE))
+
+    def session(self, cookie: str | None) -> Viewer | None:
+        self.fresh()
+        viewer = self.sessions.viewer(cookie)
+        if viewer is None:
+            return None
+        roles = self.roles_of(viewer)
+        if viewer.role not in roles:  # the role it viewed as is gone from the roster (a reload)
+            if not roles:
+                return None
+            viewer = viewer._replace(role=self.app.config.default_sender if viewer.owner else roles[0])
+        return viewer
 
     def _set_cookie(self, r: Response, name: str, value: str, max_age: int | None) -> None:
         r.set_cookie(name, value, max_age=max_age, path="/", httponly=True, samesite="strict", secure=self.https)
@@ -178,9 +207,9 @@ class Web:
 
     def roles_of(self, viewer: Viewer) -> list[str]:
         """The identities a viewer may switch to: the owner any role, panel or member."""
-        if viewer.roles is not None:
-            return list(viewer.roles)
         roster = self.app.roster
+        if viewer.roles is not None:
+            return [r for r in viewer.roles if r in roster.roles or r in roster.members or r in roster.panels]
         return sorted({*roster.roles, *roster.panels, *roster.members})
 
     def page(self, name: str) -> Callable[[Request], Awaitable[Response]]:
@@ -284,7 +313,7 @@ class Web:
                 if await request.is_disconnected():
                     return
                 seen = await self.watch.wait(seen, KEEPALIVE)
-                current = self.sessions.viewer(cookie)  # a login removed or changed ends its streams
+                current = self.session(cookie)  # a login removed or changed ends its streams
                 if current is None:
                     yield b'event: gone\ndata: ""\n\n'
                     return
