@@ -282,5 +282,6 @@ def _scenario(app: App, base: Path, transport: SmtpTransport, echo: Callable[[st
     except WorkflowError as e:
         echo(f"  refused: {e}\n")
     echo(
-        f"Done. Look around: ls {app.config.mail_root}/*/new  ·  WORKFLOW_CONFIG={base / 'workflow.toml'} workflow roster"
+        f"Done. Look around: ls {app.config.mail_root}/*/new  ·  WORKFLOW_CONFIG={base / 'workflow.toml'} workflow roster\n"
+        f"In a browser: cd {base} && workflow web   (log in as ~owner with the secret in ~/.config/workflow/credentials)"
     )
