@@ -55,6 +55,7 @@ HEADERS = {
 }
 FLASH = "workflow_flash"
 KEEPALIVE = 15.0  # seconds between comments on an idle event stream
+MAX_PAUSE = 2.0  # seconds a page's stream rests after a render at most (twice what the render took)
 PAGES = ("board", "inbox", "thread", "runs")
 MAX_FORM = 64 * 1024
 
@@ -293,6 +294,7 @@ class Web:
                 PlainTextResponse("not logged in" if viewer is None else "no such page", 401 if viewer is None else 404)
             )
         params = {k: request.query_params[k] for k in ("id", "all") if k in request.query_params}
+        before = self.watch.version  # taken before the render: a change during it is sent next
         try:
             first = await asyncio.to_thread(self.main, name, viewer, params)
         except NotFoundError:
@@ -301,7 +303,7 @@ class Web:
 
         async def stream() -> AsyncIterator[bytes]:
             sent = request.query_params.get("v", "")
-            main, seen = first, self.watch.version
+            main, seen, took = first, before, 0.0
             yield b"retry: 1000\n\n"
             while True:
                 digest = _digest(main)
@@ -312,16 +314,21 @@ class Web:
                     yield b": idle\n\n"
                 if await request.is_disconnected():
                     return
-                seen = await self.watch.wait(seen, KEEPALIVE)
+                await asyncio.sleep(min(MAX_PAUSE, 2 * took))  # a burst of mail: at most a third of a core per page
+                version = await self.watch.wait(seen, KEEPALIVE)
                 current = self.session(cookie)  # a login removed or changed ends its streams
                 if current is None:
                     yield b'event: gone\ndata: ""\n\n'
                     return
+                if version == seen:
+                    continue  # nothing changed: a comment keeps the connection open
+                seen, start = version, time.monotonic()
                 try:
                     main = await asyncio.to_thread(self.main, name, current, params)
                 except NotFoundError:
                     yield b'event: gone\ndata: ""\n\n'
                     return
+                took = time.monotonic() - start
 
         r = StreamingResponse(stream(), media_type="text/event-stream")
         r.headers["X-Accel-Buffering"] = "no"
