@@ -275,3 +275,10 @@ def test_an_edit_of_the_roster_counts_at_once(project: Project, server: Server) 
     status, page = owner.get(thread)
     assert status == 404 and "inside" not in page  # gemini is no member now: viewing as the owner's default role
     assert 'value="spec-writer-panel.gemini"' not in page
+
+
+def test_a_refusal_page_escapes_what_was_asked(project: Project, server: Server) -> None:
+    bob = Client(server.url)
+    bob.login(BOB, BOB_PASSWORD)
+    status, page = bob.post("/role", {"csrf": bob.csrf(), "role": "<img src=x onerror=alert(1)>"})
+    assert status == 403 and "<img" not in page and "&lt;img src=x" in page

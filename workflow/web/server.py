@@ -19,6 +19,7 @@ import hashlib
 import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from html import escape
 from importlib import resources
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -144,6 +145,11 @@ class Web:
     def html(self, text: str, status: int = 200) -> Response:
         return self._headers(HTMLResponse(text, status))
 
+    def say(self, text: str, status: int) -> Response:
+        """A refusal as a page of escaped text, with the way back."""
+        body = f'<!doctype html><meta charset="utf-8"><title>{status}</title><p>{escape(text)}</p><p><a href="/board">back</a></p>'
+        return self.html(body, status)
+
     def viewer(self, request: Request) -> Viewer | None:
         """The request's session (every handler asks first: the project's files are taken fresh here)."""
         return self.session(request.cookies.get(COOKIE))
@@ -174,7 +180,7 @@ class Web:
 
     async def login(self, request: Request) -> Response:
         if not self._same_origin(request):
-            return self.html("cross-origin form refused", 403)
+            return self.say("cross-origin form refused", 403)
         form = await request.form(max_files=0, max_fields=8)
         login, password = str(form.get("login", ""))[:200].strip(), str(form.get("password", ""))[:1000]
         peer = request.client.host if request.client else "-"
@@ -188,7 +194,7 @@ class Web:
     async def logout(self, request: Request) -> Response:
         viewer, refused = await self._posted(request)
         if refused is not None or viewer is None:
-            return refused or self.html("not logged in", 401)
+            return refused or self.say("not logged in", 401)
         await asyncio.to_thread(self.sessions.end, viewer)
         r = RedirectResponse("/login", 303)
         r.delete_cookie(COOKIE, path="/")
@@ -197,10 +203,10 @@ class Web:
     async def switch(self, request: Request) -> Response:
         viewer, refused = await self._posted(request)
         if refused is not None or viewer is None:
-            return refused or self.html("not logged in", 401)
+            return refused or self.say("not logged in", 401)
         role = str((await request.form()).get("role", ""))
         if role not in self.roles_of(viewer):
-            return self.html(f"{viewer.login} may not view as {role!r}", 403)
+            return self.say(f"{viewer.login} may not view as {role!r}", 403)
         r = RedirectResponse(self._back(str((await request.form()).get("back", "/board"))), 303)
         v = viewer._replace(role=role)
         self._set_cookie(r, COOKIE, self.sessions.cookie(v), int(v.expires - time.time()))
@@ -339,12 +345,12 @@ class Web:
     async def _posted(self, request: Request) -> tuple[Viewer | None, Response | None]:
         """The viewer of a POST that passed the origin and CSRF checks, or the refusal."""
         if not self._same_origin(request):
-            return None, self.html("refused: this form came from another site", 403)
+            return None, self.say("refused: this form came from another site", 403)
         viewer = self.viewer(request)
         if viewer is None:
-            return None, self.html("not logged in", 401)
+            return None, self.say("not logged in", 401)
         if int(request.headers.get("content-length") or 0) > MAX_FORM:
-            return None, self.html("form too large", 413)
+            return None, self.say("form too large", 413)
         form = await request.form(max_files=0, max_fields=16)
         if not self.sessions.csrf_ok(viewer, str(form.get("csrf", ""))):
             return None, self.html(
@@ -361,7 +367,7 @@ class Web:
     async def act(self, request: Request) -> Response:
         viewer, refused = await self._posted(request)
         if refused is not None or viewer is None:
-            return refused or self.html("not logged in", 401)
+            return refused or self.say("not logged in", 401)
         form = await request.form()
         f = {k: str(v) for k, v in form.items()}
         what = request.path_params["what"]
