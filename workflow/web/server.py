@@ -353,7 +353,7 @@ class Web:
             return None, self.say("form too large", 413)
         form = await request.form(max_files=0, max_fields=16)
         if not self.sessions.csrf_ok(viewer, str(form.get("csrf", ""))):
-            return None, self.html(
+            return None, self.say(
                 "refused: the form's CSRF token is missing or not this session's; reload the page", 403
             )
         return viewer, None
