@@ -85,6 +85,7 @@ class Web:
         self.sessions = Sessions(app, env)
         self.templates = _templates()
         self.watch = Watch(app)
+        self.boards = pages.Boards(app)
         self.static = {
             name: resources.files("workflow.web").joinpath("static", name).read_bytes()
             for name in ("app.css", "live.js")
@@ -207,7 +208,7 @@ class Web:
         here = f"/thread?id={quote(params.get('id', ''), safe='')}" if name == "thread" else f"/{name}"
         common: dict[str, Any] = {"csrf": csrf, "viewer": viewer, "here": here}
         if name == "board":
-            return t.render(board=pages.board(self.app, viewer.role), **common)
+            return t.render(board=self.boards.board(viewer.role), **common)
         if name == "inbox":
             return t.render(inbox=pages.inbox(self.app, viewer.role, params.get("all") != "1"), **common)
         if name == "thread":
