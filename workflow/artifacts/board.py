@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from operator import attrgetter
 from typing import Any, NamedTuple
 
 from workflow.core.config import Config
-from workflow.core.locate import Artifact, by_key, locate, scan, split_ref
+from workflow.core.locate import Artifact, Pool, by_key, scan, split_ref
 from workflow.core.words import count
 from workflow.mail.inbox import unique
 from workflow.mail.rows import Row
@@ -54,16 +55,16 @@ def visible(rows: Sequence[Row], roster: Roster, identity: str | None = None) ->
 
 def mail_by_key(config: Config, rows: Sequence[Row], artifacts: Sequence[Artifact]) -> dict[tuple[str, str], list[Row]]:
     """Messages grouped by the artifact identities their X-Artifacts name."""
-    cache: dict[str, set[tuple[str, str]]] = {}
+    pool = Pool(config, artifacts)
+    cache: dict[tuple[str, ...], list[list[Row]]] = {}  # the lists a row with these refs goes to
     out: dict[tuple[str, str], list[Row]] = {}
     for r in unique(rows):
-        keys: set[tuple[str, str]] = set()
-        for ref in r.artifacts:
-            if ref not in cache:
-                cache[ref] = {a.key for a in locate(ref, config, artifacts)}
-            keys |= cache[ref]
-        for k in keys:
-            out.setdefault(k, []).append(r)
+        lists = cache.get(r.artifacts)
+        if lists is None:
+            keys = sorted({a.key for ref in r.artifacts for a in pool.locate(ref)})
+            lists = cache[r.artifacts] = [out.setdefault(k, []) for k in keys]
+        for mail in lists:
+            mail.append(r)
     return out
 
 
@@ -76,7 +77,7 @@ def cards(config: Config, rows: Sequence[Row], only: Artifact | None = None) -> 
     for a in artifacts:
         if only is not None and a.key != only.key:
             continue
-        out.append(Card(a, tuple(groups[a.key]), tuple(sorted(mail.get(a.key, []), key=lambda r: (r.date, r.key)))))
+        out.append(Card(a, tuple(groups[a.key]), tuple(sorted(mail.get(a.key, []), key=attrgetter("date", "key")))))
     return out
 
 
@@ -171,10 +172,11 @@ def refs_without_artifact(config: Config, rows: Sequence[Row], artifacts: Sequen
     """Artifact references (under a root) that name nothing in any state folder now."""
     out: dict[str, list[Row]] = {}
     missing: dict[str, bool] = {}
+    pool = Pool(config, artifacts)
     for r in unique(rows):
         for ref in r.artifacts:
             if ref not in missing:
-                missing[ref] = split_ref(ref, config) is not None and not locate(ref, config, artifacts)
+                missing[ref] = split_ref(ref, config) is not None and not pool.locate(ref)
             if missing[ref]:
                 out.setdefault(ref, []).append(r)
     return out

@@ -199,6 +199,23 @@ def locate(ref: str, config: Layout, artifacts: Sequence[Artifact] | None = None
     return [a for a in pool if a.root == split.root and matches(a.state, state_pattern) and matches(a.name, split.name)]
 
 
+class Pool:
+    """A scan of the working tree for locating many references: ``locate`` answers as the function
+    does, a concrete name by one look-up of its identity instead of a pass over every artifact."""
+
+    def __init__(self, config: Layout, artifacts: Sequence[Artifact]) -> None:
+        self.config = config
+        self.artifacts = artifacts
+        self._by_key = by_key(artifacts)
+
+    def locate(self, ref: str) -> list[Artifact]:
+        split = split_ref(ref, self.config)
+        if split is None or has_glob(split.name):
+            return locate(ref, self.config, self.artifacts) if split is not None else []
+        state_pattern = split.state if has_glob(split.state) else "*"
+        return [a for a in self._by_key.get((split.root, split.name), ()) if matches(a.state, state_pattern)]
+
+
 def by_key(artifacts: Iterable[Artifact]) -> dict[tuple[str, str], list[Artifact]]:
     out: dict[tuple[str, str], list[Artifact]] = {}
     for a in artifacts:

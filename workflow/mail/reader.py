@@ -269,5 +269,21 @@ class Reader:
         """Every stored copy that names an artifact, oldest first (for the board and doctor)."""
         return self._rows(self._exec(f"SELECT id, {COLUMNS} FROM msg WHERE artifacts != '' ORDER BY date, key, box"))
 
+    def artifact_marks(self) -> dict[int, tuple[int, str, str, str]]:
+        """(mailbox number, key, subdir, flags) of every copy that names an artifact, by id: what
+        changes when a copy is added, renamed, flagged or removed (``mail.rowcache``)."""
+        return {
+            i: (b, k, s, f)
+            for i, b, k, s, f in self._exec("SELECT id, box, key, subdir, flags FROM msg WHERE artifacts != ''")
+        }
+
+    def rows_by_id(self, ids: Sequence[int]) -> list[Row]:
+        """The stored copies with these ids (in no particular order)."""
+        raw: list[DbRow] = []
+        for i in range(0, len(ids), 500):
+            chunk = ids[i : i + 500]
+            raw += self._exec(f"SELECT id, {COLUMNS} FROM msg WHERE id IN ({','.join('?' * len(chunk))})", chunk)
+        return self._rows(raw)
+
     def count(self) -> int:
         return int(self._exec("SELECT count(*) FROM msg").fetchone()[0])

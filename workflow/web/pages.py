@@ -10,6 +10,7 @@ its session's state and how many members have filed — never a verdict while it
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,6 +23,7 @@ from workflow.core import events
 from workflow.core.locate import locate, scan
 from workflow.mail.body import Part, readable
 from workflow.mail.inbox import InboxThread, group, read_row, select, thread_rows
+from workflow.mail.rowcache import ArtifactRows
 from workflow.mail.rows import Row
 from workflow.panels.store import PanelStore, SessionState
 
@@ -64,11 +66,13 @@ def answered(rows: Sequence[Row]) -> set[str]:
     return {p for r in rows for p in r.ancestry}
 
 
-def board(app: App, role: str) -> Board:
-    """The board as ``role`` may see it (``workflow status --as ROLE``), with what waits on whom."""
-    with app.index() as index:
-        index.refresh()  # what was delivered a moment ago (live.Watch refreshes too, on a change)
-        rows = index.with_artifacts()
+def board(app: App, role: str, rows: Sequence[Row] | None = None) -> Board:
+    """The board as ``role`` may see it (``workflow status --as ROLE``), with what waits on whom;
+    ``rows`` are ``with_artifacts()`` when the caller has them (``Boards``)."""
+    if rows is None:
+        with app.index() as index:
+            index.refresh()  # what was delivered a moment ago (live.Watch refreshes too, on a change)
+            rows = index.with_artifacts()
     shown = visible(rows, app.roster, role)
     boxes = set(app.roster.view(role)[0])
     panels = _panels(app)
@@ -95,6 +99,38 @@ def board(app: App, role: str) -> Board:
             )
         )
     return Board(tuple(app.config.states), tuple(out))
+
+
+class Boards:
+    """The board of each role, for a long-lived server: the rows kept up to date by
+    ``ArtifactRows``, and a role's board made again only when those rows, the artifacts in the
+    working tree or the panels' store changed since it was last made."""
+
+    def __init__(self, app: App) -> None:
+        self.app = app
+        self.rows = ArtifactRows(app.config.index_path, app.index)
+        self._made: dict[str, tuple[object, Board]] = {}
+
+    def board(self, role: str) -> Board:
+        with self.app.index() as index:
+            index.refresh()  # what was delivered a moment ago (live.Watch refreshes too, on a change)
+        rows = self.rows.rows()
+        panels = self.app.config.state.panels
+        key = (self.rows.version, tuple(scan(self.app.config)), _stat(panels), _stat(f"{panels}-wal"))
+        made = self._made.get(role)
+        if made is not None and made[0] == key:
+            return made[1]
+        b = board(self.app, role, rows)
+        self._made[role] = (key, b)
+        return b
+
+
+def _stat(path: str | Path) -> tuple[int, int, int]:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return (0, 0, 0)
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
 
 
 def _boxes_of(app: App, r: Row) -> set[str]:

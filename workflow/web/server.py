@@ -91,6 +91,7 @@ class Web:
         self.templates = _templates()
         self.watch = Watch(app, before=self.fresh)
         self.current = Current(app.config, app.roster, self._adopt)
+        self.boards = pages.Boards(app)
         self.static = {
             name: resources.files("workflow.web").joinpath("static", name).read_bytes()
             for name in ("app.css", "live.js")
@@ -102,6 +103,7 @@ class Web:
         app = App(config)
         app.__dict__["roster"] = roster  # App.roster is a cached_property: the roster just loaded
         self.app = self.sessions.app = self.watch.app = app
+        self.boards = pages.Boards(app)  # boards made with the old roster are not this one's
         self.sessions.users_roster(roster)
 
     def fresh(self) -> None:
@@ -244,7 +246,7 @@ class Web:
         here = f"/thread?id={quote(params.get('id', ''), safe='')}" if name == "thread" else f"/{name}"
         common: dict[str, Any] = {"csrf": csrf, "viewer": viewer, "here": here}
         if name == "board":
-            return t.render(board=pages.board(self.app, viewer.role), **common)
+            return t.render(board=self.boards.board(viewer.role), **common)
         if name == "inbox":
             return t.render(inbox=pages.inbox(self.app, viewer.role, params.get("all") != "1"), **common)
         if name == "thread":
