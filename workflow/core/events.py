@@ -41,6 +41,7 @@ class EventType:
     decision: tuple[str, str] | None = None  # a reviewer's decision: the move (from, to) it makes
     enters: str | None = None  # ``workflow move`` into this state sends this event by default (ANY: any move)
     rules: tuple[str, ...] = ()  # names in RULES, applied when the message is composed
+    answer: str | None = None  # it waits on a reply of this event type (the cockpit's Answer button, its "waits:")
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -52,6 +53,7 @@ class EventType:
             "decision": list(self.decision) if self.decision else None,
             "enters": self.enters,
             "rules": list(self.rules),
+            "answer": self.answer,
         }
 
 
@@ -66,17 +68,26 @@ EVENTS: tuple[EventType, ...] = (
         rules=("next-state", "next-roles"),
     ),
     EventType("rejection", "review rejected, revision needed", 2, "red", "REASON", decision=("proposed", "proposed")),
-    EventType("clarification-request", "need clarification to proceed", 1, "magenta", "QUESTION"),
+    EventType("clarification-request", "need clarification to proceed", 1, "magenta", "QUESTION", answer="answer"),
     EventType(
-        "blocker-report", "work blocked", 0, "bold red", "BLOCKING_DETAILS", enters="blocked", rules=("unblockers",)
+        "blocker-report",
+        "work blocked",
+        0,
+        "bold red",
+        "BLOCKING_DETAILS",
+        enters="blocked",
+        rules=("unblockers",),
+        answer="answer",
     ),
     EventType("status-update", "progress (informational)", 3, "dim", enters=ANY),
-    EventType("question", "general question for an expert", 1, "magenta", "QUESTION"),
+    EventType("question", "general question for an expert", 1, "magenta", "QUESTION", answer="answer"),
     EventType("answer", "response to a question", 2, "cyan"),
 )
 
 NAMES: tuple[str, ...] = tuple(e.name for e in EVENTS)
 BY_NAME: Mapping[str, EventType] = MappingProxyType({e.name: e for e in EVENTS})
+# The event types that wait on an answer (a question, a clarification request, a blocker).
+WAITING: tuple[str, ...] = tuple(e.name for e in EVENTS if e.answer)
 # A decision's move (from, to): an approval takes a proposed artifact on, a rejection leaves it for revision.
 DECISIONS: Mapping[str, tuple[str, str]] = MappingProxyType({e.name: e.decision for e in EVENTS if e.decision})
 

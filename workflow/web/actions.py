@@ -141,15 +141,16 @@ def answer(app: App, role: str, message_id: str, text: str, unblock: bool = Fals
     if not text:
         return Done(False, "the answer is empty: write what the asker needs to go on")
     try:
-        row = _received(app, role, message_id, ("question", "clarification-request", "blocker-report"))
+        row = _received(app, role, message_id, events.WAITING)
         refs = row.artifacts or (f"{app.config.artifact_roots[0]}/*/*",)
         asker = row.sender.split("@")[0]
-        composed = app.compose(NotifyRequest("answer", refs, (asker,), role, message_id, {"ANSWER": text}))
+        reply = events.get(row.event).answer or "answer"
+        composed = app.compose(NotifyRequest(reply, refs, (asker,), role, message_id, {"ANSWER": text}))
         composed.send(make_transport(app.config, app.deliverer))
     except WorkflowError as e:
         return _refused(e)
     said = f"answer sent to {asker}"
-    if unblock and row.event == "blocker-report":
+    if unblock and events.get(row.event).enters == "blocked":
         try:
             said += "; " + _unblock(app, role, row, message_id)
         except WorkflowError as e:

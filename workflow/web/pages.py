@@ -27,7 +27,6 @@ from workflow.mail.rowcache import ArtifactRows
 from workflow.mail.rows import Row
 from workflow.panels.store import PanelStore, SessionState
 
-OPEN_EVENTS = ("question", "clarification-request", "blocker-report")  # wait on an answer
 LATEST = 3  # events shown on a card
 INBOX_THREADS = 200  # threads an inbox page shows at most
 LOG_TAIL = 4000  # characters of a run's log shown
@@ -80,7 +79,7 @@ def board(app: App, role: str, rows: Sequence[Row] | None = None) -> Board:
     for c in cards(app.config, shown):
         replied = answered(c.mail)
         claim = next((r for r in reversed(c.mail) if r.state == c.artifact.state), None)
-        waiting = tuple(r for r in c.mail if r.event in OPEN_EVENTS and r.message_id not in replied)
+        waiting = tuple(r for r in c.mail if r.event in events.WAITING and r.message_id not in replied)
         review = None
         if c.artifact.state == "proposed":
             asked = [r for r in c.mail if r.event == "review-request" and boxes.intersection(_boxes_of(app, r))]
@@ -182,6 +181,7 @@ class Shown(NamedTuple):
     new: bool  # unread in the viewer's own mailbox
     review: bool  # a review-request the viewer received: the page offers the decision
     answerable: bool  # a question, clarification request or blocker the viewer received, not answered
+    blocker: bool  # it reports a blocker (its answer may move the artifact back to doing/)
 
 
 class Thread(NamedTuple):
@@ -211,7 +211,8 @@ def thread(app: App, role: str, message_id: str) -> Thread | None:
                 body.parts if body is not None else (),
                 received and not r.seen,
                 received and r.event == "review-request",
-                received and r.event in OPEN_EVENTS and r.message_id not in replied,
+                received and r.event in events.WAITING and r.message_id not in replied,
+                events.get(r.event).enters == "blocked",
             )
         )
     return Thread(rows[0].subject, tuple(shown))
