@@ -1,7 +1,7 @@
 """workflow web attacked from outside: promises of the README and the threat model that a hostile
 agent on the host, a careless person or a crash breaks today. Each test states the promise as it
-should hold and is marked xfail (strict) until it does; what held is listed in the report that
-came with them, not tested again here."""
+held once it was fixed; what held from the first is listed in the report that came with them,
+not tested again here."""
 
 from __future__ import annotations
 
@@ -71,7 +71,6 @@ def test_the_probes_here_reach_a_live_server(server: Server) -> None:
     assert refused.split()[1] == "403"
 
 
-@pytest.mark.xfail(strict=True, reason="concurrent clicks on Approve each send an approval (one move, N mails)")
 def test_a_double_click_on_approve_sends_one_approval(project: Project) -> None:
     """A browser's double click posts the form twice at once: one decision, one mail, one commit."""
     with web_server(project) as server:
@@ -92,7 +91,6 @@ def _double_click(project: Project, server: Server) -> None:
     assert len(approvals) == 1, f"{len(approvals)} approvals for one click"
 
 
-@pytest.mark.xfail(strict=True, reason="the Origin is compared with the request's Host: a rebound name passes")
 def test_a_post_from_a_rebound_origin_is_refused(server: Server) -> None:
     """DNS rebinding: a page of evil.example whose name now resolves to 127.0.0.1 posts with
     Host and Origin both evil.example:PORT. That is another origin than the cockpit's."""
@@ -107,7 +105,6 @@ def test_a_post_from_a_rebound_origin_is_refused(server: Server) -> None:
     assert _http(server, _form(server, "/role", form, headers)).split()[1] == "403"
 
 
-@pytest.mark.xfail(strict=True, reason="the flash cookie is not signed: any page on a loopback port can set one")
 def test_a_refusal_the_server_did_not_make_is_not_shown(server: Server) -> None:
     """Cookies ignore ports: a page an agent serves on another loopback port can set cookies the
     cockpit receives. A refusal shown 'with the rule that refused' must be one the server made."""
@@ -122,7 +119,6 @@ def test_a_refusal_the_server_did_not_make_is_not_shown(server: Server) -> None:
     assert "127.0.0.1:9/login" not in page and "Refused by rule sessions" not in page
 
 
-@pytest.mark.xfail(strict=True, reason="a corrupt index makes every page a bare 500 'Internal Server Error'")
 def test_a_corrupt_index_says_what_to_do(project: Project) -> None:
     """The index is a cache of the Maildirs; when it is unreadable the page names the problem and
     the remedy, as `workflow doctor` does (`workflow reindex`), rather than a bare 500."""
@@ -144,9 +140,6 @@ def _corrupt_index(project: Project, server: Server) -> None:
     assert status != 500 and "workflow reindex" in page, (status, page[:300])
 
 
-@pytest.mark.xfail(
-    strict=True, reason="a right password is answered at once while failures wait: not waiting guesses fast"
-)
 def test_a_guesser_who_does_not_wait_for_the_refusal_is_slowed_too(server: Server) -> None:
     """Failures from a peer are slowed (doubling to 4 s); a guesser that gives up on each answer
     sooner (no answer yet = wrong) must not learn the right password any faster for it. Here the

@@ -87,6 +87,24 @@ class Logins:
         refused(command, peer, None, f"{reply}; {count} failure(s) from this peer lately")
         await asyncio.sleep(wait)
 
+    async def admit(self, peer: str) -> None:
+        """Before a login from ``peer`` is checked (``workflow web``): when it failed lately, wait
+        the delay its next failure would get, in turn with its other attempts — so a right
+        password is answered no sooner than a wrong one, and a guesser that gives up on slow
+        answers learns nothing from them."""
+        now = time.monotonic()
+        count, last, free = self.failures.get(peer, (0, now, now))
+        if not count or now - last > FORGET_AFTER:
+            return
+        slot = max(now, free) + min(FIRST_DELAY * 2**count, MAX_DELAY)
+        self.failures[peer] = (count, last, slot)
+        await asyncio.sleep(slot - now)
+
+    def note(self, peer: str, mechanism: str, login: str, code: int) -> None:
+        """Count and log a failed login from ``peer`` without waiting (its wait came first: ``admit``)."""
+        count, _ = self._count(peer)
+        refused("AUTH", peer, login, f"{code} {mechanism} login failed; {count} failure(s) from this peer lately")
+
     def _count(self, peer: str) -> tuple[int, float]:
         """Count one more failure from ``peer``: (its failures lately, seconds to wait before the
         answer). A peer's failures are answered one after another, each its delay after the one

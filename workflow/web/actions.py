@@ -131,8 +131,8 @@ def decide(app: App, role: str, request: str, verdict: str, reason: str) -> Done
     record(app.config.state.agentd_log, "decided", fields)
     if not out.applied:
         return Done(False, f"your {event} was sent but not applied: {out.detail}")
-    where = f"{artifact.path} → {target}/" if event == "approval" else f"{artifact.path} stays in {source}/"
-    return Done(True, f"{event} sent to {asker}; {where} ({out.detail})")
+    where = f"{artifact.path} → {target}/ ({out.detail})" if source != target else f"{artifact.path} stays in {source}/"
+    return Done(True, f"{event} sent to {asker}; {where}")
 
 
 def answer(app: App, role: str, message_id: str, text: str, unblock: bool = False) -> Done:

@@ -4,8 +4,9 @@ cookies, and the CSRF token of each session.
 A login is one of the ``[smtp] auth_users_file`` logins (the same secrets: ``credentials.UsersFile``
 reads the file again when it changes) or the owner's, ``~owner`` with the owner's secret
 (``credentials.owner_secret``). Checks go through ``delivery.logins.Logins``, as the SMTP server's
-do: off the event loop, failures from a peer slowed (doubling) and each logged on the server log's
-``refused AUTH …`` line that contrib/fail2ban matches.
+do: off the event loop; a peer that failed lately waits before its next attempt is checked
+(doubling, ``Logins.admit``: a right password is answered no sooner than a wrong one), and each
+failure is logged on the server log's ``refused AUTH …`` line that contrib/fail2ban matches.
 
 A session is a cookie (HttpOnly, SameSite=Strict, Secure under TLS) holding the login, the role
 it views as, its expiry, a nonce, and a fingerprint of the login's secret — signed (HMAC-SHA256)
@@ -15,6 +16,7 @@ people logged in, and a changed password or a removed login ends the session at 
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import hashlib
@@ -107,15 +109,17 @@ class Sessions:
     # -- logging in
 
     async def login(self, peer: str, login: str, password: str) -> Viewer | None:
-        """The viewer for a login and password, or None after the peer's delay (logged)."""
+        """The viewer for a login and password, or None (logged). A peer that failed lately waits
+        its turn first (``Logins.admit``), whatever it sends."""
+        await self.logins.admit(peer)
         if login == OWNER:
-            ok = hmac.compare_digest(password.strip().encode(), self._owner_secret().encode())
-            if not ok:
-                await self.logins.failed(peer, "WEB", login, 401)
+            if not hmac.compare_digest(password.strip().encode(), self._owner_secret().encode()):
+                self.logins.note(peer, "WEB", login, 401)
                 return None
             return self._viewer(OWNER, None, self.app.config.default_sender)
-        identity = await self.logins.check(peer, "WEB", login, password, 401)
+        identity = await asyncio.to_thread(self.logins.auth.check, login, password)  # PBKDF2: off the loop
         if identity is None or identity.roles is None:
+            self.logins.note(peer, "WEB", login, 401)
             return None
         roles = tuple(sorted(identity.roles))
         return self._viewer(login, roles, roles[0])
@@ -183,6 +187,21 @@ class Sessions:
     def end(self, v: Viewer) -> None:
         """Log out: the session's cookie is refused from now on, wherever a copy of it is."""
         self.revoked.add(v.nonce, v.expires)
+
+    def seal(self, v: Viewer, text: str) -> str:
+        """``text`` as a cookie value only this server makes, for this session."""
+        payload = _b64(text.encode())
+        return f"{payload}.{self._sign('flash:' + v.nonce + ':' + payload)}"
+
+    def unseal(self, v: Viewer, value: str) -> str:
+        """What ``seal`` sealed for this session; "" for anything else (another session's, a forgery)."""
+        payload, _, sig = value.partition(".")
+        if not payload or not hmac.compare_digest(sig, self._sign("flash:" + v.nonce + ":" + payload)):
+            return ""
+        try:
+            return _unb64(payload).decode()
+        except (ValueError, binascii.Error):
+            return ""
 
     def csrf(self, v: Viewer) -> str:
         """The session's CSRF token: every form carries it, every POST must."""

@@ -12,11 +12,12 @@ rendered for that stream's viewer by the same code, so a stream never carries wh
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import contextlib
 import hashlib
+import ipaddress
 import json
+import sqlite3
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from html import escape
@@ -84,7 +85,7 @@ def _templates() -> jinja2.Environment:
 class Web:
     """One ``workflow web`` server: the app it serves and what it shares between requests."""
 
-    def __init__(self, app: App, https: bool = False, env: dict[str, str] | None = None) -> None:
+    def __init__(self, app: App, https: bool = False, env: dict[str, str] | None = None, local: bool = True) -> None:
         self.app = app
         self.https = https
         self.sessions = Sessions(app, env)
@@ -92,6 +93,8 @@ class Web:
         self.watch = Watch(app, before=self.fresh)
         self.current = Current(app.config, app.roster, self._adopt)
         self.boards = pages.Boards(app)
+        self.acting = threading.Lock()  # one action at a time: a double click's second post sees the first's move
+        self.local = local  # listening on loopback: a request must name a loopback host (no DNS rebinding)
         self.static = {
             name: resources.files("workflow.web").joinpath("static", name).read_bytes()
             for name in ("app.css", "live.js")
@@ -137,7 +140,24 @@ class Web:
             finally:
                 task.cancel()
 
-        return Starlette(routes=routes, lifespan=lifespan)
+        app = Starlette(routes=routes, lifespan=lifespan)
+        return self._hosted(app) if self.local else app
+
+    def _hosted(self, app: Starlette) -> Any:
+        """Refuse a request naming another host than loopback's (a page of a rebound DNS name)."""
+
+        async def guarded(scope: Any, receive: Any, send: Any) -> None:
+            if scope["type"] == "http":
+                host = dict(scope["headers"]).get(b"host", b"").decode("latin-1")
+                if not _loopback_name(host):
+                    r = PlainTextResponse(
+                        f"refused: {host[:100]!r} is not this server's name (use its loopback address)", 403
+                    )
+                    await r(scope, receive, send)
+                    return
+            await app(scope, receive, send)
+
+        return guarded
 
     def _headers(self, r: Response) -> Response:
         for k, v in HEADERS.items():
@@ -231,7 +251,9 @@ class Web:
                 main = await asyncio.to_thread(self.main, name, viewer, params)
             except NotFoundError:
                 return self.html(self.layout(viewer, name, "<p>Not found.</p>", {}, "", request), 404)
-            flash = self._flash(request)
+            except (WorkflowError, sqlite3.Error, OSError) as e:
+                return self.html(self.layout(viewer, name, _trouble(e), {}, "", request), 503)
+            flash = self._flash(request, viewer)
             r = self.html(self.layout(viewer, name, main, params, flash, request))
             if flash:
                 r.delete_cookie(FLASH, path="/")
@@ -307,6 +329,8 @@ class Web:
             first = await asyncio.to_thread(self.main, name, viewer, params)
         except NotFoundError:
             return self._headers(PlainTextResponse("not found", 404))
+        except (WorkflowError, sqlite3.Error, OSError) as e:
+            first = _trouble(e)
         cookie = request.cookies.get(COOKIE)
 
         async def stream() -> AsyncIterator[bytes]:
@@ -336,6 +360,8 @@ class Web:
                 except NotFoundError:
                     yield b'event: gone\ndata: ""\n\n'
                     return
+                except (WorkflowError, sqlite3.Error, OSError) as e:
+                    main = _trouble(e)
                 took = time.monotonic() - start
 
         r = StreamingResponse(stream(), media_type="text/event-stream")
@@ -375,10 +401,17 @@ class Web:
         what = request.path_params["what"]
         done = await asyncio.to_thread(self._do, what, viewer, f)
         r = RedirectResponse(self._back(f.get("back", "/board")), 303)
-        self._set_cookie(r, FLASH, base64.urlsafe_b64encode(json.dumps(done._asdict()).encode()).decode(), 60)
+        self._set_cookie(r, FLASH, self.sessions.seal(viewer, json.dumps(done._asdict())), 60)
         return self._headers(r)
 
     def _do(self, what: str, viewer: Viewer, f: dict[str, str]) -> actions.Done:
+        with self.acting:
+            try:
+                return self._act(what, viewer, f)
+            except (sqlite3.Error, OSError) as e:
+                return actions.Done(False, f"{type(e).__name__}: {e} (`workflow doctor` says what is wrong)")
+
+    def _act(self, what: str, viewer: Viewer, f: dict[str, str]) -> actions.Done:
         role = viewer.role
         if what == "decide":
             return actions.decide(self.app, role, f.get("id", ""), f.get("verdict", ""), f.get("reason", ""))
@@ -400,11 +433,12 @@ class Web:
     def _back(self, path: str) -> str:
         return path if path.startswith("/") and not path.startswith("//") and "\\" not in path else "/board"
 
-    def _flash(self, request: Request) -> str:
-        raw = request.cookies.get(FLASH, "")
+    def _flash(self, request: Request, viewer: Viewer) -> str:
+        """The outcome of this session's last action (a cookie only this server, for this session, signs)."""
+        text = self.sessions.unseal(viewer, request.cookies.get(FLASH, ""))
         try:
-            d = json.loads(base64.urlsafe_b64decode(raw)) if raw else None
-        except (ValueError, binascii.Error):
+            d = json.loads(text) if text else None
+        except ValueError:
             return ""
         return json.dumps(d) if isinstance(d, dict) and {"ok", "text", "rule"} <= set(d) else ""
 
@@ -417,6 +451,27 @@ class Web:
         r = Response(data, media_type=kind)
         r.headers["Cache-Control"] = "max-age=300"
         return self._headers(r)
+
+
+def _loopback_name(host: str) -> bool:
+    """Whether a Host header names a loopback address (``127.0.0.1:8026``, ``[::1]:8026``, ``localhost``)."""
+    name = host.rsplit(":", 1)[0] if host.count(":") == 1 or host.startswith("[") else host
+    name = name.strip("[]").lower()
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def _trouble(e: Exception) -> str:
+    """What a page shows when what it reads is broken: the problem and what to do about it."""
+    what = str(e) if isinstance(e, WorkflowError) else f"{type(e).__name__}: {e}"
+    todo = "" if "workflow " in what else " `workflow doctor` says what is wrong and how to mend it."
+    if isinstance(e, sqlite3.DatabaseError) and "index" not in what:
+        todo += " If it is the index, `workflow reindex` rebuilds it from the Maildirs."
+    return f'<p class="flash refused" role="alert">This page cannot be shown: {escape(what)}.{escape(todo)}</p>'
 
 
 def _digest(text: str) -> str:
@@ -456,7 +511,7 @@ def serve(app: App, host: str, port: int, https: bool, started: Callable[[str], 
 
     sock = listeners.reserve(host, port)
     bound = sock.getsockname()[1]
-    web = Web(app, https=https)
+    web = Web(app, https=https, local=listeners.is_loopback(host))
     cfg = app.config.web
     config = uvicorn.Config(
         web.asgi(),
