@@ -47,7 +47,9 @@ class Logins:
 
     async def check(self, peer: str, mechanism: str, login: str, secret: str, code: int = 535) -> Identity | None:
         """A PLAIN or LOGIN login: the identity, or None after the peer's delay (``code``: the
-        reply a failure gets, for the log)."""
+        reply a failure gets, for the log). A peer that failed lately waits its turn first
+        (``admit``), so the right secret is answered no sooner than a wrong one."""
+        await self.admit(peer)
         identity = await asyncio.get_running_loop().run_in_executor(None, self.auth.check, login, secret)
         if identity is None:
             await self.failed(peer, mechanism, login, code)
