@@ -4,8 +4,10 @@ counted per connection, every refusal logged on one line.
 A password check costs tens of milliseconds of PBKDF2 on purpose; run on the event loop, four
 guessing connections would stall every other client, so checks run in a worker thread (hashlib
 releases the GIL). An unknown login costs what a known one does (``Authenticator`` checks a
-decoy). Each failure from a peer waits longer before it is answered (doubling, capped), and a
-connection is dropped after ``MAX_FAILURES`` failed logins (``smtp_protocol``).
+decoy). Each failure from a peer waits longer before it is answered (doubling, capped); after a
+failure, the peer's next login waits its turn before it is checked (``admit``), so the right secret
+is never answered sooner than a wrong one; a connection is dropped after ``MAX_FAILURES`` failed
+logins (``smtp_protocol``).
 
 The owner's and a run's ``X-WORKFLOW`` login (``handshake``) is checked here too: the client's
 proof against the key, and the server's proof made for the answer. A command refused with ``530``
