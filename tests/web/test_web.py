@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -23,6 +24,8 @@ from helpers.web import BOB, BOB_PASSWORD, Client, Server, add_person, owner_pas
 from workflow.agentd.tasks import Tasks, TaskStatus
 from workflow.agents.report import RunReport
 from workflow.panels.store import PanelStore
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _events(server: Server, client: Client, query: str) -> str:
@@ -290,3 +293,18 @@ def test_a_refusal_page_escapes_what_was_asked(project: Project, server: Server)
     bob.login(BOB, BOB_PASSWORD)
     status, page = bob.post("/role", {"csrf": bob.csrf(), "role": "<img src=x onerror=alert(1)>"})
     assert status == 403 and "<img" not in page and "&lt;img src=x" in page
+
+
+@pytest.mark.skipif(shutil.which("fail2ban-regex") is None, reason="fail2ban-regex (Debian fail2ban) not installed")
+def test_the_fail2ban_filter_reads_the_cockpits_failed_logins(project: Project, server: Server) -> None:
+    assert Client(server.url).login(BOB, "wrong") == 401
+    assert Client(server.url).login(BOB, BOB_PASSWORD) == 303  # a login is no failure
+    log = server.log.parent / "web-refusals.log"
+    log.write_text(server.log.read_text())
+    r = subprocess.run(
+        ["fail2ban-regex", "-o", "ip", str(log), str(ROOT / "contrib/fail2ban/filter.d/workflow-smtpd.conf")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0 and r.stdout.splitlines() == ["127.0.0.1"], r.stdout + r.stderr
