@@ -15,6 +15,7 @@ import asyncio
 import base64
 import binascii
 import contextlib
+import functools
 import hashlib
 import json
 import time
@@ -77,7 +78,9 @@ def _templates() -> jinja2.Environment:
     env.filters["who"] = lambda address: str(address).split("@")[0]
     env.filters["when"] = lambda ts: time.strftime("%Y-%m-%d %H:%M", time.gmtime(int(ts))) if ts else "?"
     env.filters["style"] = pages.style
-    env.filters["q"] = lambda s: quote(str(s), safe="")
+    env.filters["q"] = functools.lru_cache(maxsize=1 << 16)(
+        lambda s: quote(str(s), safe="")
+    )  # the same ids each render
     return env
 
 
