@@ -10,11 +10,10 @@ its session's state and how many members have filed — never a verdict while it
 
 from __future__ import annotations
 
-import gc
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -122,8 +121,9 @@ class Boards:
     panels changed); anything else (a copy gone, an artifact added or removed) makes it whole.
     ``board`` is the reference: the same board, made from every row each time."""
 
-    def __init__(self, app: App) -> None:
+    def __init__(self, app: App, kept: Callable[[], None] = lambda: None) -> None:
         self.app = app
+        self.kept = kept  # called after a board is made whole (the server: ``server.keep_out_of_gc``)
         self.rows = ArtifactRows(app.config.index_path, app.index)
         self._made: dict[str, _Made] = {}
         self._lock = threading.Lock()  # event streams ask from several threads at once
@@ -149,10 +149,7 @@ class Boards:
         made.grouping.add(visible(rows, self.app.roster, role), in_order=True)
         made.panels = _panels(self.app)
         self._redo(made, role, {a.key for a in artifacts}, artifacts)
-        # The rows and their grouping live as long as the server: out of the collector's sight, a
-        # full collection (every few renders) walks what changed since, not 100,000 rows (~0.3 s).
-        gc.collect()
-        gc.freeze()
+        self.kept()
         return made
 
     def _update(self, made: _Made, role: str, artifacts: list[Artifact], stamp: object) -> bool:
