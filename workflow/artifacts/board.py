@@ -8,13 +8,14 @@ when the artifact sits in two state folders.
 
 from __future__ import annotations
 
+import bisect
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from operator import attrgetter
 from typing import Any, NamedTuple
 
 from workflow.core.config import Config
-from workflow.core.locate import Artifact, Pool, by_key, scan, split_ref
+from workflow.core.locate import Artifact, Pool, by_key, has_glob, matches, scan, split_ref
 from workflow.core.words import count
 from workflow.mail.inbox import unique
 from workflow.mail.rows import Row
@@ -66,6 +67,68 @@ def mail_by_key(config: Config, rows: Sequence[Row], artifacts: Sequence[Artifac
         for mail in lists:
             mail.append(r)
     return out
+
+
+class Grouping:
+    """``mail_by_key`` kept between calls: the first copy of each message (``unique``) and, by
+    identity, the first copies naming it — in the order ``order`` gives the rows (their list's).
+    ``add`` takes rows in as they come and says which identities' mail changed; ``rescan`` takes a
+    new scan with the same identities (an artifact moved). A caller filters the rows (``visible``)."""
+
+    def __init__(self, config: Config, artifacts: Sequence[Artifact], order: Callable[[Row], Any]) -> None:
+        self.config = config
+        self.order = order
+        self.pool = Pool(config, artifacts)
+        self.identities = {a.key for a in artifacts}
+        self.first: dict[str, Row] = {}  # one copy per message: the first in ``order``
+        self.mail: dict[tuple[str, str], list[Row]] = {}
+        self._keys: dict[tuple[str, ...], tuple[tuple[str, str], ...]] = {}
+        self._by_state = False  # a ref picks states by a glob: where artifacts are decides what it names
+
+    def keys(self, r: Row) -> tuple[tuple[str, str], ...]:
+        """The identities a row's X-Artifacts name."""
+        got = self._keys.get(r.artifacts)
+        if got is None:
+            got = self._keys[r.artifacts] = tuple(sorted({a.key for ref in r.artifacts for a in self.pool.locate(ref)}))
+            splits = (split_ref(ref, self.config) for ref in r.artifacts)
+            self._by_state = self._by_state or any(s is not None and self._picks(s.state) for s in splits)
+        return got
+
+    def _picks(self, state: str) -> bool:
+        """Whether a ref's state part names some states and not others (``specs/*/x`` names all)."""
+        return has_glob(state) and not all(matches(s, state) for s in self.config.states)
+
+    def add(self, rows: Iterable[Row], in_order: bool = False) -> set[tuple[str, str]]:
+        """Take ``rows`` in (``in_order``: each after every row taken so far); the identities whose
+        mail changed."""
+        touched: set[tuple[str, str]] = set()
+        order = self.order
+        for r in rows:
+            u = r.message_id or f"{r.mailbox}/{r.key}"
+            old = self.first.get(u)
+            if old is not None:
+                if in_order or order(old) < order(r):
+                    continue  # a later copy of a message already shown
+                for k in self.keys(old):
+                    self.mail[k].remove(old)
+                    touched.add(k)
+            self.first[u] = r
+            for k in self.keys(r):
+                mail = self.mail.setdefault(k, [])
+                if in_order:
+                    mail.append(r)
+                else:
+                    bisect.insort(mail, r, key=order)
+                touched.add(k)
+        return touched
+
+    def rescan(self, artifacts: Sequence[Artifact]) -> bool:
+        """Take a new scan; False when what rows name may differ (identities came or went, or a
+        ref picks states by a glob): group again from the start."""
+        if self._by_state or {a.key for a in artifacts} != self.identities:
+            return False
+        self.pool = Pool(self.config, artifacts)
+        return True
 
 
 def cards(config: Config, rows: Sequence[Row], only: Artifact | None = None) -> list[Card]:

@@ -277,6 +277,20 @@ class Reader:
             for i, b, k, s, f in self._exec("SELECT id, box, key, subdir, flags FROM msg WHERE artifacts != ''")
         }
 
+    def artifact_rows_after(self, row_id: int) -> list[tuple[int, Row]]:
+        """(mailbox number, row) of every copy that names an artifact indexed after row ``row_id``
+        (ids only grow): the copies added since a reader last looked (``mail.rowcache``)."""
+        raw = list(self._exec(f"SELECT id, {COLUMNS} FROM msg WHERE id > ? AND artifacts != ''", (row_id,)))
+        return [(int(t[1]), r) for t, r in zip(raw, self._rows(raw), strict=True)]
+
+    def artifact_count(self, up_to: int) -> tuple[int, int]:
+        """How many copies that name an artifact have an id up to ``up_to``, and the highest id
+        ever given (it only grows, until a rebuild starts again): what a deletion or a rebuild
+        changes (``mail.rowcache``)."""
+        n = int(self._exec("SELECT count(*) FROM msg WHERE id <= ? AND artifacts != ''", (up_to,)).fetchone()[0])
+        seq = self._exec("SELECT seq FROM sqlite_sequence WHERE name='msg'").fetchone()
+        return n, int(seq[0]) if seq else 0
+
     def rows_by_id(self, ids: Sequence[int]) -> list[Row]:
         """The stored copies with these ids (in no particular order)."""
         raw: list[DbRow] = []

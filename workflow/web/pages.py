@@ -11,16 +11,17 @@ its session's state and how many members have filed — never a verdict while it
 from __future__ import annotations
 
 import os
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
 from workflow.agentd.status import DaemonStatus, status
 from workflow.app import App
-from workflow.artifacts.board import age, cards, visible
+from workflow.artifacts.board import Card, Grouping, age, cards, visible
 from workflow.core import events
-from workflow.core.locate import locate, scan
+from workflow.core.locate import Artifact, by_key, locate, scan
 from workflow.mail.body import Part, readable
 from workflow.mail.inbox import InboxThread, group, read_row, select, thread_rows
 from workflow.mail.rowcache import ArtifactRows
@@ -67,7 +68,7 @@ def answered(rows: Sequence[Row]) -> set[str]:
 
 def board(app: App, role: str, rows: Sequence[Row] | None = None) -> Board:
     """The board as ``role`` may see it (``workflow status --as ROLE``), with what waits on whom;
-    ``rows`` are ``with_artifacts()`` when the caller has them (``Boards``)."""
+    ``rows`` are ``with_artifacts()`` when the caller has them. ``Boards`` keeps one up to date."""
     if rows is None:
         with app.index() as index:
             index.refresh()  # what was delivered a moment ago (live.Watch refreshes too, on a change)
@@ -75,53 +76,116 @@ def board(app: App, role: str, rows: Sequence[Row] | None = None) -> Board:
     shown = visible(rows, app.roster, role)
     boxes = set(app.roster.view(role)[0])
     panels = _panels(app)
-    out = []
-    for c in cards(app.config, shown):
-        replied = answered(c.mail)
-        claim = next((r for r in reversed(c.mail) if r.state == c.artifact.state), None)
-        waiting = tuple(r for r in c.mail if r.event in events.WAITING and r.message_id not in replied)
-        review = None
-        if c.artifact.state == "proposed":
-            asked = [r for r in c.mail if r.event == "review-request" and boxes.intersection(_boxes_of(app, r))]
-            review = asked[-1] if asked else None
-        out.append(
-            CardView(
-                c.artifact.path,
-                c.artifact.name,
-                c.artifact.state,
-                tuple(c.flags),
-                tuple(reversed(c.mail[-LATEST:])),
-                claim.sender.split("@")[0] if claim else "",
-                waiting,
-                review,
-                tuple(panels.get(c.artifact.key, ())),
-            )
-        )
+    out = [_card(app, c, boxes, panels) for c in cards(app.config, shown)]
     return Board(tuple(app.config.states), tuple(out))
+
+
+def _card(app: App, c: Card, boxes: set[str], panels: dict[tuple[str, str], list[Panel]]) -> CardView:
+    replied = answered(c.mail)
+    claim = next((r for r in reversed(c.mail) if r.state == c.artifact.state), None)
+    waiting = tuple(r for r in c.mail if r.event in events.WAITING and r.message_id not in replied)
+    review = None
+    if c.artifact.state == "proposed":
+        asked = [r for r in c.mail if r.event == "review-request" and boxes.intersection(_boxes_of(app, r))]
+        review = asked[-1] if asked else None
+    return CardView(
+        c.artifact.path,
+        c.artifact.name,
+        c.artifact.state,
+        tuple(c.flags),
+        tuple(reversed(c.mail[-LATEST:])),
+        claim.sender.split("@")[0] if claim else "",
+        waiting,
+        review,
+        tuple(panels.get(c.artifact.key, ())),
+    )
+
+
+class _Made:
+    """One role's board and what it was made from, to make the next one from what changed."""
+
+    def __init__(self, version: int, artifacts: list[Artifact], stamp: object, grouping: Grouping) -> None:
+        self.version = version  # of the rows
+        self.artifacts = artifacts
+        self.stamp = stamp  # of the panels' store
+        self.grouping = grouping
+        self.panels: dict[tuple[str, str], list[Panel]] = {}
+        self.cards: dict[Artifact, CardView] = {}
+        self.board = Board((), ())
 
 
 class Boards:
     """The board of each role, for a long-lived server: the rows kept up to date by
-    ``ArtifactRows``, and a role's board made again only when those rows, the artifacts in the
-    working tree or the panels' store changed since it was last made."""
+    ``ArtifactRows``, and a role's board made again from what changed since it was last made —
+    on new rows only the cards of the artifacts they name (and of those that moved, or whose
+    panels changed); anything else (a copy gone, an artifact added or removed) makes it whole.
+    ``board`` is the reference: the same board, made from every row each time."""
 
-    def __init__(self, app: App) -> None:
+    def __init__(self, app: App, kept: Callable[[], None] = lambda: None) -> None:
         self.app = app
+        self.kept = kept  # called after a board is made whole (the server: ``server.keep_out_of_gc``)
         self.rows = ArtifactRows(app.config.index_path, app.index)
-        self._made: dict[str, tuple[object, Board]] = {}
+        self._made: dict[str, _Made] = {}
+        self._lock = threading.Lock()  # event streams ask from several threads at once
 
     def board(self, role: str) -> Board:
         with self.app.index() as index:
             index.refresh()  # what was delivered a moment ago (live.Watch refreshes too, on a change)
-        rows = self.rows.rows()
-        panels = self.app.config.state.panels
-        key = (self.rows.version, tuple(scan(self.app.config)), _stat(panels), _stat(f"{panels}-wal"))
-        made = self._made.get(role)
-        if made is not None and made[0] == key:
-            return made[1]
-        b = board(self.app, role, rows)
-        self._made[role] = (key, b)
-        return b
+        with self._lock:
+            rows = self.rows.rows()
+            artifacts = scan(self.app.config)
+            panels = self.app.config.state.panels
+            stamp = (_stat(panels), _stat(f"{panels}-wal"))
+            made = self._made.get(role)
+            if made is not None and (made.version, made.artifacts, made.stamp) == (self.rows.version, artifacts, stamp):
+                return made.board
+            if made is None or not self._update(made, role, artifacts, stamp):
+                made = self._make(role, rows, artifacts, stamp)
+                self._made[role] = made
+            return made.board
+
+    def _make(self, role: str, rows: list[Row], artifacts: list[Artifact], stamp: object) -> _Made:
+        made = _Made(self.rows.version, artifacts, stamp, Grouping(self.app.config, artifacts, self.rows.order))
+        made.grouping.add(visible(rows, self.app.roster, role), in_order=True)
+        made.panels = _panels(self.app)
+        self._redo(made, role, {a.key for a in artifacts}, artifacts)
+        self.kept()
+        return made
+
+    def _update(self, made: _Made, role: str, artifacts: list[Artifact], stamp: object) -> bool:
+        """Bring ``made`` up to date from what changed; False when it must be made whole."""
+        added = self.rows.added_since(made.version)
+        if added is None:
+            return False
+        before = made.artifacts
+        touched: set[tuple[str, str]] = set()
+        if artifacts != before:
+            if not made.grouping.rescan(artifacts):
+                return False
+            old, new = by_key(before), by_key(artifacts)
+            touched |= {k for k in new if new[k] != old.get(k)}
+        if stamp != made.stamp or artifacts != before:
+            panels = _panels(self.app)
+            touched |= {k for k in {*panels, *made.panels} if panels.get(k) != made.panels.get(k)}
+            made.panels = panels
+        touched |= made.grouping.add(sorted(visible(added, self.app.roster, role), key=self.rows.order))
+        for a in before:
+            if a.key in touched:
+                del made.cards[a]
+        made.version, made.artifacts, made.stamp = self.rows.version, artifacts, stamp
+        self._redo(made, role, touched, artifacts)
+        return True
+
+    def _redo(self, made: _Made, role: str, touched: set[tuple[str, str]], artifacts: list[Artifact]) -> None:
+        """Make the cards of the ``touched`` identities again, and the board of every card."""
+        boxes = set(self.app.roster.view(role)[0])
+        groups = by_key(artifacts)
+        mail = made.grouping.mail
+        for a in artifacts:
+            if a.key in touched:
+                card = Card(a, tuple(groups[a.key]), tuple(mail.get(a.key, ())))
+                made.cards[a] = _card(self.app, card, boxes, made.panels)
+        made.board = Board(tuple(self.app.config.states), tuple(made.cards[a] for a in artifacts))
 
 
 def _stat(path: str | Path) -> tuple[int, int, int]:
