@@ -82,3 +82,17 @@ def log_in(driver: Any, url: str, login: str, password: str) -> None:
     driver.find_element(By.ID, "password").send_keys(password)
     driver.find_element(By.ID, "submit").click()
     wait_for(driver, lambda d: d.current_url.endswith("/board"), f"{login}'s board after logging in")
+
+
+def steady(fn: Callable[[], Any], tries: int = 5) -> Any:
+    """Run ``fn``, which finds elements and acts on them, again when the page's live update replaced
+    an element under it (a person's next try after the page changed under their hand)."""
+    from selenium.common.exceptions import StaleElementReferenceException
+
+    for i in range(tries):
+        try:
+            return fn()
+        except StaleElementReferenceException:
+            if i == tries - 1:
+                raise
+    return None

@@ -12,7 +12,7 @@ from email.message import EmailMessage
 from pathlib import Path
 from typing import Any
 
-from helpers.browser import chrome, log_in, wait_for
+from helpers.browser import chrome, log_in, steady, wait_for
 from helpers.git import GIT_ENV, sh
 from helpers.project import Project, free_port
 from helpers.web import BOB, BOB_PASSWORD, Server, owner_password, web_server
@@ -62,9 +62,14 @@ def test_bob_approves_in_the_browser_and_a_watching_board_moves_the_card(project
         bob.get(server.url + "inbox")
         assert "[REVIEW REQUEST] user-auth" in bob.page_source
         bob.get(server.url + "board")
-        card = wait_for(bob, lambda d: _by_css(d, _card("proposed", "specs/proposed/user-auth.md")), "bob's card")[0]
-        card.find_element("css selector", "textarea").send_keys("Complete; ship it.")
-        card.find_element("css selector", "button.approve").click()
+        wait_for(bob, lambda d: _by_css(d, _card("proposed", "specs/proposed/user-auth.md")), "bob's card")
+
+        def approve() -> None:
+            card = _by_css(bob, _card("proposed", "specs/proposed/user-auth.md"))[0]
+            card.find_element("css selector", "textarea").send_keys("Complete; ship it.")
+            card.find_element("css selector", "button.approve").click()
+
+        steady(approve)
         flash = wait_for(bob, lambda d: _by_css(d, "#flash"), "the outcome")[0].text
         assert "approval sent to spec-writer" in flash, flash
 
@@ -103,22 +108,26 @@ def test_a_blocker_is_answered_and_a_paused_role_resumed_from_the_page(project: 
         owner.find_element("css selector", "form[action='/role'] button").click()
         wait_for(owner, lambda d: d.find_element("id", "role").get_attribute("value") == "platform-lead", "the role")
         owner.get(server.url + "inbox")
-        owner.find_element("css selector", "section.thread h3 a").click()
-        form = wait_for(owner, lambda d: _by_css(d, "form.answer"), "the answer form")[0]
-        form.find_element("css selector", "textarea").send_keys("Use the in-process cache for now.")
-        form.find_element(
-            "css selector", "input[name=unblock]"
-        ).click()  # a move platform-lead's role file does not allow
-        form.find_element("css selector", "button").click()
+        steady(lambda: owner.find_element("css selector", "section.thread h3 a").click())
+        wait_for(owner, lambda d: _by_css(d, "form.answer"), "the answer form")
+
+        def unblock() -> None:
+            form = owner.find_element("css selector", "form.answer")
+            form.find_element("css selector", "textarea").send_keys("Use the in-process cache for now.")
+            form.find_element("css selector", "input[name=unblock]").click()  # a move platform-lead may not make
+            form.find_element("css selector", "button").click()
+
+        steady(unblock)
         flash = wait_for(owner, lambda d: _by_css(d, "#flash"), "the outcome")[0].text
         assert flash.startswith("answer sent to implementer; nothing moved: platform-lead may not move"), flash
         assert _mail(project, "implementer", "answer") == [("platform-lead", blocker)]
         assert (project.dir / "specs/blocked/cache.md").exists()
 
         owner.get(server.url + "runs")
-        row = wait_for(owner, lambda d: _by_css(d, 'tr[data-role="implementer"]'), "the paused role")[0]
-        assert "over its daily token budget" in row.text
-        row.find_element("css selector", "button.resume").click()
+        paused = 'tr[data-role="implementer"]'
+        wait_for(owner, lambda d: _by_css(d, paused), "the paused role")
+        assert "over its daily token budget" in steady(lambda: owner.find_element("css selector", paused).text)
+        steady(lambda: owner.find_element("css selector", paused + " button.resume").click())
         flash = wait_for(owner, lambda d: _by_css(d, "#flash"), "the outcome")[0].text
         assert "implementer: resumed" in flash, flash
     r = subprocess.run(
