@@ -5,7 +5,7 @@ A password check costs tens of milliseconds of PBKDF2 on purpose; run on the eve
 guessing connections would stall every other client, so checks run in a worker thread (hashlib
 releases the GIL). An unknown login costs what a known one does (``Authenticator`` checks a
 decoy). Each failure from a peer waits longer before it is answered (doubling, capped); after a
-failure, the peer's next login waits its turn before it is checked (``admit``), so the right secret
+failure, the peer's next login waits that delay before it is checked (``admit``), so the right secret
 is never answered sooner than a wrong one; a connection is dropped after ``MAX_FAILURES`` failed
 logins (``smtp_protocol``).
 
@@ -49,7 +49,7 @@ class Logins:
 
     async def check(self, peer: str, mechanism: str, login: str, secret: str, code: int = 535) -> Identity | None:
         """A PLAIN or LOGIN login: the identity, or None after the peer's delay (``code``: the
-        reply a failure gets, for the log). A peer that failed lately waits its turn first
+        reply a failure gets, for the log). A peer that failed lately waits first
         (``admit``), so the right secret is answered no sooner than a wrong one."""
         await self.admit(peer)
         identity = await asyncio.get_running_loop().run_in_executor(None, self.auth.check, login, secret)
@@ -92,17 +92,14 @@ class Logins:
         await asyncio.sleep(wait)
 
     async def admit(self, peer: str) -> None:
-        """Before a login from ``peer`` is checked (``workflow web``): when it failed lately, wait
-        the delay its next failure would get, in turn with its other attempts — so a right
-        password is answered no sooner than a wrong one, and a guesser that gives up on slow
-        answers learns nothing from them."""
-        now = time.monotonic()
-        count, last, free = self.failures.get(peer, (0, now, now))
-        if not count or now - last > FORGET_AFTER:
-            return
-        slot = max(now, free) + min(FIRST_DELAY * 2**count, MAX_DELAY)
-        self.failures[peer] = (count, last, slot)
-        await asyncio.sleep(slot - now)
+        """Before a login from ``peer`` is checked: when it failed lately, wait the delay its next
+        failure would get — so a right password is answered no sooner than a wrong one, and a
+        guesser that gives up on slow answers learns nothing from them. Not in turn behind the
+        peer's queued refusals: a login must never wait past ``[smtp] login_timeout`` because
+        something else on the same address misbehaved."""
+        count, last, _ = self.failures.get(peer, (0, 0.0, 0.0))
+        if count and time.monotonic() - last <= FORGET_AFTER:
+            await asyncio.sleep(min(FIRST_DELAY * 2**count, MAX_DELAY))
 
     def note(self, peer: str, mechanism: str, login: str, code: int) -> None:
         """Count and log a failed login from ``peer`` without waiting (its wait came first: ``admit``)."""

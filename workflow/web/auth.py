@@ -110,7 +110,7 @@ class Sessions:
 
     async def login(self, peer: str, login: str, password: str) -> Viewer | None:
         """The viewer for a login and password, or None (logged). A peer that failed lately waits
-        its turn first (``Logins.admit``), whatever it sends."""
+        its next failure's delay first (``Logins.admit``), whatever it sends."""
         await self.logins.admit(peer)
         if login == OWNER:
             if not hmac.compare_digest(password.strip().encode(), self._owner_secret().encode()):
