@@ -65,11 +65,13 @@ def chrome(width: int = 1400, height: int = 900) -> Iterator[Any]:
 
 
 def wait_for(driver: Any, cond: Callable[[Any], Any], what: str, timeout: float = 15) -> Any:
-    from selenium.common.exceptions import TimeoutException
+    """``cond``'s first true answer; while the page navigates or its live part is replaced under
+    a look (a node gone from the document, an element stale), it looks again."""
+    from selenium.common.exceptions import TimeoutException, WebDriverException
     from selenium.webdriver.support.ui import WebDriverWait
 
     try:
-        return WebDriverWait(driver, timeout, poll_frequency=0.05).until(cond)
+        return WebDriverWait(driver, timeout, poll_frequency=0.05, ignored_exceptions=(WebDriverException,)).until(cond)
     except TimeoutException:
         raise AssertionError(f"timed out waiting for {what}; the page: {driver.page_source[:3000]}") from None
 
@@ -87,12 +89,13 @@ def log_in(driver: Any, url: str, login: str, password: str) -> None:
 def steady(fn: Callable[[], Any], tries: int = 5) -> Any:
     """Run ``fn``, which finds elements and acts on them, again when the page's live update replaced
     an element under it (a person's next try after the page changed under their hand)."""
-    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 
     for i in range(tries):
         try:
             return fn()
-        except StaleElementReferenceException:
-            if i == tries - 1:
+        except WebDriverException as e:
+            gone = isinstance(e, StaleElementReferenceException) or "does not belong to the document" in str(e)
+            if not gone or i == tries - 1:
                 raise
     return None
