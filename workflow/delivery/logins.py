@@ -4,10 +4,9 @@ counted per connection, every refusal logged on one line.
 A password check costs tens of milliseconds of PBKDF2 on purpose; run on the event loop, four
 guessing connections would stall every other client, so checks run in a worker thread (hashlib
 releases the GIL). An unknown login costs what a known one does (``Authenticator`` checks a
-decoy). Each failure from a peer waits longer before it is answered (doubling, capped); after a
-failure, the peer's next login waits that delay before it is checked (``admit``), so the right secret
-is never answered sooner than a wrong one; a connection is dropped after ``MAX_FAILURES`` failed
-logins (``smtp_protocol``).
+decoy). Each failure from a peer waits longer before it is answered (doubling, capped), and a
+connection is dropped after ``MAX_FAILURES`` failed logins (``smtp_protocol``). ``workflow web``
+waits before the check instead (``admit``), so its right password is never answered sooner.
 
 The owner's and a run's ``X-WORKFLOW`` login (``handshake``) is checked here too: the client's
 proof against the key, and the server's proof made for the answer. A command refused with ``530``
@@ -49,9 +48,7 @@ class Logins:
 
     async def check(self, peer: str, mechanism: str, login: str, secret: str, code: int = 535) -> Identity | None:
         """A PLAIN or LOGIN login: the identity, or None after the peer's delay (``code``: the
-        reply a failure gets, for the log). A peer that failed lately waits first
-        (``admit``), so the right secret is answered no sooner than a wrong one."""
-        await self.admit(peer)
+        reply a failure gets, for the log)."""
         identity = await asyncio.get_running_loop().run_in_executor(None, self.auth.check, login, secret)
         if identity is None:
             await self.failed(peer, mechanism, login, code)
@@ -91,19 +88,24 @@ class Logins:
         refused(command, peer, None, f"{reply}; {count} failure(s) from this peer lately")
         await asyncio.sleep(wait)
 
-    async def admit(self, peer: str) -> None:
-        """Before a login from ``peer`` is checked: when it failed lately, wait the delay its next
-        failure would get — so a right password is answered no sooner than a wrong one, and a
-        guesser that gives up on slow answers learns nothing from them. Not in turn behind the
-        peer's queued refusals: a login must never wait past ``[smtp] login_timeout`` because
-        something else on the same address misbehaved."""
-        count, last, _ = self.failures.get(peer, (0, 0.0, 0.0))
-        if count and time.monotonic() - last <= FORGET_AFTER:
-            await asyncio.sleep(min(FIRST_DELAY * 2**count, MAX_DELAY))
+    async def admit(self, peer: str) -> bool:
+        """Before a login from ``peer`` is checked (``workflow web``): when it failed lately, count
+        the attempt as a failure now and wait the delay that gives it — so a right password is
+        answered no sooner than a wrong one, and a guesser that gives up on slow answers gains
+        nothing (its attempts in flight count already). True when it was counted. Not in turn
+        behind the peer's queued refusals: a login never waits more than ``MAX_DELAY``."""
+        now = time.monotonic()
+        count, last, free = self.failures.get(peer, (0, 0.0, 0.0))
+        if not count or now - last > FORGET_AFTER:
+            return False
+        self.failures[peer] = (count + 1, now, free)
+        await asyncio.sleep(min(FIRST_DELAY * 2**count, MAX_DELAY))
+        return True
 
-    def note(self, peer: str, mechanism: str, login: str, code: int) -> None:
-        """Count and log a failed login from ``peer`` without waiting (its wait came first: ``admit``)."""
-        count, _ = self._count(peer)
+    def note(self, peer: str, mechanism: str, login: str, code: int, counted: bool) -> None:
+        """Log a failed login from ``peer`` without waiting (its wait came first: ``admit``), and
+        count it unless ``admit`` did."""
+        count = self.failures.get(peer, (0, 0.0, 0.0))[0] if counted else self._count(peer)[0]
         refused("AUTH", peer, login, f"{code} {mechanism} login failed; {count} failure(s) from this peer lately")
 
     def _count(self, peer: str) -> tuple[int, float]:

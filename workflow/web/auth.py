@@ -111,15 +111,15 @@ class Sessions:
     async def login(self, peer: str, login: str, password: str) -> Viewer | None:
         """The viewer for a login and password, or None (logged). A peer that failed lately waits
         its next failure's delay first (``Logins.admit``), whatever it sends."""
-        await self.logins.admit(peer)
+        counted = await self.logins.admit(peer)
         if login == OWNER:
             if not hmac.compare_digest(password.strip().encode(), self._owner_secret().encode()):
-                self.logins.note(peer, "WEB", login, 401)
+                self.logins.note(peer, "WEB", login, 401, counted)
                 return None
             return self._viewer(OWNER, None, self.app.config.default_sender)
         identity = await asyncio.to_thread(self.logins.auth.check, login, password)  # PBKDF2: off the loop
         if identity is None or identity.roles is None:
-            self.logins.note(peer, "WEB", login, 401)
+            self.logins.note(peer, "WEB", login, 401, counted)
             return None
         roles = tuple(sorted(identity.roles))
         return self._viewer(login, roles, roles[0])
