@@ -43,14 +43,14 @@ def test_a_symlinked_artifact_never_reaches_the_prompt(evil: Project) -> None:
     panel = evil.app.config.panel("spec-reviewer-panel")
     assert panel is not None
     prompt = member_prompt(evil.app, panel, "claude", "specs/proposed/evil.md", "review it")
-    assert SECRET not in prompt and "leads outside specs/" in prompt
+    assert SECRET not in prompt and "no such artifact" in prompt
 
 
 def test_write_artifact_never_writes_through_a_symlink_out(evil: Project, tmp_path: Path) -> None:
     role = evil.app.roster.roles["spec-writer"]
     tools = RoleTools(evil.app, role, make_transport(evil.app.config, evil.app.deliverer, "direct"))
     for path in ("specs/proposed/evil.md", "specs/proposed/out/new.md"):
-        with pytest.raises(ToolError, match="leads outside specs/"):
+        with pytest.raises(ToolError, match="cannot write there"):
             tools.call("write_artifact", {"path": path, "content": "overwritten"})
     assert (tmp_path / "outside" / "secret.txt").read_text() == SECRET
     assert not (tmp_path / "outside" / "new.md").exists()
@@ -87,15 +87,13 @@ def test_where_an_artifact_is_now_never_counts_a_symlink_out_of_its_root(evil: P
     os.symlink(
         config.project_dir / "specs" / "proposed" / "user-auth.md", config.project_dir / "specs" / "todo" / "inside.md"
     )
-    assert [a.path for a in locate("specs/proposed/inside.md", config)] == [
-        "specs/todo/inside.md"
-    ]  # inside: an artifact
+    assert locate("specs/proposed/inside.md", config) == []  # inside too: a symlink is never followed
 
 
 def test_a_state_folder_that_is_a_symlink_out_of_its_root_holds_no_artifact(evil: Project, tmp_path: Path) -> None:
     """The server's locate checks each folder between the project and the file (no resolving of
     the whole path): a state folder replaced by a symlink out of the project must count as empty,
-    and one pointing inside still counts."""
+    and one pointing inside too (no symlink is followed, wherever it points)."""
     import shutil
 
     from workflow.core.locate import locate
@@ -110,6 +108,6 @@ def test_a_state_folder_that_is_a_symlink_out_of_its_root_holds_no_artifact(evil
     assert locate("specs/*/ghost.md", config) == []
     assert locate("specs/blocked/ghost.md", config) == []
     os.unlink(blocked)
-    os.symlink(config.project_dir / "specs" / "proposed", blocked)  # inside the root: its files count
+    os.symlink(config.project_dir / "specs" / "proposed", blocked)  # inside the root: still not followed
     found = {a.path for a in locate("specs/*/user-auth.md", config)}
-    assert found == {"specs/proposed/user-auth.md", "specs/blocked/user-auth.md"}
+    assert found == {"specs/proposed/user-auth.md"}

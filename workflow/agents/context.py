@@ -115,8 +115,7 @@ def build(
                 continue
             shown.append(a.path)
             try:
-                data = safeopen.read(app.config, a.path, MAX_ARTIFACT + 1)
-                total = safeopen.size(app.config, a.path)
+                data, total = safeopen.read_sized(app.config, a.path, MAX_ARTIFACT + 1)
             except (ArtifactError, OSError) as e:
                 texts.append(f"## {a.path} — not shown: {e}\n")
                 continue

@@ -14,7 +14,6 @@ MCP server, ``agents.toolserver``) hand its text back to the agent.
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from workflow.app import App
@@ -175,47 +174,48 @@ class RoleTools:
 
     # -- artifacts
 
-    def _inside(self, rel: str) -> Path:
-        """The real path of an artifact path, refused unless it stays inside its artifact root."""
+    def _path(self, rel: object) -> str:
+        """``rel`` when its text names ROOT/STATE/NAME under an artifact root: judged before anything
+        on disk is looked at, so a refusal never tells whether some file exists."""
         config = self.app.config
         if not isinstance(rel, str) or not rel or rel.startswith("/") or "\\" in rel or "\0" in rel:
             raise ToolError(f"artifact path {rel!r}: expected a relative path like specs/proposed/name.md")
         if ".." in rel.split("/"):
             raise ToolError(f"artifact path {rel!r}: '..' is not allowed")
-        a = parse_path(rel, config)
-        if a is None:
+        if parse_path(rel, config) is None and not has_glob(rel):
             roots = ", ".join(f"{r}/" for r in config.artifact_roots)
             raise ToolError(
                 f"artifact path {rel!r} is not ROOT/STATE/NAME under an artifact root ({roots}) "
                 f"with a state ({', '.join(config.states)})"
             )
         try:
-            return safeopen.inside(config, rel)
+            return safeopen.check(config, rel)
         except ArtifactError as e:
             raise ToolError(str(e)) from None
 
     def tool_read_artifact(self, path: str) -> str:
+        self._path(path)
         target = path
-        if has_glob(path) or not (self.app.config.project_dir / path).exists():
+        if has_glob(path) or not safeopen.exists(self.app.config, path):
             found = locate(path, self.app.config)
-            if len(found) != 1:
-                raise ToolError(
-                    f"{path}: {'no artifact matches' if not found else 'several match: ' + ', '.join(a.path for a in found)}"
-                )
+            if len(found) > 1:
+                raise ToolError(f"{path}: several match: {', '.join(a.path for a in found)}")
+            if not found:
+                raise ToolError(f"{path}: no artifact matches")
             target = found[0].path
-        self._inside(target)
         try:
             data = safeopen.read(self.app.config, target, MAX_READ).decode("utf-8", "replace")
-        except ArtifactError as e:
-            raise ToolError(str(e)) from None
+        except ArtifactError:
+            raise ToolError(f"{path}: no artifact matches") from None  # gone meanwhile: the same answer
         return f"# {target}\n{data}"
 
     def tool_write_artifact(self, path: str, content: str) -> str:
         if not isinstance(content, str):
             raise ToolError("content must be a string")
-        self._inside(path)
+        self._path(path)
         a = parse_path(path, self.app.config)
-        assert a is not None
+        if a is None:
+            raise ToolError(f"artifact path {path!r}: write to a concrete path like specs/proposed/name.md, not a glob")
         elsewhere = [x.path for x in locate(a.glob, self.app.config) if x.path != a.path]
         if elsewhere:
             raise ToolError(f"{a.name} already exists as {', '.join(elsewhere)}; write it there (or move it first)")

@@ -15,9 +15,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 from pathlib import Path
 
 from workflow.artifacts.gitstate import tree
+from workflow.core import beneath
 from workflow.core.config import CONFIG_NAME, Config
 from workflow.core.files import write_atomic
 
@@ -57,6 +59,21 @@ def digest(path: Path) -> str:
     return h.hexdigest()
 
 
+def _digest(config: Config, rel: str) -> str:
+    """The SHA-256 of the project's file ``rel``, read through no symlink (``"<not a file>"`` for
+    anything but a plain file: a symlink, a FIFO — never opened so that it could block)."""
+    h = hashlib.sha256()
+    try:
+        with beneath.opened(config.project_dir, rel) as fd:
+            for chunk in iter(lambda: os.read(fd, 1 << 16), b""):
+                h.update(chunk)
+    except beneath.UnreachableError:
+        return "<not a file>"
+    except OSError as e:
+        return f"<unreadable: {e.strerror}>"
+    return h.hexdigest()
+
+
 def found(config: Config) -> dict[str, str]:
     """Project-relative path → SHA-256 of every agent file now (the project's own config aside;
     anything but a plain file as ``"<not a file>"``, never opened: a FIFO would block)."""
@@ -70,8 +87,8 @@ def found(config: Config) -> dict[str, str]:
         for name in files if inside else NAMES.intersection(files):
             path = Path(root, name)
             if os.path.realpath(path) != own:
-                plain = path.is_file() and not path.is_symlink()
-                out[path.relative_to(project).as_posix()] = digest(path) if plain else "<not a file>"
+                key = path.relative_to(project).as_posix()
+                out[key] = _digest(config, key)
     return out
 
 
@@ -80,9 +97,13 @@ def record(config: Config, into: Path) -> None:
     now = found(config)
     into.mkdir(mode=0o700, parents=True, exist_ok=True)
     for i, (rel, sha) in enumerate(sorted(now.items())):
-        path = config.project_dir / rel
-        if not sha.startswith("<") and path.stat().st_size <= MAX_KEPT:
-            write_atomic(into / str(i), path.read_bytes(), mode=0o600, sync_dir=False)
+        if not sha.startswith("<"):
+            try:
+                data, size = beneath.read(config.project_dir, rel, MAX_KEPT + 1)
+            except (beneath.UnreachableError, OSError):
+                continue
+            if size <= MAX_KEPT:
+                write_atomic(into / str(i), data, mode=0o600, sync_dir=False)
     write_atomic(into / MANIFEST, json.dumps(sorted(now.items())), mode=0o600)  # its directory synced: all of them
 
 
@@ -110,25 +131,37 @@ def restore(config: Config, into: Path, aside: Path) -> list[str]:
     if before is None:
         return []
     order = {rel: i for i, rel in enumerate(sorted(before))}
+    top = config.project_dir
     lines = []
     for rel in _differ(before, found(config)):
-        path = config.project_dir / rel
-        if os.path.lexists(path) and (rel not in before or not path.is_file() or path.is_symlink()):
-            aside.mkdir(parents=True, exist_ok=True)
-            os.replace(path, aside / rel.replace("/", "__"))
+        st = beneath.lstat(top, rel)
+        if st is not None and (rel not in before or not stat.S_ISREG(st.st_mode)):
+            _aside(top, rel, aside, rel.replace("/", "__"))
         kept = into / str(order[rel]) if rel in order else None
         if kept is not None and kept.is_file():
-            for i in range(1, len(Path(rel).parts)):  # never write through a folder the run made a symlink
-                up = config.project_dir.joinpath(*Path(rel).parts[:i])
-                if up.is_symlink():
-                    aside.mkdir(parents=True, exist_ok=True)
-                    os.replace(up, aside / Path(rel).parts[i - 1])
-            path.parent.mkdir(parents=True, exist_ok=True)
-            write_atomic(path, kept.read_bytes())
+            parts = rel.split("/")
+            for i in range(1, len(parts)):  # never write through a folder the run made a symlink
+                up = beneath.lstat(top, "/".join(parts[:i]))
+                if up is not None and not stat.S_ISDIR(up.st_mode):
+                    _aside(top, "/".join(parts[:i]), aside, parts[i - 1])
+            beneath.write(top, rel, kept.read_bytes())
         lines.append(rel)
     return (
         [f"put back {', '.join(lines)} (agent files a run never writes; what it added is in {aside})"] if lines else []
     )
+
+
+def _aside(top: Path, rel: str, aside: Path, name: str) -> None:
+    """Move the project's entry ``rel`` (the entry itself, resolved through no symlink) into the
+    owner's folder ``aside`` as ``name``."""
+    aside.mkdir(parents=True, exist_ok=True)
+    up, last = beneath.split(rel)
+    with beneath.folder(top, up) as d:
+        dest = os.open(aside, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.rename(last, name, src_dir_fd=d, dst_dir_fd=dest)
+        finally:
+            os.close(dest)
 
 
 def pathspecs(config: Config) -> list[str]:

@@ -27,14 +27,14 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
+import stat
 from collections.abc import Collection, Iterable
 from pathlib import Path, PurePosixPath
 from typing import NamedTuple
 
-from workflow.artifacts import agentfiles
+from workflow.artifacts import agentfiles, plumbing
 from workflow.artifacts.gitlock import project_lock
-from workflow.artifacts.gitrepo import GIT_DIRS, PINNED, REDIRECTS, WRITTEN_THROUGH, Repo, moves, odd_entry
+from workflow.artifacts.gitrepo import GIT_DIRS, REDIRECTS, WRITTEN_THROUGH, Repo, moves, odd_entry
 from workflow.artifacts.gitrepo import Change as GitChange
 from workflow.artifacts.gitstate import (
     Start,
@@ -52,8 +52,9 @@ from workflow.artifacts.gitstate import (
     staged,
     unflag,
 )
+from workflow.core import beneath
 from workflow.core.config import CONFIG_NAME, Config
-from workflow.core.errors import GitError
+from workflow.core.errors import ArtifactError, GitError
 from workflow.core.locate import parse_path
 
 LINK = "symlink"  # a snapshot's entry for a symlink (never followed, never committed)
@@ -85,8 +86,9 @@ def _status(repo: Repo, roots: list[str]) -> list[tuple[str, str]]:
     return entries
 
 
-def snapshot(config: Config, repo: Repo | None = None) -> Tree:
-    """The artifact roots now; dirty and untracked files' contents are kept in git's object store."""
+def snapshot(config: Config, repo: Repo | None = None, *, keep: bool = True) -> Tree:
+    """The artifact roots now; dirty and untracked files' contents are kept in git's object store
+    (``keep=False``: only their ids are computed, for a comparison)."""
     repo = repo or Repo.find(config)
     if repo is None:
         return Tree({}, frozenset())
@@ -104,19 +106,18 @@ def snapshot(config: Config, repo: Repo | None = None) -> Tree:
     to_hash: list[str] = []
     for _, rel in _status(repo, roots):
         dirty.add(rel)
-        full = config.project_dir / rel
-        if full.is_symlink() or _through_link(config.project_dir, rel):
-            blobs[rel] = LINK
-        elif not full.is_file():
+        if rel.endswith("/"):  # a folder git will not enter (an embedded repository): no file of ours
             blobs[rel] = ABSENT
-        elif "\n" in rel:  # --stdin-paths reads one name a line: such a name is hashed by itself
-            blobs[rel] = repo.git("hash-object", "-w", "--no-filters", "--", repo.to_top(rel)).strip()
+            continue
+        st = beneath.lstat(config.project_dir, rel)
+        if (st is not None and stat.S_ISLNK(st.st_mode)) or beneath.through_link(config.project_dir, rel):
+            blobs[rel] = LINK
+        elif st is None or not stat.S_ISREG(st.st_mode):
+            blobs[rel] = ABSENT
         else:
             to_hash.append(rel)
-    if to_hash:  # git runs at the repository's top: the paths must be the top's, not the project's
-        names = "\n".join(repo.to_top(p) for p in to_hash) + "\n"
-        ids = repo.git("hash-object", "-w", "--no-filters", "--stdin-paths", input=names).split()
-        blobs.update(zip(to_hash, ids, strict=True))
+    for rel, found in plumbing.hash_files(config, repo, to_hash, write=keep).items():  # read by us, never by git's path
+        blobs[rel] = ABSENT if found is None else found.sha
     return Tree({k: v for k, v in blobs.items() if v != ABSENT}, frozenset(dirty))
 
 
@@ -125,7 +126,7 @@ def changed(
 ) -> list[str]:
     """The run's uncommitted edits: paths that differ from ``base`` and from HEAD — only those in
     ``written`` when given (a tools-only run), never those in ``others`` (other runs' writes)."""
-    now = snapshot(config)
+    now = snapshot(config, keep=False)
     out = [p for p in now.dirty if now.blobs.get(p, ABSENT) != base.get(p, ABSENT)]
     if written is not None:
         out = [p for p in out if p in written]
@@ -136,14 +137,13 @@ def _check(config: Config, paths: Iterable[str]) -> None:
     """Refuse edits that write a workflow.toml, that are really moves (a file deleted in one state
     folder, added in another: moves go through ``workflow move``, which checks the transition) or
     that leave an artifact in two state folders."""
-    project = config.project_dir
     for p in paths:
         if PurePosixPath(p).name == CONFIG_NAME:
             raise GitError(
                 f"the run wrote {p}: a workflow.toml in the project would be obeyed by the owner's commands "
                 "run below it; a run never writes one"
             )
-    changes = [GitChange("D" if not os.path.lexists(project / p) else "A", p) for p in paths]
+    changes = [GitChange("A" if _there(config, p) else "D", p) for p in paths]
     for m in moves(changes, config):
         raise GitError(
             f"the run moved {m.before.path} to {m.after.path} by hand; moves go through move_artifact "
@@ -151,9 +151,9 @@ def _check(config: Config, paths: Iterable[str]) -> None:
         )
     for p in paths:
         a = parse_path(p, config)
-        if a is None or not os.path.lexists(project / p):
+        if a is None or not _there(config, p):
             continue
-        twins = [s for s in config.states if s != a.state and os.path.lexists(project / a.root / s / a.name)]
+        twins = [s for s in config.states if s != a.state and _there(config, f"{a.root}/{s}/{a.name}")]
         if twins:
             raise GitError(f"{p} would be in two state folders (also in {', '.join(twins)}/)")
 
@@ -165,8 +165,12 @@ class Committed(NamedTuple):
 
 
 def commit(config: Config, role: str, paths: list[str], why: str) -> Committed:
-    """Commit ``paths`` as ``role``, in one commit (symlinks are left out, and said)."""
-    links = tuple(p for p in paths if (config.project_dir / p).is_symlink())
+    """Commit ``paths`` as ``role``, in one commit (symlinks are left out, and said). The files are
+    read through ``core.beneath`` and committed from those bytes (``plumbing``): git never opens
+    a path another run's agent could swap for a symlink meanwhile."""
+    links = tuple(
+        p for p in paths if (st := beneath.lstat(config.project_dir, p)) is not None and stat.S_ISLNK(st.st_mode)
+    )
     paths = [p for p in paths if p not in links]
     if not paths:
         return Committed(None, (), links)
@@ -179,17 +183,13 @@ def commit(config: Config, role: str, paths: list[str], why: str) -> Committed:
         "Workflow-Notify: none (a run's edits: its mail says what it did)\n"
     )
     with project_lock(config) as env:
-        tracked = set(repo.tracked("HEAD", paths)) | set(repo.tracked(None, paths))
-        present = [p for p in paths if os.path.lexists(config.project_dir / p)]
-        chosen = sorted(set(present) | (tracked & set(paths)))
-        spec = [repo.to_top(p) for p in chosen]
-        if not spec:
+        now = plumbing.hash_files(config, repo, paths)
+        head = plumbing.head_entries(repo, paths)
+        changes = {p: now[p] for p in paths if now[p] != head.get(p) and (now[p] is not None or p in head)}
+        if not changes:
             return Committed(None, (), links)
-        repo.git("add", "-A", "--", *spec, env=env)
-        if not repo.git("diff", "--cached", "--name-only", "-z", "--", *spec).strip("\0"):
-            return Committed(None, (), links)
-        repo.git("commit", "-q", f"--author={author(config, role)}", "-m", message, "--", *spec, env=env)
-        return Committed(repo.git("rev-parse", "HEAD").strip(), tuple(chosen), links)
+        sha = plumbing.commit(repo, changes, message, author=author(config, role), env=env, hooks=True)
+        return Committed(sha, tuple(sorted(changes)), links)
 
 
 def restore(
@@ -217,23 +217,22 @@ def restore(
             lines.append(f"left {p} alone: the artifact is in another state folder now")
         if keep:
             lines += _keep(config, repo, base, todo, role, why, env)
+        top = config.project_dir
+        now = plumbing.hash_files(config, repo, todo, write=False)
         for p in todo:
-            full = config.project_dir / p
             want = base.get(p, ABSENT)
+            st = beneath.lstat(top, p)
             if want in (ABSENT, LINK):
-                if os.path.lexists(full) and (want == ABSENT or not full.is_symlink()):
-                    full.unlink()
+                if st is not None and (want == ABSENT or not stat.S_ISLNK(st.st_mode)):
+                    beneath.remove(top, p)
                     lines.append(f"removed {p}, which the run created")
                 continue
-            if full.is_symlink():
-                full.unlink()
-            elif full.is_file() and repo.git("hash-object", "--no-filters", "--", repo.to_top(p)).strip() == want:
+            entry = now.get(p)
+            if entry is not None and entry.sha == want:
                 continue
-            data = _blob(repo, want)
-            full.parent.mkdir(parents=True, exist_ok=True)
-            tmp = full.with_name(f".{full.name}.restore")
-            tmp.write_bytes(data)
-            os.replace(tmp, full)
+            if st is not None and not stat.S_ISREG(st.st_mode):
+                beneath.remove(top, p)  # a symlink or a FIFO where the file was: the entry itself goes
+            beneath.write(top, p, plumbing.blob(repo, want))
             lines.append(f"put {p} back as it was before the run")
         back = [
             p
@@ -241,16 +240,13 @@ def restore(
             if p in {d for _, d in _status(repo, [repo.to_top(c) for c in committed])}
         ]
         if back:
-            spec = [repo.to_top(p) for p in back]
-            repo.git("add", "-A", "--", *spec, env=env)
             message = (
                 f"{role}: undo the edits of a failed run ({', '.join(Path(p).name for p in back)})\n\n{why}\n\n"
                 f"Workflow-Role: {role}\nWorkflow-Notify: none (the edits of a failed run, undone)\n"
             )
-            repo.git(
-                "commit", "-q", "--no-verify", f"--author={author(config, role)}", "-m", message, "--", *spec, env=env
-            )
-            lines.append(f"committed {', '.join(back)} back (commit {repo.git('rev-parse', 'HEAD').strip()[:10]})")
+            entries = plumbing.hash_files(config, repo, back)
+            sha = plumbing.commit(repo, entries, message, author=author(config, role), env=env, hooks=False)
+            lines.append(f"committed {', '.join(back)} back (commit {sha[:10]})")
     return lines
 
 
@@ -505,26 +501,30 @@ def _printable(name: str) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in name)
 
 
-def _through_link(project: Path, rel: str) -> bool:
-    """Whether a folder on the way to ``rel`` is a symlink (what is there is not the project's)."""
-    parts = Path(rel).parts[:-1]
-    return any(project.joinpath(*parts[: i + 1]).is_symlink() for i in range(len(parts)))
+def _there(config: Config, rel: str) -> bool:
+    """Whether anything is at ``rel``, reached through no symlink (a folder's ``specs/sub/`` too)."""
+    try:
+        return beneath.lstat(config.project_dir, rel.rstrip("/")) is not None
+    except ArtifactError:
+        return False
 
 
 def _unlink_parents(config: Config, p: str) -> list[str]:
     """Replace each symlink among ``p``'s folders (below the project) with an empty folder: a run
     may have turned ``specs/proposed`` into a link to ``.git``, and whatever the rollback then
-    wrote, removed or read there would be the owner's control files."""
+    wrote, removed or read there would be the owner's control files. Each step is resolved from
+    the folder above it (``core.beneath``): the link itself goes, never what it names."""
     lines = []
-    project = config.project_dir
+    top = config.project_dir
     parts = Path(p).parts[:-1]
     for i in range(1, len(parts) + 1):
-        d = project.joinpath(*parts[:i])
-        if d.is_symlink():
-            d.unlink()  # the link itself, never what it points at
-            d.mkdir()
-            lines.append(f"replaced the symlink {d.relative_to(project)} (planted by the run) with a folder")
-        elif not d.is_dir():
+        rel = "/".join(parts[:i])
+        st = beneath.lstat(top, rel)
+        if st is not None and stat.S_ISLNK(st.st_mode):
+            beneath.remove(top, rel)
+            beneath.mkdirs(top, rel)
+            lines.append(f"replaced the symlink {rel} (planted by the run) with a folder")
+        elif st is None or not stat.S_ISDIR(st.st_mode):
             break
     return lines
 
@@ -533,30 +533,47 @@ def _twin_elsewhere(config: Config, base: dict[str, str], p: str, going: Collect
     """Whether putting ``p`` back would leave its artifact in two state folders — a twin the same
     rollback removes (one the run created, among ``going``) is no twin: the run only renamed it."""
     a = parse_path(p, config)
-    if a is None or base.get(p, ABSENT) == ABSENT or os.path.lexists(config.project_dir / p):
+    if a is None or base.get(p, ABSENT) == ABSENT or _there(config, p):
         return False
     for s in config.states:
         twin = f"{a.root}/{s}/{a.name}"
-        if s != a.state and os.path.lexists(config.project_dir / twin):
+        if s != a.state and _there(config, twin):
             if not (twin in going and base.get(twin, ABSENT) == ABSENT):
                 return True
     return False
+
+
+KEEP_FILE = 1 << 20  # bytes: a discarded file larger than this is named in the log, not kept
+KEEP_TOTAL = 8 << 20  # bytes kept for one rollback in all; past it, files are named and dropped
 
 
 def _keep(
     config: Config, repo: Repo, base: dict[str, str], paths: list[str], role: str, why: str, env: dict[str, str]
 ) -> list[str]:
     """Keep the current contents of the regular files among ``paths`` that differ from ``base`` in
-    a commit on ``refs/workflow/discarded/ROLE`` (parent: that ref's last one), off every branch."""
-    kept: list[tuple[str, str]] = []
+    a commit on ``refs/workflow/discarded/ROLE`` (parent: that ref's last one), off every branch —
+    up to ``KEEP_FILE`` bytes a file and ``KEEP_TOTAL`` a rollback: a failed run's 300 MB is named
+    and dropped, never kept alive in the owner's repository."""
+    small, dropped, total = [], [], 0
     for p in paths:
-        full = config.project_dir / p
-        if full.is_file() and not full.is_symlink():
-            sha = repo.git("hash-object", "-w", "--no-filters", "--", repo.to_top(p)).strip()
-            if sha != base.get(p, ABSENT):
-                kept.append((repo.to_top(p), sha))
+        st = beneath.lstat(config.project_dir, p)
+        if st is None or not stat.S_ISREG(st.st_mode):
+            continue
+        if st.st_size > KEEP_FILE or total + st.st_size > KEEP_TOTAL:
+            dropped.append(f"{p} ({st.st_size} bytes)")
+            continue
+        total += st.st_size
+        small.append(p)
+    entries = plumbing.hash_files(config, repo, small)
+    kept = [(repo.to_top(p), e.sha) for p, e in entries.items() if e is not None and e.sha != base.get(p, ABSENT)]
+    lines = []
+    if dropped:
+        lines.append(
+            f"dropped {', '.join(dropped)} without keeping it: a rollback keeps at most {KEEP_FILE} bytes a file, "
+            f"{KEEP_TOTAL} in all"
+        )
     if not kept:
-        return []
+        return lines
     ref = f"refs/workflow/discarded/{role}"
     index = repo.git_dir / f"workflow-discard-{os.getpid()}.index"
     tree_env = {**env, "GIT_INDEX_FILE": str(index)}
@@ -571,11 +588,4 @@ def _keep(
     sha = repo.git("commit-tree", tree, *(["-p", parent] if parent else []), "-m", message, env=env).strip()
     repo.git("update-ref", ref, sha, env=env)
     names = ", ".join(repo.to_project(p) or p for p, _ in kept)
-    return [f"kept {names} as they were in {ref} ({sha[:10]}; `git show {ref}:PATH` brings one back)"]
-
-
-def _blob(repo: Repo, sha: str) -> bytes:
-    p = subprocess.run(["git", *PINNED, "cat-file", "blob", sha], cwd=repo.top, capture_output=True, check=False)
-    if p.returncode != 0:
-        raise GitError(f"cannot read blob {sha[:10]} to restore a file: {p.stderr.decode(errors='replace').strip()}")
-    return p.stdout
+    return [*lines, f"kept {names} as they were in {ref} ({sha[:10]}; `git show {ref}:PATH` brings one back)"]

@@ -93,8 +93,10 @@ def run_git(
     check: bool = True,
     env: dict[str, str] | None = None,
     input: str | None = None,
+    pass_fds: tuple[int, ...] = (),
 ) -> str:
-    """Run git; return stdout. A failure raises GitError carrying git's own message. A command
+    """Run git; return stdout (``pass_fds``: open files git reads as ``/proc/self/fd/N``). A
+    failure raises GitError carrying git's own message. A command
     that meets another git's ``index.lock`` is tried again for a while: our own writes queue on
     the project's lock (``gitlock``), but a person's git or an agent's may hold the index."""
     problem = layout_problem(Path(cwd))
@@ -112,6 +114,7 @@ def run_git(
                 check=False,
                 env={**os.environ, **(env or {})},
                 input=input,
+                pass_fds=pass_fds,
             )
         except FileNotFoundError:
             raise GitError("git is not installed (no `git` on PATH)") from None
@@ -148,8 +151,15 @@ class Repo:
         except GitError:
             return None
 
-    def git(self, *args: str, check: bool = True, env: dict[str, str] | None = None, input: str | None = None) -> str:
-        return run_git(args, self.top, check=check, env=env, input=input)
+    def git(
+        self,
+        *args: str,
+        check: bool = True,
+        env: dict[str, str] | None = None,
+        input: str | None = None,
+        pass_fds: tuple[int, ...] = (),
+    ) -> str:
+        return run_git(args, self.top, check=check, env=env, input=input, pass_fds=pass_fds)
 
     def to_project(self, path: str) -> str | None:
         """A top-relative path as project-relative, or None when it is outside the project."""

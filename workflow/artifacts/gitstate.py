@@ -27,7 +27,7 @@ ROUTINE = frozenset(
         "COMMIT_EDITMSG", "TAG_EDITMSG", "ORIG_HEAD", "FETCH_HEAD", "AUTO_MERGE", "branches", "gc.log", "gc.pid",
     }
 )  # fmt: skip
-PRIVATE_INDEX = re.compile(r"^workflow-(unlink|discard)-\d+\.index$")  # ours, under the project's git lock
+PRIVATE_INDEX = re.compile(r"^workflow-(unlink|discard|commit)-\d+\.index$")  # ours, under the project's git lock
 LOCK_WAIT = 3.0  # seconds a new lock file may take to go away before it counts as planted
 
 
@@ -68,12 +68,13 @@ MAX_WALKED = 200_000
 
 
 def tree(config: Config) -> Iterator[tuple[str, list[str], list[str]]]:
-    """``os.walk`` of the project (top-down: a caller may prune ``dirs``), without ``.git`` and
-    the mail root, for at most ``MAX_WALKED`` entries."""
+    """A walk of the project (top-down: a caller may prune ``dirs``), without ``.git`` and the
+    mail root, for at most ``MAX_WALKED`` entries. ``os.fwalk``: each folder is listed through
+    the fd it was entered by, never through a symlink an agent swapped in meanwhile."""
     project = config.project_dir
     skip = {os.path.realpath(project / ".git"), os.path.realpath(config.mail_root)}
     seen = 0
-    for root, dirs, files in os.walk(project):
+    for root, dirs, files, _fd in os.fwalk(project):
         dirs[:] = [d for d in dirs if os.path.realpath(os.path.join(root, d)) not in skip]
         seen += len(files) + len(dirs)
         yield root, dirs, files

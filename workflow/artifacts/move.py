@@ -14,16 +14,15 @@ a ``Workflow-Notify`` trailer so the post-commit hook does not notify a second t
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
 from workflow.app import App
-from workflow.artifacts import edits, transitions
+from workflow.artifacts import edits, plumbing, transitions
 from workflow.artifacts.gitlock import project_lock
 from workflow.artifacts.gitrepo import Repo
-from workflow.core import events
+from workflow.core import beneath, events
 from workflow.core.config import Config
 from workflow.core.errors import DeliveryError, GitError, RuleError, TransportError
 from workflow.core.locate import Artifact, find, locate
@@ -187,7 +186,7 @@ def revert(config: Config, before: Artifact, after: Artifact, role: str, reason:
     run's move never happened). Hooks are skipped (``--no-verify``): the move back restores a state
     the graph allowed before, even where the reverse transition is not itself in the graph; the
     ``Workflow-Notify`` trailer keeps the post-commit hook quiet, since nobody was told of the move."""
-    if not (config.project_dir / after.path).is_file() or (config.project_dir / before.path).exists():
+    if not beneath.is_file(config.project_dir, after.path) or beneath.lstat(config.project_dir, before.path):
         return None
     message = (
         f"{role}: revert {transitions.verb(before.state, after.state)} {before.stem} ({after.state} → {before.state})\n\n"
@@ -195,12 +194,16 @@ def revert(config: Config, before: Artifact, after: Artifact, role: str, reason:
         "Workflow-Notify: none (the move of a failed run, reverted)\n"
     )
     with project_lock(config) as env:
-        if not (config.project_dir / after.path).is_file() or os.path.lexists(config.project_dir / before.path):
+        if not beneath.is_file(config.project_dir, after.path) or beneath.lstat(config.project_dir, before.path):
             return None
-        if _uncommitted(config, after):  # the failed run edited it after the move: its edits go too
-            repo = Repo(config)
-            repo.git("checkout", "-q", "HEAD", "--", repo.to_top(after.path), env=env)
-        return _git_move(config, after, before, message, env=env, verify=False, author=role)
+        repo = Repo(config)
+        head = plumbing.head_entries(repo, [after.path]).get(after.path)
+        sha = _git_move(config, after, before, message, env=env, verify=False, author=role, content=head)
+        if head is not None and _uncommitted(
+            config, before
+        ):  # the failed run edited it after the move: its edits go too
+            beneath.write(config.project_dir, before.path, plumbing.blob(repo, head.sha), create_parents=False)
+        return sha
 
 
 def _top(config: Config) -> Repo:
@@ -222,7 +225,7 @@ def _git_move_check(config: Config, before: Artifact, after: Artifact, carry: bo
     its new place is taken."""
     repo = _top(config)
     src, dst = repo.to_top(before.path), repo.to_top(after.path)
-    if not os.path.lexists(config.project_dir / before.path):
+    if beneath.lstat(config.project_dir, before.path) is None:
         now = [a.path for a in locate(before.glob, config)]
         where = f"it is now {' and '.join(now)}" if now else "it is in no state folder now"
         raise GitError(f"{before.path} was moved while this move was checked: {where}")
@@ -231,7 +234,7 @@ def _git_move_check(config: Config, before: Artifact, after: Artifact, carry: bo
             raise GitError(f"{before.path} is not committed; `git add` and commit it before moving it")
         if repo.git("status", "--porcelain", "--", src).strip():
             raise GitError(f"{before.path} has uncommitted changes; commit or stash them before moving it")
-    if os.path.lexists(config.project_dir / after.path) or repo.git("ls-files", "--", dst).strip():
+    if beneath.lstat(config.project_dir, after.path) is not None or repo.git("ls-files", "--", dst).strip():
         raise GitError(f"{after.path} already exists; the artifact would be in two state folders")
 
 
@@ -245,36 +248,40 @@ def _git_move(
     verify: bool = True,
     carry: bool = False,
     author: str = "",
+    content: plumbing.Entry | None = None,
 ) -> str:
-    """``git mv`` one artifact and commit just its paths (call holding the project's git lock).
-    With ``carry`` the artifact's uncommitted edits (a run's own) are committed with the move.
+    """Move one artifact and commit just its paths (call holding the project's git lock). The
+    file is renamed between folders resolved with no symlink followed (``core.beneath``: never
+    into a folder an agent swapped for a link to the owner's), and the commit is made from the
+    blob git already has (HEAD's, or with ``carry`` the run's own uncommitted edits, read through
+    the same folder fd), never by git reading the path. ``content``: the blob to commit instead.
     Returns the id of the commit this move made, never a later one."""
     repo = _top(config)
-    src, dst = repo.to_top(before.path), repo.to_top(after.path)
-    in_head = bool(repo.tracked("HEAD", [before.path]))
-    (config.project_dir / after.path).parent.mkdir(parents=True, exist_ok=True)
-    if carry:
-        repo.git("add", "--", src, env=env)
+    in_head = bool(plumbing.head_entries(repo, [before.path]))
+    if content is not None:
+        entry: plumbing.Entry | None = content
+    elif carry:
+        entry = plumbing.hash_files(config, repo, [before.path])[before.path]
+    else:
+        entry = plumbing.index_entries(repo, [before.path]).get(before.path)
+    if entry is None:
+        raise GitError(f"{before.path} is not a regular file reached without a symlink; nothing was moved")
     try:
-        repo.git("mv", "--", src, dst, env=env)
-    except GitError as e:
+        beneath.rename(config.project_dir, before.path, after.path)
+    except (beneath.UnreachableError, OSError) as e:
         # an agent's own git (no lock of ours binds it) may have moved it between the check and here
         _git_move_check(config, before, after, carry)
-        raise GitError(f"git mv {before.path} {after.path} failed: {e}") from None
-    spec = [src, dst] if in_head else [dst]
-    who = [f"--author={edits.author(config, author)}"] if author else []
-    message = "".join(c for c in message if c in "\n\t" or c.isprintable())  # git takes no NUL in -m
+        raise GitError(f"cannot move {before.path} to {after.path}: {e}") from None
+    changes: dict[str, plumbing.Entry | None] = {before.path: None, after.path: entry}
+    if not in_head and not plumbing.index_entries(repo, [before.path]):
+        del changes[before.path]
+    who = edits.author(config, author) if author else ""
+    message = "".join(c for c in message if c in "\n\t" or c.isprintable())  # git takes no NUL in a message
     try:
-        repo.git("commit", "-q", *who, "-m", message, *(() if verify else ("--no-verify",)), "--", *spec, env=env)
+        return plumbing.commit(repo, changes, message, author=who, env=env, hooks=verify)
     except (GitError, OSError, ValueError) as e:  # whatever stops the commit, the move is put back
         try:
-            repo.git("mv", "--", dst, src, env=env)
-        except GitError:
+            beneath.rename(config.project_dir, after.path, before.path)
+        except (beneath.UnreachableError, OSError):
             pass
         raise GitError(f"commit refused; {before.path} is back where it was: {e}") from None
-    # the commit is HEAD now: the lock keeps every other owner-side writer out, and HEAD's own
-    # change is checked so a person's commit in the same instant is never reported as ours
-    sha = repo.git("rev-parse", "HEAD").strip()
-    if dst not in repo.git("diff-tree", "-r", "--root", "--no-commit-id", "--name-only", "--no-renames", sha).split():
-        raise GitError(f"moved {before.path} to {after.path}, but HEAD is another commit now; see `git log`")
-    return sha

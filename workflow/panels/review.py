@@ -68,7 +68,7 @@ def consensus(rule: str, verdicts: dict[str, str | None]) -> tuple[str, str]:
 
 
 def artifact_text(app: App, artifact_path: str) -> str:
-    """The artifact as a member reads it (through safeopen: a symlink out of the root is refused)."""
+    """The artifact as a member reads it (through safeopen: no symlink is followed)."""
     try:
         return safeopen.read(app.config, artifact_path).decode("utf-8", "replace")
     except ArtifactError as e:

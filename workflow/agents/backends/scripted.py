@@ -25,8 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from workflow.agents.backends.base import RunInput, RunResult
+from workflow.core import beneath
 from workflow.core.config import Config, ScriptedConfig
-from workflow.core.errors import ConfigError, ToolError
+from workflow.core.errors import ArtifactError, ConfigError, ToolError
+
+MAX_SCRIPT = 4 << 20  # bytes of one script
 
 
 class ScriptedBackend:
@@ -44,13 +47,25 @@ class ScriptedBackend:
             return self.config.project_dir / self.opts.script
         return self.config.project_dir / self.opts.dir / f"{role}.toml"
 
+    def _read(self, path: Path) -> str:
+        """A script: one given on the command line as named; one in the project through no symlink
+        (another run's agent may swap its folder for a link to the owner's files)."""
+        project = self.config.project_dir
+        if self.script is not None or not path.is_relative_to(project):
+            return path.read_text(encoding="utf-8")
+        rel = path.relative_to(project).as_posix()
+        try:
+            return beneath.read(self.config.project_dir, rel, MAX_SCRIPT)[0].decode("utf-8")
+        except beneath.UnreachableError:
+            raise FileNotFoundError(rel) from None
+
     def load(self, role: str) -> list[dict[str, Any]]:
         path = self._script_path(role)
         try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
+            data = tomllib.loads(self._read(path))
+        except (FileNotFoundError, ArtifactError):
             raise ConfigError(f"{path}: no script for {role} (the scripted backend needs one; see --script)") from None
-        except tomllib.TOMLDecodeError as e:
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
             raise ConfigError(f"{path}: invalid TOML: {e}") from None
         steps = data.get("step", [])
         if not isinstance(steps, list) or not all(isinstance(s, dict) for s in steps):
@@ -60,10 +75,9 @@ class ScriptedBackend:
     def record(self, job: RunInput) -> None:
         if not self.opts.record_dir:
             return
-        out = self.config.project_dir / self.opts.record_dir
-        out.mkdir(parents=True, exist_ok=True)
         stamp = f"{time.time():.6f}"
-        (out / f"{job.role.name}-{stamp}.prompt.md").write_text(job.prompt, encoding="utf-8")
+        rel = f"{Path(self.opts.record_dir).as_posix().strip('/')}/{job.role.name}-{stamp}.prompt.md"
+        beneath.write(self.config.project_dir, rel, job.prompt.encode("utf-8"), durable=False)
 
     def run(self, job: RunInput) -> RunResult:
         self.record(job)
