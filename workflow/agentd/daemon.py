@@ -39,12 +39,14 @@ from workflow.agents.report import EXIT_BUSY, RESULT_ENV
 from workflow.agents.report import read as read_report
 from workflow.agents.txn import Run, run_dir
 from workflow.app import App
+from workflow.core import diskfull
 from workflow.core.config import AgentdConfig
 from workflow.core.errors import ConfigError, WorkflowError
 from workflow.delivery import outbox
 from workflow.delivery.transport import make_transport
 from workflow.mail.index import Index
 
+FULL_WAIT = 5.0  # seconds between looks when the disk is full
 DECIDE_EVERY = 1.0  # seconds between looks for people's decisions when nothing wakes agentd
 
 
@@ -238,19 +240,33 @@ class Agentd:
         last_sweep = last_decide = 0.0
         try:
             woke = True
+            full = False
             while not self.stop.is_set():
                 now = time.monotonic()
-                if woke or now - last_sweep >= self.opts.rescan:
-                    self.sweep()  # after the clear below: a file that woke us is seen by this sweep
-                    if now - last_sweep >= self.opts.rescan:
-                        self.flush_outbox()
-                        self.finish_crashed()
-                    last_sweep = now
-                if woke or now - last_decide >= DECIDE_EVERY:  # the index may lag the file that woke us
-                    self.decide_now()
-                    last_decide = now
-                self.reap()
-                self.dispatch()
+                try:
+                    if woke or now - last_sweep >= self.opts.rescan:
+                        self.sweep()  # after the clear below: a file that woke us is seen by this sweep
+                        if now - last_sweep >= self.opts.rescan:
+                            self.flush_outbox()
+                            self.finish_crashed()
+                        last_sweep = now
+                    if woke or now - last_decide >= DECIDE_EVERY:  # the index may lag the file that woke us
+                        self.decide_now()
+                        last_decide = now
+                    self.reap()
+                    self.dispatch()
+                    if full:
+                        logging.getLogger(__name__).warning("there is room on the disk again; runs go on")
+                        full = False
+                except Exception as e:
+                    if not diskfull.is_full(e):
+                        raise
+                    if not full:  # one line when it fills, not one a second
+                        waits = f"runs wait; agentd looks again every {FULL_WAIT:.0f} s"
+                        logging.getLogger(__name__).warning("%s", diskfull.line(e, self.app.config.state.root, waits))
+                    full = True
+                    self.stop.wait(FULL_WAIT)
+                    continue
                 woke = self.wake.wait(0.1 if self.running else min(1.0, self.opts.rescan))
                 self.wake.clear()
         finally:

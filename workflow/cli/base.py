@@ -21,7 +21,7 @@ import click
 from workflow.app import App
 from workflow.bridges.sections import SECTIONS
 from workflow.cli.fast import JSON, VIA, Param, Spec
-from workflow.core import ownership
+from workflow.core import diskfull, ownership
 from workflow.core.config import BACKENDS
 from workflow.core.errors import UsageError, WorkflowError
 
@@ -255,6 +255,22 @@ def standalone(cmd: click.Command, name: str) -> click.Command:
     return Command(name, callback=callback, params=params, help=cmd.help, context_settings=CONTEXT)
 
 
+EX_TEMPFAIL = 75  # sysexits.h: try again later (a full disk)
+WAITS = {  # what waits when the disk is full, by command: said on the one line instead of a traceback
+    "run-role": "the run is left open and its mail unread; the role's next run recovers it once there is room",
+    "agentd": "runs wait; start agentd again once there is room (nothing queued is lost)",
+    "smtpd": "no mail is taken until there is room (clients are told 452 and retry)",
+}
+
+
+def waits(argv: Sequence[str]) -> str:
+    """What waits for room, for the command ``argv`` names."""
+    for word in [os.path.basename(sys.argv[0]), *argv]:
+        if word in WAITS:
+            return WAITS[word]
+    return "nothing half written was kept; run it again once there is room"
+
+
 def _terminate(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)  # SIGTERM unwinds like Ctrl-C: locks released, a run rolled back
 
@@ -281,6 +297,11 @@ def run_script(cmd: click.Command, prog: str) -> None:
         code = e.exit_code
     except SystemExit as e:
         code = e.code
+    except Exception as e:
+        if not diskfull.is_full(e):
+            raise
+        print(f"{prog}: {diskfull.line(e, os.getcwd(), waits(sys.argv[1:]))}", file=sys.stderr)
+        code = EX_TEMPFAIL
     import logging  # lazy: start-up time; logging is configured only by the daemons
 
     logging.shutdown()

@@ -3,7 +3,8 @@
 Every store (the index, agentd's tasks, the panels, the Slack queue) is opened here the same
 way: its directory created, a 30 s busy timeout, autocommit (callers open ``BEGIN IMMEDIATE``
 themselves), WAL journaling with ``synchronous=NORMAL``, and the store's schema applied. A file
-SQLite cannot use raises the caller's error type naming the file and what to do. Every store
+SQLite cannot use raises the caller's error type naming the file and what to do (a full disk
+is a ``DiskFullError`` naming the file system: no rebuild would help). Every store
 holds what only the owner may read: its folders are made 0700 and the file 0600 whatever the
 umask (``core.modes``), and SQLite gives its -wal and -shm files the database's own mode.
 
@@ -15,12 +16,13 @@ agentd and a role's run often create a project's index together, so that answer 
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 from pathlib import Path
 
-from workflow.core import modes
-from workflow.core.errors import WorkflowError
+from workflow.core import diskfull, modes
+from workflow.core.errors import DiskFullError, WorkflowError
 
 BUSY_TIMEOUT = 30.0  # how long a store waits for another process's lock
 
@@ -42,9 +44,11 @@ def open_db(
         modes.tighten([str(path.with_name(path.name + suffix)) for suffix in ("-wal", "-shm")])
         db = sqlite3.connect(path, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False)
     except OSError as e:
+        if diskfull.is_full(e):
+            raise full(path, e) from None
         raise error(f"cannot open {what} {path}: {e.strerror}") from None
     except sqlite3.DatabaseError as e:
-        raise error(f"{what} {path} is unreadable ({e}); {remedy}") from None
+        raise unreadable(error, what, path, e, remedy) from None
     try:
         wal(db)
         db.execute("PRAGMA synchronous=NORMAL")
@@ -52,8 +56,22 @@ def open_db(
             db.executescript(schema)
     except sqlite3.DatabaseError as e:
         db.close()
-        raise error(f"{what} {path} is unreadable ({e}); {remedy}") from None
+        raise unreadable(error, what, path, e, remedy) from None
     return db
+
+
+def full(path: str | os.PathLike[str], e: BaseException) -> DiskFullError:
+    return DiskFullError(diskfull.line(e, path, "nothing was changed; try again once there is room"))
+
+
+def unreadable(
+    error: type[WorkflowError], what: str, path: str | os.PathLike[str], e: sqlite3.DatabaseError, remedy: str
+) -> WorkflowError:
+    """The error for a store SQLite cannot use: a full disk when it is one (no rebuild would
+    help), else ``error`` naming the file and ``remedy``."""
+    if diskfull.is_full(e) or ("disk I/O error" in str(e) and diskfull.no_room(path)):
+        return full(path, e)
+    return error(f"{what} {path} is unreadable ({e}); {remedy}")
 
 
 def wal(db: sqlite3.Connection) -> None:

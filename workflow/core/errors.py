@@ -15,7 +15,8 @@ WorkflowError
 ├── ArtifactError      an artifact is missing, ambiguous, or in two state folders
 ├── GitError           a git operation was refused (dirty path, illegal transition, no repo)
 ├── ToolError          an agent's tool call was refused (the text goes back to the agent)
-└── BridgeError        the IMAP or SMTP side of a bridge failed (login, network, a refused command)
+├── BridgeError        the IMAP or SMTP side of a bridge failed (login, network, a refused command)
+└── DiskFullError      a file system is full: the text names it and what waits (exit 75, try again later)
 
 Outcomes (a message refused by a rule) are errors only at the boundary that must report them;
 the CLI turns each into one line and a non-zero exit code.
@@ -121,3 +122,9 @@ class BridgeError(WorkflowError):
     """The IMAP or SMTP side of a bridge failed (login, network, a refused command)."""
 
     exit_code = 12
+
+
+class DiskFullError(WorkflowError):
+    """A file system is full; the text names it and what waits until there is room."""
+
+    exit_code = 75  # sysexits.h EX_TEMPFAIL

@@ -39,7 +39,7 @@ from typing import Any
 
 from aiosmtpd.smtp import SMTP, Envelope, Session
 
-from workflow.core import modes
+from workflow.core import diskfull, modes
 from workflow.core.config import Config
 from workflow.core.errors import (
     ConfigError,
@@ -191,8 +191,17 @@ class Handler:
             return self._refuse(mid, raw, session, envelope, f"550 5.7.1 {_one_line(e)}", e.rule)
         except RosterError as e:
             return self._refuse(mid, raw, session, envelope, f"550 5.1.1 {_one_line(e)}")
-        except Exception:
+        except Exception as e:
             self.stats.failed += 1
+            if diskfull.is_full(e):
+                waits = "answered 452, the client retries"
+                log.warning(
+                    "%s from %s: %s",
+                    mid,
+                    sanitize(envelope.mail_from),
+                    diskfull.line(e, self.deliverer.maildirs.root, waits),
+                )
+                return "452 4.3.1 insufficient system storage; nothing was delivered, try again later"
             log.exception(
                 "%s from %s (peer %s): delivery failed; answered 451", mid, sanitize(envelope.mail_from), peer
             )

@@ -22,7 +22,7 @@ import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-from workflow.core.db import open_db
+from workflow.core.db import open_db, unreadable
 from workflow.core.errors import MailIndexError
 from workflow.mail.copies import describe, describe_row, encode, read_copy, strings, text_of
 from workflow.mail.maildir import Entry, Maildirs, read_at
@@ -88,7 +88,7 @@ class Index(Reader):
                 self.db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         except sqlite3.DatabaseError as e:
             self.db.close()
-            raise MailIndexError(f"index {path} is unreadable ({e}); {REBUILD}") from None
+            raise unreadable(MailIndexError, "index", path, e, REBUILD) from None
         if fresh and rebuild_if_new:
             self.rebuild()
 

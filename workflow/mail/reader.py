@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sqlite3
 
+from workflow.core.db import unreadable
 from workflow.core.errors import MailIndexError
 from workflow.mail.rows import COLUMNS, Row, decode, numbers
 
@@ -104,9 +105,7 @@ class Reader:
         try:
             return self.db.execute(sql, args)
         except sqlite3.DatabaseError as e:
-            raise MailIndexError(
-                f"index {self.path} is unreadable ({e}); run `workflow reindex` to rebuild it"
-            ) from None
+            raise unreadable(MailIndexError, "index", self.path, e, "run `workflow reindex` to rebuild it") from None
 
     def _load_ids(self, values: Sequence[str]) -> None:
         for i in range(0, len(values), 500):
