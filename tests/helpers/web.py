@@ -20,7 +20,8 @@ from typing import NamedTuple
 from helpers.agentd import default_sigint, wait_until
 from helpers.git import GIT_ENV
 from helpers.project import Project
-from workflow.delivery.credentials import hash_password, owner_secret
+from workflow.delivery.credentials import hash_password
+from workflow.web.once import ask
 
 BOB, BOB_PASSWORD = "bob", "bob-password"  # a person whose login may send as spec-reviewer only
 
@@ -32,8 +33,10 @@ def add_person(p: Project, login: str, password: str, roles: str) -> None:
         f.write(f"{login}:{hash_password(password, 'websalt', 1)}:{roles}\n")
 
 
-def owner_password() -> str:
-    return owner_secret()
+def owner_link(p: Project) -> str:
+    """A fresh one-time login link from the project's running cockpit, asked for as
+    `workflow web login` asks (over its Unix socket)."""
+    return ask(p.app.config.state.web_socket)
 
 
 class Server(NamedTuple):
@@ -133,6 +136,12 @@ class Client:
 
     def login(self, login: str, password: str) -> int:
         return self.post("/login", {"login": login, "password": password})[0]
+
+    def follow(self, link: str) -> int:
+        """Open the owner's one-time login link (303 to the board when it is good)."""
+        base = self.url.rstrip("/")
+        assert link.startswith(base + "/"), (link, base)
+        return self.get(link[len(base) :])[0]
 
     def csrf(self, path: str = "/board") -> str:
         status, html = self.get(path)
