@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +20,18 @@ from helpers.browser import chrome, wait_for
 from helpers.git import GIT_ENV, sh
 from helpers.project import Project
 from helpers.sandboxing import needs_bwrap
-from helpers.web import BOB, BOB_PASSWORD, Client, Squatter, free_port_both, has_ipv6_loopback, web_refused, web_server
+from helpers.web import (
+    BOB,
+    BOB_PASSWORD,
+    Client,
+    Server,
+    Squatter,
+    free_port_both,
+    has_ipv6_loopback,
+    owner_link,
+    web_refused,
+    web_server,
+)
 from workflow.delivery.credentials import owner_secret
 
 needs_ipv6 = pytest.mark.skipif(not has_ipv6_loopback(), reason="this host has no IPv6 loopback (::1)")
@@ -91,36 +103,58 @@ def test_chromium_at_localhost_never_reaches_a_squatter_that_came_after_the_cock
         assert "workflow web login" in answer  # the owner's password login refused, saying what to do
 
 
+@needs_ipv6
+def test_a_request_naming_another_loopback_host_is_sent_to_127_0_0_1(server: Server) -> None:
+    """The one name: cookies and the owner's link belong to 127.0.0.1, so ``localhost`` and
+    ``[::1]`` (reached on either family the cockpit holds) are redirected there, a form's POST too."""
+    port = server.port
+    for connect, host, method in (
+        ("::1", f"[::1]:{port}", "GET"),
+        ("127.0.0.1", f"localhost:{port}", "GET"),
+        ("::1", f"localhost:{port}", "POST"),
+    ):
+        with socket.create_connection((connect, port), timeout=10) as s:
+            s.sendall(
+                f"{method} /login?x=1 HTTP/1.1\r\nHost: {host}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".encode()
+            )
+            answer = b""
+            while chunk := s.recv(4096):
+                answer += chunk
+        head = answer.decode("latin-1").split("\r\n\r\n")[0].lower()
+        assert head.startswith("http/1.1 307"), (connect, host, head)
+        assert f"location: http://127.0.0.1:{port}/login?x=1" in head, head
+
+
 def test_the_owner_logs_in_with_a_one_time_link_good_once_and_not_after_a_restart(project: Project) -> None:
     port = free_port_both()
     with web_server(project, "--port", str(port)) as server:
         link = server.link
         assert link.startswith(f"http://127.0.0.1:{port}/login?once=")
-        with chrome() as owner, chrome() as thief:
+        with chrome() as owner:
             owner.get(link)
             wait_for(owner, lambda d: d.current_url.endswith("/board"), "the owner's board")
             assert "~owner as" in owner.find_element("css selector", "header").text
-            thief.get(link)  # the same link again (a copy from the terminal's scrollback)
-            wait_for(thief, lambda d: "used already or expired" in d.page_source, "the link refused")
-            thief.get(f"http://127.0.0.1:{port}/board")
-            assert thief.current_url.endswith("/login")  # no session came of it
+        thief = Client(server.url)  # the same link again (a copy from the terminal's scrollback)
+        status, page = thief.get(link.removeprefix(server.url.rstrip("/")))
+        assert status == 403 and "used already or expired" in page, (status, page[:500])
+        assert thief.get("/board")[0] == 303  # no session came of it: to the login page
 
-            asked = _web_login(project)  # a fresh link for a running server, over its Unix socket
-            assert asked.returncode == 0, asked.stderr
-            fresh = asked.stdout.strip()
-            assert fresh.startswith(f"http://127.0.0.1:{port}/login?once=") and fresh != link
-            thief.get(fresh)
-            wait_for(thief, lambda d: d.current_url.endswith("/board"), "a board from the fresh link")
-        unused = _web_login(project).stdout.strip()
+        asked = _web_login(project)  # a fresh link for a running server, over its Unix socket
+        assert asked.returncode == 0, asked.stderr
+        fresh = asked.stdout.strip()
+        assert fresh.startswith(f"http://127.0.0.1:{port}/login?once=") and fresh != link
+        assert thief.follow(fresh) == 303 and thief.get("/board")[0] == 200
+        unused = owner_link(project)
 
         # the owner's secret typed into the form: refused without a session, saying to use the link
         c = Client(server.url)
         status, page = c.post("/login", {"login": "~owner", "password": owner_secret()})
-        assert status in (401, 403) and "workflow web login" in page, (status, page[:500])
+        assert status == 403 and "workflow web login" in page, (status, page[:500])
         assert not [k for k in c.jar if k.name == "workflow_session"]
-    with web_server(project, "--port", str(port)), chrome() as later:
-        later.get(unused)  # minted by the server before the restart, never used
-        wait_for(later, lambda d: "used already or expired" in d.page_source, "the link refused")
+    with web_server(project, "--port", str(port)) as again:
+        later = Client(again.url)
+        status, page = later.get(unused.removeprefix(again.url.rstrip("/")))  # minted before the restart, never used
+        assert status == 403 and "used already or expired" in page, (status, page[:500])
     down = _web_login(project)
     assert down.returncode != 0 and "no workflow web runs" in down.stderr, down.stderr
 
@@ -197,3 +231,12 @@ def test_an_agent_in_its_sandbox_can_neither_squat_the_running_cockpit_nor_get_a
         code, out, _ = tried["workflow web login"]
         assert code != 0 and "once=" not in out, tried
         assert tried["the cockpit's socket"].startswith("refused"), tried
+
+
+def test_with_no_link_nothing_is_printed_and_the_owner_asks_for_one(project: Project) -> None:
+    """As the systemd unit starts it: no link in the journal; `workflow web login` gives one."""
+    with web_server(project, "--no-link") as server:
+        assert "once=" not in server.log.read_text()
+        asked = _web_login(project)
+        assert asked.returncode == 0, asked.stderr
+        assert Client(server.url).follow(asked.stdout.strip()) == 303

@@ -28,6 +28,7 @@ import binascii
 import hashlib
 import hmac
 import json
+import logging
 import os
 import secrets
 import threading
@@ -42,6 +43,8 @@ from workflow.delivery.credentials import Authenticator, UsersFile
 from workflow.delivery.logins import Logins
 from workflow.policy.roster import Roster
 from workflow.web.once import Links
+
+log = logging.getLogger(__name__)
 
 OWNER = "~owner"  # the owner's login here (no users-file login may begin with "~")
 COOKIE = "workflow_session"
@@ -135,6 +138,7 @@ class Sessions:
         if not self.links.redeem(token):
             self.logins.note(peer, "WEB", OWNER, 401, counted)
             return None
+        log.info("the owner logged in from %s with a one-time link", peer)
         return self._viewer(OWNER, None, self.app.config.default_sender)
 
     def _owner_secret(self) -> str:
