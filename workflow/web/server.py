@@ -603,7 +603,8 @@ def serve(app: App, host: str, port: int, https: bool, started: Callable[[str, s
     made = local.identity(path)
     bound = held[0].getsockname()[1]
     scheme = "https" if https else "http"
-    origin = f"{scheme}://{f'[{name}]' if ':' in name else name}:{bound}"
+    at = "" if (scheme, bound) in (("http", 80), ("https", 443)) else f":{bound}"  # as a browser's Host says it
+    origin = f"{scheme}://{f'[{name}]' if ':' in name else name}{at}"
     web = Web(app, https=https, kept=keep_out_of_gc, local=loopback, origin=origin, links=asking)
     cfg = app.config.web
     config = uvicorn.Config(
