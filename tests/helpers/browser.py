@@ -86,6 +86,12 @@ def log_in(driver: Any, url: str, login: str, password: str) -> None:
     wait_for(driver, lambda d: d.current_url.endswith("/board"), f"{login}'s board after logging in")
 
 
+def open_link(driver: Any, link: str) -> None:
+    """The owner logs in: opens the one-time link `workflow web login` printed."""
+    driver.get(link)
+    wait_for(driver, lambda d: d.current_url.endswith("/board"), "the owner's board after opening the login link")
+
+
 def steady(fn: Callable[[], Any], tries: int = 5) -> Any:
     """Run ``fn``, which finds elements and acts on them, again when the page's live update replaced
     an element under it (a person's next try after the page changed under their hand)."""

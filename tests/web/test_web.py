@@ -20,7 +20,7 @@ import pytest
 from helpers.agentd import default_sigint, wait_until
 from helpers.git import GIT_ENV, sh
 from helpers.project import Project, free_port
-from helpers.web import BOB, BOB_PASSWORD, Client, Server, add_person, owner_password
+from helpers.web import BOB, BOB_PASSWORD, Client, Server, add_person, owner_link
 from workflow.agentd.tasks import Tasks, TaskStatus
 from workflow.agents.report import RunReport
 from workflow.panels.store import PanelStore
@@ -81,7 +81,7 @@ def test_a_person_sees_their_role_and_never_a_panel_thread_they_are_not_in(proje
 
     # a member sees it
     owner = Client(server.url)
-    assert owner.login("~owner", owner_password()) == 303
+    assert owner.follow(owner_link(project)) == 303
     csrf = owner.csrf()
     assert owner.post("/role", {"csrf": csrf, "role": "spec-writer-panel.claude", "back": "/inbox"})[0] == 303
     status, page = owner.get("/thread?id=" + internal.replace("<", "%3C").replace(">", "%3E").replace("@", "%40"))
@@ -134,7 +134,7 @@ def test_a_refusal_names_its_rule(project: Project, server: Server) -> None:
     here the owner, viewing as spec-writer (no reviewer), approves a review-request sent to it."""
     request = project.send("implementer", "review-request", "specs/proposed/billing.md", "spec-writer")
     owner = Client(server.url)
-    owner.login("~owner", owner_password())
+    owner.follow(owner_link(project))
     csrf = owner.csrf()
     owner.post("/role", {"csrf": csrf, "role": "spec-writer"})
     assert 'value="approve"' in owner.get("/board")[1]
@@ -215,7 +215,7 @@ def test_the_owner_retries_a_dead_letter_and_sees_its_log(project: Project, serv
         runs / f"task-{t.id}.json"
     )
     owner = Client(server.url)
-    owner.login("~owner", owner_password())
+    owner.follow(owner_link(project))
     page = owner.get("/runs")[1]
     assert (
         f'data-task="{t.id}"' in page
@@ -258,7 +258,7 @@ def test_a_sealed_panel_shows_how_many_filed_never_a_verdict(project: Project, s
         store.open(request, panel, "specs/proposed/billing.md", "spec-writer")
         store.file(request, "claude", "assessment", "reject", "SEALED-FINDING: the limits are missing")
     owner = Client(server.url)
-    owner.login("~owner", owner_password())
+    owner.follow(owner_link(project))
     page = owner.get("/board")[1]
     assert "spec-reviewer-panel: sealed (1/3 filed)" in page, page
     assert "SEALED-FINDING" not in page and "reject" not in page.lower().replace('value="reject"', "")
@@ -274,7 +274,7 @@ def test_an_edit_of_the_roster_counts_at_once(project: Project, server: Server) 
     )
     thread = "/thread?id=" + internal.replace("<", "%3C").replace(">", "%3E").replace("@", "%40")
     owner = Client(server.url)
-    owner.login("~owner", owner_password())
+    owner.follow(owner_link(project))
     owner.post("/role", {"csrf": owner.csrf(), "role": "spec-writer-panel.gemini"})
     assert owner.get(thread)[0] == 200
     toml = project.dir / "workflow.toml"

@@ -12,10 +12,10 @@ from email.message import EmailMessage
 from pathlib import Path
 from typing import Any
 
-from helpers.browser import chrome, log_in, steady, wait_for
+from helpers.browser import chrome, log_in, open_link, steady, wait_for
 from helpers.git import GIT_ENV, sh
 from helpers.project import Project, free_port
-from helpers.web import BOB, BOB_PASSWORD, Server, owner_password, web_server
+from helpers.web import BOB, BOB_PASSWORD, Server, owner_link, web_server
 from workflow.agentd.tasks import Tasks
 from workflow.mail.message import parse
 
@@ -53,7 +53,7 @@ def test_bob_approves_in_the_browser_and_a_watching_board_moves_the_card(project
     project.send("implementer", "question", "specs/doing/search.md", "spec-writer", QUESTION="fuzzy or exact?")
     commits = int(sh(project, "git", "rev-list", "--count", "HEAD").stdout)
     with chrome(height=560) as watcher, chrome() as bob:
-        log_in(watcher, server.url, "~owner", owner_password())
+        open_link(watcher, owner_link(project))
         wait_for(watcher, lambda d: _by_css(d, _card("proposed", "specs/proposed/user-auth.md")), "the card")
         wait_for(watcher, lambda d: "on" in d.find_element("id", "live").get_attribute("class"), "the live stream")
         watcher.execute_script("window.sameDocument = 'yes'")  # a reload would lose it
@@ -100,7 +100,7 @@ def test_a_blocker_is_answered_and_a_paused_role_resumed_from_the_page(project: 
     with Tasks(project.app.config.state.tasks) as tasks:
         tasks.pause("implementer", "over its daily token budget: 900 > 500")
     with chrome() as owner:
-        log_in(owner, server.url, "~owner", owner_password())
+        open_link(owner, owner_link(project))
         wait_for(owner, lambda d: _by_css(d, _card("blocked", "specs/blocked/cache.md") + " .waiting"), "the blocker")
         from selenium.webdriver.support.ui import Select
 

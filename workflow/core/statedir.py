@@ -60,6 +60,11 @@ class StateDir:
         return self.sockets / "smtpd"
 
     @property
+    def web_socket(self) -> Path:
+        """The running ``workflow web``'s socket: the owner asks it for a one-time login link."""
+        return self.sockets / "web"
+
+    @property
     def run_sockets(self) -> Path:
         """The runs' sockets' directory: bound read-only into every sandbox, so a run's agent
         reaches its server and cannot put a socket of its own in its place."""

@@ -11,7 +11,8 @@ TCP is for people's logins.
 
 * ``listen(path)``: a listening socket at ``path``, refusing one a live server holds and
   replacing a stale one (a server killed before it removed it); ``claim``: the same, its
-  refusal a ConfigError for the server's user.
+  refusal a ConfigError for the server's user (``workflow web`` claims ``<state>/sock/web``
+  for the owner's login links the same way).
 * ``connect(path, timeout)``: a connected socket (paths longer than a socket address may hold are
   reached through ``/proc/self/fd``).
 * ``peer_uid(sock)``: the uid of the process at the other end (``SO_PEERCRED``).
@@ -89,15 +90,15 @@ def listen(path: str, backlog: int = 128) -> socket.socket:
     return sock
 
 
-def claim(path: str) -> socket.socket:
-    """``listen`` for a server of the mail root: ConfigError, naming the socket, when another
-    server listens there or it cannot be made."""
+def claim(path: str, server: str = "workflow smtpd") -> socket.socket:
+    """``listen`` for a ``server`` of the mail root: ConfigError, naming the socket, when another
+    listens there or it cannot be made."""
     try:
         return listen(path)
     except OSError as e:
         if e.errno == errno.EADDRINUSE:
             raise ConfigError(
-                f"another server of this mail root listens on {path}: stop it first (one workflow smtpd per mail root)"
+                f"another server of this mail root listens on {path}: stop it first (one {server} per mail root)"
             ) from None
         raise ConfigError(f"cannot listen on {path}: {e.strerror or e}") from None
 

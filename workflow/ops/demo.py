@@ -283,5 +283,5 @@ def _scenario(app: App, base: Path, transport: SmtpTransport, echo: Callable[[st
         echo(f"  refused: {e}\n")
     echo(
         f"Done. Look around: ls {app.config.mail_root}/*/new  ·  WORKFLOW_CONFIG={base / 'workflow.toml'} workflow roster\n"
-        f"In a browser: cd {base} && workflow web   (log in as ~owner with the secret in ~/.config/workflow/credentials)"
+        f"In a browser: cd {base} && workflow web   (open the one-time login link it prints; `workflow web login` prints another)"
     )

@@ -1,17 +1,23 @@
-"""Auth: who is at the browser — logins checked as SMTP AUTH checks them, sessions in signed
-cookies, and the CSRF token of each session.
+"""Auth: who is at the browser — logins checked as SMTP AUTH checks them, the owner's one-time
+links, sessions in signed cookies, and the CSRF token of each session.
 
-A login is one of the ``[smtp] auth_users_file`` logins (the same secrets: ``credentials.UsersFile``
-reads the file again when it changes) or the owner's, ``~owner`` with the owner's secret
-(``credentials.owner_secret``). Checks go through ``delivery.logins.Logins``, as the SMTP server's
-do: off the event loop; a peer that failed lately waits before its next attempt is checked
-(doubling, ``Logins.admit``: a right password is answered no sooner than a wrong one), and each
-failure is logged on the server log's ``refused AUTH …`` line that contrib/fail2ban matches.
+A person's login is one of the ``[smtp] auth_users_file`` logins (the same secrets:
+``credentials.UsersFile`` reads the file again when it changes). Checks go through
+``delivery.logins.Logins``, as the SMTP server's do: off the event loop; a peer that failed
+lately waits before its next attempt is checked (doubling, ``Logins.admit``: a right password is
+answered no sooner than a wrong one), and each failure is logged on the server log's
+``refused AUTH …`` line that contrib/fail2ban matches.
+
+The owner never logs in with a secret here: a login beginning with ``~`` is refused before any
+check. The owner opens a one-time link (``once.Links``: printed when the server starts, and by
+``workflow web login`` over the server's Unix socket); a link used already, expired or of a
+server since restarted is a failure like a wrong password.
 
 A session is a cookie (HttpOnly, SameSite=Strict, Secure under TLS) holding the login, the role
 it views as, its expiry, a nonce, and a fingerprint of the login's secret — signed (HMAC-SHA256)
 with a key kept in the state directory (``web.key``, 0600), so a restart of the server keeps
-people logged in, and a changed password or a removed login ends the session at its next request.
+people logged in, and a changed password or a removed login (or a changed owner's secret) ends
+the session at its next request.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import binascii
 import hashlib
 import hmac
 import json
+import logging
 import os
 import secrets
 import threading
@@ -35,6 +42,9 @@ from workflow.delivery import credentials
 from workflow.delivery.credentials import Authenticator, UsersFile
 from workflow.delivery.logins import Logins
 from workflow.policy.roster import Roster
+from workflow.web.once import Links
+
+log = logging.getLogger(__name__)
 
 OWNER = "~owner"  # the owner's login here (no users-file login may begin with "~")
 COOKIE = "workflow_session"
@@ -99,6 +109,7 @@ class Sessions:
         self.users_file = users if isinstance(users, UsersFile) else None
         self.logins = Logins(Authenticator(cfg.state.runs, users, self.env, cfg.mail_root))
         self.revoked = Revoked(cfg.state.root / "web.revoked")
+        self.links = Links()
 
     def users_roster(self, roster: Roster) -> None:
         """The roster a login's roles are checked against, after a reload."""
@@ -109,14 +120,10 @@ class Sessions:
     # -- logging in
 
     async def login(self, peer: str, login: str, password: str) -> Viewer | None:
-        """The viewer for a login and password, or None (logged). A peer that failed lately waits
-        its next failure's delay first (``Logins.admit``), whatever it sends."""
+        """The viewer for a person's login and password, or None (logged). A peer that failed
+        lately waits its next failure's delay first (``Logins.admit``), whatever it sends. The
+        owner's and runs' logins (``~…``) are never taken here (``Authenticator.check``)."""
         counted = await self.logins.admit(peer)
-        if login == OWNER:
-            if not hmac.compare_digest(password.strip().encode(), self._owner_secret().encode()):
-                self.logins.note(peer, "WEB", login, 401, counted)
-                return None
-            return self._viewer(OWNER, None, self.app.config.default_sender)
         identity = await asyncio.to_thread(self.logins.auth.check, login, password)  # PBKDF2: off the loop
         if identity is None or identity.roles is None:
             self.logins.note(peer, "WEB", login, 401, counted)
@@ -124,11 +131,23 @@ class Sessions:
         roles = tuple(sorted(identity.roles))
         return self._viewer(login, roles, roles[0])
 
+    async def redeem(self, peer: str, token: str) -> Viewer | None:
+        """The owner's session for an open one-time link (it is closed now), or None (logged as a
+        failed login of the owner's, slowed like one)."""
+        counted = await self.logins.admit(peer)
+        if not self.links.redeem(token):
+            self.logins.note(peer, "WEB", OWNER, 401, counted)
+            return None
+        log.info("the owner logged in from %s with a one-time link", peer)
+        return self._viewer(OWNER, None, self.app.config.default_sender)
+
     def _owner_secret(self) -> str:
+        """The owner's secret as it is now ("" while there is none): a session of the owner's
+        ends when it changes."""
         try:
             return credentials.owner_secret(self.env, create=False)
         except WorkflowError:
-            return secrets.token_hex(32)  # no owner secret: nothing matches
+            return ""
 
     def _viewer(self, login: str, roles: tuple[str, ...] | None, role: str) -> Viewer:
         return Viewer(login, roles, role, secrets.token_hex(16), time.time() + self.hours * 3600)

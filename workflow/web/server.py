@@ -7,6 +7,11 @@ Content-Security-Policy allows none, nor any other origin). Every POST needs the
 token and, when the browser says where it comes from (``Origin``, ``Sec-Fetch-Site``), this
 origin. A page's main part is also what its event stream sends when it changes (``/events``):
 rendered for that stream's viewer by the same code, so a stream never carries what its page may not.
+
+On loopback it holds its port on both families (``listeners.reserve_loopback``: 127.0.0.1 and
+::1), answers only to one name — a request naming another loopback host (``localhost``,
+``[::1]``) is sent to it, any other name is refused (DNS rebinding) — and the owner logs in with
+a one-time link (``once``) that names it, asked for over ``<state>/sock/web``.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import gc
 import hashlib
 import ipaddress
 import json
+import socket
 import sqlite3
 import threading
 import time
@@ -25,7 +31,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from html import escape
 from importlib import resources
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, urlencode, urlsplit
 
 import jinja2
 from starlette.applications import Starlette
@@ -37,13 +43,13 @@ from workflow.app import App
 from workflow.artifacts.board import age
 from workflow.core.config import Config
 from workflow.core.errors import WorkflowError
-from workflow.delivery import listeners
+from workflow.delivery import listeners, local
 from workflow.delivery.current import Current
 from workflow.mail.body import part_text
 from workflow.mail.ids import given_msgid
 from workflow.policy.roster import Roster
-from workflow.web import actions, pages
-from workflow.web.auth import COOKIE, OWNER, Sessions, Viewer
+from workflow.web import actions, once, pages
+from workflow.web.auth import COOKIE, Sessions, Viewer
 from workflow.web.live import Watch
 
 CSP = (
@@ -62,6 +68,13 @@ KEEPALIVE = 15.0  # seconds between comments on an idle event stream
 MAX_PAUSE = 2.0  # seconds a page's stream rests after a render at most (twice what the render took)
 PAGES = ("board", "inbox", "thread", "runs")
 MAX_FORM = 64 * 1024
+OWNER_REFUSED = (
+    "The owner does not log in with a password here, and the cockpit never asks for the owner's secret: "
+    "run `workflow web login` and open the one-time link it prints."
+)
+LINK_REFUSED = (
+    "This login link was used already or expired (or its server restarted): `workflow web login` prints a new one."
+)
 
 
 class NotFoundError(Exception):
@@ -96,6 +109,8 @@ class Web:
         env: dict[str, str] | None = None,
         kept: Callable[[], None] = lambda: None,
         local: bool = True,
+        origin: str | None = None,
+        links: socket.socket | None = None,
     ) -> None:
         self.app = app
         self.kept = kept  # after a board is made whole (``keep_out_of_gc`` in the server's process)
@@ -107,6 +122,8 @@ class Web:
         self.boards = pages.Boards(app, self.kept)
         self.acting = threading.Lock()  # one action at a time: a double click's second post sees the first's move
         self.local = local  # listening on loopback: a request must name a loopback host (no DNS rebinding)
+        self.origin = origin  # http://127.0.0.1:PORT: the one name it answers to on loopback, its links'
+        self.links = links  # the Unix socket the owner asks for a login link (``once``)
         self.static = {
             name: resources.files("workflow.web").joinpath("static", name).read_bytes()
             for name in ("app.css", "live.js")
@@ -147,29 +164,51 @@ class Web:
         @contextlib.asynccontextmanager
         async def lifespan(_: Starlette) -> AsyncIterator[None]:
             task = asyncio.create_task(self.watch.run())
+            asking = None
+            if self.links is not None:
+                asking = await asyncio.start_unix_server(
+                    functools.partial(once.answer, link=self.link), sock=self.links
+                )
             try:
                 yield
             finally:
                 task.cancel()
+                if asking is not None:
+                    asking.close()
 
         app = Starlette(routes=routes, lifespan=lifespan)
         return self._hosted(app) if self.local else app
 
     def _hosted(self, app: Starlette) -> Any:
-        """Refuse a request naming another host than loopback's (a page of a rebound DNS name)."""
+        """Refuse a request naming another host than loopback's (a page of a rebound DNS name), and
+        send one naming another loopback host than this server's (``localhost``, ``[::1]``) to
+        its name: cookies, and the link the owner opens, belong to one name only."""
+        mine = urlsplit(self.origin).netloc.encode() if self.origin else None
 
         async def guarded(scope: Any, receive: Any, send: Any) -> None:
             if scope["type"] == "http":
-                host = dict(scope["headers"]).get(b"host", b"").decode("latin-1")
+                raw = dict(scope["headers"]).get(b"host", b"")
+                host = raw.decode("latin-1")
+                r: Response | None = None
                 if not _loopback_name(host):
                     r = PlainTextResponse(
                         f"refused: {host[:100]!r} is not this server's name (use its loopback address)", 403
                     )
+                elif mine is not None and raw != mine:
+                    path = (scope.get("raw_path") or quote(scope.get("path", "/")).encode()).decode("latin-1")
+                    query = scope.get("query_string", b"").decode("latin-1")
+                    where = f"{self.origin}{path}" + ("?" + query if query else "")
+                    r = self._headers(RedirectResponse(where, 307))
+                if r is not None:
                     await r(scope, receive, send)
                     return
             await app(scope, receive, send)
 
         return guarded
+
+    def link(self) -> str:
+        """A new one-time login link for the owner (good once, for ``once.LINK_SECONDS``)."""
+        return f"{self.origin or ''}/login?{urlencode({'once': self.sessions.links.mint()})}"
 
     def _headers(self, r: Response) -> Response:
         for k, v in HEADERS.items():
@@ -208,19 +247,30 @@ class Web:
     async def root(self, request: Request) -> Response:
         return self._headers(RedirectResponse("/board" if self.viewer(request) else "/login", 303))
 
-    async def login_page(self, request: Request, error: str = "", status: int = 200) -> Response:
-        text = self.templates.get_template("login.html").render(error=error, owner=OWNER, viewer=None)
-        return self.html(text, status)
+    async def login_page(self, request: Request) -> Response:
+        """The login form; with ``?once=``, the owner's one-time link redeemed (or refused)."""
+        token = request.query_params.get("once")
+        if token is None:
+            return self._form()
+        viewer = await self.sessions.redeem(_peer(request), token)
+        return self._form(LINK_REFUSED, 403) if viewer is None else self._logged_in(viewer)
+
+    def _form(self, error: str = "", status: int = 200) -> Response:
+        return self.html(self.templates.get_template("login.html").render(error=error, viewer=None), status)
 
     async def login(self, request: Request) -> Response:
         if not self._same_origin(request):
             return self.say("cross-origin form refused", 403)
         form = await request.form(max_files=0, max_fields=8)
         login, password = str(form.get("login", ""))[:200].strip(), str(form.get("password", ""))[:1000]
-        peer = request.client.host if request.client else "-"
-        viewer = await self.sessions.login(peer, login, password)
+        if login.startswith("~"):  # checked against nothing: the owner's secret is never taken here
+            return self._form(OWNER_REFUSED, 403)
+        viewer = await self.sessions.login(_peer(request), login, password)
         if viewer is None:
-            return await self.login_page(request, "wrong login or password", 401)
+            return self._form("wrong login or password", 401)
+        return self._logged_in(viewer)
+
+    def _logged_in(self, viewer: Viewer) -> Response:
         r = RedirectResponse("/board", 303)
         self._set_cookie(r, COOKIE, self.sessions.cookie(viewer), int(viewer.expires - time.time()))
         return self._headers(r)
@@ -465,6 +515,10 @@ class Web:
         return self._headers(r)
 
 
+def _peer(request: Request) -> str:
+    return request.client.host if request.client else "-"
+
+
 def _loopback_name(host: str) -> bool:
     """Whether a Host header names a loopback address (``127.0.0.1:8026``, ``[::1]:8026``, ``localhost``)."""
     name = host.rsplit(":", 1)[0] if host.count(":") == 1 or host.startswith("[") else host
@@ -525,13 +579,33 @@ def keep_out_of_gc() -> None:
     gc.freeze()
 
 
-def serve(app: App, host: str, port: int, https: bool, started: Callable[[str], None]) -> None:
-    """Serve until SIGINT or SIGTERM; ``started`` gets the URL once it listens."""
+def serve(app: App, host: str, port: int, https: bool, started: Callable[[str, str | None], None], link: bool) -> None:
+    """Serve until SIGINT or SIGTERM; ``started`` gets the URL once it listens, and the owner's
+    first one-time login link (None without ``link``). On loopback it holds both families of the
+    port or refuses to start (``listeners.reserve_loopback``), and listens at ``<state>/sock/web``
+    for ``workflow web login``."""
     import uvicorn  # lazy: only `workflow web` loads the server
 
-    sock = listeners.reserve(host, port)
-    bound = sock.getsockname()[1]
-    web = Web(app, https=https, kept=keep_out_of_gc, local=listeners.is_loopback(host))
+    loopback = listeners.is_loopback(host)
+    if loopback:
+        held = listeners.reserve_loopback(host, port)
+        name = listeners.loopback_addresses(host)[0]
+    else:
+        held = [listeners.reserve(host, port)]
+        name = "127.0.0.1" if host.strip("[]") in ("0.0.0.0", "::", "") else host  # a wildcard: this host's own
+    path = str(app.config.state.web_socket)
+    try:
+        asking = local.claim(path, "workflow web")
+    except WorkflowError:
+        for sock in held:
+            sock.close()
+        raise
+    made = local.identity(path)
+    bound = held[0].getsockname()[1]
+    scheme = "https" if https else "http"
+    at = "" if (scheme, bound) in (("http", 80), ("https", 443)) else f":{bound}"  # as a browser's Host says it
+    origin = f"{scheme}://{f'[{name}]' if ':' in name else name}{at}"
+    web = Web(app, https=https, kept=keep_out_of_gc, local=loopback, origin=origin, links=asking)
     cfg = app.config.web
     config = uvicorn.Config(
         web.asgi(),
@@ -543,6 +617,8 @@ def serve(app: App, host: str, port: int, https: bool, started: Callable[[str], 
         ssl_keyfile=cfg.tls_key or None,
         server_header=False,
     )
-    name = f"[{host}]" if ":" in host else host
-    started(f"{'https' if https else 'http'}://{name}:{bound}/")
-    uvicorn.Server(config).run(sockets=[sock])
+    try:
+        started(origin + "/", web.link() if link else None)
+        uvicorn.Server(config).run(sockets=held)
+    finally:
+        local.remove(path, made)
