@@ -17,14 +17,13 @@ a regular file) is one ``UnreachableError``: a caller that answers an agent says
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import functools
 import os
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
+from typing import Any
 
 from workflow.core.errors import ArtifactError
 
@@ -34,6 +33,7 @@ RESOLVE_NO_MAGICLINKS, RESOLVE_NO_SYMLINKS, RESOLVE_BENEATH = 0x02, 0x04, 0x08
 SYS_OPENAT2 = 437  # the same number on every architecture Linux gave it (since 5.6)
 RENAME_NOREPLACE = 1
 AT_FDCWD = -100
+Top = str | os.PathLike[str]  # a folder the owner names (the project): trusted as given
 UNREACHABLE = (errno.ENOENT, errno.ELOOP, errno.ENOTDIR, errno.EXDEV, errno.EAGAIN, errno.ENXIO, errno.EISDIR)
 
 
@@ -46,12 +46,10 @@ class UnreachableError(ArtifactError):
         self.code = code
 
 
-class _How(ctypes.Structure):
-    _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
-
-
 @functools.cache
-def _libc() -> ctypes.CDLL:
+def _libc() -> Any:
+    import ctypes  # lazy: start-up time (the server's locate imports this module)
+
     return ctypes.CDLL(None, use_errno=True)
 
 
@@ -66,8 +64,23 @@ def kernel_resolves() -> bool:
     return True
 
 
+@functools.cache
+def _how() -> Any:
+    """``struct open_how`` (flags, mode, resolve: three u64)."""
+    import ctypes
+
+    class How(ctypes.Structure):
+        _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
+
+    return How
+
+
 def _openat2(dirfd: int, path: str, flags: int, mode: int = 0) -> int:
-    how = _How(flags, mode if flags & os.O_CREAT else 0, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)
+    import ctypes
+
+    how = _how()(
+        flags, mode if flags & os.O_CREAT else 0, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS
+    )
     syscall = _libc().syscall
     syscall.restype = ctypes.c_long
     fd = syscall(
@@ -122,7 +135,7 @@ def _walk(top: int, names: list[str], create: bool, kernel: bool) -> int:
 
 
 @contextmanager
-def folder(top: Path, rel: str | list[str], *, create: bool = False, kernel: bool | None = None) -> Iterator[int]:
+def folder(top: Top, rel: str | list[str], *, create: bool = False, kernel: bool | None = None) -> Iterator[int]:
     """``with folder(project, "specs/todo") as fd:`` — the folder's fd, resolved beneath ``top``
     with no symlink followed (UnreachableError otherwise); ``create`` makes missing folders."""
     names = parts(rel) if isinstance(rel, str) else rel
@@ -149,7 +162,7 @@ def split(rel: str) -> tuple[list[str], str]:
     return names[:-1], names[-1]
 
 
-def lstat(top: Path, rel: str) -> os.stat_result | None:
+def lstat(top: Top, rel: str) -> os.stat_result | None:
     """What is at ``rel`` (not followed if a symlink), or None when it is not there or is reached
     only through a symlink or a non-folder."""
     up, name = split(rel)
@@ -160,17 +173,17 @@ def lstat(top: Path, rel: str) -> os.stat_result | None:
         return None
 
 
-def is_file(top: Path, rel: str) -> bool:
+def is_file(top: Top, rel: str) -> bool:
     st = lstat(top, rel)
     return st is not None and stat.S_ISREG(st.st_mode)
 
 
-def is_dir(top: Path, rel: str) -> bool:
+def is_dir(top: Top, rel: str) -> bool:
     st = lstat(top, rel)
     return st is not None and stat.S_ISDIR(st.st_mode)
 
 
-def through_link(top: Path, rel: str) -> bool:
+def through_link(top: Top, rel: str) -> bool:
     """Whether a folder on the way to ``rel`` is a symlink or no folder (what is there is not the project's)."""
     up, _ = split(rel)
     try:
@@ -181,7 +194,7 @@ def through_link(top: Path, rel: str) -> bool:
 
 
 @contextmanager
-def opened(top: Path, rel: str, flags: int = READ_FLAGS) -> Iterator[int]:
+def opened(top: Top, rel: str, flags: int = READ_FLAGS) -> Iterator[int]:
     """An fd of the regular file at ``rel`` (UnreachableError for anything else: a symlink, a FIFO, a folder)."""
     up, name = split(rel)
     with folder(top, up) as d:
@@ -199,7 +212,7 @@ def opened(top: Path, rel: str, flags: int = READ_FLAGS) -> Iterator[int]:
         os.close(fd)
 
 
-def read(top: Path, rel: str, limit: int) -> tuple[bytes, int]:
+def read(top: Top, rel: str, limit: int) -> tuple[bytes, int]:
     """Up to ``limit`` bytes of the file at ``rel`` and its whole size."""
     with opened(top, rel) as fd:
         size = os.fstat(fd).st_size
@@ -214,7 +227,7 @@ def read(top: Path, rel: str, limit: int) -> tuple[bytes, int]:
 
 
 def write(
-    top: Path, rel: str, data: bytes, *, mode: int = 0o644, create_parents: bool = True, durable: bool = True
+    top: Top, rel: str, data: bytes, *, mode: int = 0o644, create_parents: bool = True, durable: bool = True
 ) -> None:
     """Replace the file at ``rel`` with ``data`` atomically: a private temporary file made with
     ``O_EXCL`` in the resolved folder, fsynced, renamed over the name there, the folder fsynced."""
@@ -252,7 +265,7 @@ def _entry(d: int, name: str) -> os.stat_result | None:
         return None
 
 
-def remove(top: Path, rel: str) -> bool:
+def remove(top: Top, rel: str) -> bool:
     """Remove the entry at ``rel`` (a file or a symlink itself; never what a symlink names). False
     when nothing was there to remove."""
     up, name = split(rel)
@@ -264,7 +277,7 @@ def remove(top: Path, rel: str) -> bool:
         return False
 
 
-def rename(top: Path, src: str, dst: str, *, create_parents: bool = True) -> None:
+def rename(top: Top, src: str, dst: str, *, create_parents: bool = True) -> None:
     """Move the entry at ``src`` to ``dst`` (never over something already there), both resolved
     beneath ``top`` with no symlink followed."""
     s_up, s_name = split(src)
@@ -282,7 +295,7 @@ def _rename_noreplace(sfd: int, sname: str, dfd: int, dname: str) -> None:
         r = fn(sfd, os.fsencode(sname), dfd, os.fsencode(dname), RENAME_NOREPLACE)
         if r == 0:
             return
-        e = ctypes.get_errno()
+        e = _libc_errno()
         if e not in (errno.ENOSYS, errno.EINVAL):
             raise OSError(e, os.strerror(e), dname)
     # no renameat2 (an old kernel or file system): a regular file is linked (which never replaces)
@@ -294,7 +307,13 @@ def _rename_noreplace(sfd: int, sname: str, dfd: int, dname: str) -> None:
     os.unlink(sname, dir_fd=sfd)
 
 
-def mkdirs(top: Path, rel: str) -> None:
+def _libc_errno() -> int:
+    import ctypes
+
+    return int(ctypes.get_errno())
+
+
+def mkdirs(top: Top, rel: str) -> None:
     """Make the folder ``rel`` (and those above it) beneath ``top``, through no symlink."""
     with folder(top, rel, create=True):
         pass

@@ -10,8 +10,9 @@ folder. Its identity is (ROOT, NAME), so ``specs/*/user-auth.md`` — or the old
 from __future__ import annotations
 
 import os
-from stat import S_ISDIR, S_ISREG
+from stat import S_ISREG
 
+from workflow.core import beneath
 from workflow.core.errors import ArtifactError
 
 TYPE_CHECKING = False
@@ -118,59 +119,40 @@ def _hidden(name: str) -> bool:
 
 
 def _is_file(config: Layout, rel: str) -> bool:
-    """A regular file at the project path ``rel``; through a symlink only when it stays inside its root."""
-    base = os.fspath(config.project_dir)
+    """A regular file at the project path ``rel``, reached through no symlink (``core.beneath``:
+    resolved from the project's folder fd, so a folder swapped for a link meanwhile never counts)."""
     try:
-        mode = os.lstat(f"{base}/{rel}").st_mode
+        return beneath.is_file(config.project_dir, rel)
+    except ArtifactError:
+        return False
+
+
+def _plain(name: str, folder: int) -> bool:
+    try:
+        return S_ISREG(os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode)
     except OSError:
-        return False
-    if S_ISREG(mode) and not _symlink_above(base, rel):
-        return True  # no symlink between the project and the file (the server's path: a few lstats)
-    if S_ISDIR(mode):
-        return False
-    from workflow.core import safeopen  # lazy: start-up time; only a symlink needs the full check
-
-    return safeopen.exists(config, rel)  # type: ignore[arg-type]
-
-
-def _symlink_above(base: str, rel: str) -> bool:
-    """Whether a folder between ``base`` and the file ``rel`` below it is a symlink (or gone)."""
-    parts = rel.split("/")[:-1]
-    for i in range(1, len(parts) + 1):
-        try:
-            if not S_ISDIR(os.lstat(f"{base}/{'/'.join(parts[:i])}").st_mode):
-                return True
-        except OSError:
-            return True
-    return False
+        return False  # gone meanwhile
 
 
 def scan(config: Config, roots: Iterable[str] | None = None) -> list[Artifact]:
-    """Every artifact file in the working tree, by root, state and name (dotfiles skipped, and
-    symlinks that lead out of their root: they are not artifacts of this project)."""
-    from pathlib import Path  # lazy: start-up time; only a scan of the tree needs these
-
-    from workflow.core import safeopen
-
+    """Every artifact file in the working tree, by root, state and name (dotfiles and symlinks
+    skipped: no symlink is followed). Each state folder is walked from its fd (``os.fwalk``), so
+    a folder an agent swaps for a link meanwhile never lists what the link names."""
     out: list[Artifact] = []
     base = config.project_dir
     for root in roots or config.artifact_roots:
         for state in config.states:
-            folder = base / root / state
-            if not folder.is_dir() or (folder.is_symlink() and not safeopen.inside_dir(config, f"{root}/{state}")):
+            try:
+                with beneath.folder(base, [root, state]) as top:
+                    for dirpath, dirnames, filenames, fd in os.fwalk(".", dir_fd=top):
+                        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+                        rel = dirpath[2:] if dirpath.startswith("./") else ""
+                        for f in sorted(filenames):
+                            if f.startswith(".") or not _plain(f, fd):
+                                continue
+                            out.append(Artifact(root, state, f"{rel}/{f}" if rel else f))
+            except (ArtifactError, FileNotFoundError):
                 continue
-            for dirpath, dirnames, filenames in os.walk(folder):
-                dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-                rel = Path(dirpath).relative_to(folder).as_posix()
-                for f in sorted(filenames):
-                    if f.startswith("."):
-                        continue
-                    name = f if rel == "." else f"{rel}/{f}"
-                    if os.path.islink(os.path.join(dirpath, f)) and not safeopen.exists(
-                        config, f"{root}/{state}/{name}"
-                    ):
-                        continue
-                    out.append(Artifact(root, state, name))
     return out
 
 
