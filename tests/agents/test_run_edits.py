@@ -298,3 +298,36 @@ def test_a_git_lock_held_by_the_hook_of_a_move_does_not_deadlock(tmp_path: Path)
     )
     assert done.returncode == 0, done.stderr
     assert (p.dir / "specs" / "todo" / "user-auth.md").exists()
+
+
+BIG_AGENT = """
+import os, subprocess, sys
+sys.stdin.read()
+with open("specs/proposed/big.bin", "wb") as f:
+    f.write(os.urandom(3 << 20))
+open("specs/proposed/small.md", "w").write("# small\\n")
+subprocess.run([sys.executable, "-m", "workflow", "finish", "failed", "gave up"], check=True)
+"""
+
+
+def objects_bytes(p: Project) -> int:
+    return sum(f.stat().st_size for f in (p.dir / ".git" / "objects").rglob("*") if f.is_file())
+
+
+def test_what_a_failed_run_discards_is_kept_only_up_to_its_cap(gp: Project) -> None:
+    """Found by a hostile tester: a failed run's 300 MB file grew .git from 1 MB to 287 MB, kept
+    alive by refs/workflow/discarded/ROLE, and every failed run could do it again."""
+    (gp.dir / "agent.py").write_text(textwrap.dedent(BIG_AGENT))
+    with open(gp.dir / "workflow.toml", "a") as f:
+        f.write(f'\n[backends.command]\nargv = ["{sys.executable}", "agent.py"]\ntimeout = 60\n')
+    sh(gp, "git", "add", "agent.py", "workflow.toml")
+    sh(gp, "git", "commit", "-qm", "agent")
+    before = objects_bytes(gp)
+    r = gp.run("run-role", "--with-email", "--backend", "command", "spec-reviewer", env=GIT_ENV)
+    assert r.returncode == 1 and "finished its run as failed: gave up" in r.stdout, r.stdout + r.stderr
+    assert not (gp.dir / "specs" / "proposed" / "big.bin").exists()
+    assert objects_bytes(gp) - before < 1 << 20  # the 3 MiB are not in the owner's object store
+    assert f"dropped specs/proposed/big.bin ({3 << 20} bytes) without keeping it" in r.stdout
+    kept = "refs/workflow/discarded/spec-reviewer"
+    assert sh(gp, "git", "show", f"{kept}:specs/proposed/small.md").stdout == "# small\n"
+    assert sh(gp, "git", "ls-tree", "-r", "--name-only", kept).stdout.split() == ["specs/proposed/small.md"]
