@@ -23,9 +23,12 @@ import os
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 from workflow.core.errors import ArtifactError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC  # a FIFO never blocks the open

@@ -16,13 +16,12 @@ agentd and a role's run often create a project's index together, so that answer 
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import time
 from pathlib import Path
 
 from workflow.core import diskfull, modes
-from workflow.core.errors import DiskFullError, WorkflowError
+from workflow.core.errors import WorkflowError
 
 BUSY_TIMEOUT = 30.0  # how long a store waits for another process's lock
 
@@ -45,10 +44,10 @@ def open_db(
         db = sqlite3.connect(path, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False)
     except OSError as e:
         if diskfull.is_full(e):
-            raise full(path, e) from None
+            raise diskfull.full(path, e) from None
         raise error(f"cannot open {what} {path}: {e.strerror}") from None
     except sqlite3.DatabaseError as e:
-        raise unreadable(error, what, path, e, remedy) from None
+        raise diskfull.unreadable(error, what, path, e, remedy) from None
     try:
         wal(db)
         db.execute("PRAGMA synchronous=NORMAL")
@@ -56,22 +55,8 @@ def open_db(
             db.executescript(schema)
     except sqlite3.DatabaseError as e:
         db.close()
-        raise unreadable(error, what, path, e, remedy) from None
+        raise diskfull.unreadable(error, what, path, e, remedy) from None
     return db
-
-
-def full(path: str | os.PathLike[str], e: BaseException) -> DiskFullError:
-    return DiskFullError(diskfull.line(e, path, "nothing was changed; try again once there is room"))
-
-
-def unreadable(
-    error: type[WorkflowError], what: str, path: str | os.PathLike[str], e: sqlite3.DatabaseError, remedy: str
-) -> WorkflowError:
-    """The error for a store SQLite cannot use: a full disk when it is one (no rebuild would
-    help), else ``error`` naming the file and ``remedy``."""
-    if diskfull.is_full(e) or ("disk I/O error" in str(e) and diskfull.no_room(path)):
-        return full(path, e)
-    return error(f"{what} {path} is unreadable ({e}); {remedy}")
 
 
 def wal(db: sqlite3.Connection) -> None:

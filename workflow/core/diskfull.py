@@ -11,7 +11,8 @@ from __future__ import annotations
 import errno
 import os
 import sqlite3
-from pathlib import Path
+
+from workflow.core.errors import DiskFullError, WorkflowError
 
 FULL = (errno.ENOSPC, errno.EDQUOT)
 SQLITE_FULL = 13
@@ -45,13 +46,13 @@ def no_room(path: str | os.PathLike[str]) -> bool:
 
 def mount_point(path: str | os.PathLike[str]) -> str:
     """The mount point of the file system ``path`` is on (of its nearest existing folder)."""
-    p = Path(os.path.abspath(path))
-    while not p.exists() and p != p.parent:
-        p = p.parent
-    dev = p.stat().st_dev
-    while p != p.parent and p.parent.stat().st_dev == dev:
-        p = p.parent
-    return str(p)
+    p = os.path.abspath(path)
+    while not os.path.exists(p) and os.path.dirname(p) != p:
+        p = os.path.dirname(p)
+    dev = os.stat(p).st_dev
+    while os.path.dirname(p) != p and os.stat(os.path.dirname(p)).st_dev == dev:
+        p = os.path.dirname(p)
+    return p
 
 
 def line(e: BaseException, where: str | os.PathLike[str] | None, waits: str) -> str:
@@ -66,3 +67,17 @@ def line(e: BaseException, where: str | os.PathLike[str] | None, waits: str) -> 
     except OSError:
         mount, free = str(name), "free space unknown"
     return f"no space left on the file system at {mount} ({free}, writing {name}): {waits}"
+
+
+def full(path: str | os.PathLike[str], e: BaseException) -> DiskFullError:
+    return DiskFullError(line(e, path, "nothing was changed; try again once there is room"))
+
+
+def unreadable(
+    error: type[WorkflowError], what: str, path: str | os.PathLike[str], e: sqlite3.DatabaseError, remedy: str
+) -> WorkflowError:
+    """The error for a store SQLite cannot use: a full disk when it is one (no rebuild would
+    help), else ``error`` naming the file and ``remedy``."""
+    if is_full(e) or ("disk I/O error" in str(e) and no_room(path)):
+        return full(path, e)
+    return error(f"{what} {path} is unreadable ({e}); {remedy}")

@@ -22,7 +22,8 @@ import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-from workflow.core.db import open_db, unreadable
+from workflow.core.db import open_db
+from workflow.core.diskfull import unreadable
 from workflow.core.errors import MailIndexError
 from workflow.mail.copies import describe, describe_row, encode, read_copy, strings, text_of
 from workflow.mail.maildir import Entry, Maildirs, read_at

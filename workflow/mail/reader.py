@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import sqlite3
 
-from workflow.core.db import unreadable
+from workflow.core.diskfull import unreadable
 from workflow.core.errors import MailIndexError
 from workflow.mail.rows import COLUMNS, Row, decode, numbers
 
