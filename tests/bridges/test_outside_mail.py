@@ -110,7 +110,7 @@ def test_a_person_cannot_be_made_to_decide_by_outside_mail(tmp_path: Path, dovec
     """`user` is a human role (the bridge's own). Outside mail that spells user's address in a way the
     readers take as it, replying "Approve" to a review-request user received, moves nothing — nor does
     mail an older bridge imported with From: user@workflow.local as it came (its X-Bridge stays)."""
-    p = bridge_project(tmp_path, dovecot, tail="[agentd]\nroles = []\nrescan = 0.5\n")
+    p = bridge_project(tmp_path, dovecot, tail='[agentd]\nroles = ["vision-writer"]\nrescan = 0.5\n')
     (p.dir / "specs" / "proposed" / "billing.md").write_text("# billing\n")
     sh(p, "git", "add", "-A")
     sh(p, "git", "commit", "-q", "-m", "billing")
