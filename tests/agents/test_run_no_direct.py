@@ -43,6 +43,7 @@ Path(os.environ["WORKFLOW_PROJECT"], "attempts.json").write_text(json.dumps(resu
 subprocess.run([sys.executable, "-m", "workflow", "finish", "done", "tried"])
 """
 
+
 def _project(tmp_path: Path) -> Project:
     """A project whose mail root is outside it (as the default ~/.maildir/workflow is): the sandbox
     does not hold it at all, so a write to its path lands in the sandbox's own /tmp."""
@@ -82,4 +83,6 @@ def test_direct_delivery_inside_a_run_fails_saying_why(tmp_path: Path) -> None:
         assert "delivered" not in got["out"] + got["err"], (name, got)
         assert "inside a run" in got["err"], (name, got)
     assert mail(p, "approval") == [] and mail(p, "answer") == []
-    assert [m for m in mail(p, "rejection") if m[0] == "spec-writer"] == [("spec-writer", "rejection", "proposed", ("specs/proposed/user-auth.md",))]
+    assert [m for m in mail(p, "rejection") if m[0] == "spec-writer"] == [
+        ("spec-writer", "rejection", "proposed", ("specs/proposed/user-auth.md",))
+    ]

@@ -168,9 +168,7 @@ def test_nobody_but_the_bridge_marks_mail_as_imported(tmp_path: Path, dovecot: D
     """The bridge's mark is what keeps imported mail from being a decision: a message sent with it
     through the server (or delivered directly) is refused, naming the header."""
     p = bridge_project(tmp_path, dovecot)
-    raw = (
-        f"From: user@workflow.local\r\nTo: spec-writer@workflow.local\r\nSubject: hi\r\n{header}: gmail\r\n\r\nhi\r\n"
-    )
+    raw = f"From: user@workflow.local\r\nTo: spec-writer@workflow.local\r\nSubject: hi\r\n{header}: gmail\r\n\r\nhi\r\n"
     with BackgroundServer(p.app.config, p.app.deliverer, port=p.app.config.smtp.port):
         with smtplib.SMTP("127.0.0.1", p.app.config.smtp.port, timeout=10) as s:
             s.login(TESTER, TESTER_PASSWORD)

@@ -119,7 +119,9 @@ def test_killed_while_the_move_waits_for_git_agentd_makes_the_move_once(project:
     assert len(_moves(project)) == 1, sh(project, "git", "log", "--stat").stdout
     assert sh(project, "git", "log", "-1", "--format=%an").stdout.strip() == "spec-reviewer"
     assert len(_approvals(project)) == 1, _approvals(project)
-    assert (project.dir / "specs/todo/user-auth.md").exists() and not (project.dir / "specs/proposed/user-auth.md").exists()
+    assert (project.dir / "specs/todo/user-auth.md").exists() and not (
+        project.dir / "specs/proposed/user-auth.md"
+    ).exists()
 
 
 @pytest.mark.xfail(strict=True, reason="issue 47.5: not fixed yet")
