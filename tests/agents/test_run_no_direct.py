@@ -10,8 +10,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from helpers.git import GIT_ENV, git_project, mail
 from helpers.project import Project
 from helpers.sandboxing import needs_bwrap
@@ -39,6 +37,16 @@ for name, argv, env in (
 ):
     r = subprocess.run(argv, capture_output=True, text=True, env=env)
     results[name] = {"rc": r.returncode, "out": r.stdout[-600:], "err": r.stderr[-600:]}
+marks = {}
+for name, act in (("remove the mark", lambda: os.unlink("/.workflow-run")),
+                  ("rename the mark", lambda: os.rename("/.workflow-run", "/gone")),
+                  ("write the mark", lambda: open("/.workflow-run", "w").write("x"))):
+    try:
+        act()
+        marks[name] = "done"
+    except OSError as e:
+        marks[name] = str(e)
+results["marks"] = marks
 Path(os.environ["WORKFLOW_PROJECT"], "attempts.json").write_text(json.dumps(results))
 subprocess.run([sys.executable, "-m", "workflow", "finish", "done", "tried"])
 """
@@ -64,7 +72,6 @@ def _project(tmp_path: Path) -> Project:
 
 
 @needs_bwrap
-@pytest.mark.xfail(strict=True, reason="issue 47: direct delivery inside a run says it delivered (not fixed yet)")
 def test_direct_delivery_inside_a_run_fails_saying_why(tmp_path: Path) -> None:
     p = _project(tmp_path)
     env = {k: v for k, v in os.environ.items() if not k.startswith("WORKFLOW_")}
@@ -78,6 +85,8 @@ def test_direct_delivery_inside_a_run_fails_saying_why(tmp_path: Path) -> None:
     )
     assert r.returncode == 0, r.stdout + r.stderr
     results = json.loads((p.dir / "attempts.json").read_text())
+    marks = results.pop("marks")
+    assert "done" not in marks.values(), marks  # the mark stays, whatever the agent tries
     for name, got in results.items():
         assert got["rc"] != 0, (name, got)
         assert "delivered" not in got["out"] + got["err"], (name, got)
