@@ -63,7 +63,6 @@ def _stored(p: object) -> dict[str, bytes]:
 
 
 @needs_dovecot
-@pytest.mark.xfail(strict=True, reason="issue 47.3: not fixed yet")
 def test_no_spelling_of_a_roles_address_in_any_sender_header_survives_the_import(
     tmp_path: Path, dovecot: Dovecot
 ) -> None:
@@ -85,7 +84,10 @@ def test_no_spelling_of_a_roles_address_in_any_sender_header_survives_the_import
         kept = m.get(header) or ""
         # the readers' own parser finds no address of the workflow's domain in it any more
         assert not _in_domain(kept), f"{header}: {value!r} stored as {kept!r}"
-        assert m.get(f"X-Original-{header}") == value, (header, value, m.headers)
+        assert m.get(f"X-Original-{header}") == parse(f"{header}: {value}\n\n".encode()).get(header), (
+            header,
+            m.headers,
+        )
         if header == "From":
             assert m.sender == USER, (value, m.get("From"))
     listing = p.run("inbox", "user", "--all").stdout
@@ -93,7 +95,6 @@ def test_no_spelling_of_a_roles_address_in_any_sender_header_survives_the_import
 
 
 @needs_dovecot
-@pytest.mark.xfail(strict=True, reason="issue 47.3: not fixed yet")
 def test_an_outside_address_named_like_a_role_is_listed_by_its_whole_address(tmp_path: Path, dovecot: Dovecot) -> None:
     p = bridge_project(tmp_path, dovecot)
     dovecot.append(_forged(1, "Spec Reviewer <spec-reviewer@evil.example>"))
@@ -105,7 +106,6 @@ def test_an_outside_address_named_like_a_role_is_listed_by_its_whole_address(tmp
 
 
 @needs_dovecot
-@pytest.mark.xfail(strict=True, reason="issue 47.3: not fixed yet")
 def test_a_person_cannot_be_made_to_decide_by_outside_mail(tmp_path: Path, dovecot: Dovecot) -> None:
     """`user` is a human role (the bridge's own). Outside mail that spells user's address in a way the
     readers take as it, replying "Approve" to a review-request user received, moves nothing — nor does
@@ -162,7 +162,6 @@ def test_a_person_cannot_be_made_to_decide_by_outside_mail(tmp_path: Path, dovec
 
 
 @needs_dovecot
-@pytest.mark.xfail(strict=True, reason="issue 47.3: not fixed yet")
 @pytest.mark.parametrize("header", ["X-Bridge", "X-Bridge-Source", "x-bridge-uid"])
 def test_nobody_but_the_bridge_marks_mail_as_imported(tmp_path: Path, dovecot: Dovecot, header: str) -> None:
     """The bridge's mark is what keeps imported mail from being a decision: a message sent with it

@@ -21,6 +21,7 @@ from workflow.artifacts import hooks, trust
 from workflow.artifacts.board import mail_by_key, refs_without_artifact
 from workflow.artifacts.gitrepo import Repo, artifacts_in
 from workflow.core import modes
+from workflow.core.addresses import who
 from workflow.core.backendkinds import PROCESS
 from workflow.core.config import Config
 from workflow.core.errors import MailIndexError, TemplateError, WorkflowError
@@ -92,7 +93,7 @@ def diagnose(app: App, now: float | None = None) -> list[Problem]:
         out.append(
             Problem(
                 "claim",
-                f"latest mail about {where[0].glob} ({claim.event or 'mail'} from {claim.sender.split('@')[0]}, "
+                f"latest mail about {where[0].glob} ({claim.event or 'mail'} from {who(claim.sender, config.domain)}, "
                 f"{claim.message_id}) claims {claimed(claim)}; {source} has it in {where[0].state}/ — move it, or send a "
                 f"status-update claiming {where[0].state}",
             )

@@ -25,6 +25,7 @@ from workflow.app import App
 from workflow.artifacts import decisions
 from workflow.artifacts.move import MoveRequest, move
 from workflow.core import events
+from workflow.core.addresses import local_part
 from workflow.core.errors import RuleError, WorkflowError
 from workflow.core.locate import Artifact, locate
 from workflow.delivery.notify import NotifyRequest
@@ -61,10 +62,18 @@ def _received(app: App, role: str, message_id: str, wanted: tuple[str, ...]) -> 
     with app.index() as index:
         index.refresh(boxes)
         rows = [r for r in index.query(boxes, message_ids=[message_id]) if r.event in wanted]
-    rows = [r for r in rows if r.sender.split("@")[0] not in boxes]
+    rows = [r for r in rows if local_part(r.sender, app.config.domain) not in boxes]
     if not rows:
         raise WorkflowError(f"{role} received no {' or '.join(wanted)} {message_id}")
     return rows[0]
+
+
+def _asker(app: App, row: Row) -> str:
+    """The role that sent ``row``: the answer goes to it (mail from anywhere else has no role to answer)."""
+    role = local_part(row.sender, app.config.domain)
+    if role is None:
+        raise WorkflowError(f"{row.message_id} is from {row.sender}, outside {app.config.domain}: no role to answer")
+    return role
 
 
 def _one(app: App, refs: tuple[str, ...]) -> Artifact:
@@ -102,7 +111,7 @@ def decide(app: App, role: str, request: str, verdict: str, reason: str) -> Done
             raise WorkflowError(
                 f"{artifact.path} is in {artifact.state}/ now; a decision applies to an artifact in {source}/"
             )
-        asker = row.sender.split("@")[0]
+        asker = _asker(app, row)
         person = app.roster.roles.get(role)
         variables = {events.get(event).reason: reason} if reason else {}
         if person is None or person.mode != "human":
@@ -143,7 +152,7 @@ def answer(app: App, role: str, message_id: str, text: str, unblock: bool = Fals
     try:
         row = _received(app, role, message_id, events.WAITING)
         refs = row.artifacts or (f"{app.config.artifact_roots[0]}/*/*",)
-        asker = row.sender.split("@")[0]
+        asker = _asker(app, row)
         reply = events.get(row.event).answer or "answer"
         composed = app.compose(NotifyRequest(reply, refs, (asker,), role, message_id, {"ANSWER": text}))
         composed.send(make_transport(app.config, app.deliverer))

@@ -35,6 +35,7 @@ from starlette.routing import Route
 
 from workflow.app import App
 from workflow.artifacts.board import age
+from workflow.core.addresses import who
 from workflow.core.config import Config
 from workflow.core.errors import WorkflowError
 from workflow.delivery import listeners
@@ -77,7 +78,6 @@ def _templates() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters["age"] = lambda ts: age(int(ts), time.time())
-    env.filters["who"] = lambda address: str(address).split("@")[0]
     env.filters["when"] = lambda ts: time.strftime("%Y-%m-%d %H:%M", time.gmtime(int(ts))) if ts else "?"
     env.filters["style"] = pages.style
     env.filters["q"] = functools.lru_cache(maxsize=1 << 16)(
@@ -102,6 +102,7 @@ class Web:
         self.https = https
         self.sessions = Sessions(app, env)
         self.templates = _templates()
+        self.templates.filters["who"] = lambda address: who(str(address), self.app.config.domain)  # as it is now
         self.watch = Watch(app, before=self.fresh)
         self.current = Current(app.config, app.roster, self._adopt)
         self.boards = pages.Boards(app, self.kept)
