@@ -26,10 +26,10 @@ from workflow.agents.sandbox import status
 from workflow.agents.tools import RoleTools
 from workflow.agents.txn import Run, RunTransport, recover
 from workflow.app import App
-from workflow.core.addresses import who
 from workflow.core.errors import GitError, RosterError
 from workflow.core.files import append_untrusted
 from workflow.core.locate import Resolver, find
+from workflow.core.senders import who
 from workflow.delivery import local
 from workflow.delivery.transport import Transport
 from workflow.mail.inbox import group, render_inbox, render_thread, select

@@ -14,9 +14,9 @@ from collections.abc import Callable, Iterable, Sequence
 from operator import attrgetter
 from typing import Any, NamedTuple
 
-from workflow.core.addresses import who
 from workflow.core.config import Config
 from workflow.core.locate import Artifact, Pool, by_key, has_glob, matches, scan, split_ref
+from workflow.core.senders import who
 from workflow.core.words import count
 from workflow.mail.inbox import unique
 from workflow.mail.rows import Row

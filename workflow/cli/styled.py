@@ -13,7 +13,7 @@ import sys
 import time
 
 from workflow.core import events
-from workflow.core.addresses import who
+from workflow.core.senders import who
 from workflow.core.words import count
 
 TYPE_CHECKING = False

@@ -67,16 +67,3 @@ def solo_kind(role: str) -> str | None:
     """The artifact kind of a solo ``{kind}-writer``/``{kind}-reviewer`` role, or None."""
     m = SOLO_RE.match(role)
     return m.group(1) if m else None
-
-
-def local_part(address: str, domain: str) -> str | None:
-    """The local part of an address of the workflow's ``domain`` (a role, a panel, a member), or
-    None for an address anywhere else: ``spec-reviewer@evil.example`` is nobody of ours."""
-    local, at, host = address.rpartition("@")
-    return local if at and local and host.lower() == domain.lower() else None
-
-
-def who(address: str, domain: str) -> str:
-    """How every reader names a sender or a recipient: the role for the workflow's own address,
-    the whole address for any other (so outside mail is never listed as from a role)."""
-    return local_part(address, domain) or address

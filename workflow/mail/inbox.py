@@ -11,8 +11,8 @@ import os
 import time
 
 from workflow.core import events
-from workflow.core.addresses import who
 from workflow.core.locate import has_glob, literal, matches
+from workflow.core.senders import who
 from workflow.mail.maildir import read_at
 from workflow.mail.threads import Threads
 

@@ -21,12 +21,12 @@ from workflow.artifacts import hooks, trust
 from workflow.artifacts.board import mail_by_key, refs_without_artifact
 from workflow.artifacts.gitrepo import Repo, artifacts_in
 from workflow.core import modes
-from workflow.core.addresses import who
 from workflow.core.backendkinds import PROCESS
 from workflow.core.config import Config
 from workflow.core.errors import MailIndexError, TemplateError, WorkflowError
 from workflow.core.events import DECISIONS
 from workflow.core.locate import by_key, duplicates, scan, two_folders
+from workflow.core.senders import who
 from workflow.delivery import outbox
 from workflow.delivery.credentials import load_people
 from workflow.delivery.transport import make_transport
