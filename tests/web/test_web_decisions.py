@@ -13,8 +13,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
-import pytest
-
 from helpers.agentd import Daemon, wait_until
 from helpers.git import sh
 from helpers.project import Project
@@ -99,7 +97,6 @@ def _moved(p: Project) -> Callable[[], bool]:
     return lambda: (p.dir / "specs/todo/user-auth.md").exists() and bool(_moves(p))
 
 
-@pytest.mark.xfail(strict=True, reason="issue 47.5: not fixed yet")
 def test_killed_while_the_move_waits_for_git_agentd_makes_the_move_once(project: Project) -> None:
     _quiet_agentd(project)
     request = project.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer")
@@ -124,7 +121,6 @@ def test_killed_while_the_move_waits_for_git_agentd_makes_the_move_once(project:
     ).exists()
 
 
-@pytest.mark.xfail(strict=True, reason="issue 47.5: not fixed yet")
 def test_killed_before_its_mail_was_delivered_the_next_cockpit_sends_it_and_moves_once(project: Project) -> None:
     request = project.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer")
     socket_path = project.app.config.state.socket

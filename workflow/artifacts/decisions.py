@@ -30,10 +30,10 @@ from typing import NamedTuple
 from workflow.app import App
 from workflow.artifacts.gitrepo import Repo
 from workflow.artifacts.move import MoveRequest, move
-from workflow.core.addresses import local_part
 from workflow.core.errors import WorkflowError
 from workflow.core.events import DECISIONS
 from workflow.core.locate import Artifact, locate
+from workflow.core.senders import local_part
 from workflow.delivery.notify import NotifyRequest
 from workflow.delivery.transport import Transport
 from workflow.mail import imported
@@ -146,8 +146,9 @@ def _request(index: Reader, parents: list[str]) -> Row | None:
     return max(rows, key=lambda r: r.date) if rows else None
 
 
-def apply(app: App, d: Decision, transport: Transport) -> Outcome:
-    """Make the decision the person's move; on a refusal, tell them why by mail."""
+def apply(app: App, d: Decision, transport: Transport, tell: bool = True) -> Outcome:
+    """Make the decision the person's move; on a refusal, tell them why by mail (``tell``; the
+    cockpit shows it instead when the decision is an agent role's, made by the owner)."""
     try:
         artifact = _one(app, d)
         _asked(app, d.role, artifact)
@@ -177,7 +178,7 @@ def apply(app: App, d: Decision, transport: Transport) -> Outcome:
         res = move(app, req, transport)
     except WorkflowError as e:
         why = str(e)
-        return Outcome(d, False, why, _tell(app, d, why, transport))
+        return Outcome(d, False, why, _tell(app, d, why, transport) if tell else None)
     done = f"commit {res.commit[:12]}" if res.commit else res.subject
     if res.error:
         done += f"; the notification is queued: {res.error}"

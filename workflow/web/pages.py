@@ -21,8 +21,8 @@ from workflow.agentd.status import DaemonStatus, status
 from workflow.app import App
 from workflow.artifacts.board import Card, Grouping, age, cards, visible
 from workflow.core import events
-from workflow.core.addresses import local_part, who
 from workflow.core.locate import Artifact, by_key, locate, scan
+from workflow.core.senders import local_part, who
 from workflow.mail.body import Part, readable
 from workflow.mail.inbox import InboxThread, group, read_row, select, thread_rows
 from workflow.mail.rowcache import ArtifactRows

@@ -18,6 +18,7 @@ import gc
 import hashlib
 import ipaddress
 import json
+import logging
 import sqlite3
 import threading
 import time
@@ -35,9 +36,9 @@ from starlette.routing import Route
 
 from workflow.app import App
 from workflow.artifacts.board import age
-from workflow.core.addresses import who
 from workflow.core.config import Config
 from workflow.core.errors import WorkflowError
+from workflow.core.senders import who
 from workflow.delivery import listeners
 from workflow.delivery.current import Current
 from workflow.mail.body import part_text
@@ -46,6 +47,8 @@ from workflow.policy.roster import Roster
 from workflow.web import actions, pages
 from workflow.web.auth import COOKIE, OWNER, Sessions, Viewer
 from workflow.web.live import Watch
+
+log = logging.getLogger(__name__)
 
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
@@ -148,10 +151,12 @@ class Web:
         @contextlib.asynccontextmanager
         async def lifespan(_: Starlette) -> AsyncIterator[None]:
             task = asyncio.create_task(self.watch.run())
+            finishing = asyncio.create_task(asyncio.to_thread(self.finish_pending))
             try:
                 yield
             finally:
                 task.cancel()
+                finishing.cancel()
 
         app = Starlette(routes=routes, lifespan=lifespan)
         return self._hosted(app) if self.local else app
@@ -442,6 +447,14 @@ class Web:
             except ValueError:
                 return actions.Done(False, "no task number given")
         return actions.Done(False, f"no action {what!r}")
+
+    def finish_pending(self) -> None:
+        """At start: carry out the decisions a crashed cockpit left half done (``agentd.pending``)."""
+        with self.acting:
+            try:
+                actions.finish_pending(self.app)
+            except Exception:  # agentd tries again; the cockpit serves on
+                log.exception("finishing the decisions left pending failed")
 
     def _back(self, path: str) -> str:
         return path if path.startswith("/") and not path.startswith("//") and "\\" not in path else "/board"
