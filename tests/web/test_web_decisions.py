@@ -17,7 +17,7 @@ from helpers.agentd import Daemon, wait_until
 from helpers.git import sh
 from helpers.project import Project
 from helpers.smtp import children, server_process
-from helpers.web import BOB, BOB_PASSWORD, Client, Server, web_server
+from helpers.web import BOB, BOB_PASSWORD, Client, Server, owner_password, web_server
 from workflow.mail.message import parse
 
 
@@ -145,3 +145,34 @@ def test_killed_before_its_mail_was_delivered_the_next_cockpit_sends_it_and_move
             wait_until(lambda: len(_approvals(project)) > 0, "its mail")
     assert len(_moves(project)) == 1, sh(project, "git", "log", "--stat").stdout
     assert len(_approvals(project)) == 1, _approvals(project)
+
+
+def test_an_agent_roles_decision_killed_at_its_move_is_moved_then_notified_once(project: Project) -> None:
+    """The owner deciding as an agent role: the move first, then its notification (as `workflow move
+    --notify`); killed at the move, agentd makes it and sends the notification, once, after it."""
+    _quiet_agentd(project)
+    request = project.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "test-reviewer")
+    daemon = Daemon(project)
+    try:
+        with web_server(project) as server:
+            owner = Client(server.url)
+            assert owner.login("~owner", owner_password()) == 303
+            csrf = owner.csrf()
+            assert owner.post("/role", {"csrf": csrf, "role": "test-reviewer", "back": "/board"})[0] == 303
+            form = {"csrf": csrf, "id": request, "verdict": "approve", "reason": "fine", "back": "/board"}
+            with _git_lock(project), ThreadPoolExecutor(1) as pool:
+                posted = pool.submit(owner.post, "/act/decide", form)
+                wait_until(lambda: _opened(server.proc.pid, project.app.config.state.git_lock), "the move to wait")
+                assert _approvals(project) == []  # an agent role's notification follows its move
+                _kill(server)
+            assert posted.exception() is not None
+        daemon.wait_for(lambda: bool(_approvals(project)), "agentd to move and notify", timeout=20)
+        daemon.wait_for(lambda: daemon.idle(), "agentd to be idle")
+    finally:
+        daemon.stop()
+    assert len(_moves(project)) == 1 and len(_approvals(project)) == 1
+    [approval] = [
+        parse(f.read_bytes()) for f in project.new_files("spec-writer") if b"X-Event-Type: approval" in f.read_bytes()
+    ]
+    assert approval.sender == "test-reviewer@workflow.local" and approval.artifacts == ["specs/todo/user-auth.md"]
+    assert approval.in_reply_to == request
