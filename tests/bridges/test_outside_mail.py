@@ -14,7 +14,8 @@ from helpers.agentd import Daemon
 from helpers.dovecot import USER, Dovecot
 from helpers.git import sh
 from helpers.gmail import bridge_project, needs_dovecot, run_bridge
-from helpers.project import TESTER, TESTER_PASSWORD
+from helpers.project import TESTER, TESTER_PASSWORD, Project
+from workflow.bridges.gmail.outside import as_outside
 from workflow.core.errors import GuardrailError
 from workflow.delivery.smtpd import BackgroundServer
 from workflow.mail.message import mailboxes, parse
@@ -161,12 +162,11 @@ def test_a_person_cannot_be_made_to_decide_by_outside_mail(tmp_path: Path, dovec
     assert [e["message_id"] for e in judged] == ["<canary@laptop.example>"], judged
 
 
-@needs_dovecot
 @pytest.mark.parametrize("header", ["X-Bridge", "X-Bridge-Source", "x-bridge-uid"])
-def test_nobody_but_the_bridge_marks_mail_as_imported(tmp_path: Path, dovecot: Dovecot, header: str) -> None:
+def test_nobody_but_the_bridge_marks_mail_as_imported(project: Project, header: str) -> None:
     """The bridge's mark is what keeps imported mail from being a decision: a message sent with it
-    through the server (or delivered directly) is refused, naming the header."""
-    p = bridge_project(tmp_path, dovecot)
+    through the server (or delivered directly, as the owner) is refused, naming the header."""
+    p = project
     raw = f"From: user@workflow.local\r\nTo: spec-writer@workflow.local\r\nSubject: hi\r\n{header}: gmail\r\n\r\nhi\r\n"
     with BackgroundServer(p.app.config, p.app.deliverer, port=p.app.config.smtp.port):
         with smtplib.SMTP("127.0.0.1", p.app.config.smtp.port, timeout=10) as s:
@@ -178,3 +178,26 @@ def test_nobody_but_the_bridge_marks_mail_as_imported(tmp_path: Path, dovecot: D
     with pytest.raises(GuardrailError, match="(?i)bridge-import-mark: .*" + header):
         p.app.deliverer.deliver(raw.encode(), ["spec-writer@workflow.local"])
     assert p.new_files("spec-writer") == []
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        "FROM: spec-reviewer@workflow.local",
+        "From : spec-reviewer@workflow.local",
+        "From: spec-reviewer\r\n @workflow.local",
+        "From: Mallory\r\n\t<spec-reviewer@workflow.local>",
+        "From: =?utf-8?b?c3BlYy1yZXZpZXdlckB3b3JrZmxvdy5sb2NhbA==?=",
+        "From: =?utf-8?q?x=22_<spec-reviewer@workflow.local>?= <alice@example.org>",
+        "From: alice@example.org, spec-reviewer@workflow.local",
+        "From: spec-reviewer@workflow.local <alice@example.org>",
+        "From: alice@example.org\r\nFrom: spec-reviewer@workflow.local",
+    ],
+)
+def test_the_bridges_rewrite_leaves_the_readers_no_address_of_the_domain(head: str) -> None:
+    """The rewrite, byte for byte as the bridge stores it, read back by the readers' parser: no
+    From (first or any) the readers would take as the domain's — folded, encoded, listed, doubled."""
+    raw = f"{head}\r\nTo: me@example.com\r\nSubject: s\r\n\r\nbody\r\n".encode()
+    stored = parse(as_outside(raw, "workflow.local", "me@example.com"))
+    assert not stored.sender.endswith("workflow.local"), (head, stored.headers)
+    assert not any(_in_domain(v) for v in stored.get_all("From")), (head, stored.headers)
