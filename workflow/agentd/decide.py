@@ -2,7 +2,8 @@
 
 agentd holds the project, so it makes the moves people decide on by mail. It reads what the human
 roles sent since its mark (an index row id, kept in the task store across restarts), applies each
-decision once (the store remembers every Message-ID it handled) and logs the outcome. The first
+decision once (the store remembers every Message-ID it handled) and logs the outcome. A decision
+made in the cockpit and cut short by a crash is finished here too (``agentd.pending``). The first
 time it runs in a project it applies the decisions of the last ``FIRST_LOOKBACK`` seconds, not the
 project's whole history.
 """
@@ -15,6 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from workflow.agentd import pending
 from workflow.agentd.tasks import Tasks
 from workflow.app import App
 from workflow.artifacts import decisions
@@ -48,17 +50,21 @@ class Decide:
         return tuple(out)
 
     def step(self, transport: Callable[[], Transport]) -> int:
-        """Apply the new decisions; returns how many were handled. It reads the index only after
+        """Finish the cockpit's decisions a crash left pending (``agentd.pending``), then apply the
+        new decisions by mail; returns how many were handled. It reads the index only after
         something was delivered, and only for reading (a sweep's wake must not slow a delivery)."""
+        finished = pending.recover(
+            self.app, self.tasks, transport, lambda o: self._said(o, via="web, finished by agentd")
+        )
         if not self.people:
-            return 0
+            return finished
         now = self._signature()
         if now == self.seen:
-            return 0
+            return finished
         index = Reader.open(str(self.app.config.index_path))
         if index is None:
-            return 0  # no index yet, or one the full commands will upgrade first
-        handled = 0
+            return finished  # no index yet, or one the full commands will upgrade first
+        handled = finished
         with index:
             mark = self.tasks.mark(MARK)
             human_since = self._human_since(index, first_ever=mark is None)
@@ -116,13 +122,14 @@ class Decide:
             out[address] = n
         return out
 
-    def _said(self, o: decisions.Outcome) -> None:
+    def _said(self, o: decisions.Outcome, via: str = "") -> None:
         d = o.decision
         fields: dict[str, Any] = {
             "role": d.role,
             "message_id": d.message_id,
             "decision": d.event,
             "artifacts": list(d.artifacts),
+            **({"via": via} if via else {}),
         }
         if o.applied:
             self.log("decided", **fields, result=o.detail)

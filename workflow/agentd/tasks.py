@@ -6,8 +6,9 @@ A role has at most one queued task: more trigger mail coalesces into it (its Mes
 added). ``claim`` moves the oldest due queued task of a role that is neither running nor
 paused to running, in one IMMEDIATE transaction, and only while fewer than ``max_concurrent``
 run. ``recover`` puts tasks a crash left running back to queued. Role state (consecutive
-failures, pauses), daily token usage, threads stopped by loop detection and the people's decisions
-applied by mail (``decisions``) live here too.
+failures, pauses), daily token usage, threads stopped by loop detection, the people's decisions
+applied by mail (``decided``) and those made in the cockpit not carried out yet (``undecided``,
+``agentd.pending``) live here too.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ CREATE TABLE IF NOT EXISTS stopped(root TEXT PRIMARY KEY, reason TEXT NOT NULL, 
 CREATE TABLE IF NOT EXISTS decided(mid TEXT PRIMARY KEY, at REAL NOT NULL, applied INTEGER NOT NULL,
   detail TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS mark(name TEXT PRIMARY KEY, n INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS undecided(mid TEXT PRIMARY KEY, at REAL NOT NULL, data TEXT NOT NULL);
 """
 ADDED = (  # columns newer than the table
     ("kind", "TEXT NOT NULL DEFAULT 'mail'"),
@@ -381,18 +383,36 @@ class Tasks:
     # -- decisions by mail
 
     def decided(self, mids: Iterable[str]) -> set[str]:
-        """Which of these messages' decisions were handled already (applied or answered)."""
+        """Which of these messages' decisions were handled already (applied or answered), or are
+        being carried out (a decision made in the cockpit, ``agentd.pending``): not decisions by mail."""
         ids = list(dict.fromkeys(mids))
         if not ids:
             return set()
         marks = ",".join("?" * len(ids))
-        return {str(r[0]) for r in self.db.execute(f"SELECT mid FROM decided WHERE mid IN ({marks})", ids)}
+        sql = f"SELECT mid FROM decided WHERE mid IN ({marks}) UNION SELECT mid FROM undecided WHERE mid IN ({marks})"
+        return {str(r[0]) for r in self.db.execute(sql, ids + ids)}
 
     def record_decision(self, mid: str, applied: bool, detail: str) -> None:
-        self.db.execute(
-            "INSERT OR REPLACE INTO decided(mid, at, applied, detail) VALUES (?, ?, ?, ?)",
-            (mid, time.time(), int(applied), detail),
-        )
+        """A decision handled: applied, or answered saying why not (and no longer pending)."""
+        db = self._tx()
+        try:
+            db.execute(
+                "INSERT OR REPLACE INTO decided(mid, at, applied, detail) VALUES (?, ?, ?, ?)",
+                (mid, time.time(), int(applied), detail),
+            )
+            db.execute("DELETE FROM undecided WHERE mid=?", (mid,))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    def begin_decision(self, mid: str, data: str) -> None:
+        """A decision about to be carried out (its mail and its move): pending until recorded."""
+        self.db.execute("INSERT OR REPLACE INTO undecided(mid, at, data) VALUES (?, ?, ?)", (mid, time.time(), data))
+
+    def pending_decisions(self) -> tuple[tuple[str, str], ...]:
+        """(Message-ID, what ``begin_decision`` kept) of every decision begun and not recorded, oldest first."""
+        return tuple((str(m), str(d)) for m, d in self.db.execute("SELECT mid, data FROM undecided ORDER BY at, mid"))
 
     def mark(self, name: str) -> int | None:
         """A named position (an index row id) kept across restarts; None before the first."""

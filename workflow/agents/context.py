@@ -100,7 +100,9 @@ def build(
         for t in threads:
             seed = t.messages[-1].message_id or ""
             rows = thread_rows(index, boxes, seed, sent) if seed else list(t.messages)
-            thread = render_thread(rows or list(t.messages), app.config.mail_root, boxes, PART_HOW.get(how, ""))
+            thread = render_thread(
+                rows or list(t.messages), app.config.mail_root, boxes, PART_HOW.get(how, ""), domain=app.config.domain
+            )
             parts.append(thread.replace("# Thread:", "## Thread:", 1))
             parts.append("")
     else:

@@ -29,6 +29,7 @@ from workflow.app import App
 from workflow.core.errors import GitError, RosterError
 from workflow.core.files import append_untrusted
 from workflow.core.locate import Resolver, find
+from workflow.core.senders import who
 from workflow.delivery import local
 from workflow.delivery.transport import Transport
 from workflow.mail.inbox import group, render_inbox, render_thread, select
@@ -89,11 +90,13 @@ class Poller:
             texts = []
             for r in fresh:
                 self.known.add(r.message_id or r.key)
-                texts.append(render_thread([r], self.app.config.mail_root, boxes))
+                texts.append(render_thread([r], self.app.config.mail_root, boxes, domain=self.app.config.domain))
         if fresh:
             self.know(fresh)
         for r, text in zip(fresh, texts, strict=True):
-            self.echo(f"new mail during the run: {r.event or 'mail'} from {r.sender.split('@')[0]}: {r.subject}")
+            self.echo(
+                f"new mail during the run: {r.event or 'mail'} from {who(r.sender, self.app.config.domain)}: {r.subject}"
+            )
             with self.lock:
                 self.pending.append(text)
             if self.mail_file is not None and not append_untrusted(self.mail_file, text + "\n\n"):
@@ -262,7 +265,7 @@ def _session(app: App, role: Role, transport: Transport, echo: Callable[[str], N
     rows = tuple(new_mail(app, role, o.artifact))
     if o.only:
         rows = tuple(r for r in rows if r.message_id in o.only)
-    echo(render_inbox(role.name, group(rows), True, resolver.now).rstrip())
+    echo(render_inbox(role.name, group(rows), True, resolver.now, domain=app.config.domain).rstrip())
     if not rows and not o.artifact:
         echo(f"{role.name}: nothing to do")
         return Outcome(None, (), ())
@@ -276,7 +279,10 @@ def _session(app: App, role: Role, transport: Transport, echo: Callable[[str], N
     known = {r.message_id or r.key for r in rows}
     after = [r for r in new_mail(app, role, None) if (r.message_id or r.key) not in known]
     if after:
-        echo("\nArrived meanwhile:\n" + render_inbox(role.name, group(after), True, resolver.now).rstrip())
+        echo(
+            "\nArrived meanwhile:\n"
+            + render_inbox(role.name, group(after), True, resolver.now, domain=app.config.domain).rstrip()
+        )
     return outcome
 
 

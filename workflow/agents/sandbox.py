@@ -18,7 +18,10 @@ built from a list, not from ``/`` minus exceptions:
 * no capability at all, even when the owner is root (``--cap-drop ALL``: with
   CAP_DAC_READ_SEARCH an agent could open a hidden file by its handle, through a bind mount);
 * an empty ``$HOME``, ``/tmp`` and ``/var/tmp`` of its own, a ``/proc`` of its own PID namespace
-  (it sees only its own processes), the network (it calls its model's API).
+  (it sees only its own processes), the network (it calls its model's API);
+* the run mark, ``/.workflow-run`` (``core.runmark``), read-only and a mount point: whatever the
+  agent does to its environment, every command it runs knows it is inside a run, and refuses to
+  deliver mail directly into the sandbox's own view of the mail root.
 
 Not there: the mail root (every Maildir, the index, the panels' sealed assessments, the queues,
 the other runs' directories), the owner's credential file, other projects, other users' files.
@@ -40,6 +43,7 @@ from typing import NamedTuple
 
 import workflow
 from workflow.agents.contain import bwrap_works
+from workflow.core import runmark
 from workflow.core.config import Config
 from workflow.core.resources import builtin_dir
 from workflow.delivery.credentials import owner_file
@@ -155,6 +159,7 @@ def view(
     for d in SYSTEM:
         if os.path.lexists(d):
             args += ["--symlink", os.readlink(d), d] if os.path.islink(d) else ["--ro-bind", d, d]
+    args += ["--ro-bind", runmark.TEXT, runmark.MARK]  # every process inside knows it is (core.runmark)
     home = Path.home()
     args += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/var/tmp", "--tmpfs", str(home)]
     readable = _resolved(

@@ -292,7 +292,9 @@ class RoleTools:
         with self.app.index() as index:
             index.refresh(boxes)
             rows = select(index, boxes)
-        return render_inbox(self.role.name, group(rows), True, Resolver(self.app.config).now)
+        return render_inbox(
+            self.role.name, group(rows), True, Resolver(self.app.config).now, domain=self.app.config.domain
+        )
 
     def tool_read_thread(self, message_id: str, part: int | None = None) -> str:
         if not isinstance(message_id, str):
@@ -306,7 +308,11 @@ class RoleTools:
             raise ToolError(f"no thread {message_id} in your mail")
         if part is None:
             return render_thread(
-                rows, self.app.config.mail_root, boxes, "read_thread(message_id=ITS MESSAGE-ID, part=N)"
+                rows,
+                self.app.config.mail_root,
+                boxes,
+                "read_thread(message_id=ITS MESSAGE-ID, part=N)",
+                domain=self.app.config.domain,
             )
         mine = next((r for r in rows if r.message_id == mid), None)
         raw = read_row(self.app.config.mail_root, mine) if mine is not None else None

@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 
 from workflow.core.config import Config
 from workflow.core.locate import Artifact, Pool, by_key, has_glob, matches, scan, split_ref
+from workflow.core.senders import who
 from workflow.core.words import count
 from workflow.mail.inbox import unique
 from workflow.mail.rows import Row
@@ -167,7 +168,7 @@ def render(config: Config, board: Sequence[Card], now: float | None = None) -> s
         for c in here:
             last = c.last
             said = (
-                f"{last.event or 'mail'} from {last.sender.split('@')[0]}, {age(last.date, now)}"
+                f"{last.event or 'mail'} from {who(last.sender, config.domain)}, {age(last.date, now)}"
                 if last
                 else "no mail yet"
             )
@@ -181,16 +182,16 @@ def render(config: Config, board: Sequence[Card], now: float | None = None) -> s
     return "\n".join(lines)
 
 
-def history(card: Card, now: float | None = None) -> str:
+def history(card: Card, domain: str, now: float | None = None) -> str:
     now = time.time() if now is None else now
     out = [f"{card.artifact.path} ({card.artifact.state})"]
     if card.flags:
         out.append("  ! " + "; ".join(card.flags))
     for r in card.mail:
-        to = ", ".join(x.split("@")[0] for x in r.recipients)
+        to = ", ".join(who(x, domain) for x in r.recipients)
         claim = f" [{r.state}]" if r.state else ""
         out.append(
-            f"  {age(r.date, now):>8}  {r.event or 'mail':<22} {r.sender.split('@')[0]} → {to}{claim}  {r.message_id or ''}"
+            f"  {age(r.date, now):>8}  {r.event or 'mail':<22} {who(r.sender, domain)} → {to}{claim}  {r.message_id or ''}"
         )
     if not card.mail:
         out.append("  no mail about it yet")

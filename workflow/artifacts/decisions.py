@@ -10,6 +10,9 @@ without one. A message from a human role (``mode = "human"``) is a decision when
   "Approved", "LGTM" approve; "Reject", "Rejected", "Revise" reject. The rest of the text, up
   to the quoted part or the signature, is the reason.
 
+Outside mail is never a decision: a copy a bridge imported carries its mark (``mail.imported``),
+which no sender can write, and ``read`` takes nothing from it, whatever its From: says.
+
 The artifact is the one the message names in ``X-Artifacts``, else the one the review-request
 named. ``apply`` makes the person's move with the same checks as ``workflow move --as ROLE``
 (``move.move``: the transition graph, one commit authored as the role): an approval moves the
@@ -30,8 +33,10 @@ from workflow.artifacts.move import MoveRequest, move
 from workflow.core.errors import WorkflowError
 from workflow.core.events import DECISIONS
 from workflow.core.locate import Artifact, locate
+from workflow.core.senders import local_part
 from workflow.delivery.notify import NotifyRequest
 from workflow.delivery.transport import Transport
+from workflow.mail import imported
 from workflow.mail.body import body_text
 from workflow.mail.inbox import read_row, select
 from workflow.mail.message import parse
@@ -102,9 +107,10 @@ def _printable(text: str) -> str:
 
 
 def read(app: App, index: Reader, row: Row) -> Decision | None:
-    """The decision a person's message carries, or None when it carries none."""
-    role = row.sender.split("@")[0]
-    if row.message_id is None or app.roster.roles.get(role) is None:
+    """The decision a person's message carries, or None when it carries none — and always None
+    for outside mail a bridge imported (``mail.imported``), whatever its From: says."""
+    role = local_part(row.sender, app.config.domain)
+    if row.message_id is None or role is None or app.roster.roles.get(role) is None:
         return None
     if row.event not in DECISIONS and (row.event is not None or not row.in_reply_to):
         return None  # the index says enough: neither typed as a decision nor a reply
@@ -112,6 +118,8 @@ def read(app: App, index: Reader, row: Row) -> Decision | None:
     if raw is None:
         return None
     parsed = parse(raw)
+    if imported.marked(parsed):
+        return None  # outside mail: nobody's decision, even one stored before the bridge judged senders
     request = _request(index, parsed.in_reply_to_ids)
     text = body_text(raw, parsed)
     if parsed.event is not None and parsed.event in DECISIONS:
@@ -125,7 +133,8 @@ def read(app: App, index: Reader, row: Row) -> Decision | None:
     else:
         return None
     artifacts = tuple(parsed.artifacts) or (request.artifacts if request is not None else ())
-    asked = (request.sender.split("@")[0],) if request is not None else ()
+    asker = local_part(request.sender, app.config.domain) if request is not None else None
+    asked = (asker,) if asker else ()
     return Decision(row.message_id, role, event, artifacts, reason, typed, asked, row.mailbox)
 
 
@@ -137,8 +146,9 @@ def _request(index: Reader, parents: list[str]) -> Row | None:
     return max(rows, key=lambda r: r.date) if rows else None
 
 
-def apply(app: App, d: Decision, transport: Transport) -> Outcome:
-    """Make the decision the person's move; on a refusal, tell them why by mail."""
+def apply(app: App, d: Decision, transport: Transport, tell: bool = True) -> Outcome:
+    """Make the decision the person's move; on a refusal, tell them why by mail (``tell``; the
+    cockpit shows it instead when the decision is an agent role's, made by the owner)."""
     try:
         artifact = _one(app, d)
         _asked(app, d.role, artifact)
@@ -168,7 +178,7 @@ def apply(app: App, d: Decision, transport: Transport) -> Outcome:
         res = move(app, req, transport)
     except WorkflowError as e:
         why = str(e)
-        return Outcome(d, False, why, _tell(app, d, why, transport))
+        return Outcome(d, False, why, _tell(app, d, why, transport) if tell else None)
     done = f"commit {res.commit[:12]}" if res.commit else res.subject
     if res.error:
         done += f"; the notification is queued: {res.error}"
@@ -187,7 +197,7 @@ def _asked(app: App, role: str, artifact: Artifact) -> None:
         rows = select(
             index, boxes, unread=False, event="review-request", artifact=artifact.glob, states=app.config.states
         )
-    if not any(r.sender.split("@")[0] != role for r in rows):
+    if not any(local_part(r.sender, app.config.domain) not in (role, None) for r in rows):
         raise WorkflowError(
             f"{role} was never asked to review {artifact.path}: a decision by mail answers a review-request you received"
         )

@@ -40,7 +40,7 @@ def status(ctx: click.Context, artifact: str | None, as_role: str | None, as_jso
     if as_json:
         click.echo(json.dumps(to_dict(a.config, board), indent=2))
     elif only is not None:
-        click.echo(history(board[0]))
+        click.echo(history(board[0], a.config.domain))
     elif styled.wanted():
         styled.board(a.config, board)
     else:

@@ -64,6 +64,7 @@ def inbox(
                 show_all=show_all,
                 states=a.config.states,
                 coloured=styled.wanted(),
+                domain=a.config.domain,
             )
             click.echo(text, nl=False)
     keep_snapshot(ctx)
@@ -87,7 +88,7 @@ def thread(ctx: click.Context, message_id: str, as_role: str, as_json: bool) -> 
             rows = thread_rows(index, view[0], mid, view[1])
             text = json.dumps([r.to_dict() for r in rows], indent=2) + "\n" if rows else None
         else:
-            text = reading.thread_text(index, view, mid, str(a.config.mail_root))
+            text = reading.thread_text(index, view, mid, str(a.config.mail_root), a.config.domain)
     if text is None:
         raise RosterError(f"message {mid} is not in {as_role}'s mailbox")
     click.echo(text, nl=False)

@@ -40,18 +40,21 @@ def inbox_text(
     show_all: bool,
     states: Sequence[str],
     coloured: bool,
+    domain: str,
 ) -> str:
     """``workflow inbox``'s text (the index refreshed for ``boxes`` by the caller)."""
     rows = select(index, boxes, unread=not show_all, event=event, state=state, artifact=artifact, states=states)
-    text = render_inbox(role, group(rows), not show_all, where.now)
+    text = render_inbox(role, group(rows), not show_all, where.now, domain=domain)
     return styled.inbox(text) + "\n" if coloured else text
 
 
-def thread_text(index: Reader, view: tuple[Sequence[str], Sequence[str]], mid: str, mail_root: str) -> str | None:
+def thread_text(
+    index: Reader, view: tuple[Sequence[str], Sequence[str]], mid: str, mail_root: str, domain: str
+) -> str | None:
     """``workflow thread``'s transcript; None when the message is not in the viewer's mail."""
     boxes, sent = view
     rows = thread_rows(index, boxes, mid, sent)
-    return render_thread(rows, mail_root, boxes) if rows else None
+    return render_thread(rows, mail_root, boxes, domain=domain) if rows else None
 
 
 def search_lines(rows: Sequence[Row]) -> tuple[str, str]:
@@ -98,6 +101,7 @@ def _inbox(known: Facts, reader: Reader, kw: dict[str, object]) -> int | None:
         show_all=bool(kw["show_all"]),
         states=known.states,
         coloured=styled.wanted(),
+        domain=known.domain,
     )
     return write(text)
 
@@ -109,7 +113,7 @@ def _thread(known: Facts, reader: Reader, kw: dict[str, object]) -> int | None:
         return None  # the full command says what is wrong
     if not _current(reader, known, mailboxes_in(known.mail_root)):
         return None
-    text = thread_text(reader, view, mid, known.mail_root)
+    text = thread_text(reader, view, mid, known.mail_root, known.domain)
     return None if text is None else write(text)
 
 

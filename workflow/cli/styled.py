@@ -13,6 +13,7 @@ import sys
 import time
 
 from workflow.core import events
+from workflow.core.senders import who
 from workflow.core.words import count
 
 TYPE_CHECKING = False
@@ -103,7 +104,7 @@ def board(config: Config, cards: Sequence[Card]) -> None:
             table.add_row(f"[{style}]{state}/[/]" if style else f"{state}/", "[dim]-[/]", "", "", "")
         for c in here:
             last = c.last
-            said = f"{last.event or 'mail'} from {last.sender.split('@')[0]}" if last else "[dim]no mail yet[/]"
+            said = f"{last.event or 'mail'} from {who(last.sender, config.domain)}" if last else "[dim]no mail yet[/]"
             flags = f"[bold red]! {'; '.join(c.flags)}[/]" if c.flags else ""
             table.add_row(
                 f"[{style}]{state}/[/]" if style else f"{state}/",

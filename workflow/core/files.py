@@ -1,9 +1,10 @@
 """Files: write a small file whole or not at all — the one helper for state, queue and artifact files.
 
 A private temporary file in the target's directory is created exclusively (``O_EXCL``: never a
-file or symlink someone planted), written, fsynced and renamed over the target; then the
-directory is fsynced, so after a crash the target holds the old bytes or the new ones, never a
-mix, and the rename itself survives. Maildir delivery has its own batched path (mail.maildir).
+file or symlink someone planted), written, fsynced and renamed over the target (``write_atomic``)
+or linked to it when it must not exist yet (``create_atomic``: the first of several racing
+processes wins); then the directory is fsynced, so after a crash the target holds the old bytes
+or the new ones, never a mix, and the rename itself survives. Maildir delivery has its own batched path (mail.maildir).
 """
 
 from __future__ import annotations
@@ -31,8 +32,32 @@ def write_atomic(
     """Replace ``path`` with ``data`` (text is UTF-8) atomically and durably (``sync_dir=False``:
     the caller fsyncs the directory once after several writes, before it relies on them;
     ``durable=False``: atomic only, for a file nothing needs after a crash)."""
-    raw = data.encode("utf-8") if isinstance(data, str) else data
     path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _written(path, data, mode, durable)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    if sync_dir and durable:
+        fsync_dir(path.parent)
+
+
+def create_atomic(path: Path, data: bytes | str, *, mode: int = 0o600) -> None:
+    """Make ``path`` hold ``data``, whole, unless it exists (FileExistsError): written under a
+    temporary name, then ``link(2)``ed to ``path``, which never replaces a file. Processes racing
+    to make the same file never see it partial, and the first link wins for all of them."""
+    tmp = _written(path, data, mode, True)
+    try:
+        os.link(tmp, path, follow_symlinks=False)
+    finally:
+        tmp.unlink(missing_ok=True)
+    fsync_dir(path.parent)
+
+
+def _written(path: Path, data: bytes | str, mode: int, durable: bool) -> Path:
+    """A private temporary file beside ``path`` holding ``data`` (fsynced when ``durable``)."""
+    raw = data.encode("utf-8") if isinstance(data, str) else data
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
     try:
@@ -46,13 +71,7 @@ def write_atomic(
         tmp.unlink(missing_ok=True)
         raise
     os.close(fd)
-    try:
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    if sync_dir and durable:
-        fsync_dir(path.parent)
+    return tmp
 
 
 UNTRUSTED = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC  # no symlink followed, no FIFO waited on

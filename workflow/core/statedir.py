@@ -128,6 +128,12 @@ class StateDir:
         post-commit hook) holds it, so concurrent runs queue instead of meeting on ``index.lock``."""
         return self.root / "git.lock"
 
+    @property
+    def decisions_lock(self) -> Path:
+        """Held while a decision made in the cockpit is carried out (its mail, its move): whoever
+        finishes one a crash cut short (agentd, the next cockpit) waits for the one in hand."""
+        return self.root / "decisions.lock"
+
     def cli(self, name: str) -> Path:
         """One role's (or panel member's) own agent-CLI state — Claude Code's config dir, Codex's
         home: its settings, sessions and transcripts, never the owner's and never another role's."""

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import NamedTuple, Protocol
 
 from workflow.core.errors import RosterError, WorkflowError
+from workflow.core.files import create_atomic
 from workflow.delivery import owner
 from workflow.delivery.handshake import RUN_PREFIX
 from workflow.delivery.staging import RunBox, token_digest
@@ -95,24 +96,25 @@ def owner_file(env: Mapping[str, str] | None = None) -> Path:
 
 def owner_secret(env: Mapping[str, str] | None = None, create: bool = True) -> str:
     """The owner's secret (checked as ``delivery.owner.read`` checks it), made (0600, in a 0700
-    directory) on first use."""
+    directory) on first use.
+
+    Made whole, then linked into place: written and synced under a temporary name beside it, then
+    ``link(2)``ed to its name, which fails if the name exists. Processes that start at the same
+    moment on a fresh host (``workflow smtpd`` and ``agentd run``) never see the file empty or half
+    written, and the first link wins: every one of them reads the same secret."""
     path = owner_file(env)
     try:
         return owner.read(str(path))
     except owner.MissingError:
         if not create:
             raise
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        create_atomic(path, secrets.token_hex(32) + "\n", mode=0o600)
     except FileExistsError:
-        return owner_secret(env, create=False)  # another process made it first
+        pass  # another process made it first: its secret is the one
     except OSError as e:
         raise WorkflowError(f"{path}: cannot make the owner credential: {e.strerror}") from None
-    with os.fdopen(fd, "w") as f:
-        f.write(secrets.token_hex(32) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
     return owner.read(str(path))
 
 

@@ -21,7 +21,8 @@ from datetime import UTC, datetime
 from typing import NamedTuple
 
 from workflow.core.config import Config
-from workflow.core.errors import MailIndexError, MessageError, RosterError
+from workflow.core.errors import GuardrailError, MailIndexError, MessageError, RosterError
+from workflow.mail import imported
 from workflow.mail.index import Index
 from workflow.mail.maildir import Entry, Maildirs
 from workflow.mail.message import (
@@ -153,6 +154,12 @@ class Deliverer:
             raise MessageError(f"the message nests more than {MAX_MULTIPARTS} multipart parts")
         if not parsed.get("From"):
             raise MessageError("header From: missing")
+        marks = imported.marks(parsed)
+        if marks:  # the mark that keeps outside mail from being anyone's decision is the bridges' alone
+            raise GuardrailError(
+                guardrails.BRIDGE_MARK.name,
+                f"header {marks[0]} marks mail a bridge imported from outside; no sender may write it — leave it out",
+            )
         sender = self.roster.sender(parsed.sender)
         if not recipients:
             raise MessageError("no recipients")

@@ -21,6 +21,7 @@ import socket
 from collections.abc import Sequence
 from typing import Protocol
 
+from workflow.core import runmark
 from workflow.core.config import Config
 from workflow.core.errors import TransportError, WorkflowError
 from workflow.delivery import handshake, local
@@ -174,15 +175,23 @@ def _text(b: bytes | str) -> str:
 
 
 def make_transport(config: Config, deliverer: Deliverer, via: str = "auto") -> Transport:
+    """How this process sends: ``smtp`` (the server's socket), ``direct`` (the owner writes the
+    Maildirs) or ``auto``. Inside a run (its credential in the environment, or the sandbox's mark
+    whatever the environment says: ``core.runmark``) only the server, with the run's credential."""
     if via not in ("auto", "smtp", "direct"):
         raise TransportError(f"--via {via!r}: expected smtp, direct or auto")
+    sandboxed = runmark.no_direct_delivery()
+    if via == "direct" and (sandboxed or os.environ.get("WORKFLOW_TOKEN")):
+        raise TransportError(
+            sandboxed or "inside a run, mail goes through the SMTP server (--via direct is the owner's)"
+        )
+    if sandboxed and not os.environ.get("WORKFLOW_TOKEN"):
+        raise TransportError(f"{sandboxed}; $WORKFLOW_TOKEN is not set here")
     try:
         credential = client_credential(mail_root=config.mail_root) if via != "direct" else None
     except WorkflowError as e:
         raise TransportError(str(e)) from None
     if credential is not None and credential.run_role:
-        if via == "direct":
-            raise TransportError("inside a run, mail goes through the SMTP server (--via direct is for the owner)")
         path = os.environ.get("WORKFLOW_SMTP") or str(config.state.runs_socket)
         return SmtpTransport(path, config.smtp.timeout, credential)
     smtp = SmtpTransport(

@@ -12,6 +12,7 @@ import time
 
 from workflow.core import events
 from workflow.core.locate import has_glob, literal, matches
+from workflow.core.senders import who
 from workflow.mail.maildir import read_at
 from workflow.mail.threads import Threads
 
@@ -178,9 +179,15 @@ def _when(ts: int) -> str:
 
 
 def render_inbox(
-    owner: str, threads: Sequence[InboxThread], unread_only: bool, now: Callable[[str], list[str]] | None = None
+    owner: str,
+    threads: Sequence[InboxThread],
+    unread_only: bool,
+    now: Callable[[str], list[str]] | None = None,
+    *,
+    domain: str,
 ) -> str:
-    """The inbox as text; with ``now`` (artifacts.Resolver.now), where a moved artifact is today."""
+    """The inbox as text; with ``now`` (artifacts.Resolver.now), where a moved artifact is today.
+    Senders are named as ``core.addresses.who`` names them (a role only for ``domain``'s address)."""
     n = sum(len(t.messages) for t in threads)
     what = "unread message" if unread_only else "message"
     lines = [f"{owner}: {n} {what}{'' if n == 1 else 's'} in {len(threads)} thread{'' if len(threads) == 1 else 's'}"]
@@ -196,7 +203,7 @@ def render_inbox(
                 if moved:
                     state += f" → now {','.join(moved)}"
             lines.append(
-                f"  {mark} {_when(m.date)}  {m.event or 'mail':<21} from {m.sender.split('@')[0]:<18} {arts}{state}"
+                f"  {mark} {_when(m.date)}  {m.event or 'mail':<21} from {who(m.sender, domain):<18} {arts}{state}"
             )
             lines.append(f"      {m.message_id}")
     return "\n".join(lines) + "\n"
@@ -207,6 +214,8 @@ def render_thread(
     mail_root: str | os.PathLike[str],
     mailboxes: Sequence[str] = (),
     how: str = "`workflow read MESSAGE-ID --part N --as ROLE`",
+    *,
+    domain: str,
 ) -> str:
     """The thread as a Markdown transcript (the reply loop's thread.md shape, docs/bridges.md); the reader's unread say NEW.
     Each message's attachments are listed under its text; ``how`` says how to read one."""
@@ -219,8 +228,8 @@ def render_thread(
         raw = read_row(mail_root, r)
         body = readable(raw).shown(how).rstrip("\n") if raw is not None else ""
         new = "NEW " if (not r.seen and r.mailbox in mailboxes) else ""
-        out.append(f"## {new}{r.event or 'mail'} from {r.sender.split('@')[0]} ({_when(r.date)} UTC)")
-        meta = [f"To: {', '.join(a.split('@')[0] for a in r.recipients)}"]
+        out.append(f"## {new}{r.event or 'mail'} from {who(r.sender, domain)} ({_when(r.date)} UTC)")
+        meta = [f"To: {', '.join(who(a, domain) for a in r.recipients)}"]
         if r.artifacts:
             meta.append(f"Artifacts: {', '.join(r.artifacts)}")
         if r.state:

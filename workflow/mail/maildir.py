@@ -12,6 +12,7 @@ import errno
 import os
 import time
 
+from workflow.core import runmark
 from workflow.core.errors import DeliveryError
 from workflow.core.files import fsync_dir
 
@@ -247,8 +248,12 @@ class Maildirs:
 
         tmp/ (O_EXCL, fsync) → rename into new/ → fsync new/. The name is unique in tmp/ by
         O_EXCL and carries 64 random bits, and rename is checked against an existing target
-        first, so no message is ever replaced.
+        first, so no message is ever replaced. Inside a run's sandbox it refuses (``core.runmark``):
+        the mail root there is the sandbox's own view, and a copy written there reaches nobody.
         """
+        sandboxed = runmark.no_direct_delivery()
+        if sandboxed:
+            raise DeliveryError(sandboxed)
         tmps: list[tuple[str, str, str]] = []
         moved: list[str] = []
         try:

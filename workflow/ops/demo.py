@@ -181,7 +181,11 @@ def _scenario(app: App, base: Path, transport: SmtpTransport, echo: Callable[[st
         boxes = app.roster.mailboxes_of(role)
         with app.index() as index:
             index.refresh(boxes)
-            echo(render_inbox(role, group(select(index, boxes)), True, Resolver(app.config).now))
+            echo(
+                render_inbox(
+                    role, group(select(index, boxes)), True, Resolver(app.config).now, domain=app.config.domain
+                )
+            )
 
     echo("== Example 1: spec-writer asks for a review ==\n")
     request = notify(
@@ -248,7 +252,11 @@ def _scenario(app: App, base: Path, transport: SmtpTransport, echo: Callable[[st
     echo(f"$ workflow thread '{request}' --as spec-writer")
     boxes, sent = app.roster.view("spec-writer")
     with app.index() as index:
-        echo(render_thread(thread_rows(index, boxes, request, sent), app.config.mail_root, boxes))
+        echo(
+            render_thread(
+                thread_rows(index, boxes, request, sent), app.config.mail_root, boxes, domain=app.config.domain
+            )
+        )
 
     echo(
         "== A review panel: three models review search.md independently (sealed), disagree 2–1, speak with one voice ==\n"

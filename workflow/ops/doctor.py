@@ -26,6 +26,7 @@ from workflow.core.config import Config
 from workflow.core.errors import MailIndexError, TemplateError, WorkflowError
 from workflow.core.events import DECISIONS
 from workflow.core.locate import by_key, duplicates, scan, two_folders
+from workflow.core.senders import who
 from workflow.delivery import outbox
 from workflow.delivery.credentials import load_people
 from workflow.delivery.transport import make_transport
@@ -92,7 +93,7 @@ def diagnose(app: App, now: float | None = None) -> list[Problem]:
         out.append(
             Problem(
                 "claim",
-                f"latest mail about {where[0].glob} ({claim.event or 'mail'} from {claim.sender.split('@')[0]}, "
+                f"latest mail about {where[0].glob} ({claim.event or 'mail'} from {who(claim.sender, config.domain)}, "
                 f"{claim.message_id}) claims {claimed(claim)}; {source} has it in {where[0].state}/ — move it, or send a "
                 f"status-update claiming {where[0].state}",
             )

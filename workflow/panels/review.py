@@ -271,7 +271,12 @@ def _discuss(
             index.refresh(boxes)
             rows = thread_rows(index, boxes, s.thread or "", sent)
         prompts[m.name] = discussion_prompt(
-            app, panel, m.name, artifact, render_thread(rows, app.config.mail_root, boxes), round_no
+            app,
+            panel,
+            m.name,
+            artifact,
+            render_thread(rows, app.config.mail_root, boxes, domain=app.config.domain),
+            round_no,
         )
     results = _run_members(app, panel, prompts, time.time() + panel.deadline, transport, echo, backend)
     for member, res in results.items():

@@ -156,7 +156,12 @@ def answer_discussion(
     for r in rows:
         boxes, sent = app.roster.view(box)
         with app.index() as index:
-            thread = render_thread(thread_rows(index, boxes, r.message_id or "", sent), app.config.mail_root, boxes)
+            thread = render_thread(
+                thread_rows(index, boxes, r.message_id or "", sent),
+                app.config.mail_root,
+                boxes,
+                domain=app.config.domain,
+            )
         answer = _run(
             app,
             panel,

@@ -32,7 +32,11 @@ from workflow.policy.visibility import FixedRule
 SENDER_MATCHES_ENVELOPE = FixedRule(
     "sender-matches-envelope", "a message whose From: is another identity than MAIL FROM"
 )
-ALWAYS = (*VISIBILITY_RULES, SENDER_MATCHES_ENVELOPE)  # every rule that cannot be switched off
+# Checked for every delivery: the mark of outside mail is the bridges' alone (``mail.imported``).
+BRIDGE_MARK = FixedRule(
+    "bridge-import-mark", "a message carrying an X-Bridge* header: only a bridge's import marks mail as outside mail"
+)
+ALWAYS = (*VISIBILITY_RULES, SENDER_MATCHES_ENVELOPE, BRIDGE_MARK)  # every rule that cannot be switched off
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from workflow.agentd import pending
 from workflow.agentd.ledger import record
 from workflow.agentd.tasks import Tasks
 from workflow.app import App
@@ -27,6 +28,7 @@ from workflow.artifacts.move import MoveRequest, move
 from workflow.core import events
 from workflow.core.errors import RuleError, WorkflowError
 from workflow.core.locate import Artifact, locate
+from workflow.core.senders import local_part
 from workflow.delivery.notify import NotifyRequest
 from workflow.delivery.transport import make_transport
 from workflow.mail.rows import Row
@@ -61,10 +63,18 @@ def _received(app: App, role: str, message_id: str, wanted: tuple[str, ...]) -> 
     with app.index() as index:
         index.refresh(boxes)
         rows = [r for r in index.query(boxes, message_ids=[message_id]) if r.event in wanted]
-    rows = [r for r in rows if r.sender.split("@")[0] not in boxes]
+    rows = [r for r in rows if local_part(r.sender, app.config.domain) not in boxes]
     if not rows:
         raise WorkflowError(f"{role} received no {' or '.join(wanted)} {message_id}")
     return rows[0]
+
+
+def _asker(app: App, row: Row) -> str:
+    """The role that sent ``row``: the answer goes to it (mail from anywhere else has no role to answer)."""
+    role = local_part(row.sender, app.config.domain)
+    if role is None:
+        raise WorkflowError(f"{row.message_id} is from {row.sender}, outside {app.config.domain}: no role to answer")
+    return role
 
 
 def _one(app: App, refs: tuple[str, ...]) -> Artifact:
@@ -87,13 +97,16 @@ def decide(app: App, role: str, request: str, verdict: str, reason: str) -> Done
     A person's role (``mode = "human"``) decides as a person at a mail client does: their mail
     first (refused, naming its rule, before anything moves), then ``decisions.apply``. An agent's
     role — the owner viewing as it — decides as ``workflow move --as ROLE --notify`` does: the
-    move, then its notification."""
+    move, then its notification (its rules judged before anything moves). Either is begun in
+    agentd's store before its mail and its move (``agentd.pending``): a crash between the click
+    and the move leaves it pending, and agentd or the next cockpit carries it out, once."""
     event = VERDICTS.get(verdict)
     if event is None:
         return Done(False, f"unknown decision {verdict!r}; expected one of {', '.join(VERDICTS)}")
     reason = _clean(reason)
     if verdict == "changes" and not reason:
         return Done(False, "say what should change: a request for changes needs its reason")
+    d: decisions.Decision | None = None
     try:
         row = _received(app, role, request, ("review-request",))
         artifact = _one(app, row.artifacts)
@@ -102,37 +115,55 @@ def decide(app: App, role: str, request: str, verdict: str, reason: str) -> Done
             raise WorkflowError(
                 f"{artifact.path} is in {artifact.state}/ now; a decision applies to an artifact in {source}/"
             )
-        asker = row.sender.split("@")[0]
+        asker = _asker(app, row)
         person = app.roster.roles.get(role)
+        human = person is not None and person.mode == "human"
         variables = {events.get(event).reason: reason} if reason else {}
-        if person is None or person.mode != "human":
+        if not human:
             # the rules judge the notification before anything moves (its state claim aside: the move makes it true)
             probe = app.compose(NotifyRequest(event, (artifact.path,), (asker,), role, request, variables))
             with app.index() as index:
                 app.deliverer.prepare(probe.raw, probe.recipients, index)
-            req = MoveRequest(artifact.path, target, role, reason, (asker,), event, in_reply_to=request)
-            res = move(app, req, make_transport(app.config, app.deliverer))
-            if res.error:
-                return Done(False, f"{res.subject}, but the {event} was not sent: {res.error}", _rule_in(res.error))
-            return Done(True, f"{event} sent to {asker}; {res.subject}")
         if event == "approval":
             variables["NEXT_STATE"] = target
-        composed = app.compose(NotifyRequest(event, (artifact.path,), (asker,), role, request, variables))
-        with Tasks(app.config.state.tasks) as tasks:  # agentd must not apply it a second time
-            tasks.record_decision(composed.message_id, True, "applied by workflow web")
-        composed.send(make_transport(app.config, app.deliverer))
+        about = artifact.path if human else artifact.moved(target).path  # an agent's mail follows its move
+        composed = app.compose(NotifyRequest(event, (about,), (asker,), role, request, variables))
+        d = decisions.Decision(composed.message_id, role, event, (artifact.path,), reason, True, (asker,), asker)
+        out = pending.begin(
+            app, pending.Pending(d, composed, mail_first=human), make_transport(app.config, app.deliverer)
+        )
     except WorkflowError as e:
-        return _refused(e)
-    d = decisions.Decision(composed.message_id, role, event, (artifact.path,), reason, True, (asker,), asker)
-    out = decisions.apply(app, d, make_transport(app.config, app.deliverer))
-    with Tasks(app.config.state.tasks) as tasks:
-        tasks.record_decision(composed.message_id, out.applied, out.detail)
+        if d is None or not _begun(app, d):
+            return _refused(e)  # nothing begun, or begun and refused for good: nothing moved
+        return Done(
+            False,
+            f"your {event} is recorded but not carried out yet ({e}); agentd, or the cockpit when it starts "
+            "again, sends it and makes the move",
+        )
     fields = {"mid": d.message_id, "role": role, "applied": out.applied, "detail": out.detail, "via": "web"}
     record(app.config.state.agentd_log, "decided", fields)
     if not out.applied:
-        return Done(False, f"your {event} was sent but not applied: {out.detail}")
+        return Done(False, f"your {event} was not applied: {out.detail}", _rule_in(out.detail))
     where = f"{artifact.path} → {target}/ ({out.detail})" if source != target else f"{artifact.path} stays in {source}/"
     return Done(True, f"{event} sent to {asker}; {where}")
+
+
+def _begun(app: App, d: decisions.Decision) -> bool:
+    """Whether a decision is pending in agentd's store (its mail could not go yet)."""
+    with Tasks(app.config.state.tasks) as tasks:
+        return d.message_id in {mid for mid, _ in tasks.pending_decisions()}
+
+
+def finish_pending(app: App) -> int:
+    """Carry out the decisions a crashed cockpit left pending (``agentd.pending``); each is logged."""
+
+    def said(out: decisions.Outcome) -> None:
+        d = out.decision
+        fields = {"mid": d.message_id, "role": d.role, "applied": out.applied, "detail": out.detail}
+        record(app.config.state.agentd_log, "decided", {**fields, "via": "web (finished after a crash)"})
+
+    with Tasks(app.config.state.tasks) as tasks:
+        return pending.recover(app, tasks, lambda: make_transport(app.config, app.deliverer), said)
 
 
 def answer(app: App, role: str, message_id: str, text: str, unblock: bool = False) -> Done:
@@ -143,7 +174,7 @@ def answer(app: App, role: str, message_id: str, text: str, unblock: bool = Fals
     try:
         row = _received(app, role, message_id, events.WAITING)
         refs = row.artifacts or (f"{app.config.artifact_roots[0]}/*/*",)
-        asker = row.sender.split("@")[0]
+        asker = _asker(app, row)
         reply = events.get(row.event).answer or "answer"
         composed = app.compose(NotifyRequest(reply, refs, (asker,), role, message_id, {"ANSWER": text}))
         composed.send(make_transport(app.config, app.deliverer))

@@ -22,6 +22,7 @@ from workflow.app import App
 from workflow.artifacts.board import Card, Grouping, age, cards, visible
 from workflow.core import events
 from workflow.core.locate import Artifact, by_key, locate, scan
+from workflow.core.senders import local_part, who
 from workflow.mail.body import Part, readable
 from workflow.mail.inbox import InboxThread, group, read_row, select, thread_rows
 from workflow.mail.rowcache import ArtifactRows
@@ -94,7 +95,7 @@ def _card(app: App, c: Card, boxes: set[str], panels: dict[tuple[str, str], list
         c.artifact.state,
         tuple(c.flags),
         tuple(reversed(c.mail[-LATEST:])),
-        claim.sender.split("@")[0] if claim else "",
+        who(claim.sender, app.config.domain) if claim else "",
         waiting,
         review,
         tuple(panels.get(c.artifact.key, ())),
@@ -197,8 +198,8 @@ def _stat(path: str | Path) -> tuple[int, int, int]:
 
 
 def _boxes_of(app: App, r: Row) -> set[str]:
-    """The mailboxes a message was delivered to (its recipients' local parts)."""
-    return {a.split("@")[0] for a in r.recipients} | {r.mailbox}
+    """The mailboxes a message was delivered to (its recipients of the workflow's domain)."""
+    return {b for a in r.recipients if (b := local_part(a, app.config.domain))} | {r.mailbox}
 
 
 def _panels(app: App) -> dict[tuple[str, str], list[Panel]]:
@@ -267,7 +268,7 @@ def thread(app: App, role: str, message_id: str) -> Thread | None:
     for r in rows:
         raw = read_row(app.config.mail_root, r)
         body = readable(raw) if raw is not None else None
-        received = r.mailbox in mine and r.sender.split("@")[0] not in mine
+        received = r.mailbox in mine and local_part(r.sender, app.config.domain) not in mine
         shown.append(
             Shown(
                 r,

@@ -23,6 +23,7 @@ import gc
 import hashlib
 import ipaddress
 import json
+import logging
 import socket
 import sqlite3
 import threading
@@ -43,6 +44,7 @@ from workflow.app import App
 from workflow.artifacts.board import age
 from workflow.core.config import Config
 from workflow.core.errors import WorkflowError
+from workflow.core.senders import who
 from workflow.delivery import listeners, local
 from workflow.delivery.current import Current
 from workflow.mail.body import part_text
@@ -51,6 +53,8 @@ from workflow.policy.roster import Roster
 from workflow.web import actions, once, pages
 from workflow.web.auth import COOKIE, Sessions, Viewer
 from workflow.web.live import Watch
+
+log = logging.getLogger(__name__)
 
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
@@ -90,7 +94,6 @@ def _templates() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters["age"] = lambda ts: age(int(ts), time.time())
-    env.filters["who"] = lambda address: str(address).split("@")[0]
     env.filters["when"] = lambda ts: time.strftime("%Y-%m-%d %H:%M", time.gmtime(int(ts))) if ts else "?"
     env.filters["style"] = pages.style
     env.filters["q"] = functools.lru_cache(maxsize=1 << 16)(
@@ -117,6 +120,7 @@ class Web:
         self.https = https
         self.sessions = Sessions(app, env)
         self.templates = _templates()
+        self.templates.filters["who"] = lambda address: who(str(address), self.app.config.domain)  # as it is now
         self.watch = Watch(app, before=self.fresh)
         self.current = Current(app.config, app.roster, self._adopt)
         self.boards = pages.Boards(app, self.kept)
@@ -169,12 +173,14 @@ class Web:
                 asking = await asyncio.start_unix_server(
                     functools.partial(once.answer, link=self.link), sock=self.links
                 )
+            finishing = asyncio.create_task(asyncio.to_thread(self.finish_pending))
             try:
                 yield
             finally:
                 task.cancel()
                 if asking is not None:
                     asking.close()
+                finishing.cancel()
 
         app = Starlette(routes=routes, lifespan=lifespan)
         return self._hosted(app) if self.local else app
@@ -491,6 +497,14 @@ class Web:
             except ValueError:
                 return actions.Done(False, "no task number given")
         return actions.Done(False, f"no action {what!r}")
+
+    def finish_pending(self) -> None:
+        """At start: carry out the decisions a crashed cockpit left half done (``agentd.pending``)."""
+        with self.acting:
+            try:
+                actions.finish_pending(self.app)
+            except Exception:  # agentd tries again; the cockpit serves on
+                log.exception("finishing the decisions left pending failed")
 
     def _back(self, path: str) -> str:
         return path if path.startswith("/") and not path.startswith("//") and "\\" not in path else "/board"

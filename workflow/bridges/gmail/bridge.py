@@ -30,6 +30,7 @@ from workflow.bridges.gmail.settings import GmailConfig
 from workflow.core.errors import BridgeError, ConfigError
 from workflow.core.files import write_atomic
 from workflow.mail.body import body_text
+from workflow.mail.imported import MARK
 from workflow.mail.message import parse, to_crlf, to_lf
 from workflow.policy.roster import OUTBOUND_SPOOL
 
@@ -75,9 +76,9 @@ def make_agents() -> dict[str, Agent]:
 
 def provenance(raw: bytes, s: GmailConfig, uidvalidity: int, uid: int, label: str | None) -> bytes:
     src = f"imap://{s.user}@{s.imap_host}/INBOX"
-    extra = f"X-Bridge: gmail\r\nX-Bridge-Source: {src}\r\nX-Bridge-UID: {uidvalidity}/{uid}\r\n"
+    extra = f"{MARK}: gmail\r\n{MARK}-Source: {src}\r\n{MARK}-UID: {uidvalidity}/{uid}\r\n"  # mail.imported
     if label:
-        extra += f"X-Bridge-Label: {label}\r\n"
+        extra += f"{MARK}-Label: {label}\r\n"
     return extra.encode("ascii") + raw
 
 
