@@ -61,13 +61,6 @@ def read(config: Config, rel: str, limit: int = MAX_ARTIFACT_BYTES) -> bytes:
     return read_sized(config, rel, limit)[0]
 
 
-def size(config: Config, rel: str) -> int:
-    st = beneath.lstat(config.project_dir, check(config, rel))
-    if st is None:
-        raise ArtifactError(f"{rel}: no such artifact")
-    return st.st_size
-
-
 def write(config: Config, rel: str, data: bytes | str, limit: int = MAX_ARTIFACT_BYTES) -> None:
     """Replace an artifact file atomically, in its folder as resolved through no symlink (made if missing)."""
     raw = data.encode("utf-8") if isinstance(data, str) else data
