@@ -17,7 +17,7 @@ from helpers.agentd import Daemon, wait_until
 from helpers.git import sh
 from helpers.project import Project
 from helpers.smtp import children, server_process
-from helpers.web import BOB, BOB_PASSWORD, Client, Server, owner_password, web_server
+from helpers.web import BOB, BOB_PASSWORD, Client, Server, owner_link, web_server
 from workflow.mail.message import parse
 
 
@@ -156,7 +156,7 @@ def test_an_agent_roles_decision_killed_at_its_move_is_moved_then_notified_once(
     try:
         with web_server(project) as server:
             owner = Client(server.url)
-            assert owner.login("~owner", owner_password()) == 303
+            assert owner.follow(owner_link(project)) == 303
             csrf = owner.csrf()
             assert owner.post("/role", {"csrf": csrf, "role": "test-reviewer", "back": "/board"})[0] == 303
             form = {"csrf": csrf, "id": request, "verdict": "approve", "reason": "fine", "back": "/board"}
