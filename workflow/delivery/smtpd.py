@@ -13,9 +13,9 @@ delivery) and answers ``250`` only after every copy and its directory are fsynce
 * MAIL FROM must be a workflow identity, and the message's From: must be that same identity.
 * DATA: invalid workflow headers ``550 5.6.0``; visibility or guardrail refusals ``550 5.7.1``;
   over ``max_message_size`` ``552 5.3.4``; bare CR or LF ``550 5.6.0`` (one message per DATA — no
-  SMTP smuggling through ``\\n.\\r\\n``). Any failure inside the handler (ENOSPC, EACCES, a bug) is
-  ``451 4.3.0`` with no exception text, so clients retry instead of bouncing; nothing is left in
-  any new/.
+  SMTP smuggling through ``\\n.\\r\\n``). A full disk is ``452 4.3.1`` (one log line naming the
+  file system); any other failure inside the handler (EACCES, a bug) is ``451 4.3.0`` with no
+  exception text, so clients retry instead of bouncing; nothing is left in any new/.
 * Long lines: body lines longer than 998 octets are accepted and stored as received, as Postfix
   does (aiosmtpd's default refuses the whole message with ``500``); header lines longer than 998
   octets are refused with ``550 5.6.0`` because header parsers break on them. The only hard cap
