@@ -27,15 +27,15 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 from collections.abc import Collection, Iterable
 from pathlib import Path, PurePosixPath
 from typing import NamedTuple
 
-from workflow.artifacts import agentfiles
+from workflow.artifacts import agentfiles, gitcmd
+from workflow.artifacts.gitlayout import GIT_DIRS, REDIRECTS, WRITTEN_THROUGH, odd_entry
 from workflow.artifacts.gitlock import project_lock
-from workflow.artifacts.gitrepo import GIT_DIRS, PINNED, REDIRECTS, WRITTEN_THROUGH, Repo, moves, odd_entry
 from workflow.artifacts.gitrepo import Change as GitChange
+from workflow.artifacts.gitrepo import Repo, moves
 from workflow.artifacts.gitstate import (
     Start,
     added,
@@ -575,7 +575,7 @@ def _keep(
 
 
 def _blob(repo: Repo, sha: str) -> bytes:
-    p = subprocess.run(["git", *PINNED, "cat-file", "blob", sha], cwd=repo.top, capture_output=True, check=False)
-    if p.returncode != 0:
-        raise GitError(f"cannot read blob {sha[:10]} to restore a file: {p.stderr.decode(errors='replace').strip()}")
-    return p.stdout
+    p = gitcmd.run(["cat-file", "blob", sha], repo.top, skip=(repo.config.mail_root,))
+    if p.code != 0:
+        raise GitError(f"cannot read blob {sha[:10]} to restore a file: {p.err.strip()}")
+    return p.out
