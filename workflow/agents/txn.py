@@ -240,10 +240,11 @@ class Run(RunBox):
         broken = head_problem(app.config, self.began_at())
         if broken:
             raise GitError(f"the run broke the branch: {broken}")
-        links = edits.gitlinks_since(app.config, self.began_at())
+        links = edits.gitlinks_since(app.config, self.began_at()) + edits.staged_gitlinks(app.config, self.begun())
         if links:
             raise GitError(
-                f"the run committed embedded repositories ({', '.join(links)}): the owner's git would enter them"
+                f"the run committed or staged embedded repositories ({', '.join(links)}): a person's git would "
+                "enter them and obey their config"
             )
         touched = edits.control_changes(app.config, self.began_at())
         if touched:

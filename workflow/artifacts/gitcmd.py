@@ -100,14 +100,20 @@ class Scope:
             end = min(end, now + AFTER_STOP)
         return max(end - now, 0.5)
 
-    def stop(self, why: str) -> None:
+    def stop(self, why: str) -> int:
         """End the scope's running git commands (each call fails with ``why``); any started later
-        gets ``AFTER_STOP`` seconds at most."""
+        gets ``AFTER_STOP`` seconds at most. Returns how many were running."""
         with self._guard:
             self.why = why
             running = list(self._running)
         for p in running:
             _end(p, functools.partial(self._has, p))
+        return len(running)
+
+    def busy(self) -> int:
+        """How many of the scope's git commands are running now."""
+        with self._guard:
+            return len(self._running)
 
     def _enter(self, p: subprocess.Popen[bytes]) -> None:
         with self._guard:
