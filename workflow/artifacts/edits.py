@@ -49,6 +49,7 @@ from workflow.artifacts.gitstate import (
     refs,
     repair_head,
     restore_index,
+    shown,
     staged,
     unflag,
 )
@@ -449,8 +450,7 @@ def neutralize(config: Config, keep: Path, since: str | None, role: str, begun: 
         keep.mkdir(parents=True, exist_ok=True)
         for i, path in enumerate(found):
             os.replace(path, keep / f"{i}-{path.name}")
-        names = ", ".join(str(p.relative_to(config.project_dir)) for p in found)
-        lines.append(f"moved {names} (planted in .git) to {keep}")
+        lines.append(f"moved {shown(config, found)} (planted in .git or where git reads) to {keep}")
         head_path = config.project_dir / ".git" / "HEAD"
         if not os.path.lexists(head_path) and begun.head_file:
             text = begun.head_file

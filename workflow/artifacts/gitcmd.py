@@ -49,9 +49,10 @@ PINNED = (
     "-c",
     "push.recurseSubmodules=no",
 )
-# what compares the work tree with the index: told on its command line, which a .gitmodules'
-# `ignore = none` cannot override, to judge a gitlink by its commit without entering it
-ENTERS = frozenset({"status", "diff", "diff-index", "diff-files"})
+# what compares the work tree, the index or trees, gitlinks included: told on its command line
+# (which a .gitmodules' `ignore = none` cannot override) to judge a gitlink by its commit, never
+# entering it and never reading .gitmodules for it (an `update = !cmd` there makes git die)
+ENTERS = frozenset({"status", "diff", "diff-index", "diff-files", "diff-tree", "log", "show"})
 DEADLINE = 240.0  # seconds any owner-side git may take (the project's git lock waits 300 s for its holder)
 AFTER_STOP = 10.0  # seconds a git may take once its scope was stopped (a move putting itself back)
 GRACE = 2.0  # seconds between asking a stopped git to end (its lock files go) and killing it

@@ -83,8 +83,16 @@ def odd_git_files(config: Config) -> list[Path]:
     """What the tree holds that the owner's git would block on or follow outside it (FIFOs where
     git reads, a ``.git`` file pointing elsewhere…: ``gitlayout.odd_entries``); the mail root is
     not walked."""
-    top = top_of(config.project_dir) or config.project_dir
-    return [o.path for o in odd_entries(top, (config.mail_root,))]
+    project = config.project_dir
+    real = Path(os.path.realpath(project))
+    found = [o.path for o in odd_entries(top_of(project) or project, (config.mail_root,))]
+    return [project / p.relative_to(real) if p.is_relative_to(real) else p for p in found]
+
+
+def shown(config: Config, paths: Collection[Path]) -> str:
+    """``paths`` as a person reads them: relative to the project where they are inside it."""
+    project = config.project_dir
+    return ", ".join(str(p.relative_to(project)) if p.is_relative_to(project) else str(p) for p in paths)
 
 
 def _mtime(path: Path, default: float) -> float:
