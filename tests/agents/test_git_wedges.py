@@ -7,16 +7,21 @@ run ends, with the git lock released."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from helpers.git import git_project, sh
+from helpers.git import GIT_ENV, git_project, sh
 from helpers.project import Project
 from helpers.runs import run_command_role, unread
 from helpers.sandboxing import needs_bwrap
+from workflow.agents.contain import kill_session
+from workflow.agents.toolserver import STOP_WAIT
 
 AGENT = """\
 import os, subprocess, sys, threading, time
@@ -35,7 +40,7 @@ if where == "gitfile":  # an embedded repository whose git directory is the agen
     os.makedirs("specs/todo/sub")
     Path("specs/todo/sub/.git").write_text(f"gitdir: {fake}\\n")
     git("update-index", "--add", "--cacheinfo", f"160000,{git('rev-parse', 'HEAD')},specs/todo/sub")
-elif where == "hook":  # the owner's pre-commit hook is slow: the call is stuck in it
+elif where.startswith("hook"):  # the owner's pre-commit hook is slow: the call is stuck in it
     pass
 else:
     os.makedirs(os.path.dirname(where) or ".", exist_ok=True)
@@ -49,16 +54,20 @@ caller = threading.Thread(
     daemon=True,
 )
 caller.start()
-caller.join(5)
-print("move_artifact", answers[0] if answers else "no answer yet", flush=True)
+if not where.startswith("hook"):
+    caller.join(5)
+    print("move_artifact", answers[0] if answers else "no answer yet", flush=True)
+    os._exit(0)  # and gone, its call (if any) still under way
+while not Path("hook-started").exists() and not answers:  # the call is in the owner's hook now
+    time.sleep(0.05)
+print("move_artifact", answers[0] if answers else "in the owner's hook", flush=True)
+if where == "hook-stay":  # still at work when run-role is told to stop (agentd's SIGTERM)
+    time.sleep(600)
 if where == "hook":
-    while not Path("hook-started").exists() and not answers:  # the call is in the owner's hook now
-        time.sleep(0.05)
-    print("move_artifact", answers[0] if answers else "in the owner's hook", flush=True)
     done = lambda: ask(os.environ["WORKFLOW_TOOLS"], "finish", {"status": "done", "summary": "worked"})
     threading.Thread(target=done, daemon=True).start()  # served once the move's call is over, if ever
     time.sleep(0.5)
-os._exit(0)  # and gone, its call (if any) still under way
+os._exit(0)  # and gone, its call still under way
 """
 
 SLOW_HOOK = """\
@@ -127,3 +136,58 @@ def test_a_tool_call_stuck_when_its_run_ends_is_stopped_and_the_run_fails(tmp_pa
     assert sh(p, "git", "status", "--porcelain", "--", "specs").stdout == ""
     r = p.run("move", "user-auth", "todo", "--as", "spec-reviewer")
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+@needs_bwrap
+def test_run_role_told_to_stop_with_a_tool_call_stuck_ends_at_once_and_leaves_no_git_behind(tmp_path: Path) -> None:
+    """agentd's SIGTERM (its backstop, `agentd stop`) while a tool call is stuck: run-role stops
+    the call at once, rolls the run back and exits; nothing it started lives on."""
+    p = project(tmp_path)
+    (tmp_path / "where").write_text("hook-stay")
+    hook = p.dir / ".git" / "hooks" / "pre-commit"
+    hook.write_text(SLOW_HOOK.format(marker=p.dir / "hook-started") + hook.read_text().split("\n", 1)[1])
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WORKFLOW_")}
+    argv = [sys.executable, "-m", "workflow", "run-role", "--with-email", "--backend", "command", "spec-reviewer"]
+    proc = subprocess.Popen(
+        argv,
+        cwd=p.dir,
+        env={**env, **GIT_ENV},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        end = time.monotonic() + 30
+        while not (p.dir / "hook-started").exists():
+            assert time.monotonic() < end and proc.poll() is None, "the call never reached the hook"
+            time.sleep(0.02)
+        os.killpg(proc.pid, signal.SIGTERM)  # as agentd stops a run
+        out, _ = proc.communicate(timeout=3 * STOP_WAIT)
+        left = session(proc.pid)
+        end = time.monotonic() + 5  # what was signalled with run-role may take a moment to go
+        while left and time.monotonic() < end:
+            time.sleep(0.02)
+            left = session(proc.pid)
+    finally:
+        kill_session(proc.pid)
+    assert proc.returncode != 0, out
+    assert left == [], out  # no git, no hook, no agent: nothing outlived run-role
+    assert unread(p, "spec-reviewer") == 1
+    assert (p.dir / "specs" / "proposed" / "user-auth.md").is_file(), out
+    assert not (p.dir / "specs" / "todo" / "user-auth.md").exists(), out
+    r = p.run("move", "user-auth", "todo", "--as", "spec-reviewer")  # the git lock is free
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def session(sid: int) -> list[str]:
+    """The command lines of the processes still alive in session ``sid``."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if fields[3] == str(sid) and fields[0] != "Z":
+                out.append((stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode()[:80])
+        except OSError:
+            continue
+    return out

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
-from pathlib import Path
 from subprocess import CompletedProcess
 
 from helpers.fake_anthropic import FakeAnthropic
 from helpers.git import GIT_ENV
 from helpers.project import Project
 from workflow.agents.backends.scripted import dumps
+from workflow.agents.contain import kill_session
 
 
 def script(p: Project, role: str, steps: list[dict[str, object]]) -> None:
@@ -72,18 +71,3 @@ def run_command_role(
             out, err = proc.communicate()
             raise subprocess.TimeoutExpired(argv, timeout, out, err) from None
     return CompletedProcess(argv, proc.returncode, out, err)
-
-
-def kill_session(sid: int) -> None:
-    """SIGKILL every process of session ``sid`` (one a test started with ``start_new_session``):
-    its own process group, and the groups of its own inside it (each owner-side git has one)."""
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[3]) == sid:  # stat's 6th field: the session
-            try:
-                os.kill(int(stat.parent.name), signal.SIGKILL)
-            except ProcessLookupError:
-                pass

@@ -91,10 +91,10 @@ class ToolServer:
         self.thread.start()
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, kind: object, *exc: object) -> None:
         self.wake_w.send(b"x")
         self.thread.join()
-        self._close_calls()
+        self._close_calls(0.0 if kind is not None else STOP_WAIT)  # interrupted (SIGTERM): no time to give
         with self.guard:
             for conn in list(self.open):
                 try:
@@ -107,9 +107,9 @@ class ToolServer:
         self.wake_r.close()
         self.wake_w.close()
 
-    def _close_calls(self) -> None:
-        """No call starts after this; one under way ends first, or is stopped (``STOP_WAIT``)."""
-        held = self.lock.acquire(timeout=STOP_WAIT)
+    def _close_calls(self, grace: float) -> None:
+        """No call starts after this; one under way ends first, or after ``grace`` is stopped."""
+        held = self.lock.acquire(timeout=grace)
         if not held:  # stuck (a git on a FIFO, the owner's slow hook): its git commands are ended
             self.git.stop(ENDED)
             self.tools.cut_short = f"a tool call was still under way when the run ended and was stopped ({ENDED})"
