@@ -16,6 +16,7 @@ import pytest
 
 from helpers.git import GIT_ENV, git_project, sh
 from workflow.artifacts import gitcmd
+from workflow.artifacts.edits import snapshot
 from workflow.artifacts.gitlock import project_lock
 from workflow.core.errors import GitError, GitLayoutError
 
@@ -42,7 +43,8 @@ def wait_for(check: object, seconds: float = 10.0) -> None:
 def test_the_owners_move_and_status_never_enter_an_embedded_repository(tmp_path: Path) -> None:
     """A repository embedded in the project (a person's, or one a run left) whose config names a
     clean filter and a textconv, staged as a gitlink, with a .gitmodules that asks git to look
-    inside it: the owner's moves, hooks and board run none of them."""
+    inside it: the next run's snapshot of the artifact roots, the owner's moves, hooks, board and
+    doctor run none of them."""
     p = git_project(tmp_path / "p")
     canary = tmp_path / "canary"
     canary.mkdir()
@@ -58,6 +60,8 @@ def test_the_owners_move_and_status_never_enter_an_embedded_repository(tmp_path:
     head = sh(p, "git", "rev-parse", "HEAD", cwd=sub).stdout.strip()
     (p.dir / ".gitmodules").write_text('[submodule "sub"]\n\tpath = specs/todo/sub\n\turl = ./x\n\tignore = none\n')
     sh(p, "git", "update-index", "--add", "--cacheinfo", f"160000,{head},specs/todo/sub")
+    snapshot(p.app.config)  # what a run takes of the artifact roots as it begins: `git status -- specs`
+    assert list(canary.iterdir()) == []
     for args in (("move", "user-auth", "todo", "--as", "spec-reviewer"), ("status",), ("doctor",)):
         p.run(*args, env=GIT_ENV)
         assert list(canary.iterdir()) == [], args

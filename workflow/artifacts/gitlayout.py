@@ -153,7 +153,7 @@ def _judge(
     stack: list[tuple[str, bool]],
 ) -> Odd | None:
     """One entry of the walk: a folder goes on ``stack``; anything odd is returned."""
-    path = Path(e.path)
+    path = e.path
     try:
         if e.is_dir(follow_symlinks=False):
             if e.path not in skipped:
@@ -164,22 +164,22 @@ def _judge(
             pointer = (e.name == ".git" and folder != top) or (in_git and e.name in POINTERS)
             if not pointer or folder.startswith(own_worktrees):
                 return None
-            target = _pointer(path, e.name == ".git")
+            target = _pointer(Path(path), e.name == ".git")
             if target and not _within(target, top, skipped):
-                return Odd(path, f"{path} points git at {target}, outside the project's tree")
+                return Odd(Path(path), f"{path} points git at {target}, outside the project's tree")
             return None
         if e.is_symlink():
             if in_git:
-                return Odd(path, f"{path} is a symlink among git's own files: git would read or write through it")
-            target = os.path.realpath(path)
-            if e.name == ".git" and not _within(target, top, skipped):
-                return Odd(path, f"{path} points git at {target}, outside the project's tree")
+                return Odd(Path(path), f"{path} is a symlink among git's own files: git would read or write through it")
+            target = os.path.realpath(path) if e.name == ".git" else top
+            if not _within(target, top, skipped):
+                return Odd(Path(path), f"{path} points git at {target}, outside the project's tree")
             return None
         kind = _kind(e.stat(follow_symlinks=False).st_mode)
     except OSError:
         return None
     if kind in ("a FIFO", "a device") or (kind and (in_git or e.name in GIT_READS)):
-        return Odd(path, f"{path} is {kind}: git would block on it for good, or fail")
+        return Odd(Path(path), f"{path} is {kind}: git would block on it for good, or fail")
     return None
 
 
