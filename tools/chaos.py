@@ -33,7 +33,7 @@ from tools.chaos_record import answered_pairs
 from workflow.agentd.tasks import Tasks, TaskStatus
 from workflow.agents import locks
 from workflow.app import App
-from workflow.artifacts.gitrepo import run_git
+from workflow.artifacts.gitcmd import run_git
 from workflow.bridges.sections import SECTIONS
 from workflow.core.config import load_config
 from workflow.delivery.credentials import client_credential

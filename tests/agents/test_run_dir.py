@@ -162,11 +162,17 @@ subprocess.run([sys.executable, "-m", "workflow", "finish", "done", "planted"], 
 @needs_bwrap
 def test_a_fifo_planted_as_an_artifact_never_blocks_the_next_run(tmp_path: Path) -> None:
     """Found by the random-writes property test: the next run's context read the artifact the
-    mail names, and opening a FIFO blocks until a writer comes — for good."""
+    mail names, and opening a FIFO blocks until a writer comes — for good. A FIFO in the tree
+    blocks the owner's git too: the run that leaves one fails and it is moved aside; one there
+    when a run begins is named, and nothing waits on it."""
     p = agent_project(tmp_path, FIFO_ARTIFACT)
-    run = run_role(p)
-    out, _ = run.communicate(timeout=60)
-    p.send("spec-reviewer", "rejection", "specs/proposed/user-auth.md", "spec-writer", REASON="again")
+    fifo = p.dir / "specs" / "todo" / "user-auth.md"
+    for _ in range(2):  # the role is never wedged: each run fails the same clean way
+        run = run_role(p)
+        out, _ = run.communicate(timeout=60)
+        assert run.returncode == 1 and "Traceback" not in out and "planted specs/todo/user-auth.md" in out, out
+        assert not os.path.lexists(fifo)
+    os.mkfifo(fifo)  # there before the run begins (the owner's, say)
     run = run_role(p)
     out, _ = run.communicate(timeout=60)  # blocked forever before
-    assert "Traceback" not in out and "run succeeded" in out, out
+    assert run.returncode != 0 and "Traceback" not in out and f"{fifo} is a FIFO" in out, out

@@ -264,7 +264,11 @@ def test_disk_full_is_452_new_stays_clean_and_server_keeps_serving(
             os.truncate(filler, max(0, filler.stat().st_size - 24 * 1024))
             with pytest.raises(smtplib.SMTPDataError) as e:
                 send(port, message(body="big\n" + "b" * 200_000 + "\n"))
-            assert e.value.smtp_code == 452 and e.value.smtp_error.startswith(b"4.3.1") and b"No space" not in e.value.smtp_error
+            assert (
+                e.value.smtp_code == 452
+                and e.value.smtp_error.startswith(b"4.3.1")
+                and b"No space" not in e.value.smtp_error
+            )
             assert len(list((root / "spec-reviewer" / "new").iterdir())) == 1
             assert list((root / "spec-reviewer" / "tmp").iterdir()) == []
             send(port, message(body="fits\n"))

@@ -11,6 +11,7 @@ from helpers.fake_anthropic import FakeAnthropic
 from helpers.git import GIT_ENV
 from helpers.project import Project
 from workflow.agents.backends.scripted import dumps
+from workflow.agents.contain import kill_session
 
 
 def script(p: Project, role: str, steps: list[dict[str, object]]) -> None:
@@ -41,15 +42,32 @@ def anthropic_env(fake: FakeAnthropic) -> dict[str, str]:
     return {**GIT_ENV, "ANTHROPIC_API_KEY": "sk-test", "ANTHROPIC_BASE_URL": fake.url}
 
 
-def run_command_role(p: Project, role: str = "spec-writer", env: dict[str, str] | None = None) -> CompletedProcess[str]:
-    """``run-role --with-email --backend command ROLE`` as the owner runs it (a real subprocess),
-    with the owner's environment less its ``WORKFLOW_*``, a git identity and ``env``."""
+def run_command_role(
+    p: Project,
+    role: str = "spec-writer",
+    env: dict[str, str] | None = None,
+    backend: str = "command",
+    timeout: float = 120,
+) -> CompletedProcess[str]:
+    """``run-role --with-email --backend BACKEND ROLE`` as the owner runs it (a real subprocess),
+    with the owner's environment less its ``WORKFLOW_*``, a git identity and ``env``. Past
+    ``timeout`` it is killed with everything it started (a git it left waiting on a FIFO too) and
+    TimeoutExpired is raised."""
     base = {k: v for k, v in os.environ.items() if not k.startswith("WORKFLOW_")}
-    return subprocess.run(
-        [sys.executable, "-m", "workflow", "run-role", "--with-email", "--backend", "command", role],
+    argv = [sys.executable, "-m", "workflow", "run-role", "--with-email", "--backend", backend, role]
+    with subprocess.Popen(
+        argv,
         cwd=p.dir,
         env={**base, **GIT_ENV, **(env or {})},
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=120,
-    )
+        start_new_session=True,
+    ) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            kill_session(proc.pid)
+            out, err = proc.communicate()
+            raise subprocess.TimeoutExpired(argv, timeout, out, err) from None
+    return CompletedProcess(argv, proc.returncode, out, err)

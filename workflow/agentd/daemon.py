@@ -35,6 +35,7 @@ from workflow.agentd.scan import MailScan, Meta
 from workflow.agentd.tasks import Task, Tasks, TaskStatus
 from workflow.agents import locks
 from workflow.agents.backends import chosen
+from workflow.agents.contain import kill_session
 from workflow.agents.report import EXIT_BUSY, RESULT_ENV
 from workflow.agents.report import read as read_report
 from workflow.agents.txn import Run, run_dir
@@ -76,6 +77,8 @@ class Running(NamedTuple):
                 os.killpg(pid, sig)  # run-role leads its own session; its agent is contained under it
             except (ProcessLookupError, PermissionError):
                 pass
+            if sig == signal.SIGKILL:  # and what it started in groups of their own (its git commands)
+                kill_session(pid)
             end = time.monotonic() + wait
             while time.monotonic() < end:
                 if self.proc is not None and self.proc.poll() is not None:

@@ -200,6 +200,24 @@ def leftovers(run_dir: Path) -> int:
     return len(victims)
 
 
+def kill_session(sid: int) -> None:
+    """SIGKILL what is left of session ``sid`` (a run-role leads its own): the process groups of
+    its own inside it too — each owner-side git it ran has one (``artifacts.gitcmd``). Only while
+    a member lives is the id the session's, so only members are found."""
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 3 and fields[3] == str(sid):  # stat: state, ppid, pgrp, session
+            try:
+                os.kill(int(d.name), signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
 def kill_cgroup(cgroup: Path) -> None:
     """Kill every process in a run's cgroup and remove it."""
     try:

@@ -349,6 +349,8 @@ def _transact(
                 result = agent.run(job)
         took = time.monotonic() - t0
         result = settled(result, tools) if o.ask is None else answered(result)
+        if tools.cut_short:  # whatever the agent said: what that call did is half done
+            result = result._replace(ok=False, error="; ".join(e for e in (result.error, tools.cut_short) if e))
         if took >= limit:  # the backend stopped at the deadline, or finished past it: either way it timed out
             result = result._replace(
                 ok=False, error=f"timed out after {limit:.0f}s ({result.error or 'it finished late'})"

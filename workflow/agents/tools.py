@@ -145,6 +145,7 @@ class RoleTools:
         self.moved: list[str] = []
         self.written: list[str] = []
         self.finished: tuple[str, str] | None = None  # (status, summary) of the agent's finish call
+        self.cut_short = ""  # why a call was stopped half done at the run's end: then the run fails
         self.handed: tuple[str, ...] = ()  # the Message-IDs the run was handed (whoami)
 
     def schemas(self) -> list[dict[str, Any]]:

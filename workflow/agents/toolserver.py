@@ -15,12 +15,16 @@ One request per connection, one JSON line each way::
 
 Calls are served one at a time (the tools share the run's journal); a request is at most
 ``MAX_REQUEST`` bytes and must arrive within ``READ_TIMEOUT``; at most ``MAX_CLIENTS``
-connections are open at once.
+connections are open at once. The owner's git commands of a call end by the run's deadline
+(``gitcmd.Scope``). When the run ends, a call still under way has ``STOP_WAIT`` seconds; then its
+git commands (and a wait for the project's git lock) are stopped, the run is marked cut short
+(``RoleTools.cut_short``: it fails), and the server stops waiting for it.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import selectors
 import socket
@@ -29,10 +33,15 @@ from pathlib import Path
 from typing import Any
 
 from workflow.agents.tools import RoleTools
+from workflow.artifacts.gitcmd import Scope
 from workflow.core.errors import ToolError
 from workflow.delivery import local
 
+log = logging.getLogger(__name__)
+
 READ_TIMEOUT = 60.0
+STOP_WAIT = 5.0  # seconds a call under way when the run ends may take to finish, and again once stopped
+ENDED = "the run has ended"
 MAX_CLIENTS = 8
 LIST = "_tools"
 
@@ -59,10 +68,12 @@ def read_line(conn: socket.socket, cap: int) -> bytes:
 
 
 class ToolServer:
-    """``with ToolServer(tools, path):`` serves ``tools`` at ``path`` until the block ends."""
+    """``with ToolServer(tools, path):`` serves ``tools`` at ``path`` until the block ends
+    (``deadline``: the run's, as ``time.monotonic()``)."""
 
-    def __init__(self, tools: RoleTools, path: Path) -> None:
+    def __init__(self, tools: RoleTools, path: Path, deadline: float | None = None) -> None:
         self.tools = tools
+        self.git = Scope(deadline)  # the owner's git commands of the calls
         self.path = str(path)
         self.cap = max_request(tools)
         self.lock = threading.Lock()  # one call at a time
@@ -80,11 +91,10 @@ class ToolServer:
         self.thread.start()
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, kind: object, *exc: object) -> None:
         self.wake_w.send(b"x")
         self.thread.join()
-        with self.lock:  # a call under way ends before the run does; none starts after
-            self.closed = True
+        self._close_calls(0.0 if kind is not None else STOP_WAIT)  # interrupted (SIGTERM): no time to give
         with self.guard:
             for conn in list(self.open):
                 try:
@@ -96,6 +106,18 @@ class ToolServer:
         local.remove(self.path, self.made)
         self.wake_r.close()
         self.wake_w.close()
+
+    def _close_calls(self, grace: float) -> None:
+        """No call starts after this; one under way ends first, or after ``grace`` is stopped."""
+        held = self.lock.acquire(timeout=grace)
+        if not held:  # stuck (a git on a FIFO, the owner's slow hook): its git commands are ended
+            self.git.stop(ENDED)
+            self.tools.cut_short = f"a tool call was still under way when the run ended and was stopped ({ENDED})"
+            log.warning("%s", self.tools.cut_short)
+            held = self.lock.acquire(timeout=STOP_WAIT)
+        self.closed = True
+        if held:
+            self.lock.release()
 
     def _accept(self) -> None:
         assert self.listener is not None
@@ -154,9 +176,10 @@ class ToolServer:
             return {"ok": False, "text": f"refused: {name}: arguments must be an object"}
         with self.lock:
             if self.closed:
-                return {"ok": False, "text": "refused: the run has ended"}
+                return {"ok": False, "text": f"refused: {ENDED}"}
             try:
-                return {"ok": True, "text": self.tools.call(name, args)}
+                with self.git.active():
+                    return {"ok": True, "text": self.tools.call(name, args)}
             except ToolError as e:
                 return {"ok": False, "text": f"refused: {e}"}
             except (Exception, RecursionError) as e:  # a fault of ours: the agent hears of it, the run goes on

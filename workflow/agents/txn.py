@@ -38,7 +38,7 @@ from workflow.agents.contain import leftovers
 from workflow.app import App
 from workflow.artifacts import agentfiles, edits
 from workflow.artifacts.gitrepo import Repo
-from workflow.artifacts.gitstate import Start, head_problem
+from workflow.artifacts.gitstate import Start, head_problem, shown
 from workflow.artifacts.move import revert
 from workflow.core.config import Config
 from workflow.core.errors import DeliveryError, GitError, RuleError, ToolError, TransportError, WorkflowError
@@ -233,17 +233,18 @@ class Run(RunBox):
         found = edits.planted(app.config, self.begun().entries)
         if found:
             raise GitError(
-                f"the run planted {', '.join(str(p.relative_to(app.config.project_dir)) for p in found)} in .git: "
-                "the owner's git would obey it or write through it"
+                f"the run planted {shown(app.config, found)} in .git or where git reads: the owner's git would "
+                "obey it, write through it or block on it"
             )
         edits.check_refs(app.config, self.begun())
         broken = head_problem(app.config, self.began_at())
         if broken:
             raise GitError(f"the run broke the branch: {broken}")
-        links = edits.gitlinks_since(app.config, self.began_at())
+        links = edits.gitlinks_since(app.config, self.began_at()) + edits.staged_gitlinks(app.config, self.begun())
         if links:
             raise GitError(
-                f"the run committed embedded repositories ({', '.join(links)}): the owner's git would enter them"
+                f"the run committed or staged embedded repositories ({', '.join(links)}): a person's git would "
+                "enter them and obey their config"
             )
         touched = edits.control_changes(app.config, self.began_at())
         if touched:

@@ -33,9 +33,10 @@ from pathlib import Path, PurePosixPath
 from typing import NamedTuple
 
 from workflow.artifacts import agentfiles, plumbing
+from workflow.artifacts.gitlayout import GIT_DIRS, REDIRECTS, WRITTEN_THROUGH, odd_entry
 from workflow.artifacts.gitlock import project_lock
-from workflow.artifacts.gitrepo import GIT_DIRS, REDIRECTS, WRITTEN_THROUGH, Repo, moves, odd_entry
 from workflow.artifacts.gitrepo import Change as GitChange
+from workflow.artifacts.gitrepo import Repo, moves
 from workflow.artifacts.gitstate import (
     Start,
     added,
@@ -49,6 +50,7 @@ from workflow.artifacts.gitstate import (
     refs,
     repair_head,
     restore_index,
+    shown,
     staged,
     unflag,
 )
@@ -348,18 +350,27 @@ def planted(config: Config, before: Collection[str] | None = None) -> list[Path]
 
 
 def gitlinks_since(config: Config, since: str | None) -> list[str]:
-    """Embedded repositories (gitlinks) that commits since ``since`` added: the owner's next
-    ``git status`` would enter them and obey their config."""
+    """Embedded repositories (gitlinks) that commits since ``since`` added: a git that compares
+    the work tree (a person's plain ``git status``) would enter them and obey their config. Read
+    tree to tree (``diff-tree``: no work tree, no ``.gitmodules``); a failure is a GitError,
+    never "none"."""
     repo = Repo.find(config)
     if repo is None or not since or repo.head() in (None, since):
         return []
-    out = repo.git("diff", "--raw", "--no-renames", "-z", since, "HEAD", check=False).split("\0")
+    out = repo.git("diff-tree", "-r", "--raw", "--no-renames", "-z", since, "HEAD").split("\0")
     links = []
     for meta, path in zip(out[0::2], out[1::2], strict=False):
         fields = meta.split()
         if len(fields) >= 2 and fields[1] == "160000":
             links.append(repo.to_project(path) or path)
     return links
+
+
+def staged_gitlinks(config: Config, begun: Start) -> list[str]:
+    """Gitlinks the run staged in git's index (top-relative): judged before any git reads the work
+    tree (``check_index`` judges the rest of what it staged)."""
+    now = staged(config)
+    return [p for p in index_changes(begun.staged or {}, now) if gitlink(now.get(p))]
 
 
 MAX_PACKED = 16 << 20  # a packed-refs bigger than this is not kept for a rollback
@@ -436,8 +447,7 @@ def neutralize(config: Config, keep: Path, since: str | None, role: str, begun: 
         keep.mkdir(parents=True, exist_ok=True)
         for i, path in enumerate(found):
             os.replace(path, keep / f"{i}-{path.name}")
-        names = ", ".join(str(p.relative_to(config.project_dir)) for p in found)
-        lines.append(f"moved {names} (planted in .git) to {keep}")
+        lines.append(f"moved {shown(config, found)} (planted in .git or where git reads) to {keep}")
         head_path = config.project_dir / ".git" / "HEAD"
         if not os.path.lexists(head_path) and begun.head_file:
             text = begun.head_file

@@ -8,7 +8,7 @@ leaves it held). A git command run while holding it gets ``WORKFLOW_GIT_LOCKED``
 environment, and the hook it runs sees that its parent holds the lock and does not wait for it.
 
 Inside a sandbox the state directory is hidden: an agent's own ``workflow move`` takes no lock
-(nothing it could hold would bind the owner anyway) and relies on ``gitrepo.run_git`` waiting out
+(nothing it could hold would bind the owner anyway) and relies on ``gitcmd.run_git`` waiting out
 a busy ``index.lock`` instead.
 """
 
@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import fcntl
 import os
-import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from workflow.artifacts import gitcmd
 from workflow.core.config import Config
 from workflow.core.errors import GitError
 
@@ -36,8 +36,8 @@ def held_by_parent() -> bool:
 def identity(config: Config) -> dict[str, str]:
     """The committer to name when git has none configured (``git var`` fails): the owner, as
     ``workflow-mail <owner@DOMAIN>``; nothing when git has one."""
-    p = subprocess.run(["git", "var", "GIT_COMMITTER_IDENT"], cwd=config.project_dir, capture_output=True, check=False)
-    if p.returncode == 0:
+    p = gitcmd.run(["var", "GIT_COMMITTER_IDENT"], config.project_dir, skip=(config.mail_root,))
+    if p.code == 0:
         return {}
     return {"GIT_COMMITTER_NAME": "workflow-mail", "GIT_COMMITTER_EMAIL": f"owner@{config.domain}"}
 
@@ -66,6 +66,9 @@ def project_lock(config: Config, wait: float = WAIT) -> Iterator[dict[str, str]]
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
+                why = gitcmd.stopped()
+                if why:  # the work waiting for it has ended (a run's tool call, at the run's end)
+                    raise GitError(f"gave up waiting for the project's git lock ({path}): {why}") from None
                 if time.monotonic() > end:
                     raise GitError(
                         f"the project's git lock ({path}) has been held for {wait:.0f}s; is a git command stuck?"

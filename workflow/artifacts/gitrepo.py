@@ -8,16 +8,13 @@ so a file edited while it moves still counts as the same artifact).
 
 from __future__ import annotations
 
-import os
-import stat
-import subprocess
-import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
 
+from workflow.artifacts.gitcmd import run_git
 from workflow.core.config import Config
-from workflow.core.errors import GitError
+from workflow.core.errors import GitError, GitLayoutError
 from workflow.core.locate import Artifact, parse_path
 
 
@@ -33,108 +30,18 @@ class Change(NamedTuple):
     path: str  # project-relative
 
 
-# a repository's config never makes our git run a program, and its replace refs never make our
-# git see one commit as another (a forged commit of a control file passed off as harmless)
-PINNED = ("--no-replace-objects", "-c", "core.fsmonitor=false")
-INDEX_BUSY_WAIT = 10.0  # seconds to wait out another git's index.lock (a person's git, an agent's)
-
-
-REDIRECTS = ("commondir", "gitdir", "config.worktree")  # files that point git's config and hooks elsewhere
-WRITTEN_THROUGH = ("config", "index", "HEAD", "packed-refs", "hooks", "info", "refs", "objects")
-
-
-GIT_DIRS = ("hooks", "info", "refs", "objects")
-
-
-def odd_entry(path: Path, is_dir: bool) -> str:
-    """What is wrong with one of git's own entries ("" when nothing): a symlink (git writes
-    through it) or something that is not a plain file or folder (a FIFO blocks git for good)."""
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return ""
-    if stat.S_ISLNK(st.st_mode):
-        return f"{path} is a symlink: git would write through it"
-    if not (stat.S_ISDIR(st.st_mode) if is_dir else stat.S_ISREG(st.st_mode)):
-        return f"{path} is not a plain {'folder' if is_dir else 'file'}: git would block on it or fail"
-    return ""
-
-
-def layout_problem(cwd: Path) -> str:
-    """What in the repository's ``.git`` would make the owner's git obey or write through
-    something an agent planted ("" when nothing): a redirect (``commondir``, ``gitdir``,
-    ``config.worktree``: another config, other hooks) or a symlink where git writes (git's lock
-    files write through a symlinked ``index``, ``HEAD``, ref…). A few ``lstat`` calls: every git
-    command of the owner's checks it first. A ``.git`` file (a linked worktree, a submodule) is
-    git's own arrangement and is not judged."""
-    for d in (cwd, *cwd.parents):
-        g = d / ".git"
-        if not os.path.lexists(g):
-            continue
-        if os.path.islink(g):
-            return f"{g} is a symlink"
-        if not os.path.isdir(g):
-            return ""
-        for name in REDIRECTS:
-            if os.path.lexists(g / name):
-                return f"{g / name} exists: it would point git at another config and other hooks"
-        for name in WRITTEN_THROUGH:
-            problem = odd_entry(g / name, name in GIT_DIRS)
-            if problem:
-                return problem
-        return ""
-    return ""
-
-
-def run_git(
-    args: Sequence[str],
-    cwd: Path,
-    *,
-    check: bool = True,
-    env: dict[str, str] | None = None,
-    input: str | None = None,
-    pass_fds: tuple[int, ...] = (),
-) -> str:
-    """Run git; return stdout (``pass_fds``: open files git reads as ``/proc/self/fd/N``). A
-    failure raises GitError carrying git's own message. A command
-    that meets another git's ``index.lock`` is tried again for a while: our own writes queue on
-    the project's lock (``gitlock``), but a person's git or an agent's may hold the index."""
-    problem = layout_problem(Path(cwd))
-    if problem:
-        raise GitError(f"refusing to run git here: {problem} (a run's agent may have planted it; `workflow doctor`)")
-    end = time.monotonic() + INDEX_BUSY_WAIT
-    delay = 0.01
-    while True:
-        try:
-            p = subprocess.run(
-                ["git", *PINNED, *args],
-                cwd=cwd,
-                capture_output=True,
-                text=True,
-                check=False,
-                env={**os.environ, **(env or {})},
-                input=input,
-                pass_fds=pass_fds,
-            )
-        except FileNotFoundError:
-            raise GitError("git is not installed (no `git` on PATH)") from None
-        if p.returncode == 0 or "index.lock" not in p.stderr or time.monotonic() > end:
-            break
-        time.sleep(delay)
-        delay = min(delay * 2, 0.25)
-    if check and p.returncode != 0:
-        msg = (p.stderr or p.stdout).strip().splitlines()
-        raise GitError(f"git {args[0]} failed: {msg[-1] if msg else f'exit {p.returncode}'}")
-    return p.stdout
-
-
 class Repo:
     """The git repository holding a project."""
 
     def __init__(self, config: Config) -> None:
         self.config = config
         project = config.project_dir
-        out = run_git(["rev-parse", "--show-toplevel", "--git-dir", "--git-path", "hooks"], project, check=False)
+        out = run_git(
+            ["rev-parse", "--show-toplevel", "--git-dir", "--git-path", "hooks"],
+            project,
+            check=False,
+            skip=(config.mail_root,),
+        )
         lines = out.splitlines()
         if len(lines) < 3:
             raise GitError(f"{project} is not inside a git repository; run `workflow init` (it runs git init)")
@@ -146,8 +53,12 @@ class Repo:
 
     @classmethod
     def find(cls, config: Config) -> Repo | None:
+        """The project's repository, or None when it is in none (GitLayoutError when git must not
+        run there now: that is no reason to carry on as if there were no repository)."""
         try:
             return cls(config)
+        except GitLayoutError:
+            raise
         except GitError:
             return None
 
@@ -159,7 +70,11 @@ class Repo:
         input: str | None = None,
         pass_fds: tuple[int, ...] = (),
     ) -> str:
-        return run_git(args, self.top, check=check, env=env, input=input, pass_fds=pass_fds)
+        """``git ARGS`` at the repository's top (``gitcmd.run_git``; the mail root is never walked;
+        ``pass_fds``: open files git reads as ``/proc/self/fd/N``)."""
+        return run_git(
+            args, self.top, check=check, env=env, input=input, skip=(self.config.mail_root,), pass_fds=pass_fds
+        )
 
     def to_project(self, path: str) -> str | None:
         """A top-relative path as project-relative, or None when it is outside the project."""

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import time
 from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-from workflow.artifacts.gitrepo import PINNED, Repo, odd_entry, run_git
+from workflow.artifacts import gitcmd
+from workflow.artifacts.gitcmd import run_git
+from workflow.artifacts.gitlayout import MAX_WALKED, odd_entries, top_of
+from workflow.artifacts.gitrepo import Repo
 from workflow.core.config import Config
 from workflow.core.files import write_atomic
 
@@ -63,10 +65,6 @@ def added(git: Path, before: Collection[str], now: list[str]) -> list[Path]:
     return [git / n for n in new if not n.endswith(".lock") or n in locks]
 
 
-GIT_READS = frozenset({".gitattributes", ".gitignore", ".gitmodules", ".mailmap"})  # files every git command opens
-MAX_WALKED = 200_000
-
-
 def tree(config: Config) -> Iterator[tuple[str, list[str], list[str]]]:
     """A walk of the project (top-down: a caller may prune ``dirs``), without ``.git`` and the
     mail root, for at most ``MAX_WALKED`` entries. ``os.fwalk``: each folder is listed through
@@ -83,16 +81,19 @@ def tree(config: Config) -> Iterator[tuple[str, list[str], list[str]]]:
 
 
 def odd_git_files(config: Config) -> list[Path]:
-    """Files of the working tree that git opens on every command (``.gitattributes``,
-    ``.gitignore``…) which are not plain files or symlinks: a FIFO there blocks every git of the
-    owner's for good."""
-    out: list[Path] = []
-    for root, _, files in tree(config):
-        for name in GIT_READS.intersection(files):
-            path = Path(root) / name
-            if odd_entry(path, False) and not path.is_symlink():
-                out.append(path)
-    return out
+    """What the tree holds that the owner's git would block on or follow outside it (FIFOs where
+    git reads, a ``.git`` file pointing elsewhere…: ``gitlayout.odd_entries``); the mail root is
+    not walked."""
+    project = config.project_dir
+    real = Path(os.path.realpath(project))
+    found = [o.path for o in odd_entries(top_of(project) or project, (config.mail_root,))]
+    return [project / p.relative_to(real) if p.is_relative_to(real) else p for p in found]
+
+
+def shown(config: Config, paths: Collection[Path]) -> str:
+    """``paths`` as a person reads them: relative to the project where they are inside it."""
+    project = config.project_dir
+    return ", ".join(str(p.relative_to(project)) if p.is_relative_to(project) else str(p) for p in paths)
 
 
 def _mtime(path: Path, default: float) -> float:
@@ -167,20 +168,13 @@ def restore_index(config: Config, before: Staged, paths: Collection[str], env: d
 
 def _head_tree(config: Config) -> tuple[bool, str]:
     """Whether HEAD names a commit whose tree git can read, and git's complaint when not."""
-    p = subprocess.run(
-        ["git", *PINNED, "rev-parse", "--verify", "HEAD^{tree}"],
-        cwd=config.project_dir,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    tree = p.stdout.strip()
-    if p.returncode != 0 or not tree:
-        return False, p.stderr.strip()
-    q = subprocess.run(
-        ["git", *PINNED, "cat-file", "-e", tree], cwd=config.project_dir, capture_output=True, text=True, check=False
-    )
-    return q.returncode == 0, q.stderr.strip()
+    skip = (config.mail_root,)
+    p = gitcmd.run(["rev-parse", "--verify", "HEAD^{tree}"], config.project_dir, skip=skip)
+    tree = p.out.decode("utf-8", "replace").strip()
+    if p.code != 0 or not tree:
+        return False, p.err.strip()
+    q = gitcmd.run(["cat-file", "-e", tree], config.project_dir, skip=skip)
+    return q.code == 0, q.err.strip()
 
 
 def head_problem(config: Config, since: str) -> str:
@@ -216,7 +210,11 @@ def repair_head(config: Config, keep: Path, begun: Start) -> list[str]:
         loose = git / ref
         if os.path.lexists(loose) and ".." not in ref.split("/"):
             os.replace(loose, keep / f"ref-{Path(ref).name}")
-        run_git(["update-ref", "-m", "workflow: a run broke the branch", ref, begun.head], config.project_dir)
+        run_git(
+            ["update-ref", "-m", "workflow: a run broke the branch", ref, begun.head],
+            config.project_dir,
+            skip=(config.mail_root,),
+        )
     else:
         write_atomic(git / "HEAD", (begun.head + "\n").encode())
         ref = "HEAD"

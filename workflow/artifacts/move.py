@@ -24,7 +24,7 @@ from workflow.artifacts.gitlock import project_lock
 from workflow.artifacts.gitrepo import Repo
 from workflow.core import beneath, events
 from workflow.core.config import Config
-from workflow.core.errors import DeliveryError, GitError, RuleError, TransportError
+from workflow.core.errors import DeliveryError, GitError, GitLayoutError, RuleError, TransportError
 from workflow.core.locate import Artifact, find, locate
 from workflow.delivery import outbox
 from workflow.delivery.notify import Composed, NotifyRequest
@@ -209,6 +209,8 @@ def revert(config: Config, before: Artifact, after: Artifact, role: str, reason:
 def _top(config: Config) -> Repo:
     try:
         return Repo(config)
+    except GitLayoutError:  # git must not run here now: its own words name the file
+        raise
     except GitError:
         raise GitError(f"{config.project_dir} is not inside a git repository; run `workflow init`") from None
 

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import os
 import stat
-import subprocess
 from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
-from workflow.artifacts.gitrepo import PINNED, Repo
+from workflow.artifacts import gitcmd
+from workflow.artifacts.gitrepo import Repo
 from workflow.core import beneath
 from workflow.core.config import Config
 from workflow.core.errors import ArtifactError, GitError
@@ -130,10 +130,10 @@ def commit(
 
 def blob(repo: Repo, sha: str) -> bytes:
     """The bytes of a blob (to put a file back as it was)."""
-    p = subprocess.run(["git", *PINNED, "cat-file", "blob", sha], cwd=repo.top, capture_output=True, check=False)
-    if p.returncode != 0:
-        raise GitError(f"cannot read blob {sha[:10]}: {p.stderr.decode(errors='replace').strip()}")
-    return p.stdout
+    p = gitcmd.run(["cat-file", "blob", sha], repo.top, skip=(repo.config.mail_root,))
+    if p.code != 0:
+        raise GitError(f"cannot read blob {sha[:10]}: {p.err.strip()}")
+    return p.out
 
 
 def head_entries(repo: Repo, rels: Iterable[str], ref: str = "HEAD") -> dict[str, Entry]:

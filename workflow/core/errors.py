@@ -14,6 +14,7 @@ WorkflowError
 ├── TransportError     the SMTP server refused or failed a message
 ├── ArtifactError      an artifact is missing, ambiguous, or in two state folders
 ├── GitError           a git operation was refused (dirty path, illegal transition, no repo)
+│   └── GitLayoutError     git must not run here: something planted where it reads or writes
 ├── ToolError          an agent's tool call was refused (the text goes back to the agent)
 ├── BridgeError        the IMAP or SMTP side of a bridge failed (login, network, a refused command)
 └── DiskFullError      a file system is full: the text names it and what waits (exit 75, try again later)
@@ -112,6 +113,11 @@ class GitError(WorkflowError):
     """A git operation was refused or failed (dirty path, illegal transition, not a repository)."""
 
     exit_code = 11
+
+
+class GitLayoutError(GitError):
+    """Git must not run in this repository now: its ``.git`` or tree holds something git would
+    obey, write through or block on (``artifacts.gitlayout``); the text names the file."""
 
 
 class ToolError(WorkflowError):

@@ -15,7 +15,7 @@ from workflow.agentd.tasks import Tasks, TaskStatus
 from workflow.agents.backends.scripted import dumps
 from workflow.app import App
 from workflow.artifacts.board import cards, render
-from workflow.artifacts.gitrepo import run_git
+from workflow.artifacts.gitcmd import run_git
 from workflow.bridges.sections import SECTIONS
 from workflow.core.config import load_config
 from workflow.core.errors import WorkflowError

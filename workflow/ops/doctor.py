@@ -23,7 +23,7 @@ from workflow.artifacts.gitrepo import Repo, artifacts_in
 from workflow.core import modes
 from workflow.core.backendkinds import PROCESS
 from workflow.core.config import Config
-from workflow.core.errors import MailIndexError, TemplateError, WorkflowError
+from workflow.core.errors import GitLayoutError, MailIndexError, TemplateError, WorkflowError
 from workflow.core.events import DECISIONS
 from workflow.core.locate import by_key, duplicates, scan, two_folders
 from workflow.core.senders import who
@@ -73,7 +73,7 @@ def diagnose(app: App, now: float | None = None) -> list[Problem]:
     artifacts = scan(config)
     for copies in duplicates(artifacts):
         out.append(Problem("two-folders", two_folders(copies)))
-    repo = Repo.find(config)
+    repo, refused = _repo(config)
     try:
         with app.index() as index:
             index.refresh()  # what mail clients changed (flags, new/ to cur/) is taken in, not drift
@@ -81,7 +81,7 @@ def diagnose(app: App, now: float | None = None) -> list[Problem]:
             rows = index.with_artifacts()
     except MailIndexError as e:  # unreadable: nothing below can be judged until it is rebuilt
         out.append(Problem("index-drift", f"{e}".split("; run")[0], "rebuild the index (workflow reindex)"))
-        return out + _the_rest(app, repo)
+        return out + _the_rest(app, repo, refused)
     in_git = by_key(artifacts_in(repo.tracked("HEAD", config.artifact_roots), config)) if repo and repo.head() else {}
     worktree = by_key(artifacts)
     for key, mail in sorted(mail_by_key(config, rows, artifacts).items()):
@@ -144,7 +144,7 @@ def diagnose(app: App, now: float | None = None) -> list[Problem]:
                 f"refused notification {q.what}: {q.error}; resend it with workflow-notify, then delete {q.path}",
             )
         )
-    return out + _the_rest(app, repo)
+    return out + _the_rest(app, repo, refused)
 
 
 def claimed(r: Row) -> str | None:
@@ -154,11 +154,21 @@ def claimed(r: Row) -> str | None:
     return r.state or (move[1] if move else None)
 
 
-def _the_rest(app: App, repo: Repo | None) -> list[Problem]:
+def _repo(config: Config) -> tuple[Repo | None, str]:
+    """The project's repository, and why git must not run in it now ("" when it may)."""
+    try:
+        return Repo.find(config), ""
+    except GitLayoutError as e:  # something planted where git reads or writes: named, never taken for no repository
+        return None, str(e)
+
+
+def _the_rest(app: App, repo: Repo | None, refused: str = "") -> list[Problem]:
     """The checks that need no index: git, hooks, containment, sandbox, auth."""
     config = app.config
     out: list[Problem] = []
-    if repo is None:
+    if refused:
+        out.append(Problem("git", refused))
+    elif repo is None:
         out.append(Problem("git", f"{config.project_dir} is not in a git repository; run `workflow init`"))
     else:
         missing = hooks.installed(repo)
@@ -273,7 +283,7 @@ def repair(app: App, problems: list[Problem], say: Callable[[str], None]) -> Non
         count = modes.tighten(modes.loose(config.mail_root))
         say(f"fixed modes: made {count} file(s) or folder(s) the owner's only")
     if "hooks" in checks:
-        repo = Repo.find(config)
+        repo, _ = _repo(config)
         if repo is not None:
             for h in hooks.install(config, repo):
                 say(f"fixed hooks: {h.hook} {h.action} ({h.path})")

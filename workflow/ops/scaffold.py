@@ -18,7 +18,8 @@ from typing import NamedTuple
 
 from workflow.artifacts import hooks as git_hooks
 from workflow.artifacts import trust
-from workflow.artifacts.gitrepo import Repo, run_git
+from workflow.artifacts.gitcmd import run_git
+from workflow.artifacts.gitrepo import Repo
 from workflow.bridges.sections import SECTIONS
 from workflow.core import modes, ownership
 from workflow.core.backendkinds import BACKENDS, PROGRAMS, described

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from workflow.app import App
-from workflow.artifacts.gitrepo import run_git
+from workflow.artifacts.gitcmd import run_git
 from workflow.core import safeopen
 from workflow.core.addresses import discussion_address
 from workflow.core.config import PanelConfig
@@ -114,10 +114,12 @@ def write(
         raise WorkflowError(f"{glob} exists in another state folder; move it back to proposed/ first")
     title = name.rsplit("/", 1)[-1].removesuffix(".md").replace("-", " ").capitalize()
     safeopen.write(app.config, path, f"# {title}\n\n" + "\n\n".join(draft).rstrip() + "\n")
-    run_git(["add", "--", path], app.config.project_dir)
+    skip = (app.config.mail_root,)
+    run_git(["add", "--", path], app.config.project_dir, skip=skip)
     run_git(
         ["commit", "-q", "-m", f"{panel.name}: draft {title.lower()} ({len(sections)} sections)", "--", path],
         app.config.project_dir,
+        skip=skip,
     )
     reviewer = app.roster.reviewer_of(panel.artifact_kind)
     req = NotifyRequest(

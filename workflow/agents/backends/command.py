@@ -130,7 +130,7 @@ class CommandBackend:
                 scratch = self.config.state.root / "tools"  # the owner's, never in a sandbox (its CLI state is)
                 scratch.mkdir(parents=True, exist_ok=True, mode=0o700)
                 tools_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(dir=scratch)))
-            stack.enter_context(ToolServer(job.tools, tools_dir / TOOLS_SOCKET))
+            stack.enter_context(ToolServer(job.tools, tools_dir / TOOLS_SOCKET, job.deadline))
             return self._run(job, tools_dir)
         raise AssertionError("unreachable")  # ExitStack swallows nothing here
 
