@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from workflow.core.errors import ArtifactError
+from workflow.core.files import temp_in
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -236,19 +237,7 @@ def write(
     ``O_EXCL`` in the resolved folder, fsynced, renamed over the name there, the folder fsynced."""
     up, name = split(rel)
     with folder(top, up, create=create_parents) as d:
-        tmp = f".{name[:200]}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=d)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            if durable:
-                os.fsync(fd)
-        except BaseException:
-            os.close(fd)
-            os.unlink(tmp, dir_fd=d)
-            raise
-        os.close(fd)
+        tmp = temp_in(d, name, data, mode, durable)
         try:
             there = _entry(d, name)
             if there is not None and not stat.S_ISREG(there.st_mode):  # a symlink, a FIFO, a folder: not replaced

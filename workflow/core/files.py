@@ -33,33 +33,42 @@ def write_atomic(
     the caller fsyncs the directory once after several writes, before it relies on them;
     ``durable=False``: atomic only, for a file nothing needs after a crash)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _written(path, data, mode, durable)
+    d = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    if sync_dir and durable:
-        fsync_dir(path.parent)
+        tmp = temp_in(d, path.name, data, mode, durable)
+        try:
+            os.rename(tmp, path.name, src_dir_fd=d, dst_dir_fd=d)
+        except BaseException:
+            os.unlink(tmp, dir_fd=d)
+            raise
+        if sync_dir and durable:
+            os.fsync(d)
+    finally:
+        os.close(d)
 
 
 def create_atomic(path: Path, data: bytes | str, *, mode: int = 0o600) -> None:
     """Make ``path`` hold ``data``, whole, unless it exists (FileExistsError): written under a
     temporary name, then ``link(2)``ed to ``path``, which never replaces a file. Processes racing
     to make the same file never see it partial, and the first link wins for all of them."""
-    tmp = _written(path, data, mode, True)
+    d = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        os.link(tmp, path, follow_symlinks=False)
+        tmp = temp_in(d, path.name, data, mode, True)
+        try:
+            os.link(tmp, path.name, src_dir_fd=d, dst_dir_fd=d, follow_symlinks=False)
+        finally:
+            os.unlink(tmp, dir_fd=d)
+        os.fsync(d)
     finally:
-        tmp.unlink(missing_ok=True)
-    fsync_dir(path.parent)
+        os.close(d)
 
 
-def _written(path: Path, data: bytes | str, mode: int, durable: bool) -> Path:
-    """A private temporary file beside ``path`` holding ``data`` (fsynced when ``durable``)."""
+def temp_in(folder: int, name: str, data: bytes | str, mode: int, durable: bool) -> str:
+    """The name of a private temporary file made (``O_EXCL``: never one someone planted) in the
+    folder whose fd is ``folder``, holding ``data`` (fsynced when ``durable``), beside ``name``."""
     raw = data.encode("utf-8") if isinstance(data, str) else data
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    tmp = f".{name[:200]}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=folder)
     try:
         view = memoryview(raw)
         while view:
@@ -68,7 +77,7 @@ def _written(path: Path, data: bytes | str, mode: int, durable: bool) -> Path:
             os.fsync(fd)
     except BaseException:
         os.close(fd)
-        tmp.unlink(missing_ok=True)
+        os.unlink(tmp, dir_fd=folder)
         raise
     os.close(fd)
     return tmp
