@@ -10,11 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from kit import agent_project
 
 from helpers.runs import run_command_role, unread
 from helpers.sandboxing import needs_bwrap
 from helpers.smtp import server_process
-from kit import agent_project
 from workflow.artifacts import decisions
 from workflow.delivery.credentials import hash_password
 from workflow.mail.message import parse
