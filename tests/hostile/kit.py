@@ -4,6 +4,7 @@ sandbox."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -32,3 +33,28 @@ def agent_project(base: Path, agent: str, *args: str, extra: str = "", smtp: str
     sh(p, "git", "commit", "-qm", "the agent")
     p.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer")
     return p
+
+
+def remove_chain(top: Path) -> None:
+    """Remove a folder however deeply nested (iteratively, by folder fds: ``shutil.rmtree`` and
+    pytest's own clean-up of old temporary directories recurse, and fail on one past the limit)."""
+    if not top.is_dir():
+        return
+    fds, names = [os.open(top, os.O_RDONLY | os.O_DIRECTORY)], [""]
+    while fds:
+        sub = None
+        with os.scandir(fds[-1]) as entries:
+            for e in entries:
+                if e.is_dir(follow_symlinks=False):
+                    sub = e.name
+                    break
+                os.unlink(e.name, dir_fd=fds[-1])
+        if sub is not None:
+            fds.append(os.open(sub, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fds[-1]))
+            names.append(sub)
+            continue
+        os.close(fds.pop())
+        name = names.pop()
+        if fds:
+            os.rmdir(name, dir_fd=fds[-1])
+    top.rmdir()
