@@ -16,8 +16,8 @@ always be put back. When the run ends:
   the paths the run had committed (moves that carried its edits) committed back. Nothing is put
   back where the artifact now sits in another state folder (someone moved it on). A shell
   agent's changes cannot be told from a person's made at the same time, so before a shell run is
-  put back, what it discards is kept in a commit on ``refs/workflow/discarded/ROLE``: a rollback
-  never loses anybody's bytes.
+  put back, what it discards is kept in a commit on ``refs/workflow/discarded/ROLE``, up to a cap
+  (``artifacts.discard``): what is larger is named in the log and dropped.
 
 Symlinks are never followed: one a run creates is not committed, and a rollback removes it.
 Every git write here holds the project's git lock (``gitlock``).
@@ -32,7 +32,7 @@ from collections.abc import Collection, Iterable
 from pathlib import Path, PurePosixPath
 from typing import NamedTuple
 
-from workflow.artifacts import agentfiles, plumbing
+from workflow.artifacts import agentfiles, discard, plumbing
 from workflow.artifacts.gitlayout import GIT_DIRS, REDIRECTS, WRITTEN_THROUGH, odd_entry
 from workflow.artifacts.gitlock import project_lock
 from workflow.artifacts.gitrepo import Change as GitChange
@@ -218,7 +218,7 @@ def restore(
         for p in sorted(set(paths) - set(todo)):
             lines.append(f"left {p} alone: the artifact is in another state folder now")
         if keep:
-            lines += _keep(config, repo, base, todo, role, why, env)
+            lines += discard.keep(config, repo, base, todo, role, why, env)
         top = config.project_dir
         now = plumbing.hash_files(config, repo, todo, write=False)
         for p in todo:
@@ -551,51 +551,3 @@ def _twin_elsewhere(config: Config, base: dict[str, str], p: str, going: Collect
             if not (twin in going and base.get(twin, ABSENT) == ABSENT):
                 return True
     return False
-
-
-KEEP_FILE = 1 << 20  # bytes: a discarded file larger than this is named in the log, not kept
-KEEP_TOTAL = 8 << 20  # bytes kept for one rollback in all; past it, files are named and dropped
-
-
-def _keep(
-    config: Config, repo: Repo, base: dict[str, str], paths: list[str], role: str, why: str, env: dict[str, str]
-) -> list[str]:
-    """Keep the current contents of the regular files among ``paths`` that differ from ``base`` in
-    a commit on ``refs/workflow/discarded/ROLE`` (parent: that ref's last one), off every branch —
-    up to ``KEEP_FILE`` bytes a file and ``KEEP_TOTAL`` a rollback: a failed run's 300 MB is named
-    and dropped, never kept alive in the owner's repository."""
-    small, dropped, total = [], [], 0
-    for p in paths:
-        st = beneath.lstat(config.project_dir, p)
-        if st is None or not stat.S_ISREG(st.st_mode):
-            continue
-        if st.st_size > KEEP_FILE or total + st.st_size > KEEP_TOTAL:
-            dropped.append(f"{p} ({st.st_size} bytes)")
-            continue
-        total += st.st_size
-        small.append(p)
-    entries = plumbing.hash_files(config, repo, small)
-    kept = [(repo.to_top(p), e.sha) for p, e in entries.items() if e is not None and e.sha != base.get(p, ABSENT)]
-    lines = []
-    if dropped:
-        lines.append(
-            f"dropped {', '.join(dropped)} without keeping it: a rollback keeps at most {KEEP_FILE} bytes a file, "
-            f"{KEEP_TOTAL} in all"
-        )
-    if not kept:
-        return lines
-    ref = f"refs/workflow/discarded/{role}"
-    index = repo.git_dir / f"workflow-discard-{os.getpid()}.index"
-    tree_env = {**env, "GIT_INDEX_FILE": str(index)}
-    try:
-        info = "".join(f"100644 {sha}\t{path}\0" for path, sha in kept)
-        repo.git("update-index", "--add", "-z", "--index-info", input=info, env=tree_env)
-        tree = repo.git("write-tree", env=tree_env).strip()
-    finally:
-        index.unlink(missing_ok=True)
-    parent = repo.git("rev-parse", "--verify", "-q", ref, check=False).strip()
-    message = f"{role}: what a failed run's rollback discarded\n\n{why}\n"
-    sha = repo.git("commit-tree", tree, *(["-p", parent] if parent else []), "-m", message, env=env).strip()
-    repo.git("update-ref", ref, sha, env=env)
-    names = ", ".join(repo.to_project(p) or p for p, _ in kept)
-    return [*lines, f"kept {names} as they were in {ref} ({sha[:10]}; `git show {ref}:PATH` brings one back)"]

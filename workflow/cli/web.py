@@ -43,8 +43,8 @@ def web(ctx: click.Context, host: str | None, port: int | None, allow_remote: bo
     """
     if ctx.invoked_subcommand is not None:
         return
+    from workflow.web.listen import check_bind, serve  # lazy: only `workflow web` loads the server
     from workflow.web.once import LINK_SECONDS  # lazy: start-up time of the other commands
-    from workflow.web.server import check_bind, serve
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s web: %(message)s", datefmt="%H:%M:%S")
     a = app(ctx)

@@ -71,7 +71,7 @@ def kernel_resolves() -> bool:
 @functools.cache
 def _how() -> Any:
     """``struct open_how`` (flags, mode, resolve: three u64)."""
-    import ctypes
+    import ctypes  # lazy: start-up time (the server's locate imports this module)
 
     class How(ctypes.Structure):
         _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
@@ -80,7 +80,7 @@ def _how() -> Any:
 
 
 def _openat2(dirfd: int, path: str, flags: int, mode: int = 0) -> int:
-    import ctypes
+    import ctypes  # lazy: start-up time (the server's locate imports this module)
 
     how = _how()(
         flags, mode if flags & os.O_CREAT else 0, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS
@@ -300,7 +300,7 @@ def _rename_noreplace(sfd: int, sname: str, dfd: int, dname: str) -> None:
 
 
 def _libc_errno() -> int:
-    import ctypes
+    import ctypes  # lazy: start-up time (the server's locate imports this module)
 
     return int(ctypes.get_errno())
 

@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from kit import agent_project
 
+from helpers.hostile import agent_project
 from helpers.runs import run_command_role, unread
 from helpers.sandboxing import needs_bwrap
 from helpers.smtp import server_process

@@ -8,9 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from kit import agent_project
 
 from helpers.git import sh
+from helpers.hostile import agent_project
 from helpers.runs import run_command_role
 from helpers.sandboxing import needs_bwrap
 

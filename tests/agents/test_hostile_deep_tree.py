@@ -10,8 +10,8 @@ import os
 from pathlib import Path
 
 import pytest
-from kit import agent_project, remove_chain
 
+from helpers.hostile import agent_project, remove_chain
 from helpers.runs import run_command_role
 from helpers.sandboxing import needs_bwrap
 

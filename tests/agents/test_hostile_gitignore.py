@@ -8,8 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from kit import agent_project
 
+from helpers.hostile import agent_project
 from helpers.runs import run_command_role, unread
 from helpers.sandboxing import needs_bwrap
 

@@ -1,4 +1,4 @@
-"""Shared pieces of the hostile round: a project whose command-backend agent is a Python script of
+"""Hostile round: a project whose command-backend agent is a Python script of
 the attacker's, run by a real `run-role --with-email --backend command ROLE` in a real bubblewrap
 sandbox."""
 

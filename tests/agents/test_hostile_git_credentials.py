@@ -8,8 +8,8 @@ import os
 from pathlib import Path
 
 import pytest
-from kit import agent_project
 
+from helpers.hostile import agent_project
 from helpers.runs import run_command_role
 from helpers.sandboxing import needs_bwrap
 

@@ -11,10 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from kit import FINISH
 
 from helpers.agent_clis import fresh_project, needs_gemini
 from helpers.fake_gemini import FakeGemini, call, text
+from helpers.hostile import FINISH
 from helpers.sandboxing import needs_bwrap
 
 PLANT = """\
