@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from helpers.git import sh
 from helpers.hostile import agent_project
 from helpers.runs import run_command_role
@@ -27,16 +25,22 @@ finish("done", "approved")
 
 
 @needs_bwrap
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="a run's agent keeps a commit authored as a person's role and committed as the owner",
-)
-def test_a_runs_commits_carry_only_its_roles_identity(tmp_path: Path) -> None:
+def test_a_run_whose_commits_carry_another_identity_fails_and_its_move_is_undone(tmp_path: Path) -> None:
+    """Found by a hostile tester: a run's agent kept a commit authored as a person's role and
+    committed as the owner. Now such a run fails; its rollback undoes what the commits did (the
+    forged commits themselves stay in the history, beside the role's commit that undoes them)."""
     p = agent_project(tmp_path / "gi", AGENT)
     before = sh(p, "git", "rev-parse", "HEAD").stdout.strip()
     r = run_command_role(p, "spec-reviewer")
-    assert r.returncode == 0, r.stdout + r.stderr
-    who = sh(p, "git", "log", "--format=%an <%ae> / %cn <%ce>", f"{before}..HEAD").stdout.split("\n")
-    role = "spec-reviewer <spec-reviewer@workflow.local>"
-    assert [w for w in who if w and w != f"{role} / {role}"] == [], who
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "the run made commits as someone else" in r.stdout and "user <user@workflow.local>" in r.stdout, r.stdout
+    assert (p.dir / "specs" / "proposed" / "user-auth.md").exists()
+    assert not (p.dir / "specs" / "todo" / "user-auth.md").exists()
+    tree = sh(p, "git", "ls-tree", "-r", "--name-only", "HEAD", "specs").stdout.split()
+    assert "specs/proposed/user-auth.md" in tree and "specs/todo/user-auth.md" not in tree
+    assert sh(p, "git", "status", "--porcelain", "--", "specs").stdout == ""
+    last = sh(p, "git", "log", "-1", "--format=%an <%ae>", "HEAD").stdout.strip()
+    assert (
+        last == "spec-reviewer <spec-reviewer@workflow.local>"
+        and before != sh(p, "git", "rev-parse", "HEAD").stdout.strip()
+    )

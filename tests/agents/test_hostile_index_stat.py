@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from helpers.git import sh
 from helpers.hostile import agent_project
 from helpers.runs import run_command_role, unread
@@ -43,11 +41,6 @@ finish("failed", "gave up")
 
 
 @needs_bwrap
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="an edit hidden by the index's stat cache survives its failed run's rollback, unseen by git status",
-)
 def test_a_failed_runs_edit_hidden_in_the_index_stat_cache_is_put_back(tmp_path: Path) -> None:
     p = agent_project(tmp_path / "st", AGENT)
     r = run_command_role(p, "spec-reviewer")

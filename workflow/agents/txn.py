@@ -251,6 +251,13 @@ class Run(RunBox):
             raise GitError(
                 f"a commit made during the run changed {', '.join(touched)}: the control files are the owner's"
             )
+        role = str(self.info().get("role", "run-role"))
+        strangers = edits.foreign_commits(app.config, self.began_at(), role)
+        if strangers:
+            raise GitError(
+                f"the run made commits as someone else ({', '.join(strangers[:5])}): a run's commits are "
+                f"authored and committed as {role} only"
+            )
         written = agentfiles.changed(app.config, self.dir / "agent-files")
         if written:
             raise GitError(
@@ -262,7 +269,6 @@ class Run(RunBox):
         if not paths:
             return unstaged
         write_atomic(self.dir / "edits.json", json.dumps(paths), mode=0o600)  # a rollback after a crash finds them
-        role = str(self.info().get("role", "run-role"))
         done = edits.commit(app.config, role, paths, "edit")
         lines = unstaged + (
             [f"committed {', '.join(done.paths)} as {role} (commit {done.sha[:10]})"] if done.sha else []

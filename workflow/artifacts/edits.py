@@ -88,9 +88,11 @@ def _status(repo: Repo, roots: list[str]) -> list[tuple[str, str]]:
     return entries
 
 
-def snapshot(config: Config, repo: Repo | None = None, *, keep: bool = True) -> Tree:
+def snapshot(config: Config, repo: Repo | None = None, *, keep: bool = True, verify: bool = False) -> Tree:
     """The artifact roots now; dirty and untracked files' contents are kept in git's object store
-    (``keep=False``: only their ids are computed, for a comparison)."""
+    (``keep=False``: only their ids are computed, for a comparison). ``verify``: every tracked
+    file is read and hashed too, not taken as clean on the word of the index's stat cache — which
+    an agent can write (the index is writable in its sandbox) so that ``git status`` misses an edit."""
     repo = repo or Repo.find(config)
     if repo is None:
         return Tree({}, frozenset())
@@ -98,12 +100,15 @@ def snapshot(config: Config, repo: Repo | None = None, *, keep: bool = True) -> 
     if not roots:
         return Tree({}, frozenset())
     blobs: dict[str, str] = {}
+    files: list[str] = []  # tracked regular files
     for entry in repo.git("ls-files", "-s", "-z", "--", *roots).split("\0"):
         if "\t" in entry:
             meta, path = entry.split("\t", 1)
             rel = repo.to_project(path)
             if rel is not None:
                 blobs[rel] = LINK if meta.startswith("120000") else meta.split()[1]
+                if meta.startswith("100"):
+                    files.append(rel)
     dirty: set[str] = set()
     to_hash: list[str] = []
     for _, rel in _status(repo, roots):
@@ -120,6 +125,12 @@ def snapshot(config: Config, repo: Repo | None = None, *, keep: bool = True) -> 
             to_hash.append(rel)
     for rel, found in plumbing.hash_files(config, repo, to_hash, write=keep).items():  # read by us, never by git's path
         blobs[rel] = ABSENT if found is None else found.sha
+    if verify:
+        clean = [p for p in files if p not in dirty]
+        for rel, found in plumbing.hash_files(config, repo, clean, write=False).items():
+            if found is not None and found.sha != blobs.get(rel):
+                dirty.add(rel)
+                blobs[rel] = found.sha
     return Tree({k: v for k, v in blobs.items() if v != ABSENT}, frozenset(dirty))
 
 
@@ -128,7 +139,7 @@ def changed(
 ) -> list[str]:
     """The run's uncommitted edits: paths that differ from ``base`` and from HEAD — only those in
     ``written`` when given (a tools-only run), never those in ``others`` (other runs' writes)."""
-    now = snapshot(config, keep=False)
+    now = snapshot(config, keep=False, verify=True)
     out = [p for p in now.dirty if now.blobs.get(p, ABSENT) != base.get(p, ABSENT)]
     if written is not None:
         out = [p for p in out if p in written]
@@ -281,6 +292,25 @@ def head_file(config: Config) -> str:
         return ""
     text = path.read_text(encoding="utf-8", errors="replace")[:300]
     return text if HEAD_RE.match(text) else ""
+
+
+def foreign_commits(config: Config, since: str | None, role: str) -> list[str]:
+    """The commits made since ``since`` by anyone but our own code (``plumbing.ours``) whose
+    author or committer is not ``role`` — an agent sets ``GIT_AUTHOR_*`` itself and may claim a
+    person's role or the owner's name: ``"SHA (Name <email> / Name <email>)"`` for each."""
+    repo = Repo.find(config)
+    if repo is None or not since or repo.head() in (None, since):
+        return []
+    want = f"{role} <{role}@{config.domain}>"
+    mine = plumbing.ours(config)
+    out = []
+    log = repo.git("log", "-z", "--format=%H%x01%an <%ae>%x01%cn <%ce>", f"{since}..HEAD", check=False)
+    for entry in log.split("\0"):
+        sha, _, who = entry.strip("\n").partition("\x01")
+        author, _, committer = who.partition("\x01")
+        if sha and sha not in mine and (author != want or committer != want):
+            out.append(f"{sha[:10]} ({_printable(author)} / {_printable(committer)})")
+    return out
 
 
 def control_changes(config: Config, since: str | None) -> list[str]:

@@ -122,6 +122,7 @@ def commit(
     sha = repo.git("commit-tree", tree, *parents, input=message, env={**env, **who}).strip()
     subject = message.split("\n", 1)[0][:200]
     repo.git("update-ref", "-m", f"commit: {subject}", "HEAD", sha, head or ZERO, env=env)
+    _ours(repo.config, sha)
     stage(repo, changes, env)
     if hooks:
         repo.git("hook", "run", "--ignore-missing", "post-commit", env=env, check=False)
@@ -134,6 +135,27 @@ def blob(repo: Repo, sha: str) -> bytes:
     if p.code != 0:
         raise GitError(f"cannot read blob {sha[:10]}: {p.err.strip()}")
     return p.out
+
+
+def _ours(config: Config, sha: str) -> None:
+    """Note ``sha`` in the owner's ledger of the commits our code made (``StateDir.commits``)."""
+    try:
+        fd = os.open(config.state.commits, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError:  # the state directory is out of sight (an agent's own `workflow move` in its sandbox)
+        return
+    try:
+        os.write(fd, f"{sha}\n".encode())
+    finally:
+        os.close(fd)
+
+
+def ours(config: Config) -> set[str]:
+    """The commits the owner's own code made (the ledger ``_ours`` keeps)."""
+    try:
+        with open(config.state.commits, encoding="ascii", errors="replace") as f:
+            return {line.strip() for line in f if line.strip()}
+    except OSError:
+        return set()
 
 
 def head_entries(repo: Repo, rels: Iterable[str], ref: str = "HEAD") -> dict[str, Entry]:

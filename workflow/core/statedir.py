@@ -129,6 +129,12 @@ class StateDir:
         return self.root / "git.lock"
 
     @property
+    def commits(self) -> Path:
+        """The ids of the commits the owner's own code made (``artifacts.plumbing``), one a line:
+        any other commit made while a run was open is the run's agent's (or a person's own)."""
+        return self.root / "commits"
+
+    @property
     def decisions_lock(self) -> Path:
         """Held while a decision made in the cockpit is carried out (its mail, its move): whoever
         finishes one a crash cut short (agentd, the next cockpit) waits for the one in hand."""
