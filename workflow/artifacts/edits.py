@@ -53,6 +53,7 @@ from workflow.artifacts.gitstate import (
     shown,
     staged,
     unflag,
+    walk_git,
 )
 from workflow.core import beneath
 from workflow.core.config import CONFIG_NAME, Config
@@ -374,8 +375,9 @@ def planted(config: Config, before: Collection[str] | None = None) -> list[Path]
     out += [e for e in git.iterdir() if e.is_symlink()]
     out += [git / n for n in WRITTEN_THROUGH if odd_entry(git / n, n in GIT_DIRS)]
     for sub in ("refs", "logs", "objects"):
-        for root, dirs, files in os.walk(git / sub):  # os.walk lists a symlinked folder but never enters it
-            out += [Path(root) / n for n in (*dirs, *files) if os.path.islink(os.path.join(root, n))]
+        for here, dirs, files, fd in walk_git(git, sub):  # lists a symlinked folder, never enters it
+            root = git / sub / here
+            out += [root / n for n in (*dirs, *files) if _is_link(n, fd)]
     return sorted(set(out))
 
 
@@ -539,6 +541,13 @@ def neutralize(config: Config, keep: Path, since: str | None, role: str, begun: 
 def _printable(name: str) -> str:
     """A file name fit for a commit's subject line: control characters escaped (``\\n``)."""
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in name)
+
+
+def _is_link(name: str, folder: int) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
 
 
 def _there(config: Config, rel: str) -> bool:

@@ -17,6 +17,7 @@ from workflow.artifacts import gitcmd
 from workflow.artifacts.gitcmd import run_git
 from workflow.artifacts.gitlayout import MAX_WALKED, odd_entries, top_of
 from workflow.artifacts.gitrepo import Repo
+from workflow.core import beneath
 from workflow.core.config import Config
 from workflow.core.files import write_atomic
 
@@ -41,8 +42,8 @@ def git_entries(config: Config) -> list[str]:
     if not git.is_dir() or git.is_symlink():
         return []
     out = os.listdir(git)
-    for root, _, files in os.walk(git / "refs"):
-        rel = Path(root).relative_to(git).as_posix()
+    for here, _, files, _fd in walk_git(git, "refs"):
+        rel = f"refs/{here}" if here else "refs"
         out += [f"{rel}/{n}" for n in files if n.endswith(".lock") or rel.startswith("refs/replace")]
     info = git / "objects" / "info"
     if info.is_dir() and not info.is_symlink():
@@ -65,14 +66,25 @@ def added(git: Path, before: Collection[str], now: list[str]) -> list[Path]:
     return [git / n for n in new if not n.endswith(".lock") or n in locks]
 
 
+def walk_git(git: Path, sub: str) -> Iterator[tuple[str, list[str], list[str], int]]:
+    """``beneath.walk`` of one of ``.git``'s folders; nothing when it is no plain folder (a
+    symlink there is judged by ``odd_entry``)."""
+    try:
+        yield from beneath.walk(git, sub)
+    except beneath.UnreachableError:
+        return
+
+
 def tree(config: Config) -> Iterator[tuple[str, list[str], list[str]]]:
     """A walk of the project (top-down: a caller may prune ``dirs``), without ``.git`` and the
-    mail root, for at most ``MAX_WALKED`` entries. ``os.fwalk``: each folder is listed through
-    the fd it was entered by, never through a symlink an agent swapped in meanwhile."""
+    mail root, for at most ``MAX_WALKED`` entries (``beneath.walk``: each folder listed through
+    the fd it was entered by, never through a symlink an agent swapped in meanwhile, and no
+    deeper than ``beneath.MAX_DEPTH``)."""
     project = config.project_dir
     skip = {os.path.realpath(project / ".git"), os.path.realpath(config.mail_root)}
     seen = 0
-    for root, dirs, files, _fd in os.fwalk(project):
+    for here, dirs, files, _fd in beneath.walk(project):
+        root = os.path.join(project, here) if here else str(project)
         dirs[:] = [d for d in dirs if os.path.realpath(os.path.join(root, d)) not in skip]
         seen += len(files) + len(dirs)
         yield root, dirs, files

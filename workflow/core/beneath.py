@@ -38,6 +38,7 @@ SYS_OPENAT2 = 437  # the same number on every architecture Linux gave it (since 
 RENAME_NOREPLACE = 1
 AT_FDCWD = -100
 Top = str | os.PathLike[str]  # a folder the owner names (the project): trusted as given
+MAX_DEPTH = 64  # folders below a walk's start that are walked; a deeper chain is an agent's, left unwalked
 UNREACHABLE = (errno.ENOENT, errno.ELOOP, errno.ENOTDIR, errno.EXDEV, errno.EAGAIN, errno.ENXIO, errno.EISDIR)
 
 
@@ -303,6 +304,23 @@ def _libc_errno() -> int:
     import ctypes  # lazy: start-up time (the server's locate imports this module)
 
     return int(ctypes.get_errno())
+
+
+def walk(
+    top: Top, rel: str | list[str] = "", *, max_depth: int = MAX_DEPTH
+) -> Iterator[tuple[str, list[str], list[str], int]]:
+    """``os.fwalk`` of ``top/rel`` from its folder fd, top-down: each folder listed through the fd
+    it was entered by (never through a symlink swapped in meanwhile, and no symlink descended
+    into), and no deeper than ``max_depth`` folders below the start (a chain of nested folders an
+    agent made never exhausts the recursion or the fds). Yields (the folder relative to the
+    start, "" for the start; its folders, which a caller may prune; its files; its fd)."""
+    names = ([] if not rel else parts(rel)) if isinstance(rel, str) else rel
+    with folder(top, names) as fd:
+        for dirpath, dirs, files, dfd in os.fwalk(".", dir_fd=fd):
+            here = "" if dirpath == "." else dirpath[2:]
+            if here and here.count("/") + 1 >= max_depth:
+                dirs[:] = []
+            yield here, dirs, files, dfd
 
 
 def mkdirs(top: Top, rel: str) -> None:

@@ -136,21 +136,20 @@ def _plain(name: str, folder: int) -> bool:
 
 def scan(config: Config, roots: Iterable[str] | None = None) -> list[Artifact]:
     """Every artifact file in the working tree, by root, state and name (dotfiles and symlinks
-    skipped: no symlink is followed). Each state folder is walked from its fd (``os.fwalk``), so
-    a folder an agent swaps for a link meanwhile never lists what the link names."""
+    skipped: no symlink is followed). Each state folder is walked from its fd (``beneath.walk``),
+    so a folder an agent swaps for a link meanwhile never lists what the link names, and no
+    deeper than ``beneath.MAX_DEPTH`` folders."""
     out: list[Artifact] = []
     base = config.project_dir
     for root in roots or config.artifact_roots:
         for state in config.states:
             try:
-                with beneath.folder(base, [root, state]) as top:
-                    for dirpath, dirnames, filenames, fd in os.fwalk(".", dir_fd=top):
-                        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-                        rel = dirpath[2:] if dirpath.startswith("./") else ""
-                        for f in sorted(filenames):
-                            if f.startswith(".") or not _plain(f, fd):
-                                continue
-                            out.append(Artifact(root, state, f"{rel}/{f}" if rel else f))
+                for rel, dirnames, filenames, fd in beneath.walk(base, [root, state]):
+                    dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+                    for f in sorted(filenames):
+                        if f.startswith(".") or not _plain(f, fd):
+                            continue
+                        out.append(Artifact(root, state, f"{rel}/{f}" if rel else f))
             except (ArtifactError, FileNotFoundError):
                 continue
     return out
