@@ -6,9 +6,11 @@ built from a list, not from ``/`` minus exceptions:
 * the system, read-only (``/usr``, ``/etc``, ``/opt``, the ``/bin`` and ``/lib`` links), and the
   Python and workflow-mail it needs to call ``workflow-notify`` and ``workflow move``;
 * the project's working tree, writable (read-only for a panel member), and ``[runs] readable`` /
-  ``writable`` (nothing of the owner's home by default) — but never the owner's control plane
-  inside it (``control_plane``: the config, roles, templates, git's hooks and config stay
-  read-only, so nothing the agent writes is run or obeyed by the owner's processes);
+  ``writable`` (of the owner's home, git's config files by default) — but never the owner's
+  control plane inside them (``git_control``, ``control_plane``: the config, roles, templates,
+  git's hooks and config and every file the config names — ``core.control`` — stay read-only,
+  so nothing the agent writes is run or obeyed by the owner's processes; a secret the config
+  names shows empty), never git's credential stores (``artifacts.credstores``: hidden);
 * the runs' servers' Unix sockets, read-only (``$WORKFLOW_SMTP`` is one: it can connect, and
   cannot put a socket of its own in their place; the owner's socket is not there — ``delivery.local``);
 * the one directory of its run it may see (``$WORKFLOW_RUN``), and the role's own agent-CLI
@@ -181,9 +183,15 @@ def control_plane(config: Config, roots: Sequence[Root]) -> list[str]:
             keep[path] = None
         if n.secret:
             hide[path] = None
+    # read-only already (guarded, or readable inside a writable root: bound read-only again before)
+    fixed = [
+        *keep,
+        *hide,
+        *(r.path for r in roots if not r.writable and any(_under(r.path, w.path) for w in roots if w.writable)),
+    ]
     args: list[str] = []
-    for way in sorted(ways, key=lambda p: len(p.parts)):  # outer first; never one that is guarded itself
-        if not any(way == g or _under(way, g) for g in [*keep, *hide]):
+    for way in sorted(ways, key=lambda p: len(p.parts)):  # outer first
+        if not any(way == f or _under(way, f) for f in fixed):
             args += ["--bind", str(way), str(way)]
     for path in sorted(keep, key=lambda p: len(p.parts)):
         args += ["--ro-bind", str(path), str(path)]
@@ -265,7 +273,12 @@ def view(
     for path in writable:
         args += ["--bind", str(path), str(path)]
         roots.append(Root(path, path, True))
-    # after every writable bind, which would otherwise hide it again
+    # after every writable bind, which would otherwise make them writable again: what is readable
+    # inside the project (the owner's own Python and workflow-mail in a .venv there, which the
+    # owner's processes run) and the control plane
+    for path in readable:
+        if any(_under(path, r.path) for r in roots if r.writable):
+            args += ["--ro-bind", str(path), str(path)]
     args += control_plane(config, roots)
     stores = {Path(os.path.realpath(s)) for s in credstores.stores(project) if os.path.lexists(s)}
     args += hidden(s for s in stores if any(_under(s, r.path) or s == r.path for r in roots))
