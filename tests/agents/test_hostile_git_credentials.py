@@ -1,6 +1,8 @@
-"""The sandbox binds `[runs] readable` into every run, by default `~/.gitconfig` and the whole of
-`~/.config/git` — where git's credential store keeps the owner's tokens (`credential.helper =
-store` reads and writes `$XDG_CONFIG_HOME/git/credentials`). Every agent reads them."""
+"""The sandbox binds `[runs] readable` into every run, by default `~/.gitconfig` and — it was —
+the whole of `~/.config/git`, where git's credential store keeps the owner's tokens
+(`credential.helper = store` reads and writes `$XDG_CONFIG_HOME/git/credentials`): every agent
+read them. Now the default names git's config files only, and no credential store is ever
+bound, whatever `readable` names (``artifacts.credstores``)."""
 
 from __future__ import annotations
 

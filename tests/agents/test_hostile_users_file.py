@@ -1,8 +1,10 @@
-"""The people's logins file is policy the owner's server obeys — who may send as whom — but a
-`[smtp] auth_users_file` in the project (the README: "relative to the project") is not part of the
-control plane the sandbox binds read-only. An agent adds a login of its own, the server reads the
-file again by itself, and the agent sends over TCP as any role it named — a human's included —
-delivered at once, whatever its run does next."""
+"""The people's logins file is policy the owner's server obeys — who may send as whom — and a
+`[smtp] auth_users_file` in the project (the README: "relative to the project") was not part of the
+control plane the sandbox binds read-only: an agent added a login of its own, the server read the
+file again by itself, and the agent sent over TCP as any role it named — a human's included —
+delivered at once, whatever its run did next. Now every file the config names inside the project
+(``core.control``) is the control plane: read-only (a secret hidden), its folders not moved away,
+its commits failing the run, and no run starts while one is missing or behind a symlink."""
 
 from __future__ import annotations
 
