@@ -1,9 +1,11 @@
 """Agent files: what agent CLIs and the owner's tools obey from a project's working tree outside
 the control plane — instructions (``CLAUDE.md``, ``AGENTS.md``, ``GEMINI.md``, … anywhere in the
 tree), settings and MCP servers (``.claude/``, ``.gemini/``, ``.codex/``, ``.cursor/``,
-``.mcp.json``), the scripted backend's scripts, any ``workflow.toml``, and what the owner's git
-reads from the tree (``.gitattributes``, ``.mailmap``, ``.gitmodules``). A run never writes them:
-one role's agent would steer every later run of every role (and the owner's own agent session).
+``.mcp.json``), any ``workflow.toml``, and what the owner's git reads from the tree
+(``.gitattributes``, ``.mailmap``, ``.gitmodules``). A run never writes them: one role's agent
+would steer every later run of every role (and the owner's own agent session). (What the config
+names — the scripted backend's scripts, the agents' programs — is the control plane, read-only in
+the sandbox: ``core.control``.)
 
 ``record`` keeps each one's bytes in the owner's part of the run directory when the run begins;
 ``changed`` names what differs when it ends (the run then fails); ``restore`` puts back what was
@@ -79,11 +81,10 @@ def found(config: Config) -> dict[str, str]:
     anything but a plain file as ``"<not a file>"``, never opened: a FIFO would block)."""
     project = config.project_dir
     own = os.path.realpath(config.path) if config.path is not None else ""
-    scripts = Path(config.backends.scripted.dir).as_posix().strip("/")
     out: dict[str, str] = {}
     for root, _, files in tree(config):
         rel = Path(root).relative_to(project).as_posix()
-        inside = bool(FOLDERS.intersection(rel.split("/"))) or rel == scripts or rel.startswith(scripts + "/")
+        inside = bool(FOLDERS.intersection(rel.split("/")))
         for name in files if inside else NAMES.intersection(files):
             path = Path(root, name)
             if os.path.realpath(path) != own:
@@ -166,9 +167,4 @@ def _aside(top: Path, rel: str, aside: Path, name: str) -> None:
 
 def pathspecs(config: Config) -> list[str]:
     """Git pathspecs of every agent file (for the commits a run made: ``edits.control_changes``)."""
-    scripts = Path(config.backends.scripted.dir).as_posix().strip("/")
-    return [
-        *(f":(glob)**/{name}" for name in sorted(NAMES)),
-        *(f":(glob)**/{folder}/**" for folder in sorted(FOLDERS)),
-        f":(glob){scripts}/**",
-    ]
+    return [*(f":(glob)**/{name}" for name in sorted(NAMES)), *(f":(glob)**/{folder}/**" for folder in sorted(FOLDERS))]

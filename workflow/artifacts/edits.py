@@ -55,7 +55,7 @@ from workflow.artifacts.gitstate import (
     unflag,
     walk_git,
 )
-from workflow.core import beneath
+from workflow.core import beneath, control
 from workflow.core.config import CONFIG_NAME, Config
 from workflow.core.errors import ArtifactError, GitError
 from workflow.core.locate import parse_path
@@ -264,19 +264,6 @@ def restore(
     return lines
 
 
-def control_paths(config: Config) -> list[str]:
-    """Project-relative paths of the owner's control files (what a run's commits must not touch)."""
-    project = config.project_dir.absolute()
-    out = []
-    for path in (config.path, config.roles_dir, config.templates_dir, project / ".workflow"):
-        if path is None:
-            continue
-        full = Path(path).absolute()
-        if full != project and project in full.parents:
-            out.append(full.relative_to(project).as_posix())
-    return out
-
-
 def head(config: Config) -> str | None:
     repo = Repo.find(config)
     return repo.head() if repo is not None else None
@@ -322,7 +309,7 @@ def control_changes(config: Config, since: str | None) -> list[str]:
     repo = Repo.find(config)
     if repo is None or not since or repo.head() in (None, since):
         return []
-    spec = [repo.to_top(p) for p in control_paths(config)] + agentfiles.pathspecs(config)
+    spec = [repo.to_top(p) for p in control.inside(config)] + agentfiles.pathspecs(config)
     moved = repo.git("diff", "--name-only", "-z", "--no-renames", since, "HEAD", "--", *spec, check=False)
     differ = set(repo.git("diff", "--name-only", "-z", "--no-renames", "HEAD", "--", *spec, check=False).split("\0"))
     untracked = set(repo.git("ls-files", "-z", "--others", "--", *spec, check=False).split("\0"))
@@ -451,12 +438,12 @@ def check_index(config: Config, begun: Start, paths: Collection[str]) -> list[st
     as it was, its change left in the working tree. Returns what was put back."""
     before = begun.staged or {}
     repo = Repo(config)
-    control = [repo.to_top(p) for p in control_paths(config)]
+    owners = [repo.to_top(p) for p in control.inside(config)]
     mine = {repo.to_top(p) for p in paths}
     with project_lock(config) as env:  # another run's commit stages and commits under it: never seen half done
         now = staged(config)
         changed = [p for p in index_changes(before, now) if p not in mine or gitlink(now.get(p))]
-        bad = [p for p in changed if gitlink(now.get(p)) or any(p == c or p.startswith(c + "/") for c in control)]
+        bad = [p for p in changed if gitlink(now.get(p)) or any(p == c or p.startswith(c + "/") for c in owners)]
         if bad:
             raise GitError(
                 f"the run staged {', '.join(bad)} in git's index: the owner's next git status or commit would obey "

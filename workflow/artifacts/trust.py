@@ -1,8 +1,9 @@
 """Trust: the files the owner's processes take policy or code from, as the owner last approved
 them — and what has changed since.
 
-workflow.toml, ``roles/``, ``email-templates/`` and git's ``config``, ``hooks/`` and ``info/``
-decide what every later run, delivery and git command of the owner does. A run's agent cannot
+workflow.toml, ``roles/``, ``email-templates/``, every file the config names (``core.control``:
+the people's logins, TLS certificates, the agents' programs…) and git's ``config``, ``hooks/``
+and ``info/`` decide what every later run, delivery and git command of the owner does. A run's agent cannot
 write them (the sandbox binds them read-only), but they also change by ``git pull``, by a
 teammate's commit, by a tool, or by an agent that ran before the sandbox did. ``approve``
 records each file's SHA-256 in ``<state>/trusted.json`` (``workflow trust``, and ``workflow
@@ -20,7 +21,7 @@ from pathlib import Path, PurePosixPath
 from typing import NamedTuple
 
 from workflow.artifacts import agentfiles
-from workflow.artifacts.edits import control_paths
+from workflow.core import control
 from workflow.core.config import CONFIG_NAME, Config
 from workflow.core.files import write_atomic
 
@@ -38,7 +39,7 @@ def watched(config: Config) -> dict[str, str]:
     know they are there)."""
     project = config.project_dir
     out: dict[str, str] = {}
-    for rel in [*control_paths(config), *GIT_CONTROL]:
+    for rel in [*control.inside(config), *GIT_CONTROL]:
         root = project / rel
         todo = [root]
         while todo and len(out) < MAX_FILES * 4:

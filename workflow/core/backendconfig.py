@@ -9,7 +9,7 @@ from types import MappingProxyType
 from typing import Annotated, Any, NamedTuple
 
 from workflow.core.backendkinds import CLIS
-from workflow.core.schema import Int, Num, Section, Str, Strs, Tables
+from workflow.core.schema import Int, Num, Owned, Section, Str, Strs, Tables
 
 DAY = 86400.0
 CONTAIN = Str(choices=("auto", "bwrap", "cgroup", "none"))
@@ -25,7 +25,7 @@ class AnthropicConfig(NamedTuple):
 
 class CommandConfig(NamedTuple):
     # json: its denials and errors are read
-    argv: Annotated[tuple[str, ...], Strs()] = ("claude", "-p", "--output-format", "json")
+    argv: Annotated[tuple[str, ...], Owned("argv")] = ("claude", "-p", "--output-format", "json")
     timeout: Annotated[float, Num(0.1, 7 * DAY)] = 1800.0
     model: Annotated[str, Str()] = ""
     contain: Annotated[str, CONTAIN] = "auto"  # auto | bwrap | cgroup | none (agents.contain)
@@ -38,21 +38,21 @@ class CliConfig(NamedTuple):
     """``[backends.claude-code]``, ``[backends.codex]``, ``[backends.gemini]``: an agent CLI run
     with its own profile (its arguments, MCP wiring and output are the profile's; these tune it)."""
 
-    program: Annotated[str, Str()] = ""  # "": the CLI's own command (claude, codex, gemini) on PATH
+    program: Annotated[str, Owned("program")] = ""  # "": the CLI's own command (claude, codex, gemini) on PATH
     model: Annotated[str, Str()] = ""  # "": the CLI's default; a role's or panel member's model wins
     max_turns: Annotated[int, Int(0, 1000)] = 0  # 0: the role's max_turns, else 20 (CLIs that take a limit)
     max_budget_usd: Annotated[float, Num(0, 1_000_000)] = 0.0  # 0: no limit (claude-code)
     # the CLI's own tools it may use beside the role's (): the profile's
     tools: Annotated[tuple[str, ...], Strs(empty=True)] = ()
-    args: Annotated[tuple[str, ...], Strs(empty=True)] = ()  # more arguments, appended
+    args: Annotated[tuple[str, ...], Owned("args")] = ()  # more arguments, appended
     timeout: Annotated[float, Num(0.1, 7 * DAY)] = 1800.0
     contain: Annotated[str, CONTAIN] = "auto"
 
 
 class ScriptedConfig(NamedTuple):
-    dir: Annotated[str, Str()] = "scripted"
+    dir: Annotated[str, Owned("folder")] = "scripted"
     record_dir: Annotated[str, Str()] = ""  # save every prompt here (tests prove what a run saw)
-    script: Annotated[str, Str()] = ""
+    script: Annotated[str, Owned("file")] = ""
 
 
 BACKEND_SECTIONS: MappingProxyType[str, Section[Any]] = MappingProxyType(

@@ -28,7 +28,7 @@ from workflow.core.backendconfig import (
 )
 from workflow.core.backendkinds import BACKENDS, CLIS
 from workflow.core.errors import ConfigError
-from workflow.core.schema import NAME_RE, Plugin, Tables, read, suggest, where
+from workflow.core.schema import NAME_RE, Plugin, Tables, absolute, read, suggest, where
 from workflow.core.sections import (
     AGENTD,
     ARTIFACTS,
@@ -189,11 +189,23 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: cannot read: {e}") from None
 
 
-def _smtp(smtp: SmtpConfig, project_dir: Path) -> SmtpConfig:
-    """``auth_users_file`` as ``mail_root`` is read: ``~`` expanded, relative to the project."""
-    if not smtp.auth_users_file:
-        return smtp
-    return smtp._replace(auth_users_file=str(project_dir / Path(smtp.auth_users_file).expanduser()))
+def _absolute(config: Config) -> Config:
+    """Every file and folder a section names (``schema.Owned``) as ``mail_root`` is read: ``~``
+    expanded, relative to the project — the users file, TLS certificates and keys, a bridge's
+    password file, the scripted backend's scripts."""
+    base = config.project_dir
+    b = config.backends
+    return config._replace(
+        smtp=absolute(config.smtp, base),
+        web=absolute(config.web, base),
+        backends=b._replace(
+            anthropic=absolute(b.anthropic, base),
+            command=absolute(b.command, base),
+            scripted=absolute(b.scripted, base),
+            clis=MappingProxyType({k: absolute(v, base) for k, v in b.clis.items()}),
+        ),
+        bridges=MappingProxyType({k: absolute(v, base) for k, v in config.bridges.items()}),
+    )
 
 
 def load_config(
@@ -238,7 +250,7 @@ def load_config(
             f"{where(file, 'artifacts', 'commit_event')}: expected one of the event types "
             f"({', '.join(wf.event_types)}), got {art.commit_event!r}"
         )
-    return Config(
+    config = Config(
         path=path,
         project_dir=project_dir,
         mail_root=root.resolve() if root.is_absolute() else (cwd / root).resolve(),
@@ -250,7 +262,7 @@ def load_config(
         artifact_roots=wf.artifact_roots,
         default_sender=wf.default_sender,
         backend=wf.backend,
-        smtp=_smtp(read(file, "smtp", data.get("smtp", {}), SMTP), project_dir),
+        smtp=read(file, "smtp", data.get("smtp", {}), SMTP),
         web=read(file, "web", data.get("web", {}), WEB),
         runs=read(file, "runs", data.get("runs", {}), RUNS),
         panels=tuple(read_panel(file, name, t) for name, t in data.get("panels", {}).items()),
@@ -263,3 +275,4 @@ def load_config(
         bridges=_plugins(plugins, "bridges", "bridge").read_in(file, "bridges", data.get("bridges", {})),
         plugins=plugins,
     )
+    return _absolute(config)

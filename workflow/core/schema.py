@@ -11,7 +11,8 @@ fills every missing key with its default, so no later code ever validates config
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any, ForwardRef, Generic, NamedTuple, Protocol, TypeVar, cast, get_type_hints
 
@@ -143,6 +144,53 @@ class Strs:
         if not isinstance(value, list) or not (value or self.empty) or not all(isinstance(v, str) for v in value):
             raise BadValueError("a list of strings" if self.empty else "a non-empty list of strings")
         return tuple(value)
+
+
+FORMS = ("file", "folder", "program", "command", "argv", "args")
+
+
+class Owned:
+    """A value naming the owner's own files: what its unsandboxed processes take policy, code or a
+    secret from — a ``file`` or ``folder`` (``~`` expanded, relative to the project: ``absolute``
+    makes it so at load), the ``program`` a command starts (looked up on PATH without a ``/``), a
+    ``command`` line or an ``argv`` (its program and the files it is given), ``args`` (arguments
+    for a program named elsewhere). ``secret``: never shown to an agent. ``core.control`` lists
+    every one: those inside the project are the control plane no agent may write."""
+
+    __slots__ = ("form", "secret")
+
+    def __init__(self, form: str, secret: bool = False) -> None:
+        if form not in FORMS:
+            raise ValueError(f"an Owned value is one of {', '.join(FORMS)}, not {form!r}")
+        self.form, self.secret = form, secret
+
+    def read(self, value: object) -> object:
+        if self.form in ("argv", "args"):
+            return Strs(empty=self.form == "args").read(value)
+        return Str().read(value)
+
+
+def owned(record: object) -> Iterator[tuple[str, Owned, object]]:
+    """(field, spec, value) of each ``Owned`` field of a section's record."""
+    if not (isinstance(record, tuple) and hasattr(record, "_fields")):
+        return
+    hints = get_type_hints(type(record), include_extras=True)
+    for field in record._fields:
+        spec = next((m for m in getattr(hints.get(field), "__metadata__", ()) if isinstance(m, Owned)), None)
+        if spec is not None:
+            yield field, spec, getattr(record, field)
+
+
+def absolute(record: T, base: Path) -> T:
+    """``record`` with each ``Owned`` file and folder made absolute: ``~`` expanded, relative to
+    ``base`` (the project), so the process that reads it and the sandbox that guards it name
+    the same file wherever a command runs."""
+    paths = {
+        field: str(base / Path(value).expanduser())
+        for field, spec, value in owned(record)
+        if spec.form in ("file", "folder") and isinstance(value, str) and value
+    }
+    return record._replace(**paths) if paths else record
 
 
 class NumTable:

@@ -26,6 +26,7 @@ from workflow.core.schema import (
     Names,
     Num,
     NumTable,
+    Owned,
     Section,
     Str,
     Strs,
@@ -93,14 +94,13 @@ class SmtpConfig(NamedTuple):
     max_connections: Annotated[int, Int(1, 100_000)] = 64
     # required | off (trust-the-host: any local process may send as any role)
     auth: Annotated[str, Str(choices=AUTH_MODES)] = "required"
-    auth_users_file: Annotated[str, Str()] = (
-        ""  # SMTP AUTH logins and the roles each may send as (delivery.credentials)
-    )
+    # SMTP AUTH logins and the roles each may send as (delivery.credentials)
+    auth_users_file: Annotated[str, Owned("file")] = ""
     login_timeout: Annotated[float, Num(0.1, 3600.0)] = 10.0  # server: seconds a connection has to log in
     # server: seconds a notification's template may take to render (XNOTIFY)
     render_timeout: Annotated[float, Num(0.1, 600.0)] = 10.0
-    tls_cert: Annotated[str, Str()] = ""  # STARTTLS for a non-loopback listener: PEM certificate chain …
-    tls_key: Annotated[str, Str()] = ""  # … and its key
+    tls_cert: Annotated[str, Owned("file")] = ""  # STARTTLS for a non-loopback listener: PEM certificate chain …
+    tls_key: Annotated[str, Owned("file", secret=True)] = ""  # … and its key
 
 
 SMTP = Section(SmtpConfig)
@@ -111,8 +111,8 @@ class WebConfig(NamedTuple):
 
     host: Annotated[str, Str()] = "127.0.0.1"
     port: Annotated[int, Int(0, 65535)] = 8026
-    tls_cert: Annotated[str, Str()] = ""  # HTTPS, required off loopback: PEM certificate chain …
-    tls_key: Annotated[str, Str()] = ""  # … and its key
+    tls_cert: Annotated[str, Owned("file")] = ""  # HTTPS, required off loopback: PEM certificate chain …
+    tls_key: Annotated[str, Owned("file", secret=True)] = ""  # … and its key
     session_hours: Annotated[float, Num(0.05, 24 * 30)] = 12.0  # a login lasts this long
 
 
@@ -136,12 +136,15 @@ MODEL_ENV = (  # what the agent CLIs need to reach their models: never a bridge'
 )
 
 
+GIT_FILES = ("~/.gitconfig", "~/.config/git/config", "~/.config/git/ignore", "~/.config/git/attributes")
+
+
 class RunsConfig(NamedTuple):
     """How a command-backend agent (or panel member) is confined (agents.sandbox)."""
 
     sandbox: Annotated[str, Str(choices=SANDBOXES)] = "bwrap"  # bwrap | none (boundaries are then advisory)
-    # extra paths it may read …
-    readable: Annotated[tuple[str, ...], Strs(empty=True)] = ("~/.gitconfig", "~/.config/git")
+    # extra paths it may read (git's config, never its credential store: agents.sandbox hides any) …
+    readable: Annotated[tuple[str, ...], Strs(empty=True)] = GIT_FILES
     writable: Annotated[tuple[str, ...], Strs(empty=True)] = ()  # … and write (each role's CLI state: StateDir.cli)
     # the most a run's write_artifact may write
     max_artifact_bytes: Annotated[int, Int(1, 1 << 30)] = 8 * 1024 * 1024

@@ -41,6 +41,7 @@ from workflow.agents.contain import Contained, choose
 from workflow.agents.sandbox import status, view
 from workflow.agents.toolserver import ToolServer
 from workflow.core.config import CommandConfig, Config
+from workflow.core.errors import ConfigError
 
 TAIL = 4000
 MAX_PRINTED = 16 << 20  # the most of an agent's output run-role reads: its first MiB and its last 15 MiB
@@ -188,7 +189,10 @@ class CommandBackend:
                 return RunResult(False, "", f"cannot start {argv[0]}: not found on PATH")
             argv = [os.path.realpath(found), *argv[1:]]
         mode = choose("bwrap" if sandboxed else self.contain)
-        view_args = view(self.config, argv, tools_dir, job.tools.read_only, cli) if sandboxed else []
+        try:
+            view_args = view(self.config, argv, tools_dir, job.tools.read_only, cli) if sandboxed else []
+        except ConfigError as e:  # the control plane cannot be guarded: the agent never starts
+            return RunResult(False, "", f"refusing to start {argv[0]}: {e}")
         return self._spawn(job, argv, mode, env, view_args, timeout)
 
     def _spawn(

@@ -8,7 +8,7 @@ import re
 from types import MappingProxyType
 from typing import Annotated, NamedTuple
 
-from workflow.core.schema import NAME_RE, Bool, Int, Num, Plugin, Section, Str, Tables
+from workflow.core.schema import NAME_RE, Bool, Int, Num, Owned, Plugin, Section, Str, Tables
 
 DAY = 86400.0
 WORD = re.compile(r"^\S+$")
@@ -40,8 +40,8 @@ class GmailConfig(NamedTuple):
     imap_port: Annotated[int, Int(1, 65535)] = 993
     imap_tls: Annotated[bool, Bool()] = True
     password_env: Annotated[str, Str()] = ""
-    password_file: Annotated[str, Str()] = ""
-    xoauth2_command: Annotated[str, Str()] = ""
+    password_file: Annotated[str, Owned("file", secret=True)] = ""
+    xoauth2_command: Annotated[str, Owned("command")] = ""
     role: Annotated[str, Str(NAME_RE)] = "user"
     poll_interval: Annotated[float, Num(0.1, DAY)] = 60.0
     idle: Annotated[bool, Bool()] = True
