@@ -287,7 +287,6 @@ elif mode == "shadow":
     Path("workflow").mkdir()
     Path("workflow/__init__.py").write_text(f"open('{canary}/shadow', 'w')\\n")
     Path("workflow/__main__.py").write_text("")
-    Path("workflow/.gitignore").write_text("*\\n")
 elif mode == "index":
     os.unlink(".git/index")
     os.symlink("../roles/zz-evil.md", ".git/index")
