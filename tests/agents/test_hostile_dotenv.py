@@ -7,10 +7,9 @@ that role's model."""
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
-
-import pytest
 
 from helpers.agent_clis import fresh_project, needs_gemini
 from helpers.fake_gemini import FakeGemini, call, text
@@ -29,20 +28,21 @@ finish("done", "answered")
 
 @needs_bwrap
 @needs_gemini
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="a .env a shell agent plants in the project redirects another role's Gemini CLI and its API key",
-)
 def test_a_dotenv_planted_by_one_role_never_reaches_another_roles_gemini_cli(tmp_path: Path) -> None:
     f = fresh_project(tmp_path)
     with FakeGemini() as evil:  # the agent's server: a host on the network it keeps
         (f.dir / "agent.py").write_text(FINISH + PLANT)
-        with open(f.dir / "workflow.toml", "a") as t:
+        toml = f.dir / "workflow.toml"
+        # Google's endpoint is out of reach here and Gemini CLI retries it for minutes; a steered CLI
+        # asks the agent's server within seconds: the reviewer's run is given 20
+        toml.write_text(re.sub(r"(?m)^\[backends\.gemini\].*$", "\\g<0>\ntimeout = 20", toml.read_text()))
+        with open(toml, "a") as t:
             t.write(f'\n[backends.command]\nargv = ["{sys.executable}", "agent.py", "{evil.url}"]\ntimeout = 30\n')
         f.notify("question", "specs/proposed/user-auth.md", "spec-writer", "QUESTION=which hash?")
         planted = f.run("run-role", "--with-email", "--backend", "command", "spec-writer")
-        assert planted.returncode == 0, planted.stdout + planted.stderr  # the planting run succeeded
+        # the run that wrote it fails (an agent file), and its .env is taken away
+        assert planted.returncode == 1 and "the run wrote .env" in planted.stdout, planted.stdout + planted.stderr
+        assert not (f.dir / ".env").exists()
         f.notify("review-request", "specs/proposed/user-auth.md", "spec-reviewer", "CONTEXT=please review")
         evil.add(call("mcp_workflow_finish", {"status": "done", "summary": "steered by the agent's server"}))
         evil.add(text("ok"))

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from helpers.hostile import agent_project
 from helpers.runs import run_command_role, unread
 from helpers.sandboxing import needs_bwrap
@@ -25,11 +23,6 @@ finish("failed", "gave up")
 
 
 @needs_bwrap
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="an artifact a failed run created and listed in .gitignore is not removed by its rollback",
-)
 def test_a_failed_runs_ignored_artifact_is_removed(tmp_path: Path) -> None:
     p = agent_project(tmp_path / "gi", AGENT)
     r = run_command_role(p, "spec-reviewer")

@@ -21,8 +21,10 @@ import pytest
 
 from helpers.agentd import default_sigint, wait_until
 from helpers.git import GIT_ENV, git_project, sh
+from helpers.hostile import agent_project
 from helpers.project import Project
-from helpers.runs import script, unread
+from helpers.runs import run_command_role, script, unread
+from helpers.sandboxing import needs_bwrap
 from workflow.agents.tools import RoleTools
 from workflow.artifacts.move import MoveRequest, MoveResult, move
 from workflow.delivery.transport import make_transport
@@ -331,3 +333,43 @@ def test_what_a_failed_run_discards_is_kept_only_up_to_its_cap(gp: Project) -> N
     kept = "refs/workflow/discarded/spec-reviewer"
     assert sh(gp, "git", "show", f"{kept}:specs/proposed/small.md").stdout == "# small\n"
     assert sh(gp, "git", "ls-tree", "-r", "--name-only", kept).stdout.split() == ["specs/proposed/small.md"]
+
+
+IGNORING = """\
+import sys
+sys.stdin.read()
+with open("specs/proposed/mine.local.md", "a") as f:  # the owner's, which git ignores: changed
+    f.write("the agent was here\\n")
+with open("specs/todo/payments.local.md", "w") as f:  # new, and the owner's own rule ignores it
+    f.write("# Payments\\n\\nApproved.\\n")
+finish(sys.argv[1], "wrote")
+"""
+
+
+@needs_bwrap
+@pytest.mark.parametrize("end", ["failed", "done"])
+def test_files_git_ignores_are_put_back_by_a_rollback_and_never_committed(tmp_path: Path, end: str) -> None:
+    """The owner's .gitignore hides nothing from a rollback: what the run created is removed, what
+    the owner had is put back, what it did not touch stays. A run that succeeds commits none of
+    them (the owner's .gitignore says what history holds) and names those it wrote."""
+    p = agent_project(tmp_path / "ig", IGNORING, end)
+    (p.dir / ".gitignore").write_text((p.dir / ".gitignore").read_text() + "*.local.md\n")
+    sh(p, "git", "commit", "-qam", "the owner ignores their local notes")
+    proposed = p.dir / "specs" / "proposed"
+    (proposed / "mine.local.md").write_text("the owner's notes\n")
+    (proposed / "kept.local.md").write_text("the owner's other notes\n")
+    before = head(p)
+    r = run_command_role(p, "spec-reviewer")
+    assert (proposed / "kept.local.md").read_text() == "the owner's other notes\n"
+    created = p.dir / "specs" / "todo" / "payments.local.md"
+    if end == "failed":
+        assert r.returncode == 1 and "removed specs/todo/payments.local.md" in r.stdout, r.stdout + r.stderr
+        assert not created.exists() and (proposed / "mine.local.md").read_text() == "the owner's notes\n"
+        assert head(p) == before
+    else:
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert (
+            "not committed (git ignores them): specs/proposed/mine.local.md, specs/todo/payments.local.md" in r.stdout
+        )
+        assert created.exists() and "the agent was here" in (proposed / "mine.local.md").read_text()
+        assert sh(p, "git", "ls-tree", "-r", "--name-only", "HEAD", "--", "specs").stdout.count(".local.md") == 0

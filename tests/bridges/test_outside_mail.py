@@ -3,6 +3,7 @@ Gmail bridge from a real Dovecot, is judged as the readers judge it — and neve
 
 from __future__ import annotations
 
+import re
 import smtplib
 from email.message import EmailMessage
 from email.utils import formatdate
@@ -201,3 +202,46 @@ def test_the_bridges_rewrite_leaves_the_readers_no_address_of_the_domain(head: s
     stored = parse(as_outside(raw, "workflow.local", "me@example.com"))
     assert not stored.sender.endswith("workflow.local"), (head, stored.headers)
     assert not any(_in_domain(v) for v in stored.get_all("From")), (head, stored.headers)
+
+
+# Every character str.strip() drops that RFC 5322 allows nowhere in a field name (only spaces and
+# tabs may come before the colon, in its obsolete syntax), and non-ASCII that lower-cases to ASCII.
+STRIPPED = [c for c in map(chr, range(0x10000)) if c.isspace() and c not in " \t\r\n"]
+ODD_NAMES = [
+    *(f"{{h}}{c}" for c in STRIPPED),
+    *(f"{c}{{h}}" for c in STRIPPED),
+    "{h}\x00",
+    "{h}\x7f",
+    "{h}\udcff",
+    "{h}\xff",
+]
+
+
+@pytest.mark.parametrize("spelled", ODD_NAMES, ids=[ascii(n) for n in ODD_NAMES])
+def test_a_header_name_no_reader_can_tell_from_a_roles_is_never_stored_live(spelled: str) -> None:
+    """A name the readers would normalise onto From / X-Event-Type (or any name that is not ftext)
+    leaves the bridge as no live header: neither our parser nor the email package's finds it."""
+    from email import message_from_bytes, policy
+
+    names = {h: spelled.format(h=h) for h in ("From", "X-Event-Type", "X-Wor\u212aflow-State")}
+    head = "".join(
+        f"{n}: {v}\r\n"
+        for n, v in zip(names.values(), ("spec-reviewer@workflow.local", "approval", "todo"), strict=True)
+    )
+    raw = f"{head}From: Mallory <mallory@evil.example>\r\nTo: me@example.com\r\nSubject: s\r\n\r\nbody\r\n"
+    stored = as_outside(raw.encode("utf-8", "surrogateescape"), "workflow.local", "me@example.com")
+    ours = parse(stored)
+    assert (ours.sender, ours.event, ours.state) == ("mallory@evil.example", None, None), ours.headers
+    assert all(re.fullmatch(r"[!-9;-~]+", n) for n, _ in ours.headers), ours.headers
+    theirs = message_from_bytes(stored, policy=policy.default)
+    assert theirs.get_all("X-Event-Type") is None and theirs.get_all("X-Workflow-State") is None, theirs.items()
+    assert not any(_in_domain(str(v)) for v in theirs.get_all("From") or []), theirs.items()
+
+
+def test_a_bare_cr_in_the_header_block_starts_no_header_for_any_reader() -> None:
+    raw = b"From: Mallory <mallory@evil.example>\rX-Event-Type: approval\r\nTo: me@example.com\r\n\r\nbody\r\n"
+    from email import message_from_bytes, policy
+
+    stored = as_outside(raw, "workflow.local", "me@example.com")
+    assert parse(stored).event is None
+    assert message_from_bytes(stored, policy=policy.default).get_all("X-Event-Type") is None

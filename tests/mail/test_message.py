@@ -185,3 +185,17 @@ def test_parse_tolerates_lf_only_and_folded_headers() -> None:
     assert p.subject == "one two"
     assert p.artifacts == ["specs/*/a.md", "specs/*/b.md"]
     assert body_text(raw, p) == "body\n"
+
+
+@pytest.mark.parametrize(
+    "name", ["From\x1c", "\x1fFrom", "From\x85", "From\xa0", "From\u3000", "Fro\u212a", "From\x0b"]
+)
+def test_a_field_name_only_spaces_and_tabs_surround_is_no_other_header(name: str) -> None:
+    """Only spaces and tabs go from around a field name (RFC 5322's obsolete syntax); any other
+    character keeps it from being read as From — and delivery refuses the name."""
+    raw = f"{name}: spec-reviewer@workflow.local\r\nSubject: s\r\n\r\nbody\r\n".encode()
+    p = parse(raw)
+    assert p.get("From") is None and p.sender == "" and p.counts == {"subject": 1}, p.headers
+    with pytest.raises(MessageError, match="not a valid RFC 5322 field name"):
+        check(raw)
+    assert parse(b"From \t: a@workflow.local\r\n\r\n").sender == "a@workflow.local"

@@ -171,11 +171,11 @@ class Run(RunBox):
             return None
         return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else None
 
-    def edits(self, config: Config) -> list[str]:
+    def edits(self, config: Config) -> edits.Changed:
         """The run's uncommitted artifact edits now (``artifacts.edits.changed``)."""
         base = self.base()
         if base is None:
-            return []
+            return edits.Changed([], [])
         others: set[str] = set()
         for d in self.dir.parent.glob("*.run"):
             if d != self.dir:
@@ -264,15 +264,17 @@ class Run(RunBox):
                 f"the run wrote {', '.join(written)}: instructions, settings or configs that agents and the "
                 "owner's commands obey; a run never writes them"
             )
-        paths = self.edits(app.config)
-        unstaged = edits.check_index(app.config, self.begun(), paths)
+        wrote = self.edits(app.config)
+        paths = wrote.paths
+        lines = edits.check_index(app.config, self.begun(), paths)
+        if wrote.ignored:  # the owner's .gitignore says what history holds
+            lines.append(f"not committed (git ignores them): {', '.join(wrote.ignored)}")
         if not paths:
-            return unstaged
+            return lines
         write_atomic(self.dir / "edits.json", json.dumps(paths), mode=0o600)  # a rollback after a crash finds them
         done = edits.commit(app.config, role, paths, "edit")
-        lines = unstaged + (
-            [f"committed {', '.join(done.paths)} as {role} (commit {done.sha[:10]})"] if done.sha else []
-        )
+        if done.sha:
+            lines.append(f"committed {', '.join(done.paths)} as {role} (commit {done.sha[:10]})")
         if done.skipped:
             lines.append(f"not committed (symlinks are never committed): {', '.join(done.skipped)}")
         return lines
@@ -343,7 +345,7 @@ class Run(RunBox):
         except OSError as e:
             lines.append(f"could not put back the agent files the run wrote: {e}")
         moved = self.moves(app.config)
-        pending = self.edits(app.config)  # before the moves go back: a reverted move is not an edit
+        pending = self.edits(app.config).all  # before the moves go back: a reverted move is not an edit
         reverted: list[Journalled] = []
         for m in reversed(moved):
             try:

@@ -1,11 +1,15 @@
 """Agent files: what agent CLIs and the owner's tools obey from a project's working tree outside
 the control plane — instructions (``CLAUDE.md``, ``AGENTS.md``, ``GEMINI.md``, … anywhere in the
-tree), settings and MCP servers (``.claude/``, ``.gemini/``, ``.codex/``, ``.cursor/``,
-``.mcp.json``), any ``workflow.toml``, and what the owner's git reads from the tree
-(``.gitattributes``, ``.mailmap``, ``.gitmodules``). A run never writes them: one role's agent
-would steer every later run of every role (and the owner's own agent session). (What the config
-names — the scripted backend's scripts, the agents' programs — is the control plane, read-only in
-the sandbox: ``core.control``.)
+tree), settings, skills, plugins and MCP servers (``.claude/``, ``.gemini/``, ``.codex/``,
+``.agents/``, ``.cursor/``, the plugin folders, ``.mcp.json``), the environment a CLI loads from
+the tree (``.env``: Gemini CLI takes from the first one up from its working directory any
+variable its environment lacks — its API's base URL included), the ignore files that decide what
+a CLI's tools see (``.geminiignore``, ripgrep's ``.ignore``/``.rgignore``), any ``workflow.toml``, and what the owner's git reads from the tree (``.gitattributes``,
+``.gitignore``, ``.mailmap``, ``.gitmodules``). A run never writes them: one role's agent would
+steer every later run of every role (and the owner's own agent session). ``NAMES`` and ``FOLDERS``
+are the one list (``docs/threat-model.md`` says why each is there). (What the config names — the scripted
+backend's scripts, the agents' programs — is the control plane, read-only in the sandbox:
+``core.control``.)
 
 ``record`` keeps each one's bytes in the owner's part of the run directory when the run begins;
 ``changed`` names what differs when it ends (the run then fails); ``restore`` puts back what was
@@ -38,13 +42,32 @@ NAMES = frozenset(
         ".windsurfrules",
         ".clinerules",
         "copilot-instructions.md",
+        ".env",  # Gemini CLI's environment (GOOGLE_GEMINI_BASE_URL: where the owner's key goes)
+        ".geminiignore",  # what Gemini CLI's tools skip
+        ".ignore",  # ripgrep's, under Claude Code's and Codex's search: what another role's agent sees
+        ".rgignore",
+        ".cursorignore",
+        ".worktreeinclude",  # the ignored files Claude Code copies into a worktree it makes
+        ".lsp.json",  # language servers (commands) Claude Code starts
         ".gitattributes",  # what the owner's git diff and log show (``-diff``), and filters
+        ".gitignore",  # what the owner's git status and add leave out: an artifact no commit holds
         ".mailmap",  # whose name the owner's git log puts on a commit
         ".gitmodules",
         ".lfsconfig",
     }
 )
-FOLDERS = frozenset({".claude", ".gemini", ".codex", ".cursor"})  # settings folders, anywhere in the tree
+FOLDERS = frozenset(  # settings, skills and plugins, anywhere in the tree
+    {
+        ".claude",
+        ".gemini",  # .gemini/.env too: loaded before .env in a trusted folder
+        ".codex",
+        ".cursor",
+        ".agents",  # skills and plugin marketplaces Codex (and others) load from a repository
+        ".claude-plugin",
+        ".codex-plugin",
+        ".cursor-plugin",
+    }
+)
 MAX_KEPT = 1 << 20  # bytes of one file kept to put it back (a larger one is moved aside, never restored)
 MANIFEST = "agent-files.json"
 

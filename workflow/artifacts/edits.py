@@ -9,7 +9,11 @@ always be put back. When the run ends:
   are not committed (dirty against HEAD: a file another run committed meanwhile is that run's).
   A tools-only run (the anthropic and scripted backends) claims only what its ``write_artifact``
   calls wrote; a shell agent claims every such change except what another open run wrote with
-  its tools (two shell agents editing at once cannot be told apart: give them different roots);
+  its tools (two shell agents editing at once cannot be told apart: give them different roots).
+  Files git ignores are seen too (``git status --ignored``: a ``.gitignore`` hides nothing from
+  the transaction), and kept apart: a rollback puts them back like the rest (one the run created
+  is removed, one the owner had is restored or left as it was), but a run's commit never takes
+  one — what history holds is the owner's ``.gitignore``'s to say, as for their own ``git add``;
 * **commit** — one commit of those paths, authored as the role, with ``Workflow-Role`` and
   ``Workflow-Notify: none`` trailers (nobody is told of an edit; the run's mail says what it did);
 * **restore** — each path back to its snapshot content (a file the run created is removed), and
@@ -65,11 +69,24 @@ ABSENT = ""
 
 
 class Tree(NamedTuple):
-    """The artifact roots at one moment: path → blob id (``LINK`` for a symlink), and the paths
-    that differ from HEAD (modified, added, deleted or untracked)."""
+    """The artifact roots at one moment: path → blob id (``LINK`` for a symlink), the paths that
+    differ from HEAD (modified, added, deleted or untracked — ignored ones too), and those of them
+    that git ignores (``.gitignore``, the owner's excludes)."""
 
     blobs: dict[str, str]
     dirty: frozenset[str]
+    ignored: frozenset[str] = frozenset()
+
+
+class Changed(NamedTuple):
+    """A run's uncommitted edits (``changed``): what its commit takes, and what git ignores."""
+
+    paths: list[str]  # tracked by git, or untracked and not ignored: committed when the run succeeds
+    ignored: list[str]  # what git ignores: never committed, but put back like the rest by a rollback
+
+    @property
+    def all(self) -> list[str]:
+        return sorted({*self.paths, *self.ignored})
 
 
 def author(config: Config, role: str) -> str:
@@ -77,9 +94,11 @@ def author(config: Config, role: str) -> str:
     return f"{role} <{role}@{config.domain}>"
 
 
-def _status(repo: Repo, roots: list[str]) -> list[tuple[str, str]]:
-    """(XY, project path) of every dirty or untracked file under ``roots``."""
-    out = repo.git("status", "--porcelain=v1", "-z", "-uall", "--no-renames", "--", *roots)
+def _status(repo: Repo, roots: list[str], *, ignored: bool = False) -> list[tuple[str, str]]:
+    """(XY, project path) of every dirty or untracked file under ``roots`` — with ``ignored``, every
+    file git ignores too (XY ``!!``, each file of an ignored folder on its own)."""
+    wide = ["--ignored=traditional"] if ignored else []
+    out = repo.git("status", "--porcelain=v1", "-z", "-uall", *wide, "--no-renames", "--", *roots)
     entries = []
     for item in out.split("\0"):
         if len(item) > 3:
@@ -90,7 +109,8 @@ def _status(repo: Repo, roots: list[str]) -> list[tuple[str, str]]:
 
 
 def snapshot(config: Config, repo: Repo | None = None, *, keep: bool = True, verify: bool = False) -> Tree:
-    """The artifact roots now; dirty and untracked files' contents are kept in git's object store
+    """The artifact roots now; dirty and untracked files' contents — those git ignores among them:
+    git's ignore rules never hide a file from a rollback — are kept in git's object store
     (``keep=False``: only their ids are computed, for a comparison). ``verify``: every tracked
     file is read and hashed too, not taken as clean on the word of the index's stat cache — which
     an agent can write (the index is writable in its sandbox) so that ``git status`` misses an edit."""
@@ -111,9 +131,12 @@ def snapshot(config: Config, repo: Repo | None = None, *, keep: bool = True, ver
                 if meta.startswith("100"):
                     files.append(rel)
     dirty: set[str] = set()
+    ignored: set[str] = set()
     to_hash: list[str] = []
-    for _, rel in _status(repo, roots):
+    for xy, rel in _status(repo, roots, ignored=True):
         dirty.add(rel)
+        if xy == "!!":
+            ignored.add(rel)
         if rel.endswith("/"):  # a folder git will not enter (an embedded repository): no file of ours
             blobs[rel] = ABSENT
             continue
@@ -132,19 +155,22 @@ def snapshot(config: Config, repo: Repo | None = None, *, keep: bool = True, ver
             if found is not None and found.sha != blobs.get(rel):
                 dirty.add(rel)
                 blobs[rel] = found.sha
-    return Tree({k: v for k, v in blobs.items() if v != ABSENT}, frozenset(dirty))
+    return Tree({k: v for k, v in blobs.items() if v != ABSENT}, frozenset(dirty), frozenset(ignored))
 
 
 def changed(
     config: Config, base: dict[str, str], written: Collection[str] | None, others: Collection[str] = ()
-) -> list[str]:
+) -> Changed:
     """The run's uncommitted edits: paths that differ from ``base`` and from HEAD — only those in
-    ``written`` when given (a tools-only run), never those in ``others`` (other runs' writes)."""
+    ``written`` when given (a tools-only run), never those in ``others`` (other runs' writes) —
+    with those git ignores apart: a file the owner had that git ignores differs from ``base`` only
+    when the run changed it."""
     now = snapshot(config, keep=False, verify=True)
     out = [p for p in now.dirty if now.blobs.get(p, ABSENT) != base.get(p, ABSENT)]
     if written is not None:
         out = [p for p in out if p in written]
-    return sorted(p for p in out if p not in others)
+    out = sorted(p for p in out if p not in others)
+    return Changed([p for p in out if p not in now.ignored], [p for p in out if p in now.ignored])
 
 
 def _check(config: Config, paths: Iterable[str]) -> None:
@@ -237,7 +263,9 @@ def restore(
             want = base.get(p, ABSENT)
             st = beneath.lstat(top, p)
             if want in (ABSENT, LINK):
-                if st is not None and (want == ABSENT or not stat.S_ISLNK(st.st_mode)):
+                # a folder is no file the run made: a symlink it made there was replaced by one above
+                # (``_unlink_parents``), and what is under it is put back path by path
+                if st is not None and not stat.S_ISDIR(st.st_mode) and (want == ABSENT or not stat.S_ISLNK(st.st_mode)):
                     beneath.remove(top, p)
                     lines.append(f"removed {p}, which the run created")
                 continue

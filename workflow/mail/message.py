@@ -278,7 +278,17 @@ RESERVED_HEADERS = frozenset(
         "Received",
     )
 )
-HEADER_NAME_RE = re.compile(r"^[!-9;-~]+$")
+HEADER_NAME_RE = re.compile(r"^[!-9;-~]+$")  # RFC 5322 ftext: printable ASCII but the colon
+
+
+def field_name(raw: str) -> str:
+    """A header line's field name as every reader of ours takes it: what precedes the first colon,
+    without the spaces and tabs RFC 5322's obsolete syntax allows before it — and nothing else
+    stripped (``str.strip`` would also drop ``\\x1c``-``\\x1f``, NEL and no-break spaces, making
+    ``From\\x1c`` read as ``From``). A name this leaves that is not ftext (``HEADER_NAME_RE``) is
+    no header at all to a reader: ``Parsed.get`` never finds it, ``validate`` refuses it, and the
+    Gmail bridge renames it away (``bridges.gmail.outside``)."""
+    return raw.strip(" \t")
 
 
 def build(d: Draft) -> bytes:
@@ -343,7 +353,8 @@ class Parsed:
         self.max_line = max_line  # longest header line in octets, CRLF excluded
         by_name: dict[str, list[str]] = {}
         for n, v in headers:
-            by_name.setdefault(n.lower(), []).append(v)
+            if HEADER_NAME_RE.match(n):  # ASCII only, so lower() maps no other letter onto one (KELVIN SIGN → k)
+                by_name.setdefault(n.lower(), []).append(v)
         self._by_name = by_name
         self._memo: dict[str, str | None | tuple[str, ...]] = {}  # what the properties below derived
 
@@ -467,7 +478,7 @@ def parse(raw: bytes) -> Parsed:
         colon = line.find(":")
         if colon <= 0:
             continue  # not a header line (e.g. an mbox "From " line): ignored, never fatal
-        headers.append([line[:colon].strip(), line[colon + 1 :]])
+        headers.append([field_name(line[:colon]), line[colon + 1 :]])
     decoded = tuple((n, _decode_value(v.strip(" \t"))) for n, v in headers)
     return Parsed(decoded, offset, max_line)
 

@@ -18,6 +18,14 @@ spec-reviewer". Before an imported message is stored:
   ``spec-reviewer@workflow(x).local`` and every other spelling of a role's address are caught by
   the one parser that would read them, not by a pattern of what an address looks like.
 
+Each header's name is found as the readers find it (``mail.message.field_name``: only spaces and
+tabs around it go — ``From\\x1c`` is no ``From`` to the bridge because it is none to the readers),
+and a name that is not RFC 5322 ftext (printable ASCII but the colon: ``HEADER_NAME_RE``) is never
+stored as a live header: the field becomes ``X-Original-Malformed:``, its name escaped into its
+value, so that no reader — ours, Dovecot's, a person's mail client — takes it for another. A bare
+CR inside the header block (a line break to the email package and to some clients, to ours none)
+becomes a space.
+
 Recipients (To, Cc) are left as they came: they name no sender. The body is never touched.
 """
 
@@ -26,7 +34,7 @@ from __future__ import annotations
 import re
 
 from workflow.mail.imported import PREFIX
-from workflow.mail.message import mailboxes, parse, split_head
+from workflow.mail.message import HEADER_NAME_RE, field_name, mailboxes, parse, split_head
 
 WORKFLOW_HEADER = re.compile(rb"^(x-event-type|x-workflow-[\w-]*|x-artifacts|x-next-roles)$", re.IGNORECASE)
 IDENTITY = frozenset(
@@ -42,6 +50,7 @@ IDENTITY = frozenset(
         "return-receipt-to",
     }
 )
+MALFORMED = b"X-Original-Malformed"  # what a field whose name is not ftext becomes
 REPLACED = ("from", "sender")  # renamed, and written again as the bridge's account
 SHOWN_DROP = re.compile(r"[^\x20-\x7e]|[\"\\<>=]")  # what a display name must not carry
 
@@ -50,7 +59,7 @@ def _fields(head: bytes) -> list[list[bytes]]:
     """The header block as fields, each a list of its physical lines (continuations folded in)."""
     fields: list[list[bytes]] = []
     for line in head.split(b"\n"):
-        line = line.rstrip(b"\r")
+        line = line.rstrip(b"\r").replace(b"\r", b" ")  # a bare CR: a line break to some readers, to ours none
         if line[:1] in (b" ", b"\t") and fields:
             fields[-1].append(line)
         elif line:
@@ -91,17 +100,25 @@ def _shown(value: str) -> bytes:
     return SHOWN_DROP.sub("", value).strip()[:200].encode("ascii")
 
 
+def _escaped(name: bytes) -> bytes:
+    """A field name fit for a header value: every byte but printable ASCII as ``\\xNN``."""
+    return b"".join(bytes([c]) if 0x20 < c < 0x7F else b"\\x%02x" % c for c in name)
+
+
 def as_outside(raw: bytes, domain: str, account: str) -> bytes:
     """``raw`` with its workflow headers renamed, and every sender header that the readers would
     take for an address of ``domain`` renamed (a From/Sender rewritten to ``account``)."""
     head, offset = split_head(raw)
     out: list[bytes] = []
     for field in _fields(head):
-        name, _, rest = field[0].partition(b":")
-        key = name.strip()
-        lower = key.decode("ascii", "replace").lower()
+        name, colon, rest = field[0].partition(b":")
+        text = field_name(name.decode("utf-8", "replace"))  # as mail.message.parse finds it
+        key = text.encode("ascii", "replace")
+        lower = text.lower()
         value = b" ".join([rest.strip(), *(ln.strip() for ln in field[1:])])
-        if WORKFLOW_HEADER.match(key) or lower.startswith(PREFIX):
+        if colon and not HEADER_NAME_RE.match(text):
+            out.append(MALFORMED + b": " + _escaped(name) + b": " + value)
+        elif WORKFLOW_HEADER.match(key) or lower.startswith(PREFIX):
             out.append(b"X-Original-" + key + b": " + value)
         elif _identity(lower) and ours(_decoded(field), domain):
             out.append(b"X-Original-" + key + b": " + value)
