@@ -154,7 +154,7 @@ def test_a_run_that_forges_a_commit_of_a_control_file_fails_and_the_file_is_rest
     # a person's own commit of the config during a run is theirs: never taken for the agent's
     (p.dir / "workflow.toml").write_text(toml + "\n# the owner's note\n")
     sh(p, "git", "commit", "-qam", "owner: config")
-    from workflow.artifacts.edits import control_changes
+    from workflow.artifacts.history import control_changes
 
     assert control_changes(p.app.config, sh(p, "git", "rev-parse", "HEAD~1").stdout.strip()) == []
 

@@ -36,7 +36,7 @@ from typing import NamedTuple
 
 from workflow.agents.contain import leftovers
 from workflow.app import App
-from workflow.artifacts import agentfiles, edits
+from workflow.artifacts import agentfiles, edits, history
 from workflow.artifacts.gitrepo import Repo
 from workflow.artifacts.gitstate import Start, head_problem, shown
 from workflow.artifacts.move import revert
@@ -246,13 +246,13 @@ class Run(RunBox):
                 f"the run committed or staged embedded repositories ({', '.join(links)}): a person's git would "
                 "enter them and obey their config"
             )
-        touched = edits.control_changes(app.config, self.began_at())
+        touched = history.control_changes(app.config, self.began_at())
         if touched:
             raise GitError(
                 f"a commit made during the run changed {', '.join(touched)}: the control files are the owner's"
             )
         role = str(self.info().get("role", "run-role"))
-        strangers = edits.foreign_commits(app.config, self.began_at(), role)
+        strangers = history.foreign_commits(app.config, self.began_at(), role)
         if strangers:
             raise GitError(
                 f"the run made commits as someone else ({', '.join(strangers[:5])}): a run's commits are "
@@ -361,7 +361,7 @@ class Run(RunBox):
                 else f"left {m.after.path} alone: it is no longer where the failed run put it"
             )
         since = self.began_at()
-        touched = edits.control_changes(app.config, since)
+        touched = history.control_changes(app.config, since)
         if touched:
             try:
                 sha = edits.restore_control(app.config, touched, role, f"The run failed ({why}).")
@@ -373,7 +373,7 @@ class Run(RunBox):
             # only moves put back: one someone moved on since is left where it is, with its content
             committed = {p for m in reverted for p in (m.before.path, m.after.path)} | set(self.committed_edits())
             if info.get("shell"):  # what its agent committed with git itself, behind the tools' back
-                committed |= set(edits.committed_since(app.config, since)) - {
+                committed |= set(history.committed_since(app.config, since)) - {
                     p for m in moved if m not in reverted for p in (m.before.path, m.after.path)
                 }
             try:

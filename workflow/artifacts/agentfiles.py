@@ -189,5 +189,5 @@ def _aside(top: Path, rel: str, aside: Path, name: str) -> None:
 
 
 def pathspecs(config: Config) -> list[str]:
-    """Git pathspecs of every agent file (for the commits a run made: ``edits.control_changes``)."""
+    """Git pathspecs of every agent file (for the commits a run made: ``history.control_changes``)."""
     return [*(f":(glob)**/{name}" for name in sorted(NAMES)), *(f":(glob)**/{folder}/**" for folder in sorted(FOLDERS))]

@@ -36,7 +36,7 @@ from collections.abc import Collection, Iterable
 from pathlib import Path, PurePosixPath
 from typing import NamedTuple
 
-from workflow.artifacts import agentfiles, discard, plumbing
+from workflow.artifacts import discard, plumbing
 from workflow.artifacts.gitlayout import GIT_DIRS, REDIRECTS, WRITTEN_THROUGH, odd_entry
 from workflow.artifacts.gitlock import project_lock
 from workflow.artifacts.gitrepo import Change as GitChange
@@ -216,7 +216,7 @@ def commit(config: Config, role: str, paths: list[str], why: str) -> Committed:
         return Committed(None, (), links)
     _check(config, paths)
     repo = Repo(config)
-    names = ", ".join(sorted({_printable(Path(p).name) for p in paths}))
+    names = ", ".join(sorted({printable(Path(p).name) for p in paths}))
     message = (
         f"{role}: {why} {names}\n\n"
         f"Workflow-Role: {role}\nWorkflow-Edits: {len(paths)} file(s)\n"
@@ -308,52 +308,6 @@ def head_file(config: Config) -> str:
         return ""
     text = path.read_text(encoding="utf-8", errors="replace")[:300]
     return text if HEAD_RE.match(text) else ""
-
-
-def foreign_commits(config: Config, since: str | None, role: str) -> list[str]:
-    """The commits made since ``since`` by anyone but our own code (``plumbing.ours``) whose
-    author or committer is not ``role`` — an agent sets ``GIT_AUTHOR_*`` itself and may claim a
-    person's role or the owner's name: ``"SHA (Name <email> / Name <email>)"`` for each."""
-    repo = Repo.find(config)
-    if repo is None or not since or repo.head() in (None, since):
-        return []
-    want = f"{role} <{role}@{config.domain}>"
-    mine = plumbing.ours(config)
-    out = []
-    log = repo.git("log", "-z", "--format=%H%x01%an <%ae>%x01%cn <%ce>", f"{since}..HEAD", check=False)
-    for entry in log.split("\0"):
-        sha, _, who = entry.strip("\n").partition("\x01")
-        author, _, committer = who.partition("\x01")
-        if sha and sha not in mine and (author != want or committer != want):
-            out.append(f"{sha[:10]} ({_printable(author)} / {_printable(committer)})")
-    return out
-
-
-def control_changes(config: Config, since: str | None) -> list[str]:
-    """Control files and agent files (``agentfiles``) that commits made since ``since`` changed
-    *without* the working tree having that change: an agent cannot write the control files (its
-    sandbox binds them read-only) but can forge history with git's plumbing; a person edits the
-    file and commits it, so their change is in both and is never taken for the agent's."""
-    repo = Repo.find(config)
-    if repo is None or not since or repo.head() in (None, since):
-        return []
-    spec = [repo.to_top(p) for p in control.inside(config)] + agentfiles.pathspecs(config)
-    moved = repo.git("diff", "--name-only", "-z", "--no-renames", since, "HEAD", "--", *spec, check=False)
-    differ = set(repo.git("diff", "--name-only", "-z", "--no-renames", "HEAD", "--", *spec, check=False).split("\0"))
-    untracked = set(repo.git("ls-files", "-z", "--others", "--", *spec, check=False).split("\0"))
-    out = [x for x in moved.split("\0") if x and (x in differ or x in untracked)]
-    return sorted(p for p in (repo.to_project(x) for x in out) if p is not None)
-
-
-def committed_since(config: Config, since: str | None) -> list[str]:
-    """Artifact paths that commits made since ``since`` changed (a shell agent may commit with
-    git itself: a failed run's commits are put back like the rest of its edits)."""
-    repo = Repo.find(config)
-    if repo is None or not since or repo.head() in (None, since):
-        return []
-    roots = [repo.to_top(r) for r in config.artifact_roots]
-    out = repo.git("diff", "--name-only", "-z", "--no-renames", since, "HEAD", "--", *roots, check=False)
-    return sorted(p for p in (repo.to_project(x) for x in out.split("\0") if x) if p is not None)
 
 
 def restore_control(config: Config, paths: list[str], role: str, why: str) -> str | None:
@@ -553,7 +507,7 @@ def neutralize(config: Config, keep: Path, since: str | None, role: str, begun: 
     return lines
 
 
-def _printable(name: str) -> str:
+def printable(name: str) -> str:
     """A file name fit for a commit's subject line: control characters escaped (``\\n``)."""
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in name)
 
