@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -158,3 +159,22 @@ def test_no_module_of_ours_starts_git_but_through_gitcmd() -> None:
     assert gitcmd.argv(["status", "-z"])[-3:] == ["status", "--ignore-submodules=dirty", "-z"]
     for pin in ("core.fsmonitor=false", "submodule.recurse=false", "diff.ignoreSubmodules=dirty"):
         assert pin in gitcmd.argv(["commit"])
+
+
+def test_the_layout_check_keeps_clean_folders_only_while_nothing_changes_in_them(tmp_path: Path) -> None:
+    """Every owner-side git walks the tree first; folders found clean are kept by their ctime (no
+    process can set it back), so a FIFO made later in one — its mtime then set back — is found."""
+    from workflow.artifacts import gitlayout
+
+    top = tmp_path / "t"
+    (top / "specs" / "todo").mkdir(parents=True)
+    (top / "specs" / "todo" / "a.md").write_text("a\n")
+    subprocess.run(["git", "init", "-q", str(top)], check=True)
+    time.sleep(gitlayout.RACY_NS / 1e9 + 0.1)  # the clock, not an event: folders older than the racy window
+    assert gitlayout.problem(top) == ""
+    folder = top / "specs" / "todo"
+    assert str(folder) in gitlayout.CLEAN  # kept
+    before = os.stat(folder)
+    os.mkfifo(folder / ".gitattributes")
+    os.utime(folder, ns=(before.st_atime_ns, before.st_mtime_ns))  # mtime back: ctime moves all the same
+    assert ".gitattributes" in gitlayout.problem(top)

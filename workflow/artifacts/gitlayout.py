@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from collections.abc import Collection
 from pathlib import Path
 from typing import NamedTuple
@@ -116,6 +117,18 @@ def _within(path: str, top: str, skipped: Collection[str]) -> bool:
     return inside and not any(path == s or path.startswith(s + os.sep) for s in skipped)
 
 
+# Folders found clean, by path: (their stamp, the folders below them, how many entries). A cache,
+# not state — the one module-level mutable of this package, kept for speed: every owner-side git
+# walks the tree first, and a project with a .venv inside holds 100,000 entries. It is sound: a
+# folder's entries can change only by a link, unlink, rename or mknod in it, each of which sets
+# its ctime, which no process can set back (utime sets ctime too); a file's type never changes
+# in place. Folders holding a pointer file (a .git file, commondir), whose text matters, are
+# never kept.
+CLEAN: dict[str, tuple[tuple[object, ...], tuple[tuple[str, bool], ...], int]] = {}
+MAX_CLEAN = 100_000
+RACY_NS = 2_000_000_000  # a folder whose ctime is newer than this is never kept
+
+
 def odd_entries(top: Path, skip: Collection[Path] = (), first: bool = False) -> list[Odd]:
     """Everything in the tree below ``top`` (never through a symlink, never in ``skip``: the mail
     root) that git would block on, read or write through, or follow outside the tree; with
@@ -129,17 +142,37 @@ def odd_entries(top: Path, skip: Collection[Path] = (), first: bool = False) -> 
     while stack and seen <= MAX_WALKED:
         folder, in_git = stack.pop()
         try:
+            st = os.lstat(folder)
+        except OSError:
+            continue
+        stamp = (st.st_dev, st.st_ino, st.st_ctime_ns, in_git, real_top, tuple(sorted(skipped)))
+        known = CLEAN.get(folder)
+        if known is not None and known[0] == stamp:  # nothing was added, removed or renamed here since
+            stack.extend(known[1])
+            seen += known[2]
+            continue
+        try:
             with os.scandir(folder) as it:
                 entries = list(it)
         except OSError:
             continue
         seen += len(entries)
+        before = len(stack)
+        odd = False
         for e in entries:
             found = _judge(e, folder, in_git, real_top, skipped, own_worktrees, stack)
             if found is not None:
+                odd = True
                 out.append(found)
                 if first:
                     return out
+        pointers = any(e.name == ".git" or (in_git and e.name in POINTERS) for e in entries)
+        settled = st.st_ctime_ns < time.time_ns() - RACY_NS  # as git's racy-clean rule: a change within
+        # the same clock tick would leave the ctime as it was, so a folder changed lately is read again
+        if not odd and not pointers and settled:  # a pointer's text can change without its folder's ctime
+            if len(CLEAN) >= MAX_CLEAN:
+                CLEAN.clear()
+            CLEAN[folder] = (stamp, tuple(stack[before:]), len(entries))
     return out
 
 
