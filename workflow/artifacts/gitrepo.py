@@ -8,6 +8,7 @@ so a file edited while it moves still counts as the same artifact).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
@@ -30,26 +31,28 @@ class Change(NamedTuple):
     path: str  # project-relative
 
 
+@functools.lru_cache(maxsize=64)
+def _where(project: Path, mail_root: Path) -> tuple[Path, Path, Path, str]:
+    """Where the repository holding ``project`` is: its top, git directory, hooks and the project's
+    prefix in it. Kept per process once found (a run's end makes a dozen ``Repo``s of one project;
+    each git command they run checks the layout again); a project in no repository is asked anew."""
+    out = run_git(
+        ["rev-parse", "--show-toplevel", "--git-dir", "--git-path", "hooks"], project, check=False, skip=(mail_root,)
+    )
+    lines = out.splitlines()
+    if len(lines) < 3:
+        raise GitError(f"{project} is not inside a git repository; run `workflow init` (it runs git init)")
+    top = Path(lines[0]).resolve()
+    rel = project.resolve().relative_to(top).as_posix()
+    return top, (project / lines[1]).resolve(), (project / lines[2]).resolve(), "" if rel == "." else rel + "/"
+
+
 class Repo:
     """The git repository holding a project."""
 
     def __init__(self, config: Config) -> None:
         self.config = config
-        project = config.project_dir
-        out = run_git(
-            ["rev-parse", "--show-toplevel", "--git-dir", "--git-path", "hooks"],
-            project,
-            check=False,
-            skip=(config.mail_root,),
-        )
-        lines = out.splitlines()
-        if len(lines) < 3:
-            raise GitError(f"{project} is not inside a git repository; run `workflow init` (it runs git init)")
-        self.top = Path(lines[0]).resolve()
-        self.git_dir = (project / lines[1]).resolve()
-        self.hooks_dir = (project / lines[2]).resolve()
-        rel = project.resolve().relative_to(self.top).as_posix()
-        self.prefix = "" if rel == "." else rel + "/"
+        self.top, self.git_dir, self.hooks_dir, self.prefix = _where(config.project_dir, config.mail_root)
 
     @classmethod
     def find(cls, config: Config) -> Repo | None:
