@@ -17,7 +17,7 @@ from workflow.delivery.credentials import owner_secret
 
 ROUNDS = 20  # a reader between the old code's create and write was met within 20 rounds here
 RACERS = 4
-STARTS = 3  # rounds of two real processes starting together (~1 s of CPU each: sized to fit)
+STARTS = 20  # the acceptance: smtpd and agentd started together on a fresh HOME, 20 times
 
 
 def _race(path: str, start: object, out: object) -> None:
