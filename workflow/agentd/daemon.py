@@ -117,7 +117,7 @@ class Agentd:
         self.log_path = app.config.state.agentd_log
         self.idle: list[str] = []  # roles that cannot run until a backend is chosen
         self.roles = self._roles()
-        self.decide = Decide(app, self.tasks, self.log)
+        self.decide = Decide(app, self.tasks, self.log, self.watch_of, self.idle)
         self.ledger = Ledger(app, opts, self.tasks, self.log)
         self.observer: Any = None
         self.scan = MailScan(app.maildirs)

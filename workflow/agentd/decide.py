@@ -2,7 +2,9 @@
 
 agentd holds the project, so it makes the moves people decide on by mail. It reads what the human
 roles sent since its mark (an index row id, kept in the task store across restarts), applies each
-decision once (the store remembers every Message-ID it handled) and logs the outcome. A decision
+decision once (the store remembers every Message-ID it handled) and logs the outcome; a person's
+mail that is no decision gets its effect logged, or an answer saying why it has none
+(``agentd.heard``). A decision
 made in the cockpit and cut short by a crash is finished here too (``agentd.pending``). The first
 time it runs in a project it applies the decisions of the last ``FIRST_LOOKBACK`` seconds, not the
 project's whole history.
@@ -13,15 +15,16 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from workflow.agentd import pending
+from workflow.agentd import heard, pending
 from workflow.agentd.tasks import Tasks
 from workflow.app import App
 from workflow.artifacts import decisions
 from workflow.delivery.transport import Transport
 from workflow.mail.reader import Reader
+from workflow.mail.rows import Row
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +36,18 @@ BATCH = 500
 class Decide:
     """One project's decisions by mail; ``step`` applies those that arrived since the last step."""
 
-    def __init__(self, app: App, tasks: Tasks, log: Callable[..., None]) -> None:
+    def __init__(
+        self,
+        app: App,
+        tasks: Tasks,
+        log: Callable[..., None],
+        watch: heard.Watch | None = None,
+        idle: Sequence[str] = (),
+    ) -> None:
+        """``watch``: each role agentd runs → (its mailboxes, its triggers); ``idle``: the roles
+        waiting for a backend — what a person's mail that is no decision is judged by (``heard``)."""
         self.app, self.tasks, self.log = app, tasks, log
+        self.watch, self.idle = watch or {}, tuple(idle)
         self.people = decisions.people(app)
         self.seen: tuple[tuple[int, int], ...] = ()  # the index files as the last step found them
 
@@ -90,6 +103,7 @@ class Decide:
                         self.tasks.record_decision(row.message_id, False, f"unreadable: {type(e).__name__}: {e}"[:300])
                         continue
                     if d is None:
+                        self._hear(index, row, transport)
                         continue
                     try:
                         outcome = decisions.apply(self.app, d, transport())
@@ -108,6 +122,24 @@ class Decide:
                 self.tasks.set_mark(MARK, index.last_id())
         self.seen = now  # after the work: a step that failed is tried again at the next wake
         return handled
+
+    def _hear(self, index: Reader, row: Row, transport: Callable[[], Transport]) -> None:
+        """A person's mail that is no decision: its effect, or the answer saying why it has none."""
+        try:
+            h = heard.hear(self.app, index, row, self.watch, self.idle, transport())
+        except Exception as e:  # one message never stops the others
+            log.exception("%s: cannot be judged for its effect", row.message_id)
+            self.tasks.record_decision(row.message_id or "", False, f"unheard: {type(e).__name__}: {e}"[:300])
+            return
+        if h is None:
+            return
+        if h.answer:  # the answer is not a person's mail to be heard again
+            self.tasks.record_decision(h.answer, True, f"sent for {h.message_id}")
+        fields: dict[str, Any] = {"role": h.role, "message_id": h.message_id, "typed": h.kind}
+        if h.effect:
+            self.log("heard", **fields, effect=h.effect)
+        else:
+            self.log("answered", **fields, answer=h.answer, why=h.why[:300])
 
     def _human_since(self, index: Reader, first_ever: bool) -> dict[str, int]:
         """Each person's address → the last index row from before agentd first saw its role as a

@@ -5,7 +5,8 @@ without one. A message from a human role (``mode = "human"``) is a decision when
 
 - it says so in its header (``X-Event-Type: approval`` or ``rejection``, as a client such as mutt
   can add), or
-- it is a plain reply to a review-request (its ``In-Reply-To`` is one) whose first line of text
+- it is a plain reply in a review-request's thread (its ``References`` or ``In-Reply-To`` name
+  one: a reply to the question asking to confirm a near decision counts) whose first line of text
   — quoted lines (``>``) and blank lines skipped — begins with one of ``WORDS``: "Approve",
   "Approved", "LGTM" approve; "Reject", "Rejected", "Revise" reject. The rest of the text, up
   to the quoted part or the signature, is the reason.
@@ -39,19 +40,13 @@ from workflow.delivery.transport import Transport
 from workflow.mail import imported
 from workflow.mail.body import body_text
 from workflow.mail.inbox import read_row, select
-from workflow.mail.message import parse
+from workflow.mail.message import parse, thread_ids
 from workflow.mail.reader import Reader
 from workflow.mail.rows import Row
+from workflow.mail.verdicts import MAX_REASON, WORDS, verdict
+from workflow.mail.verdicts import printable as _printable
 
-WORDS = {
-    "approve": "approval",
-    "approved": "approval",
-    "lgtm": "approval",
-    "reject": "rejection",
-    "rejected": "rejection",
-    "revise": "rejection",
-}
-MAX_REASON = 4000  # characters of the reason carried into the notification
+__all__ = ["MAX_REASON", "WORDS", "Decision", "Outcome", "apply", "people", "read", "verdict"]
 
 
 class Decision(NamedTuple):
@@ -77,35 +72,6 @@ def people(app: App) -> list[str]:
     return [f"{name}@{app.config.domain}" for name, role in sorted(app.roster.roles.items()) if role.mode == "human"]
 
 
-def verdict(text: str) -> tuple[str, str] | None:
-    """(event, reason) from a reply's text: its first own line's first word, the rest the reason."""
-    lines = text.replace("\r\n", "\n").split("\n")
-    for i, line in enumerate(lines):
-        stripped = line.strip()
-        if not stripped or stripped.startswith(">"):
-            continue
-        head, _, rest = stripped.partition(" ")
-        event = WORDS.get(head.strip(".,:;!-—").lower())
-        if event is None:
-            return None
-        reason = [rest.lstrip(" .,:;!-—").rstrip()]
-        for more in lines[i + 1 :]:
-            if (
-                more.startswith(">")
-                or more.rstrip() == "--"
-                or (more.startswith("On ") and more.rstrip().endswith("wrote:"))
-            ):
-                break
-            reason.append(more.rstrip())
-        return event, _printable("\n".join(reason))
-    return None
-
-
-def _printable(text: str) -> str:
-    """A reason as a commit message and a template may carry it: no NUL or other control characters."""
-    return "".join(c for c in text.strip()[:MAX_REASON] if c in "\n\t" or c.isprintable())
-
-
 def read(app: App, index: Reader, row: Row) -> Decision | None:
     """The decision a person's message carries, or None when it carries none — and always None
     for outside mail a bridge imported (``mail.imported``), whatever its From: says."""
@@ -120,7 +86,7 @@ def read(app: App, index: Reader, row: Row) -> Decision | None:
     parsed = parse(raw)
     if imported.marked(parsed):
         return None  # outside mail: nobody's decision, even one stored before the bridge judged senders
-    request = _request(index, parsed.in_reply_to_ids)
+    request = _request(index, thread_ids(parsed))  # a reply inherits its thread (delivery.plain)
     text = body_text(raw, parsed)
     if parsed.event is not None and parsed.event in DECISIONS:
         reason = (verdict(text) or ("", ""))[1] or _printable(text)
@@ -139,7 +105,7 @@ def read(app: App, index: Reader, row: Row) -> Decision | None:
 
 
 def _request(index: Reader, parents: list[str]) -> Row | None:
-    """The review-request among a message's parents, if any."""
+    """The latest review-request among a message's ancestors, if any."""
     if not parents:
         return None
     rows = [r for r in index.query(message_ids=parents) if r.event == "review-request"]

@@ -22,6 +22,7 @@ from typing import NamedTuple
 
 from workflow.core.config import Config
 from workflow.core.errors import GuardrailError, MailIndexError, MessageError, RosterError
+from workflow.delivery import plain
 from workflow.mail import imported
 from workflow.mail.index import Index
 from workflow.mail.maildir import Entry, Maildirs
@@ -137,6 +138,7 @@ class Deliverer:
         sender_hint: str = "",
         unindexed: Mapping[str, Sequence[Entry]] | None = None,
         known: Container[str] | None = None,
+        person: bool = False,
     ) -> Plan:
         """Every check delivery makes, without writing anything.
 
@@ -146,7 +148,8 @@ class Deliverer:
         References/In-Reply-To name one of them raises ``IndexLagError``: the caller waits for the
         index and asks again, so visibility and reply checks see every copy. With ``known`` (every
         Message-ID the caller has stored, been told of or found indexed), an id outside it skips
-        the index lookup: it cannot be a retry."""
+        the index lookup: it cannot be a retry. With ``person`` (the server: a users-file login
+        sent it), plain mail from a human role is typed as ``delivery.plain`` says."""
         raw = to_lf(complete_headers(raw, lambda: self._role(raw, sender_hint), self.config.domain, self.stamps))
         parsed = parse(raw)
         validate(parsed, event_types=self.config.event_types, states=self.config.states)
@@ -160,6 +163,10 @@ class Deliverer:
                 guardrails.BRIDGE_MARK.name,
                 f"header {marks[0]} marks mail a bridge imported from outside; no sender may write it — leave it out",
             )
+        if person and parsed.get(plain.HEADER) is not None:
+            raise MessageError(
+                f"header {plain.HEADER} is the server's record of how it typed a person's mail; leave it out"
+            )
         sender = self.roster.sender(parsed.sender)
         if not recipients:
             raise MessageError("no recipients")
@@ -170,6 +177,12 @@ class Deliverer:
             lagging = [m for m in ancestry if m in unindexed or m.lower() in lowered]
             if lagging:
                 raise IndexLagError(lagging)
+        role = self.roster.roles.get(sender)
+        if person and role is not None and role.mode == "human":
+            to = [mb for r in routes for mb in r.mailboxes]
+            raw = to_lf(plain.infer(raw, parsed, sender, to, self.roster, index))
+            parsed = parse(raw)
+            validate(parsed, event_types=self.config.event_types, states=self.config.states)
         check_visibility(self.roster, sender, routes, parsed.recipients, index.spaces(ancestry))
         guardrails.check(self.config, self.roster, parsed, sender, index)
         mid = parsed.message_id or ""

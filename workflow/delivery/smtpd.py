@@ -172,7 +172,9 @@ class Handler:
             crlf = raw.count(b"\r\n")
             if raw.count(b"\n") != crlf or raw.count(b"\r") != crlf:  # a bare LF or CR somewhere
                 raise MessageError("message contains a bare CR or LF; SMTP lines must end in CRLF")
-            plan = await self._prepare(raw, envelope)
+            identity = identity_of(session)
+            person = identity is not None and identity.run is None and bool(identity.secret)  # a users-file login
+            plan = await self._prepare(raw, envelope, person)
             mid = plan.message_id
             from_header = self.roster.sender(envelope.mail_from or "")
             if plan.sender != from_header:
@@ -180,7 +182,6 @@ class Handler:
                     SENDER_MATCHES_ENVELOPE.name,
                     f"From: is {plan.sender} but MAIL FROM is {from_header}; they must agree",
                 )
-            identity = identity_of(session)
             if identity is not None and identity.run is not None:
                 return self._stage(identity.run, plan, session, envelope, from_header)
             if plan.mailboxes:
@@ -265,7 +266,7 @@ class Handler:
             return reply
         return xnotify.accepted(composed.message_id, composed.recipients)
 
-    async def _prepare(self, raw: bytes, envelope: Envelope) -> Plan:
+    async def _prepare(self, raw: bytes, envelope: Envelope, person: bool = False) -> Plan:
         """``Deliverer.prepare`` against the index and every copy stored but not yet indexed, by
         this process or another worker; a message that refers to such copies waits for them."""
         for attempt in range(LAG_ROUNDS):
@@ -273,7 +274,7 @@ class Handler:
             pending: Mapping[str, Sequence[Entry]] = ChainMap(own, others) if others else own  # type: ignore[arg-type]
             try:
                 return self.deliverer.prepare(
-                    raw, envelope.rcpt_tos, self.index, envelope.mail_from or "", pending, self.known
+                    raw, envelope.rcpt_tos, self.index, envelope.mail_from or "", pending, self.known, person
                 )
             except IndexLagError as e:
                 if attempt == LAG_ROUNDS - 1:
