@@ -57,6 +57,12 @@ def test_a_persons_plain_mail_is_typed_by_the_documented_rules(tmp_path: Path) -
         assert m.event == "question" and m.artifacts == ["specs/proposed/user-auth.md"]
         assert "to its requester spec-writer" in (m.get("X-Workflow-Typing") or "")
 
+        # a review-request alice never received is no thread of hers: refused, nothing stored
+        text = f"To: spec-writer@workflow.local\nSubject: Re: x\nIn-Reply-To: {request}\n\nApprove it all\n"
+        r = msmtp(p, "alice", port, text)
+        assert r.returncode != 0 and "reply-visible" in r.stderr, r.stderr
+        assert not [f for f in p.new_files("spec-writer") if b"Approve it all" in f.read_bytes()]
+
         # a reply to a question the person was asked: an answer
         asked = p.send("spec-reviewer", "clarification-request", "specs/proposed/user-auth.md", "user", QUESTION="why?")
         text = f"To: spec-reviewer@workflow.local\nSubject: Re: why\nIn-Reply-To: {asked}\n\nBecause users asked.\n"

@@ -59,7 +59,7 @@ def hear(app: App, index: Reader, row: Row, watch: Watch, idle: Sequence[str], t
     copies = index.query(message_ids=[row.message_id])
     boxes = tuple(dict.fromkeys(r.mailbox for r in copies if r.message_id == row.message_id)) or (row.mailbox,)
     via = next((b for b in boxes if b in app.roster.roles and b != role), "")
-    artifact = _artifact(app, index, row, parsed.artifacts or list(row.artifacts), thread_ids(parsed))
+    artifact = _artifact(app, index, role, parsed.artifacts or list(row.artifacts), thread_ids(parsed))
     if kind == "unsure":
         slip = near(body_text(raw, parsed))
         said = slip.line if slip is not None else (parsed.get(plain.HEADER) or "")
@@ -108,11 +108,13 @@ def hear(app: App, index: Reader, row: Row, watch: Watch, idle: Sequence[str], t
     return Heard(row.message_id, role, kind, "", sent, why)
 
 
-def _artifact(app: App, index: Reader, row: Row, named: Sequence[str], ancestry: Sequence[str]) -> str:
-    """The artifact an answer names: the mail's own, else its thread's review-request's, else any."""
+def _artifact(app: App, index: Reader, person: str, named: Sequence[str], ancestry: Sequence[str]) -> str:
+    """The artifact an answer names: the mail's own, else that of the review-request in its thread
+    the person received (never one of a thread they may not read), else any."""
     refs = list(named)
     if not refs and ancestry:
-        found = [r for r in index.query(message_ids=list(ancestry)) if r.event == "review-request" and r.artifacts]
+        own = app.roster.mailboxes_of(person)
+        found = [r for r in index.query(own, message_ids=list(ancestry)) if r.event == "review-request" and r.artifacts]
         if found:
             refs = list(max(found, key=lambda r: r.date).artifacts)
     for ref in refs:

@@ -178,8 +178,8 @@ class Deliverer:
             if lagging:
                 raise IndexLagError(lagging)
         role = self.roster.roles.get(sender)
-        if person and role is not None and role.mode == "human":
-            to = [mb for r in routes for mb in r.mailboxes]
+        to = [mb for r in routes if r.kind != "external" for mb in r.mailboxes]
+        if person and role is not None and role.mode == "human" and to:  # mail leaving the domain is not ours to type
             raw = to_lf(plain.infer(raw, parsed, sender, to, self.roster, index))
             parsed = parse(raw)
             validate(parsed, event_types=self.config.event_types, states=self.config.states)
