@@ -5,6 +5,7 @@ with the type its rules give and the ``X-Workflow-Typing`` line that says why.""
 from __future__ import annotations
 
 import shutil
+import smtplib
 from pathlib import Path
 
 import pytest
@@ -77,6 +78,17 @@ def test_a_persons_plain_mail_is_typed_by_the_documented_rules(tmp_path: Path) -
         assert msmtp(p, "alice", port, text).returncode == 0
         m = stored(p, "spec-writer", "Typed by mutt")
         assert m.event == "question" and m.get("X-Workflow-Typing") == "sent"
+
+        # a client retrying after a lost 250 sends the same bytes: typed alike, recognised, stored once
+        retry = (
+            "From: user@workflow.local\r\nTo: spec-writer@workflow.local\r\nSubject: again\r\n"
+            "Message-ID: <retry.1@phone.example>\r\n\r\nsent twice\r\n"
+        )
+        for _ in range(2):
+            with smtplib.SMTP("127.0.0.1", port, timeout=10) as s:
+                s.login("alice", "alice-pw")
+                s.sendmail("user@workflow.local", ["spec-writer@workflow.local"], retry)
+        assert len([f for f in p.new_files("spec-writer") if b"sent twice" in f.read_bytes()]) == 1
 
         # the header is the server's: a person who writes it is refused, in words
         text = "To: spec-writer@workflow.local\nSubject: forged\nX-Workflow-Typing: sent\n\nforged\n"
