@@ -79,11 +79,12 @@ def hear(app: App, index: Reader, row: Row, watch: Watch, idle: Sequence[str], t
     effects = []
     for box in boxes:
         holder = app.roster.roles.get(box)
+        woken = [name for name, (mbs, triggers) in watch.items() if box in mbs and event in triggers]
         if holder is not None and holder.mode == "human":
             effects.append(f"in {box}'s mailbox for the person who holds it")
-        elif any(box in mbs and event in triggers for mbs, triggers in watch.values()):
-            effects.append(f"wakes {next(r for r, (mbs, t) in watch.items() if box in mbs and event in t)}")
-        elif holder is None and box not in app.roster.roles:
+        elif woken:
+            effects.append(f"wakes {woken[0]}")
+        elif holder is None:
             effects.append(f"in {box}")  # a panel member's mailbox: its panel reads it
     if effects:
         return Heard(row.message_id, role, kind, "; ".join(effects))
@@ -91,8 +92,11 @@ def hear(app: App, index: Reader, row: Row, watch: Watch, idle: Sequence[str], t
     if waiting:
         why = f"{', '.join(waiting)} cannot run until the project's owner chooses its agent backend; your mail waits in its mailbox"
     else:
+        runs = {b for mbs, _ in watch.values() for b in mbs}
         takes = "; ".join(
-            f"{b} wakes on {', '.join(app.roster.roles[b].triggers) or 'nothing (no agentd run)'}"
+            f"{b} wakes on {', '.join(app.roster.roles[b].triggers) or 'nothing'}"
+            if b in runs
+            else f"{b} is not run by agentd here"
             for b in boxes
             if b in app.roster.roles
         )
@@ -102,7 +106,7 @@ def hear(app: App, index: Reader, row: Row, watch: Watch, idle: Sequence[str], t
     variables = {
         "STATUS": f"your {event or 'mail'} {row.message_id} woke nobody",
         "CONTEXT": f"{why} (answered by agentd)",
-        "NEXT_ACTIONS": "send it again as a question (plain mail, no X-Event-Type header) to the role that should act, or ask the project's owner.",
+        "NEXT_ACTIONS": "write to the role that should act (its role file says what wakes it), or ask the project's owner.",
     }
     sent = _send(app, "status-update", artifact, role, via, row.message_id, variables, transport)
     return Heard(row.message_id, role, kind, "", sent, why)
