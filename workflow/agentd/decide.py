@@ -135,6 +135,8 @@ class Decide:
             return
         if h.answer:  # the answer is not a person's mail to be heard again
             self.tasks.record_decision(h.answer, True, f"sent for {h.message_id}")
+        # handled once, like a decision: a rebuilt index (which sends the mark back) never answers it twice
+        self.tasks.record_decision(h.message_id, bool(h.effect), (h.effect or f"answered: {h.why}")[:300])
         fields: dict[str, Any] = {"role": h.role, "message_id": h.message_id, "typed": h.kind}
         if h.effect:
             self.log("heard", **fields, effect=h.effect)
