@@ -163,11 +163,11 @@ class Roster:
             return ()
         for h in role.hands_off:
             if h not in self.roles and h not in self.panels:
-                raise RosterError(
-                    f"{role.path}: front matter key hands_off: unknown role {h!r}{self.suggest_names(h)}"
-                )
+                raise RosterError(f"{role.path}: front matter key hands_off: unknown role {h!r}{self.suggest_names(h)}")
             if h in self.roles and not self.roles[h].takes_mail:
-                raise RosterError(f"{role.path}: front matter key hands_off: role {h} is a sync helper role and takes no mail")
+                raise RosterError(
+                    f"{role.path}: front matter key hands_off: role {h} is a sync helper role and takes no mail"
+                )
         return role.hands_off
 
     def suggest_names(self, name: str) -> str:
