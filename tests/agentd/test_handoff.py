@@ -120,3 +120,12 @@ def test_the_cockpits_approve_button_hands_on(tmp_path: Path) -> None:
     for box in ("skeleton-writer", "test-writer"):
         [m] = _got(p, box, "approval")
         assert m.message_id == told.message_id
+
+
+def test_a_copy_of_a_built_in_role_that_says_nothing_of_hand_off_keeps_the_built_ins(tmp_path: Path) -> None:
+    p = git_project(tmp_path / "c")
+    (p.dir / "roles" / "spec-reviewer.md").write_text('+++\nmode = "human"\n+++\n# spec-reviewer\n')
+    (p.dir / "roles" / "test-reviewer.md").write_text('+++\nmode = "human"\nhands_off = []\n+++\n# test-reviewer\n')
+    app = App(load_config(p.dir / "workflow.toml", env={}))
+    assert app.roster.hands_off("spec-reviewer") == ("skeleton-writer", "test-writer")
+    assert app.roster.hands_off("test-reviewer") == ()  # said: nobody

@@ -44,6 +44,7 @@ class Role(NamedTuple):
     moves: tuple[tuple[str, str], ...] = ()  # ("proposed", "todo"); "*" as source means any state
     max_turns: int = 0  # 0: the backend's default
     hands_off: tuple[str, ...] = ()  # the roles its approval goes on to when it names no NEXT_ROLES
+    keys: frozenset[str] = frozenset()  # the front matter keys its file sets
 
     @property
     def takes_mail(self) -> bool:
@@ -163,6 +164,7 @@ def parse_role(path: Path, text: str, event_types: Iterable[str]) -> Role:
         moves=tuple(moves),
         max_turns=max_turns,
         hands_off=hands_off,
+        keys=frozenset(meta),
     )
 
 
@@ -186,7 +188,13 @@ class Roles(Mapping[str, Role]):
                 text = path.read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError) as e:
                 raise RosterError(f"{path}: cannot read role file: {e}") from None
-            role = self._parsed[name] = parse_role(path, text, self._events)
+            role = parse_role(path, text, self._events)
+            builtin = builtin_dir("roles") / path.name
+            if "hands_off" not in role.keys and path != builtin and builtin.is_file():
+                # a project's copy of a built-in role (made human, say) that says nothing of its
+                # hand-off keeps the built-in's: the pipeline goes on whoever takes the role
+                role = role._replace(hands_off=parse_role(builtin, builtin.read_text("utf-8"), self._events).hands_off)
+            self._parsed[name] = role
         return role
 
     def __contains__(self, name: object) -> bool:
