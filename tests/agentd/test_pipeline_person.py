@@ -119,6 +119,9 @@ def test_bob_approves_from_msmtp_and_the_pipeline_reaches_done(tmp_path: Path, m
         check=True,
     )
     assert "spec-reviewer" in head.stdout.split()  # bob's move, authored as his role
+    # the requester (user) hears of done once: the implementer told them, so agentd (agentd.told) did not again
+    done = [parse(raw) for box, raw, _ in copies(app) if box == "user" and parse(raw).event == "status-update"]
+    assert [(m.sender, m.state) for m in done] == [("implementer@workflow.local", "done")], done
     doctor = workflow(proj, env, "doctor")
     assert doctor.returncode == 0, doctor.stdout + doctor.stderr
     status = workflow(proj, env, "status")
