@@ -168,3 +168,32 @@ def test_a_requester_told_by_the_run_itself_is_not_told_again(tmp_path: Path) ->
         p.send("implementer", "status-update", "specs/done/user-auth.md", "user", CONTEXT="built")
         assert told.step(lambda: transport, int(time.time())) == 0
     assert len(_got(p, "user", "status-update")) == 1
+
+
+def test_a_persons_typed_approval_from_a_client_is_handed_on_to_whom_it_did_not_reach(tmp_path: Path) -> None:
+    p = _human(tmp_path)
+    request = p.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer")
+    m = EmailMessage()  # as mutt sends it with its X-Event-Type header: to the writer, Cc test-writer
+    m["From"], m["To"], m["Cc"] = (
+        "spec-reviewer@workflow.local",
+        "spec-writer@workflow.local",
+        "test-writer@workflow.local",
+    )
+    m["Subject"], m["In-Reply-To"] = "Re: user-auth", request
+    m["X-Event-Type"], m["X-Artifacts"] = "approval", "specs/proposed/user-auth.md"
+    m.set_content("Fine by me.\n")
+    with server_process(p.dir) as (_smtpd, port):
+        with smtplib.SMTP("127.0.0.1", port, timeout=10) as s:
+            s.login(TESTER, TESTER_PASSWORD)
+            s.send_message(m)
+        wait_until(lambda: len(p.new_files("spec-writer")) == 1, "bob's approval to be stored")
+        with p.app.index() as index:
+            index.refresh()
+        with Tasks(p.app.config.state.tasks) as tasks:
+            step = Decide(p.app, tasks, lambda what, **f: None)
+            assert step.step(lambda: make_transport(p.app.config, p.app.deliverer)) == 1
+    assert (p.dir / "specs/todo/user-auth.md").exists()
+    assert len(_got(p, "test-writer", "approval")) == 1  # his own Cc: not a second copy
+    [handed] = _got(p, "skeleton-writer", "approval")
+    assert handed.sender == "spec-reviewer@workflow.local" and handed.next_roles == ["skeleton-writer"]
+    assert _got(p, "spec-writer", "approval")[0].message_id != handed.message_id
