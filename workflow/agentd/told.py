@@ -11,12 +11,14 @@ still going, agentd waits for it: the run may tell the person itself.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from operator import attrgetter
 
 from workflow.agentd.tasks import Tasks, TaskStatus
 from workflow.app import App
 from workflow.artifacts.board import mail_by_key
+from workflow.artifacts.gitrepo import Repo
 from workflow.artifacts.movers import last_moves
 from workflow.core.errors import WorkflowError
 from workflow.core.locate import scan
@@ -33,6 +35,7 @@ class Told:
     def __init__(self, app: App, tasks: Tasks, log: Callable[..., None]) -> None:
         self.app, self.tasks, self.log = app, tasks, log
         self.judged: set[tuple[str, str, int]] = set()  # (root, name, move time) judged in this process
+        self.seen: object = None  # git's reflog as the last step found it, when nothing waited
 
     def step(self, transport: Callable[[], Transport], now: int) -> int:
         """Tell the requesters of artifacts newly in done/; returns how many were told."""
@@ -40,6 +43,10 @@ class Told:
         if since is None:
             self.tasks.set_mark(SINCE, now)
             return 0
+        seen = self._reflog()
+        if seen is not None and seen == self.seen:
+            return 0  # no commit since the last look, and no move waiting on its run
+        self.seen = seen
         due = [
             (key, mv)
             for key, mv in last_moves(self.app.config).items()
@@ -57,6 +64,7 @@ class Told:
         for key, mv in due:
             tag = f"told:{key[0]}/{key[1]}@{mv.time}"
             if mv.role in live:
+                self.seen = None  # look again at the next step
                 continue  # its run may tell the person itself: judged when it has ended
             self.judged.add((*key, mv.time))
             if self.tasks.mark(tag) is not None or key not in where:
@@ -86,6 +94,15 @@ class Told:
             self.log("told", artifact=artifact.path, to=requester, message_id=c.message_id)
             told += 1
         return told
+
+    def _reflog(self) -> tuple[int, int] | None:
+        """HEAD's reflog (size, mtime): every commit changes it; None when it cannot be read."""
+        try:
+            repo = Repo.find(self.app.config)
+            st = os.stat(repo.git_dir / "logs" / "HEAD") if repo is not None else None
+        except (OSError, WorkflowError):
+            return None
+        return (st.st_size, st.st_mtime_ns) if st is not None else None
 
     def _person(self, sender: str | None) -> str | None:
         """The human role behind a sender address, or None."""
