@@ -20,6 +20,7 @@ from workflow.core import events
 from workflow.core.config import Config
 from workflow.core.errors import MessageError
 from workflow.core.locate import has_glob
+from workflow.delivery.artcopy import carry
 from workflow.mail.index import Index
 from workflow.mail.message import (
     Draft,
@@ -45,6 +46,7 @@ class NotifyRequest:
     in_reply_to: str | None = None
     variables: dict[str, str] = field(default_factory=dict)
     headers: tuple[tuple[str, str], ...] = ()  # extra X- headers (a panel member's X-Review-Verdict)
+    named: bool = False  # ARTIFACT as workflow-notify was given it: refused when it is not in the tree
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,7 @@ def request(
         sender=sender,
         in_reply_to=in_reply_to or None,
         variables=parse_vars(list(pairs)),
+        named=True,
     )
 
 
@@ -174,6 +177,7 @@ def compose(req: NotifyRequest, config: Config, roster: Roster, parent: Parent) 
     if in_reply_to:
         subject = reply_subject(parent_subject if parent_subject is not None else subject)
     sender_address = roster.address(sender)
+    carried = carry(req.event, artifacts, config, must_exist=req.named)  # the artifact's copy, for people
     draft = Draft(
         sender=sender_address,
         to=[t.address for t in to],
@@ -188,7 +192,8 @@ def compose(req: NotifyRequest, config: Config, roster: Roster, parent: Parent) 
         in_reply_to=in_reply_to,
         references=references,
         date=now,
-        extra=[*rendered.headers, *req.headers],
+        extra=[*rendered.headers, *req.headers, *carried.headers],
+        parts=carried.parts,
     )
     raw = build(draft)
     return Composed(raw, message_id, sender_address, tuple([t.address for t in to] + cc))

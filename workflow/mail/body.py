@@ -94,8 +94,13 @@ def body_text(raw: bytes, parsed: Parsed | None = None) -> str:
     return readable(raw, parsed).text
 
 
-def readable(raw: bytes, parsed: Parsed | None = None) -> Body:
-    """The message's body and attachments; never raises on what the message holds."""
+COPY_HEADER = "X-Workflow-Copy"  # marks a part that copies an artifact (or its diff) for people
+
+
+def readable(raw: bytes, parsed: Parsed | None = None, *, copies: bool = False) -> Body:
+    """The message's body and attachments; never raises on what the message holds. The parts a
+    notification copies an artifact into for people (``COPY_HEADER``) are left out unless
+    ``copies``: an agent reads the artifact from the tree, never from a copy in the mail."""
     parsed = parsed or parse(raw)
     ctype = (parsed.get("Content-Type") or "text/plain").lower()
     cte = (parsed.get("Content-Transfer-Encoding") or "7bit").strip().lower()
@@ -106,21 +111,21 @@ def readable(raw: bytes, parsed: Parsed | None = None) -> Body:
     if isinstance(msg, str):
         return Body(msg)
     try:
-        return _readable(msg)
+        return _readable(msg, copies)
     except READ_ERRORS as e:
         return Body(f"[body not readable: {type(e).__name__}]")
 
 
-def part_text(raw: bytes, number: object) -> tuple[Part, str]:
+def part_text(raw: bytes, number: object, *, copies: bool = False) -> tuple[Part, str]:
     """Attachment ``number`` and its text; MessageError, naming the problem, when there is no
-    such part or it is binary."""
+    such part or it is binary (numbered as ``readable`` with the same ``copies`` lists them)."""
     if isinstance(number, bool) or not isinstance(number, int) or number < 1:
         raise MessageError(f"part {number!r}: expected the number of an attachment (1, 2, …)")
     msg = _message(raw)
     if isinstance(msg, str):
         raise MessageError(f"the message's parts cannot be read: {msg}")
     try:
-        found = _attachments(msg)
+        found = _attachments(msg, copies)
         if not 1 <= number <= len(found):
             have = f"1 to {len(found)}" if found else "none"
             raise MessageError(f"the message has no attachment {number} (its attachments: {have})")
@@ -193,8 +198,8 @@ def _leaves(msg: Message) -> list[tuple[Message, bool]]:
     return out
 
 
-def _readable(msg: Message) -> Body:
-    return Body(_body(msg)[0], tuple(p for p, _ in _attachments(msg)))
+def _readable(msg: Message, copies: bool) -> Body:
+    return Body(_body(msg)[0], tuple(p for p, _ in _attachments(msg, copies)))
 
 
 def _body(msg: Message) -> tuple[str, list[Message]]:
@@ -212,12 +217,15 @@ def _body(msg: Message) -> tuple[str, list[Message]]:
     return text, used
 
 
-def _attachments(msg: Message) -> list[tuple[Part, Message]]:
-    """Every leaf part that is neither the body nor another rendering of it, numbered from 1."""
+def _attachments(msg: Message, copies: bool = False) -> list[tuple[Part, Message]]:
+    """Every leaf part that is neither the body nor another rendering of it, numbered from 1
+    (without the artifact's copies unless ``copies``)."""
     used = _body(msg)[1]
     out: list[tuple[Part, Message]] = []
     for part, alt in _leaves(msg):
         if any(part is u for u in used) or (alt and not part.is_attachment() and part.get_content_maintype() == "text"):
+            continue
+        if not copies and part.get(COPY_HEADER) is not None:
             continue
         ctype = part.get_content_type()
         payload = part.get_payload(decode=True) if ctype != "message/rfc822" else None

@@ -236,6 +236,16 @@ def encode_body(text: str) -> tuple[str, bytes]:
     return "quoted-printable", qp
 
 
+class MimePart(NamedTuple):
+    """A text part after a message's body (``mail.artparts`` makes the artifact's copies)."""
+
+    text: str
+    content_type: str = "text/plain"  # a text/* type; sent as UTF-8
+    filename: str = ""  # plain ASCII ([A-Za-z0-9._-]); "" for none
+    inline: bool = True  # Content-Disposition inline (shown in the reader's pager) or attachment
+    mark: str = ""  # X-Workflow-Copy: what the part is a copy of, for readers that drop copies
+
+
 class Draft(NamedTuple):
     """Everything a workflow message carries, before it becomes bytes."""
 
@@ -253,6 +263,7 @@ class Draft(NamedTuple):
     references: Sequence[str] = ()
     date: datetime | None = None
     extra: Sequence[tuple[str, str]] = ()
+    parts: Sequence[MimePart] = ()  # parts after the body: the message becomes multipart/mixed
 
 
 RESERVED_HEADERS = frozenset(
@@ -330,13 +341,54 @@ def build(d: Draft) -> bytes:
             if name == addr_header and not PLAIN_HEADER_CHARS.match(value):
                 raise MessageError(f"header {name}: addresses must be ASCII, got {value!r}")
     cte, body = encode_body(d.body)
-    headers += [
-        ("MIME-Version", "1.0"),
-        ("Content-Type", "text/plain; charset=utf-8"),
-        ("Content-Transfer-Encoding", cte),
-    ]
+    if d.parts:
+        boundary = "=_workflow_" + os.urandom(12).hex()
+        headers += [("MIME-Version", "1.0"), ("Content-Type", f'multipart/mixed; boundary="{boundary}"')]
+        body = _multipart(
+            boundary, [_part_bytes(MimePart(d.body, inline=True), cte, body)] + [_part_bytes(p) for p in d.parts]
+        )
+    else:
+        headers += [
+            ("MIME-Version", "1.0"),
+            ("Content-Type", "text/plain; charset=utf-8"),
+            ("Content-Transfer-Encoding", cte),
+        ]
     head = "".join(encode_header(n, v) + "\r\n" for n, v in headers)
     return head.encode("ascii") + b"\r\n" + body
+
+
+PART_TYPE_RE = re.compile(r"^text/[a-z0-9.+-]+$")
+PART_NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,120}$")
+
+
+def _part_bytes(p: MimePart, cte: str = "", body: bytes = b"") -> bytes:
+    """One part of a multipart/mixed body: its headers and its encoded text."""
+    if not PART_TYPE_RE.match(p.content_type):
+        raise MessageError(f"part type {p.content_type!r} is not a text/* type")
+    if p.filename and not PART_NAME_RE.match(p.filename):
+        raise MessageError(f"part file name {p.filename!r} is not plain ASCII ([A-Za-z0-9._-])")
+    if p.mark and not HEADER_NAME_RE.match(p.mark):
+        raise MessageError(f"part mark {p.mark!r} is not one plain word")
+    if not cte:
+        cte, body = encode_body(p.text)
+    disposition = "inline" if p.inline else "attachment"
+    lines = [f"Content-Type: {p.content_type}; charset=utf-8", f"Content-Transfer-Encoding: {cte}"]
+    lines.append(
+        f'Content-Disposition: {disposition}; filename="{p.filename}"'
+        if p.filename
+        else f"Content-Disposition: {disposition}"
+    )
+    if p.mark:
+        lines.append(f"X-Workflow-Copy: {p.mark}")
+    return "".join(line + "\r\n" for line in lines).encode("ascii") + b"\r\n" + body
+
+
+def _multipart(boundary: str, parts: Sequence[bytes]) -> bytes:
+    b = boundary.encode("ascii")
+    out = b"This is a multipart message in MIME format.\r\n"
+    for part in parts:
+        out += b"\r\n--" + b + b"\r\n" + part
+    return out + b"\r\n--" + b + b"--\r\n"
 
 
 # ---------------------------------------------------------------- parsing
