@@ -127,7 +127,9 @@ def test_from_and_env_set_the_sender_and_replies_thread(project: Project) -> Non
 
 
 def test_stdout_prints_without_sending(project: Project) -> None:
-    r = project.run("--stdout", "review-request", "specs/proposed/test.md", "spec-reviewer", tool="workflow-notify")
+    r = project.run(
+        "--stdout", "review-request", "specs/proposed/user-auth.md", "spec-reviewer", tool="workflow-notify"
+    )
     assert r.returncode == 0
     assert "X-Event-Type: review-request" in r.stdout and "X-Workflow-State: proposed" in r.stdout
     assert project.new_files() == []

@@ -48,7 +48,7 @@ CASES = [
         ["--from", "spec-writer", "question", "specs/*/user-auth.md", "spec-reviewer-panel-internal", "QUESTION=q"],
         "internal-members-only",
     ),
-    (["--from", "spec-writer", "approval", "specs/todo/login.md", "spec-reviewer"], "reviewer-decisions"),
+    (["--from", "spec-writer", "approval", "specs/proposed/user-auth.md", "spec-reviewer"], "reviewer-decisions"),
     (["question", "specs/*/user-auth.md", "nobody@example.com", "QUESTION=q"], "relaying denied"),
     (["question", "specs/*/user-auth.md", "spec-reveiwer", "QUESTION=q"], "did you mean spec-reviewer@workflow.local"),
 ]

@@ -151,5 +151,5 @@ def refuse_missing(event: str, artifacts: Sequence[str], config: Config) -> None
         hint = did_you_mean(ref, scan(config))
         raise MessageError(
             f"artifact {ref} does not exist in the repository{hint} "
-            f"(a {event} is about an artifact that is there; to ask for one to be written, send a question)"
+            f"(a message of type {event} is about an artifact that is there; to ask for one to be written, send a question)"
         )

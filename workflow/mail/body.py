@@ -107,6 +107,10 @@ def readable(raw: bytes, parsed: Parsed | None = None, *, copies: bool = False) 
     if ctype.startswith("text/plain") or not ctype.strip():
         m = re.search(r'charset="?([\w.:-]+)"?', ctype)
         return Body(_plain(raw[parsed.body_offset :], cte, m.group(1) if m else "utf-8"))
+    if not copies and OURS in ctype:
+        ours = _ours(raw[parsed.body_offset :], ctype)
+        if ours is not None:
+            return ours
     msg = _message(raw)
     if isinstance(msg, str):
         return Body(msg)
@@ -114,6 +118,25 @@ def readable(raw: bytes, parsed: Parsed | None = None, *, copies: bool = False) 
         return _readable(msg, copies)
     except READ_ERRORS as e:
         return Body(f"[body not readable: {type(e).__name__}]")
+
+
+OURS = 'boundary="=_workflow_'  # the multipart a notification with the artifact's copies is (message.build)
+
+
+def _ours(data: bytes, ctype: str) -> Body | None:
+    """The body of a message ``message.build`` made with copies, without the email package (the
+    short commands read it): its first part, when every other part is a copy; None otherwise."""
+    m = re.search(r'boundary="(=_workflow_[0-9a-f]+)"', ctype)
+    if m is None:
+        return None
+    chunks = re.split(rb"\r?\n--" + re.escape(m.group(1).encode()) + rb"(?:--)?[ \t]*\r?\n", data)
+    if len(chunks) < 3:
+        return None
+    first, *rest = (parse(c) for c in chunks[1:-1])
+    if any(p.get(COPY_HEADER) is None for p in rest) or not (first.get("Content-Type") or "").startswith("text/plain"):
+        return None
+    cte = (first.get("Content-Transfer-Encoding") or "7bit").strip().lower()
+    return Body(_plain(chunks[1][first.body_offset :], cte, "utf-8"))
 
 
 def part_text(raw: bytes, number: object, *, copies: bool = False) -> tuple[Part, str]:

@@ -342,11 +342,8 @@ def build(d: Draft) -> bytes:
                 raise MessageError(f"header {name}: addresses must be ASCII, got {value!r}")
     cte, body = encode_body(d.body)
     if d.parts:
-        boundary = "=_workflow_" + os.urandom(12).hex()
+        boundary, body = _multipart([_part_bytes(MimePart(d.body), cte, body)] + [_part_bytes(p) for p in d.parts])
         headers += [("MIME-Version", "1.0"), ("Content-Type", f'multipart/mixed; boundary="{boundary}"')]
-        body = _multipart(
-            boundary, [_part_bytes(MimePart(d.body, inline=True), cte, body)] + [_part_bytes(p) for p in d.parts]
-        )
     else:
         headers += [
             ("MIME-Version", "1.0"),
@@ -383,12 +380,22 @@ def _part_bytes(p: MimePart, cte: str = "", body: bytes = b"") -> bytes:
     return "".join(line + "\r\n" for line in lines).encode("ascii") + b"\r\n" + body
 
 
-def _multipart(boundary: str, parts: Sequence[bytes]) -> bytes:
-    b = boundary.encode("ascii")
+def _multipart(parts: Sequence[bytes]) -> tuple[str, bytes]:
+    """The boundary and the body of a multipart/mixed of ``parts``. The boundary is a hash of the
+    parts (the same copies make the same bytes), and never a line any part holds."""
+    import hashlib  # lazy: only a message with parts needs it
+
+    salt = 0
+    while True:
+        digest = hashlib.sha256(b"%d" % salt + b"".join(parts[1:])).hexdigest()[:24]
+        b = ("=_workflow_" + digest).encode("ascii")
+        if not any(b"--" + b in part for part in parts):
+            break
+        salt += 1
     out = b"This is a multipart message in MIME format.\r\n"
     for part in parts:
         out += b"\r\n--" + b + b"\r\n" + part
-    return out + b"\r\n--" + b + b"--\r\n"
+    return b.decode("ascii"), out + b"\r\n--" + b + b"--\r\n"
 
 
 # ---------------------------------------------------------------- parsing
