@@ -38,6 +38,7 @@ def test_every_seed_example_works_as_written(project: Project, via: str) -> None
     tool = "workflow-notify" if via.startswith("workflow-notify") else str(ROOT / via)
     spec = project.dir / "specs" / "proposed" / "user-auth.md"
     blocker = ""
+    (project.dir / "specs" / "proposed" / "test.md").write_text("# test\n")  # the design's last example names it
     with contextlib.ExitStack() as stack:
         if via.endswith("server up"):
             stack.enter_context(
