@@ -12,9 +12,10 @@ module builds and reads the parts and does no I/O.
 
 from __future__ import annotations
 
+import codecs
 import re
 
-from workflow.mail.body import COPY_HEADER
+from workflow.mail.body import COPY_HEADER, READ_ERRORS, _leaves, _message, _text_of  # one reader of MIME
 from workflow.mail.message import MimePart
 
 TYPE_CHECKING = False
@@ -47,8 +48,6 @@ def is_text(data: bytes, whole: bool = True) -> bool:
     a character, ``whole`` False, still is)."""
     if b"\0" in data:
         return False
-    import codecs
-
     try:
         codecs.getincrementaldecoder("utf-8")().decode(data, final=whole)
     except UnicodeDecodeError:
@@ -107,8 +106,6 @@ def copies(raw: bytes) -> list[Copy]:
     """The copy parts of a stored message, in order (none when it has none or cannot be read)."""
     if b"X-Workflow-Copy" not in raw and b"x-workflow-copy" not in raw.lower():
         return []
-    from workflow.mail.body import READ_ERRORS, _leaves, _message, _text_of  # one reader of MIME
-
     msg = _message(raw)
     if isinstance(msg, str):
         return []

@@ -368,15 +368,10 @@ def _part_bytes(p: MimePart, cte: str = "", body: bytes = b"") -> bytes:
         raise MessageError(f"part mark {p.mark!r} is not one plain word")
     if not cte:
         cte, body = encode_body(p.text)
-    disposition = "inline" if p.inline else "attachment"
+    name = f'; filename="{p.filename}"' if p.filename else ""
     lines = [f"Content-Type: {p.content_type}; charset=utf-8", f"Content-Transfer-Encoding: {cte}"]
-    lines.append(
-        f'Content-Disposition: {disposition}; filename="{p.filename}"'
-        if p.filename
-        else f"Content-Disposition: {disposition}"
-    )
-    if p.mark:
-        lines.append(f"X-Workflow-Copy: {p.mark}")
+    lines += [f"Content-Disposition: {'inline' if p.inline else 'attachment'}{name}"]
+    lines += [f"X-Workflow-Copy: {p.mark}"] if p.mark else []
     return "".join(line + "\r\n" for line in lines).encode("ascii") + b"\r\n" + body
 
 
