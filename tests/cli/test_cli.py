@@ -38,6 +38,7 @@ def test_every_seed_example_works_as_written(project: Project, via: str) -> None
     tool = "workflow-notify" if via.startswith("workflow-notify") else str(ROOT / via)
     spec = project.dir / "specs" / "proposed" / "user-auth.md"
     blocker = ""
+    (project.dir / "specs" / "proposed" / "test.md").write_text("# test\n")  # the design's last example names it
     with contextlib.ExitStack() as stack:
         if via.endswith("server up"):
             stack.enter_context(
@@ -127,7 +128,9 @@ def test_from_and_env_set_the_sender_and_replies_thread(project: Project) -> Non
 
 
 def test_stdout_prints_without_sending(project: Project) -> None:
-    r = project.run("--stdout", "review-request", "specs/proposed/test.md", "spec-reviewer", tool="workflow-notify")
+    r = project.run(
+        "--stdout", "review-request", "specs/proposed/user-auth.md", "spec-reviewer", tool="workflow-notify"
+    )
     assert r.returncode == 0
     assert "X-Event-Type: review-request" in r.stdout and "X-Workflow-State: proposed" in r.stdout
     assert project.new_files() == []

@@ -48,7 +48,7 @@ CASES = [
         ["--from", "spec-writer", "question", "specs/*/user-auth.md", "spec-reviewer-panel-internal", "QUESTION=q"],
         "internal-members-only",
     ),
-    (["--from", "spec-writer", "approval", "specs/todo/login.md", "spec-reviewer"], "reviewer-decisions"),
+    (["--from", "spec-writer", "approval", "specs/proposed/user-auth.md", "spec-reviewer"], "reviewer-decisions"),
     (["question", "specs/*/user-auth.md", "nobody@example.com", "QUESTION=q"], "relaying denied"),
     (["question", "specs/*/user-auth.md", "spec-reveiwer", "QUESTION=q"], "did you mean spec-reviewer@workflow.local"),
 ]
@@ -73,7 +73,12 @@ def outcome(p: Project) -> list[tuple[str, tuple[tuple[str, str], ...]]]:
 
 @pytest.mark.parametrize(("args", "refusal"), CASES)
 def test_same_result_both_ways(project_factory: Callable[..., Project], args: list[str], refusal: str | None) -> None:
-    results = {via: run_case(project_factory(), via, args) for via in ("smtp", "direct")}
+    def made() -> Project:
+        p = project_factory()
+        (p.dir / "specs" / "todo" / "login.md").write_text("# login\n")  # workflow-notify refuses a missing one
+        return p
+
+    results = {via: run_case(made(), via, args) for via in ("smtp", "direct")}
     for via, (code, err, stored) in results.items():
         if refusal:
             assert code != 0 and refusal in err, (via, err)

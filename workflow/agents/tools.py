@@ -282,7 +282,7 @@ class RoleTools:
             raise ToolError(f"{self.role.name} does not send mail (a {self.role.mode} role); tell the human instead")
         recipients = tuple(split_list(to) if isinstance(to, str) else [str(t) for t in to])
         vars_ = {str(k): str(v) for k, v in (variables or {}).items()}
-        req = NotifyRequest(event, (artifact,), recipients, self.role.name, in_reply_to or None, vars_)
+        req = NotifyRequest(event, (artifact,), recipients, self.role.name, in_reply_to or None, vars_, named=True)
         composed = self.app.compose(req)
         composed.send(self.transport)  # the run's transport checks it now and keeps it until the run ends
         self.sent.append(composed.message_id)

@@ -225,12 +225,8 @@ def find(arg: str, config: Config) -> Artifact:
     else:
         found = [a for a in everything if a.name == arg or a.name.rsplit("/", 1)[-1] == arg or a.stem == arg]
     if not found:
-        import difflib  # lazy: start-up time; only a mistake needs a suggestion
-
         where = ", ".join(f"{r}/{{{','.join(config.states)}}}/" for r in config.artifact_roots)
-        close = difflib.get_close_matches(arg, sorted({a.stem for a in everything}), n=2, cutoff=0.6)
-        hint = f"; did you mean {' or '.join(close)}?" if close else ""
-        raise ArtifactError(f"artifact {arg} not found in {where}{hint}")
+        raise ArtifactError(f"artifact {arg} not found in {where}{did_you_mean(arg, everything)}")
     groups = by_key(found)
     if len(groups) > 1:
         names = ", ".join(sorted(v[0].glob for v in groups.values()))
@@ -239,6 +235,21 @@ def find(arg: str, config: Config) -> Artifact:
     if len(only) > 1:
         raise ArtifactError(two_folders(only))
     return only[0]
+
+
+def did_you_mean(arg: str, artifacts: Iterable[Artifact]) -> str:
+    """``; did you mean search?`` for an artifact name, stem or path that names nothing: the
+    artifacts whose stem is close to its stem ("" when none is). ``find`` (``workflow move``,
+    ``status``) and ``workflow-notify`` say it alike."""
+    import difflib  # lazy: start-up time; only a mistake needs a suggestion
+
+    stems = sorted({a.stem for a in artifacts})
+    close = difflib.get_close_matches(arg, stems, n=2, cutoff=0.6)
+    if not close:
+        stem = arg.rsplit("/", 1)[-1]
+        stem = stem.rsplit(".", 1)[0] if "." in stem[1:] else stem
+        close = difflib.get_close_matches(stem, stems, n=2, cutoff=0.6)
+    return f"; did you mean {' or '.join(close)}?" if close else ""
 
 
 def two_folders(copies: Sequence[Artifact]) -> str:

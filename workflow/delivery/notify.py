@@ -21,6 +21,7 @@ from workflow.core import events
 from workflow.core.config import Config
 from workflow.core.errors import MessageError
 from workflow.core.locate import has_glob
+from workflow.delivery.artcopy import carry
 from workflow.mail.index import Index
 from workflow.mail.message import (
     Draft,
@@ -46,6 +47,7 @@ class NotifyRequest:
     in_reply_to: str | None = None
     variables: dict[str, str] = field(default_factory=dict)
     headers: tuple[tuple[str, str], ...] = ()  # extra X- headers (a panel member's X-Review-Verdict)
+    named: bool = False  # ARTIFACT as workflow-notify was given it: refused when it is not in the tree
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,7 @@ def request(
         sender=sender,
         in_reply_to=in_reply_to or None,
         variables=parse_vars(list(pairs)),
+        named=True,
     )
 
 
@@ -179,6 +182,7 @@ def compose(req: NotifyRequest, config: Config, roster: Roster, parent: Parent) 
     if in_reply_to:
         subject = reply_subject(parent_subject if parent_subject is not None else subject)
     sender_address = roster.address(sender)
+    carried = carry(req.event, artifacts, config, must_exist=req.named)  # the artifact's copy, for people
     draft = Draft(
         sender=sender_address,
         to=[t.address for t in to],
@@ -193,7 +197,8 @@ def compose(req: NotifyRequest, config: Config, roster: Roster, parent: Parent) 
         in_reply_to=in_reply_to,
         references=references,
         date=now,
-        extra=[*rendered.headers, *req.headers],
+        extra=[*rendered.headers, *req.headers, *carried.headers],
+        parts=carried.parts,
     )
     raw = build(draft)
     return Composed(raw, message_id, sender_address, tuple([t.address for t in to] + cc))

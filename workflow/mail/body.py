@@ -94,33 +94,61 @@ def body_text(raw: bytes, parsed: Parsed | None = None) -> str:
     return readable(raw, parsed).text
 
 
-def readable(raw: bytes, parsed: Parsed | None = None) -> Body:
-    """The message's body and attachments; never raises on what the message holds."""
+COPY_HEADER = "X-Workflow-Copy"  # marks a part that copies an artifact (or its diff) for people
+
+
+def readable(raw: bytes, parsed: Parsed | None = None, *, copies: bool = False) -> Body:
+    """The message's body and attachments; never raises on what the message holds. The parts a
+    notification copies an artifact into for people (``COPY_HEADER``) are left out unless
+    ``copies``: an agent reads the artifact from the tree, never from a copy in the mail."""
     parsed = parsed or parse(raw)
     ctype = (parsed.get("Content-Type") or "text/plain").lower()
     cte = (parsed.get("Content-Transfer-Encoding") or "7bit").strip().lower()
     if ctype.startswith("text/plain") or not ctype.strip():
         m = re.search(r'charset="?([\w.:-]+)"?', ctype)
         return Body(_plain(raw[parsed.body_offset :], cte, m.group(1) if m else "utf-8"))
+    if not copies and OURS in ctype:
+        ours = _ours(raw[parsed.body_offset :], ctype)
+        if ours is not None:
+            return ours
     msg = _message(raw)
     if isinstance(msg, str):
         return Body(msg)
     try:
-        return _readable(msg)
+        return _readable(msg, copies)
     except READ_ERRORS as e:
         return Body(f"[body not readable: {type(e).__name__}]")
 
 
-def part_text(raw: bytes, number: object) -> tuple[Part, str]:
+OURS = 'boundary="=_workflow_'  # the multipart a notification with the artifact's copies is (message.build)
+
+
+def _ours(data: bytes, ctype: str) -> Body | None:
+    """The body of a message ``message.build`` made with copies, without the email package (the
+    short commands read it): its first part, when every other part is a copy; None otherwise."""
+    m = re.search(r'boundary="(=_workflow_[0-9a-f]+)"', ctype)
+    if m is None:
+        return None
+    chunks = re.split(rb"\r?\n--" + re.escape(m.group(1).encode()) + rb"(?:--)?[ \t]*\r?\n", data)
+    if len(chunks) < 3:
+        return None
+    first, *rest = (parse(c) for c in chunks[1:-1])
+    if any(p.get(COPY_HEADER) is None for p in rest) or not (first.get("Content-Type") or "").startswith("text/plain"):
+        return None
+    cte = (first.get("Content-Transfer-Encoding") or "7bit").strip().lower()
+    return Body(_plain(chunks[1][first.body_offset :], cte, "utf-8"))
+
+
+def part_text(raw: bytes, number: object, *, copies: bool = False) -> tuple[Part, str]:
     """Attachment ``number`` and its text; MessageError, naming the problem, when there is no
-    such part or it is binary."""
+    such part or it is binary (numbered as ``readable`` with the same ``copies`` lists them)."""
     if isinstance(number, bool) or not isinstance(number, int) or number < 1:
         raise MessageError(f"part {number!r}: expected the number of an attachment (1, 2, …)")
     msg = _message(raw)
     if isinstance(msg, str):
         raise MessageError(f"the message's parts cannot be read: {msg}")
     try:
-        found = _attachments(msg)
+        found = _attachments(msg, copies)
         if not 1 <= number <= len(found):
             have = f"1 to {len(found)}" if found else "none"
             raise MessageError(f"the message has no attachment {number} (its attachments: {have})")
@@ -193,8 +221,8 @@ def _leaves(msg: Message) -> list[tuple[Message, bool]]:
     return out
 
 
-def _readable(msg: Message) -> Body:
-    return Body(_body(msg)[0], tuple(p for p, _ in _attachments(msg)))
+def _readable(msg: Message, copies: bool) -> Body:
+    return Body(_body(msg)[0], tuple(p for p, _ in _attachments(msg, copies)))
 
 
 def _body(msg: Message) -> tuple[str, list[Message]]:
@@ -212,12 +240,15 @@ def _body(msg: Message) -> tuple[str, list[Message]]:
     return text, used
 
 
-def _attachments(msg: Message) -> list[tuple[Part, Message]]:
-    """Every leaf part that is neither the body nor another rendering of it, numbered from 1."""
+def _attachments(msg: Message, copies: bool = False) -> list[tuple[Part, Message]]:
+    """Every leaf part that is neither the body nor another rendering of it, numbered from 1
+    (without the artifact's copies unless ``copies``)."""
     used = _body(msg)[1]
     out: list[tuple[Part, Message]] = []
     for part, alt in _leaves(msg):
         if any(part is u for u in used) or (alt and not part.is_attachment() and part.get_content_maintype() == "text"):
+            continue
+        if not copies and part.get(COPY_HEADER) is not None:
             continue
         ctype = part.get_content_type()
         payload = part.get_payload(decode=True) if ctype != "message/rfc822" else None

@@ -236,6 +236,16 @@ def encode_body(text: str) -> tuple[str, bytes]:
     return "quoted-printable", qp
 
 
+class MimePart(NamedTuple):
+    """A text part after a message's body (``mail.artparts`` makes the artifact's copies)."""
+
+    text: str
+    content_type: str = "text/plain"  # a text/* type; sent as UTF-8
+    filename: str = ""  # plain ASCII ([A-Za-z0-9._-]); "" for none
+    inline: bool = True  # Content-Disposition inline (shown in the reader's pager) or attachment
+    mark: str = ""  # X-Workflow-Copy: what the part is a copy of, for readers that drop copies
+
+
 class Draft(NamedTuple):
     """Everything a workflow message carries, before it becomes bytes."""
 
@@ -253,6 +263,7 @@ class Draft(NamedTuple):
     references: Sequence[str] = ()
     date: datetime | None = None
     extra: Sequence[tuple[str, str]] = ()
+    parts: Sequence[MimePart] = ()  # parts after the body: the message becomes multipart/mixed
 
 
 RESERVED_HEADERS = frozenset(
@@ -330,13 +341,56 @@ def build(d: Draft) -> bytes:
             if name == addr_header and not PLAIN_HEADER_CHARS.match(value):
                 raise MessageError(f"header {name}: addresses must be ASCII, got {value!r}")
     cte, body = encode_body(d.body)
-    headers += [
-        ("MIME-Version", "1.0"),
-        ("Content-Type", "text/plain; charset=utf-8"),
-        ("Content-Transfer-Encoding", cte),
-    ]
+    if d.parts:
+        boundary, body = _multipart([_part_bytes(MimePart(d.body), cte, body)] + [_part_bytes(p) for p in d.parts])
+        headers += [("MIME-Version", "1.0"), ("Content-Type", f'multipart/mixed; boundary="{boundary}"')]
+    else:
+        headers += [
+            ("MIME-Version", "1.0"),
+            ("Content-Type", "text/plain; charset=utf-8"),
+            ("Content-Transfer-Encoding", cte),
+        ]
     head = "".join(encode_header(n, v) + "\r\n" for n, v in headers)
     return head.encode("ascii") + b"\r\n" + body
+
+
+PART_TYPE_RE = re.compile(r"^text/[a-z0-9.+-]+$")
+PART_NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,120}$")
+
+
+def _part_bytes(p: MimePart, cte: str = "", body: bytes = b"") -> bytes:
+    """One part of a multipart/mixed body: its headers and its encoded text."""
+    if not PART_TYPE_RE.match(p.content_type):
+        raise MessageError(f"part type {p.content_type!r} is not a text/* type")
+    if p.filename and not PART_NAME_RE.match(p.filename):
+        raise MessageError(f"part file name {p.filename!r} is not plain ASCII ([A-Za-z0-9._-])")
+    if p.mark and not HEADER_NAME_RE.match(p.mark):
+        raise MessageError(f"part mark {p.mark!r} is not one plain word")
+    if not cte:
+        cte, body = encode_body(p.text)
+    name = f'; filename="{p.filename}"' if p.filename else ""
+    lines = [f"Content-Type: {p.content_type}; charset=utf-8", f"Content-Transfer-Encoding: {cte}"]
+    lines += [f"Content-Disposition: {'inline' if p.inline else 'attachment'}{name}"]
+    lines += [f"X-Workflow-Copy: {p.mark}"] if p.mark else []
+    return "".join(line + "\r\n" for line in lines).encode("ascii") + b"\r\n" + body
+
+
+def _multipart(parts: Sequence[bytes]) -> tuple[str, bytes]:
+    """The boundary and the body of a multipart/mixed of ``parts``. The boundary is a hash of the
+    parts (the same copies make the same bytes), and never a line any part holds."""
+    import hashlib  # lazy: only a message with parts needs it
+
+    salt = 0
+    while True:
+        digest = hashlib.sha256(b"%d" % salt + b"".join(parts[1:])).hexdigest()[:24]
+        b = ("=_workflow_" + digest).encode("ascii")
+        if not any(b"--" + b in part for part in parts):
+            break
+        salt += 1
+    out = b"This is a multipart message in MIME format.\r\n"
+    for part in parts:
+        out += b"\r\n--" + b + b"\r\n" + part
+    return b.decode("ascii"), out + b"\r\n--" + b + b"--\r\n"
 
 
 # ---------------------------------------------------------------- parsing

@@ -24,11 +24,13 @@ from workflow.artifacts.movers import last_moves
 from workflow.core import events
 from workflow.core.locate import Artifact, by_key, locate, scan
 from workflow.core.senders import local_part, who
+from workflow.mail.artparts import ARTIFACT, copies
 from workflow.mail.body import Part, readable
 from workflow.mail.inbox import InboxThread, group, read_row, select, thread_rows
 from workflow.mail.rowcache import ArtifactRows
 from workflow.mail.rows import Row
 from workflow.panels.store import PanelStore, SessionState
+from workflow.web import markdown
 
 LATEST = 3  # events shown on a card
 INBOX_THREADS = 200  # threads an inbox page shows at most
@@ -244,6 +246,25 @@ def inbox(app: App, role: str, unread_only: bool) -> Inbox:
     return Inbox(role, tuple(threads[:INBOX_THREADS]), len(threads), unread_only)
 
 
+class Copied(NamedTuple):
+    """An artifact's copy as the page shows it: Markdown made safe HTML, or a diff as text."""
+
+    name: str
+    html: str  # the artifact rendered ("" for a diff)
+    diff: str
+
+
+def copied(raw: bytes) -> tuple[Copied, ...]:
+    """The copies a message carries, for the page (the diff once: its attachment is the same text)."""
+    out = []
+    for c in copies(raw):
+        if c.mark == ARTIFACT:
+            out.append(Copied(c.name, markdown.render(c.text), ""))
+        elif not c.attachment:
+            out.append(Copied(c.name, "", c.text))
+    return tuple(out)
+
+
 class Shown(NamedTuple):
     row: Row
     text: str
@@ -252,6 +273,7 @@ class Shown(NamedTuple):
     review: bool  # a review-request the viewer received: the page offers the decision
     answerable: bool  # a question, clarification request or blocker the viewer received, not answered
     blocker: bool  # it reports a blocker (its answer may move the artifact back to doing/)
+    copies: tuple[Copied, ...] = ()  # the artifact's copy and diff it carries (mail.artparts)
 
 
 class Thread(NamedTuple):
@@ -283,6 +305,7 @@ def thread(app: App, role: str, message_id: str) -> Thread | None:
                 received and r.event == "review-request",
                 received and r.event in events.WAITING and r.message_id not in replied,
                 events.get(r.event).enters == "blocked",
+                copied(raw) if raw is not None else (),
             )
         )
     return Thread(rows[0].subject, tuple(shown))

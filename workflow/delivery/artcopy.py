@@ -1,0 +1,155 @@
+"""Artifact copy: what a notification carries of its artifact for people, and the check that it exists.
+
+``carry`` gives a review-request, an approval or a rejection the artifact's text and, when it
+was reviewed before, the diff against the last reviewed version (``mail.artparts`` builds the
+parts). The artifact is read by ``core.safeopen`` (no symlink followed) where it is now. Each
+message records the version it carried as ``X-Artifact-Version: <git blob id> <path>``; the
+blob is written to the repository's object store (``git hash-object -w``), so it can be read
+back even if that version was never committed. "The last reviewed version" is the one the
+latest earlier review-request of the same artifact (same root and name, any state folder)
+recorded, found through the index and read from git; when there is none, or git no longer has
+it, no diff is carried.
+
+``refuse_missing`` is ``workflow-notify``'s refusal of an artifact that is not in the tree
+(docs/message-format.md states the rule and its exceptions).
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import subprocess
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from workflow.core import safeopen
+from workflow.core.config import Config
+from workflow.core.errors import ArtifactError, MessageError
+from workflow.core.locate import did_you_mean, locate, scan, split_ref
+from workflow.mail.artparts import VERSION_HEADER, artifact_part, diff_parts, read_version, version_value
+from workflow.mail.message import MimePart, parse
+
+COPIED = ("review-request", "approval", "rejection")  # the events that carry the artifact
+PRESENTING = (*COPIED, "status-update", "blocker-report")  # the events refused for a missing artifact
+MOST = 4  # artifacts of one message copied
+LOOK_BACK = 50  # earlier review-requests of the artifact looked at for the version they carried
+GIT_TIMEOUT = 10.0
+
+
+class Carried(NamedTuple):
+    parts: tuple[MimePart, ...] = ()
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+def carry(event: str, artifacts: Sequence[str], config: Config, must_exist: bool = False) -> Carried:
+    """The parts and headers a message of ``event`` about ``artifacts`` carries (none for the
+    events that do not carry the artifact, or for an artifact that is not found once);
+    ``must_exist`` first refuses an artifact that is not there (``refuse_missing``)."""
+    if must_exist:
+        refuse_missing(event, artifacts, config)
+    if event not in COPIED:
+        return Carried()
+    parts: list[MimePart] = []
+    headers: list[tuple[str, str]] = []
+    for ref in artifacts[:MOST]:
+        found = locate(ref, config)
+        if len(found) != 1:
+            continue
+        path = found[0].path
+        try:
+            data, total = safeopen.read_sized(config, path)
+        except ArtifactError:
+            continue
+        blob = store(config, data)
+        parts.append(artifact_part(path, data, total))
+        before = last_reviewed(config, path)
+        if before is not None and before != blob:
+            old = blob_text(config, before)
+            if old is not None and total == len(data):
+                diff = unified(old, data.decode("utf-8", "replace"), path, before)
+                if diff:
+                    parts.extend(diff_parts(path, diff))
+        headers.append((VERSION_HEADER, version_value(blob, path)))
+    return Carried(tuple(parts), tuple(headers))
+
+
+def unified(old: str, new: str, path: str, before: str) -> str:
+    lines = difflib.unified_diff(
+        old.splitlines(keepends=True),
+        new.splitlines(keepends=True),
+        f"a/{path} (last reviewed, blob {before[:12]})",
+        f"b/{path} (now)",
+    )
+    return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
+
+
+def _git(config: Config, args: Sequence[str], data: bytes | None = None) -> bytes | None:
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(config.project_dir), *args],
+            input=data,
+            capture_output=True,
+            timeout=GIT_TIMEOUT,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def store(config: Config, data: bytes) -> str:
+    """The artifact's git blob id, the blob written to the repository's objects when there is one."""
+    written = _git(config, ["hash-object", "-w", "--stdin"], data)
+    if written is not None and written.strip():
+        return written.decode("ascii", "replace").strip()
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def blob_text(config: Config, blob: str) -> str | None:
+    data = _git(config, ["cat-file", "blob", blob])
+    return data.decode("utf-8", "replace") if data is not None else None
+
+
+def last_reviewed(config: Config, path: str) -> str | None:
+    """The blob id the latest earlier review-request of this artifact recorded, if any."""
+    from workflow.mail.maildir import Maildirs, read_at  # lazy: only a copied artifact looks back
+    from workflow.mail.reader import Reader
+
+    me = split_ref(path, config)
+    if me is None:
+        return None
+    reader = Reader.open(str(config.index_path))
+    if reader is None:
+        return None
+    with reader:
+        rows = reader.query(event="review-request", artifact_like=me.name)
+    maildirs = Maildirs(config.mail_root)
+    seen: set[str] = set()
+    for row in reversed(rows[-LOOK_BACK:]):
+        if row.message_id in seen:
+            continue
+        seen.add(row.message_id or "")
+        raw = read_at(maildirs.dir(row.mailbox), row.mailbox, row.key, row.subdir, row.flags)
+        if raw is None:
+            continue
+        for value in parse(raw).get_all(VERSION_HEADER):
+            got = read_version(value)
+            other = split_ref(got[1], config) if got else None
+            if got and other is not None and (other.root, other.name) == (me.root, me.name):
+                return got[0]
+    return None
+
+
+def refuse_missing(event: str, artifacts: Sequence[str], config: Config) -> None:
+    """Refuse, with "did you mean", an artifact that names nothing in the tree, for the events that
+    present an artifact (``PRESENTING``); a question (or any other event) may name one not yet written."""
+    if event not in PRESENTING:
+        return
+    for ref in artifacts:
+        if split_ref(ref, config) is None or locate(ref, config):
+            continue  # not under an artifact root: validate_artifact's and the roster's concern
+        hint = did_you_mean(ref, scan(config))
+        raise MessageError(
+            f"artifact {ref} does not exist in the repository{hint} "
+            f"(a message of type {event} is about an artifact that is there; to ask for one to be written, send a question)"
+        )
