@@ -48,7 +48,8 @@ from workflow.delivery.current import Current
 from workflow.mail.body import part_text
 from workflow.mail.ids import given_msgid
 from workflow.policy.roster import Roster
-from workflow.web import actions, once, pages
+from workflow.policy.visibility import Sight
+from workflow.web import actions, once, pages, runs
 from workflow.web.auth import COOKIE, Sessions, Viewer
 from workflow.web.live import Watch
 
@@ -158,6 +159,7 @@ class Web:
             Route("/thread", self.page("thread")),
             Route("/runs", self.page("runs")),
             Route("/part", self.part),
+            Route("/transcript", self.transcript),
             Route("/events", self.events),
             Route("/act/{what}", self.act, methods=["POST"]),
             Route("/static/{name}", self.static_file),
@@ -333,8 +335,10 @@ class Web:
         t = self.templates.get_template(f"{name}.html")
         here = f"/thread?id={quote(params.get('id', ''), safe='')}" if name == "thread" else f"/{name}"
         common: dict[str, Any] = {"csrf": csrf, "viewer": viewer, "here": here}
+        sight = self.sight(viewer)
         if name == "board":
-            return t.render(board=self.boards.board(viewer.role), **common)
+            b = self.boards.board(viewer.role)
+            return t.render(board=b, links=pages.links(self.app, sight, b), **common)
         if name == "inbox":
             return t.render(inbox=pages.inbox(self.app, viewer.role, params.get("all") != "1"), **common)
         if name == "thread":
@@ -344,7 +348,11 @@ class Web:
                 raise NotFoundError
             return t.render(thread=found, mid=mid, **common)
         steer = actions.may_steer(self.app, viewer.roles)
-        return t.render(runs=pages.runs(self.app), steer=steer, **common)
+        return t.render(runs=runs.runs(self.app, sight), steer=steer, **common)
+
+    def sight(self, viewer: Viewer) -> Sight:
+        """What ``viewer`` may read (``Sight``): the one judge of every page, stream and link."""
+        return Sight.of(self.app.roster, viewer.role, viewer.owner)
 
     def layout(self, viewer: Viewer, name: str, main: str, params: dict[str, str], flash: str, request: Request) -> str:
         stream = "/events?" + urlencode({"page": name, **params, "v": _digest(main)})
@@ -378,6 +386,22 @@ class Web:
         r.headers["Content-Security-Policy"] = "sandbox; default-src 'none'"
         name = part.name or f"part-{number}.txt"
         r.headers["Content-Disposition"] = f"inline; filename*=UTF-8''{quote(name)}"
+        return self._headers(r)
+
+    async def transcript(self, request: Request) -> Response:
+        """A run's transcript, as text, for those who read its role's mail (the owner: any)."""
+        viewer = self.viewer(request)
+        if viewer is None:
+            return self._headers(RedirectResponse("/login", 303))
+        try:
+            task = int(request.query_params.get("task", ""))
+        except ValueError:
+            return self._headers(PlainTextResponse("no task number given (/transcript?task=N)", 404))
+        code, text = await asyncio.to_thread(runs.transcript_for, self.app, self.sight(viewer), task)
+        r = PlainTextResponse(text, code)
+        r.headers["Content-Security-Policy"] = "sandbox; default-src 'none'"
+        if code == 200:
+            r.headers["Content-Disposition"] = f"inline; filename=task-{task}-transcript.txt"
         return self._headers(r)
 
     # -- the event stream
