@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 import json
 import re
+import socket
 import threading
 import urllib.error
 import urllib.request
@@ -97,7 +98,10 @@ class Stream:
             return
 
     def close(self) -> None:
-        self.r.close()
+        """Hang up (a shutdown of the socket: ``close`` would wait for the reading thread)."""
+        sock = getattr(getattr(self.r.fp, "raw", None), "_sock", None)
+        if sock is not None:
+            sock.shutdown(socket.SHUT_RDWR)
 
 
 def _routes(project: Project) -> list[str]:
