@@ -156,7 +156,13 @@ def test_bob_crawls_every_page_and_stream_and_finds_nothing_he_may_not_read(proj
     )
     panel_mid = _internal_mid(project)
     panel = _run(project, "spec-writer-panel", f"member claude asked in {panel_mid}\n", "sesspanelrun", "panel-talk")
-    secrets = ("zebra-of-the-writer", "okapi-inside-the-panel", "narwhal-status", "walrus-in-a-transcript", "panel-talk")
+    secrets = (
+        "zebra-of-the-writer",
+        "okapi-inside-the-panel",
+        "narwhal-status",
+        "walrus-in-a-transcript",
+        "panel-talk",
+    )
 
     bob = Client(server.url)
     assert bob.login(BOB, BOB_PASSWORD) == 303
@@ -189,7 +195,9 @@ def test_bob_crawls_every_page_and_stream_and_finds_nothing_he_may_not_read(proj
 
     # live: more mail and another run while the streams are open
     wait_until(lambda: all(s.mains for s in streams), "each stream's first page")
-    project.send("spec-writer-panel.gemini", "answer", "specs/*/user-auth.md", "spec-writer-panel-internal", ANSWER="tapir-late")
+    project.send(
+        "spec-writer-panel.gemini", "answer", "specs/*/user-auth.md", "spec-writer-panel-internal", ANSWER="tapir-late"
+    )
     project.send("implementer", "question", "specs/proposed/billing.md", "spec-writer", QUESTION="yak-late")
     _run(project, "implementer", "yak-late in the log\n", "sesslateone", "late-transcript", done=False)
     project.send("spec-writer", "review-request", "specs/proposed/billing.md", "spec-reviewer")
