@@ -119,7 +119,7 @@ def _urls(paths: list[str], mids: list[str], tasks: list[int]) -> list[str]:
         "task": [str(t) for t in tasks],
         "all": ["1"],
         "page": list(PAGES),
-        "q": ["secret", "review"],
+        "q": ["review", "zebra", "okapi", "narwhal", "question", "billing"],
     }
     out = []
     for path in paths:
@@ -192,6 +192,9 @@ def test_bob_crawls_every_page_and_stream_and_finds_nothing_he_may_not_read(proj
     assert "bob-reads-this-transcript" in bob.get(f"/transcript?task={own}")[1]
     board = bob.get("/board")[1]
     assert quote(request, safe="") in board  # his own review-request is linked
+    found = bob.get("/search?q=review")[1]
+    assert "[REVIEW REQUEST] user-auth" in found and quote(request, safe="") in found
+    assert "Nothing found" in bob.get("/search?q=zebra")[1]
 
     # live: more mail and another run while the streams are open
     wait_until(lambda: all(s.mains for s in streams), "each stream's first page")

@@ -295,6 +295,27 @@ def message(app: App, role: str, message_id: str) -> tuple[Row, bytes] | None:
     return None
 
 
+class Search(NamedTuple):
+    role: str
+    text: str
+    rows: tuple[Row, ...]
+
+
+SEARCH_ROWS = 50  # messages a search shows at most
+
+
+def search(app: App, sight: Sight, text: str) -> Search:
+    """``workflow search TEXT --as ROLE``: the messages the viewer may read, newest first."""
+    text = text.strip()[:200]
+    if not text:
+        return Search(sight.identity, "", ())
+    with app.index() as index:
+        index.refresh(sight.boxes)
+        found = index.search(text, sight.boxes, SEARCH_ROWS * 4, sight.sent)
+    rows = list({r.message_id or r.key: r for r in reversed(found)}.values())[::-1]  # one copy each
+    return Search(sight.identity, text, tuple(rows[:SEARCH_ROWS]))
+
+
 def links(app: App, sight: Sight, b: Board) -> set[str]:
     """The Message-IDs of the board's mail the viewer may read: the only ones it links to (a card
     shows the rest's kind, sender and age: an artifact's history is the team's)."""

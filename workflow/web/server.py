@@ -69,7 +69,7 @@ HEADERS = {
 FLASH = "workflow_flash"
 KEEPALIVE = 15.0  # seconds between comments on an idle event stream
 MAX_PAUSE = 2.0  # seconds a page's stream rests after a render at most (twice what the render took)
-PAGES = ("board", "inbox", "thread", "runs")
+PAGES = ("board", "inbox", "thread", "runs", "search")
 MAX_FORM = 64 * 1024
 OWNER_REFUSED = (
     "The owner does not log in with a password here, and the cockpit never asks for the owner's secret: "
@@ -158,6 +158,7 @@ class Web:
             Route("/inbox", self.page("inbox")),
             Route("/thread", self.page("thread")),
             Route("/runs", self.page("runs")),
+            Route("/search", self.page("search")),
             Route("/part", self.part),
             Route("/transcript", self.transcript),
             Route("/events", self.events),
@@ -314,7 +315,7 @@ class Web:
             viewer = self.viewer(request)
             if viewer is None:
                 return self._headers(RedirectResponse("/login", 303))
-            params = {k: request.query_params[k] for k in ("id", "all") if k in request.query_params}
+            params = {k: request.query_params[k] for k in ("id", "all", "q") if k in request.query_params}
             try:
                 main = await asyncio.to_thread(self.main, name, viewer, params)
             except NotFoundError:
@@ -347,6 +348,8 @@ class Web:
             if found is None:
                 raise NotFoundError
             return t.render(thread=found, mid=mid, **common)
+        if name == "search":
+            return t.render(search=pages.search(self.app, sight, params.get("q", "")), **common)
         steer = actions.may_steer(self.app, viewer.roles)
         return t.render(runs=runs.runs(self.app, sight), steer=steer, **common)
 
@@ -413,7 +416,7 @@ class Web:
             return self._headers(
                 PlainTextResponse("not logged in" if viewer is None else "no such page", 401 if viewer is None else 404)
             )
-        params = {k: request.query_params[k] for k in ("id", "all") if k in request.query_params}
+        params = {k: request.query_params[k] for k in ("id", "all", "q") if k in request.query_params}
         before = self.watch.version  # taken before the render: a change during it is sent next
         try:
             first = await asyncio.to_thread(self.main, name, viewer, params)
