@@ -203,10 +203,10 @@ def test_bob_crawls_every_page_and_stream_and_finds_nothing_he_may_not_read(proj
     )
     project.send("implementer", "question", "specs/proposed/billing.md", "spec-writer", QUESTION="yak-late")
     _run(project, "implementer", "yak-late in the log\n", "sesslateone", "late-transcript", done=False)
-    project.send("spec-writer", "review-request", "specs/proposed/billing.md", "spec-reviewer")
+    late = project.send("spec-writer", "review-request", "specs/proposed/billing.md", "spec-reviewer")
     forbidden = _forbidden(project, (*secrets, "tapir-late", "yak-late", "late-transcript"))
     board_stream, runs_stream = streams[pages.index("board")], streams[pages.index("runs")]
-    wait_until(lambda: any("billing" in m and "review-request" in m for m in board_stream.mains[1:]), "the board live")
+    wait_until(lambda: any(quote(late, safe="") in m for m in board_stream.mains[1:]), "the board live")
     wait_until(lambda: any("sesslateone" in m or "running for" in m for m in runs_stream.mains[1:]), "runs live")
     for s in streams:
         s.close()
