@@ -123,3 +123,36 @@ def test_boundary_holds_after_index_is_deleted(project: Project) -> None:
         project.app.deliverer.deliver(
             raw("spec-reviewer-panel.claude", ["spec-discussion"], reply=inner.message_id), ["spec-discussion"]
         )
+
+
+def test_who_reads_a_roles_runs(project: Project) -> None:
+    """A run's log is its role's mail: read by who reads every mailbox of that role (the owner: all)."""
+    from workflow.policy.visibility import Sight
+
+    roster = project.app.roster
+    reviewer = Sight.of(roster, "spec-reviewer")
+    assert reviewer.reads_role("spec-reviewer") and not reviewer.reads_role("implementer")
+    assert not reviewer.reads_role("spec-reviewer-panel")  # not a member
+    member = Sight.of(roster, "spec-writer-panel.claude")
+    assert member.reads_role("spec-writer-panel.claude") and not member.reads_role("spec-writer-panel")
+    assert Sight.of(roster, "spec-writer-panel").reads_role("spec-writer-panel")  # through every member
+    assert not reviewer.reads_role("a-role-gone")
+    owner = Sight.of(roster, "spec-reviewer", owner=True)
+    assert owner.reads_role("implementer") and owner.reads_role("a-role-gone")
+
+
+def test_a_page_names_only_the_mail_its_viewer_reads(project: Project) -> None:
+    from workflow.policy.visibility import Sight
+
+    to_bob = project.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer")
+    mine = project.send("spec-reviewer", "question", "specs/proposed/user-auth.md", "spec-writer", QUESTION="q")
+    other = project.send("spec-writer", "question", "specs/proposed/user-auth.md", "implementer", QUESTION="q")
+    inside = project.send(
+        "spec-writer-panel.claude", "question", "specs/*/user-auth.md", "spec-writer-panel-internal", QUESTION="q"
+    )
+    with project.app.index() as index:
+        index.refresh()
+        sight = Sight.of(project.app.roster, "spec-reviewer")
+        assert sight.readable(index, [to_bob, mine, other, inside, None]) == {to_bob, mine}
+        rows = {r.message_id: r for r in index.query(None)}
+    assert sight.on_board(rows[other]) and not sight.on_board(rows[inside])  # a card counts it, unlinked

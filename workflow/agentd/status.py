@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
-from workflow.agentd.tasks import Tasks, TaskStatus
+from workflow.agentd.tasks import Task, Tasks, TaskStatus
 from workflow.agents import locks
 from workflow.app import App
 from workflow.mail.inbox import select
@@ -42,6 +42,8 @@ class Failure(NamedTuple):
     error: str
     kind: str = "mail"
     ref: str = ""
+    ago: int = 0  # seconds since it ended
+    took: int = 0  # seconds its last attempt ran (0: it never started)
 
 
 class Done(NamedTuple):
@@ -50,6 +52,7 @@ class Done(NamedTuple):
     kind: str
     ref: str
     ago: int  # seconds since it ended
+    took: int = 0  # seconds it ran
 
 
 class Daemon(NamedTuple):
@@ -131,9 +134,17 @@ def status(app: App) -> DaemonStatus:
         ),
         paused={r: why for r, (why, _) in paused.items()},
         oldest_unread={r: round(now - d) for r, d in sorted(oldest.items())},
-        recent_failures=tuple(Failure(t.id, t.role, t.dead, t.error[:200], t.kind, t.ref) for t in failed),
+        recent_failures=tuple(
+            Failure(t.id, t.role, t.dead, t.error[:200], t.kind, t.ref, round(now - t.updated), _took(t))
+            for t in failed
+        ),
         tokens_today=usage,
         stopped_threads=stopped,
         cost_today=cost,
-        recent=tuple(Done(t.id, t.role, t.kind, t.ref, round(now - t.updated)) for t in done),
+        recent=tuple(Done(t.id, t.role, t.kind, t.ref, round(now - t.updated), _took(t)) for t in done),
     )
+
+
+def _took(t: Task) -> int:
+    """How long a run that ended ran: from its start to its end (0 when it never started)."""
+    return max(0, round(t.updated - t.started)) if t.started else 0

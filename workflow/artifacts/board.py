@@ -23,6 +23,7 @@ from workflow.core.words import count
 from workflow.mail.inbox import unique
 from workflow.mail.rows import Row
 from workflow.policy.roster import Roster
+from workflow.policy.visibility import Sight
 
 
 class Card(NamedTuple):
@@ -58,8 +59,10 @@ class Card(NamedTuple):
 def visible(rows: Sequence[Row], roster: Roster, identity: str | None = None) -> list[Row]:
     """The rows the board may show: panel-internal mail (a row with a ``space``) only to ``identity``
     when it is a member (or the panel) that received it — as for ``workflow thread`` and ``search``."""
-    boxes = set(roster.view(identity)[0]) if identity else set()
-    return [r for r in rows if not r.space or r.mailbox in boxes]  # internal mail stays with its members
+    if identity is None:
+        return [r for r in rows if not r.space]  # internal mail stays with its members
+    sight = Sight.of(roster, identity)
+    return [r for r in rows if sight.on_board(r)]
 
 
 def mail_by_key(config: Config, rows: Sequence[Row], artifacts: Sequence[Artifact]) -> dict[tuple[str, str], list[Row]]:

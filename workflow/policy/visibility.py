@@ -1,4 +1,5 @@
-"""Visibility: the panel boundaries, checked in one place before any copy is written.
+"""Visibility: the panel boundaries, checked in one place before any copy is written; and
+``Sight``, what one viewer may read, judged in one place for every page and stream of the cockpit.
 
 Rules (each refusal names its rule):
   internal-members-only       only members of a panel may send to its internal address
@@ -8,14 +9,20 @@ Rules (each refusal names its rule):
   internal-thread-stays-inside a message whose In-Reply-To/References point into an internal
                               thread may only be sent by and to that panel's members; a
                               -discussion address or another role needs a new thread
+
+Reading (``Sight``): a viewer reads a message when a copy of it is in one of its mailboxes (a
+panel reads through its members') or it sent it itself — what ``workflow thread --as`` shows. A
+run's log and transcript are a role's mail: the viewer reads them when it reads every mailbox of
+that role. The owner reads every run; its mail pages are those of the role it views as.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import NamedTuple
+from collections.abc import Iterable, Mapping, Sequence
+from typing import NamedTuple, Protocol
 
 from workflow.core.errors import RosterError, VisibilityError
+from workflow.mail.rows import Row
 from workflow.policy.roster import MEMBERS_ONLY as MEMBERS_ONLY_NAME
 from workflow.policy.roster import Roster, Route
 
@@ -92,3 +99,55 @@ def check(
                 f"{mid} belongs to the internal thread of {space}; this reply {who}. "
                 "Start a new thread (no In-Reply-To/References) to write across panels",
             )
+
+
+class _Index(Protocol):
+    def query(
+        self,
+        mailboxes: Sequence[str] | None = None,
+        *,
+        message_ids: Sequence[str] | None = None,
+        senders: Sequence[str] = (),
+    ) -> list[Row]: ...
+
+
+class Sight(NamedTuple):
+    """What one viewer may read: the judge every cockpit page, stream and link asks."""
+
+    identity: str  # the role, panel or member it views as
+    boxes: tuple[str, ...]  # the mailboxes it reads
+    sent: tuple[str, ...]  # the addresses whose sent mail is its own
+    owner: bool  # the owner: every run's log and transcript too
+    roster: Roster
+
+    @classmethod
+    def of(cls, roster: Roster, identity: str, owner: bool = False) -> Sight:
+        boxes, sent = roster.view(identity)
+        return cls(identity, boxes, sent, owner, roster)
+
+    def reads(self, row: Row) -> bool:
+        """Whether this copy is one the viewer reads (in its mailboxes, or sent by it)."""
+        return row.mailbox in self.boxes or row.sender.lower() in self.sent
+
+    def readable(self, index: _Index, message_ids: Iterable[str | None]) -> set[str]:
+        """Those of these Message-IDs the viewer may read (a copy in its mailboxes, or its own):
+        the only ones a page may link to or name."""
+        mids = sorted({m for m in message_ids if m})
+        if not mids:
+            return set()
+        return {r.message_id for r in index.query(self.boxes, message_ids=mids, senders=self.sent) if r.message_id}
+
+    def on_board(self, row: Row) -> bool:
+        """Whether the board may count this copy (an artifact's history is the team's): any mail
+        but a panel's internal mail, which only its members see. A link needs ``readable``."""
+        return not row.space or row.mailbox in self.boxes
+
+    def reads_role(self, role: str) -> bool:
+        """Whether the viewer reads ``role``'s mail, hence its runs' logs and transcripts."""
+        if self.owner:
+            return True
+        try:
+            theirs = self.roster.mailboxes_of(role)
+        except RosterError:
+            return False  # a role gone from the roster: its old runs are the owner's to read
+        return bool(theirs) and set(theirs) <= set(self.boxes)

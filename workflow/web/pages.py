@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from workflow.agentd.status import DaemonStatus, status
 from workflow.app import App
-from workflow.artifacts.board import Card, Grouping, age, cards, visible
+from workflow.artifacts.board import Card, Grouping, cards, visible
 from workflow.artifacts.movers import last_moves
 from workflow.core import events
 from workflow.core.locate import Artifact, by_key, locate, scan
@@ -30,11 +28,11 @@ from workflow.mail.inbox import InboxThread, group, read_row, select, thread_row
 from workflow.mail.rowcache import ArtifactRows
 from workflow.mail.rows import Row
 from workflow.panels.store import PanelStore, SessionState
+from workflow.policy.visibility import Sight
 from workflow.web import markdown
 
 LATEST = 3  # events shown on a card
 INBOX_THREADS = 200  # threads an inbox page shows at most
-LOG_TAIL = 4000  # characters of a run's log shown
 
 
 class Panel(NamedTuple):
@@ -238,7 +236,7 @@ class Inbox(NamedTuple):
 
 def inbox(app: App, role: str, unread_only: bool) -> Inbox:
     """``workflow inbox --as ROLE`` (``--all`` when not ``unread_only``), most urgent thread first."""
-    boxes = app.roster.view(role)[0]
+    boxes = Sight.of(app.roster, role).boxes
     with app.index() as index:
         index.refresh(boxes)
         rows = select(index, boxes, unread=unread_only, states=app.config.states)
@@ -283,7 +281,8 @@ class Thread(NamedTuple):
 
 def thread(app: App, role: str, message_id: str) -> Thread | None:
     """``workflow thread MID --as ROLE``: None when the message is not in the viewer's mail."""
-    boxes, sent = app.roster.view(role)
+    sight = Sight.of(app.roster, role)  # the judge of every page: what this role reads
+    boxes, sent = sight.boxes, sight.sent
     with app.index() as index:
         index.refresh()  # the thread's other messages may be in any mailbox (the viewer's own sent mail)
         rows = thread_rows(index, boxes, message_id, sent)
@@ -313,7 +312,8 @@ def thread(app: App, role: str, message_id: str) -> Thread | None:
 
 def message(app: App, role: str, message_id: str) -> tuple[Row, bytes] | None:
     """One message of the viewer's mail and its bytes (for an attachment), or None."""
-    boxes, sent = app.roster.view(role)
+    sight = Sight.of(app.roster, role)
+    boxes, sent = sight.boxes, sight.sent
     with app.index() as index:
         rows = index.query(boxes, message_ids=[message_id], senders=sent)
     for r in rows:
@@ -323,88 +323,33 @@ def message(app: App, role: str, message_id: str) -> tuple[Row, bytes] | None:
     return None
 
 
-# -- runs
-
-
-class RunView(NamedTuple):
-    task: int
+class Search(NamedTuple):
     role: str
-    kind: str
-    ref: str
-    status: str  # running | queued | failed | dead | done
-    seconds: int  # how long it ran (or has been running, or waits)
-    tokens: int
-    cost: float
-    error: str
-    log: str  # its log's tail
+    text: str
+    rows: tuple[Row, ...]
 
 
-class Budget(NamedTuple):
-    role: str
-    tokens: int
-    limit: int  # 0: none
-    cost: float
-    paused: str  # why, when paused
+SEARCH_ROWS = 50  # messages a search shows at most
 
 
-class Runs(NamedTuple):
-    daemon: str  # "agentd pid N since …", or that none runs
-    runs: tuple[RunView, ...]
-    budgets: tuple[Budget, ...]
+def search(app: App, sight: Sight, text: str) -> Search:
+    """``workflow search TEXT --as ROLE``: the messages the viewer may read, newest first."""
+    text = text.strip()[:200]
+    if not text:
+        return Search(sight.identity, "", ())
+    with app.index() as index:
+        index.refresh(sight.boxes)
+        found = index.search(text, sight.boxes, SEARCH_ROWS * 4, sight.sent)
+    rows = list({r.message_id or r.key: r for r in reversed(found)}.values())[::-1]  # one copy each
+    return Search(sight.identity, text, tuple(rows[:SEARCH_ROWS]))
 
 
-def runs(app: App) -> Runs:
-    """What ``agentd status`` shows, with each run's log tail, tokens and cost."""
-    s: DaemonStatus = status(app)
-    now = time.time()
-    runs_dir = app.config.state.runs
-    out: list[RunView] = []
-    for r in s.running:
-        out.append(_run(runs_dir, r.task, r.role, r.kind, r.ref, "running", r.age, ""))
-    for q in s.queued:
-        out.append(_run(runs_dir, q.task, q.role, "mail", "", "queued", q.due_in, q.error))
-    for f in s.recent_failures:
-        out.append(_run(runs_dir, f.task, f.role, f.kind, f.ref, "dead" if f.dead else "failed", 0, f.error))
-    for d in s.recent:
-        out.append(_run(runs_dir, d.task, d.role, d.kind, d.ref, "done", d.ago, ""))
-    opts = app.config.agentd
-    names = sorted({*s.tokens_today, *s.cost_today, *s.paused})
-    budgets = tuple(
-        Budget(
-            n,
-            s.tokens_today.get(n, 0),
-            int(opts.role_budgets.get(n, opts.daily_tokens)),
-            s.cost_today.get(n, 0.0),
-            s.paused.get(n, ""),
-        )
-        for n in names
-    )
-    daemon = (
-        f"agentd pid {s.daemon.pid} on {s.daemon.host}, up {age(int(s.daemon.since), now).removesuffix(' ago')}"
-        if s.daemon
-        else "no agentd runs for this mail root (`workflow up` or `agentd run` starts one)"
-    )
-    return Runs(daemon, tuple(out), budgets)
-
-
-def _run(runs_dir: Path, task: int, role: str, kind: str, ref: str, state: str, seconds: int, error: str) -> RunView:
-    from workflow.agents.report import read as read_report  # lazy: only the runs page reads reports
-
-    report = read_report(runs_dir / f"task-{task}.json")
-    tokens = report.tokens if report is not None else 0
-    cost = report.cost_microusd / 1e6 if report is not None else 0.0
-    return RunView(task, role, kind, ref, state, seconds, tokens, cost, error, _tail(runs_dir / f"task-{task}.log"))
-
-
-def _tail(path: Path) -> str:
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, 2)
-            size = f.tell()
-            f.seek(max(0, size - LOG_TAIL))
-            return f.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
+def links(app: App, sight: Sight, b: Board) -> set[str]:
+    """The Message-IDs of the board's mail the viewer may read: the only ones it links to (a card
+    shows the rest's kind, sender and age: an artifact's history is the team's)."""
+    mids = {r.message_id for c in b.cards for r in (*c.latest, *c.waiting) if r.message_id}
+    with app.index() as index:
+        return sight.readable(index, mids)
 
 
 def style(event: str | None) -> str:

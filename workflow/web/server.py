@@ -48,7 +48,8 @@ from workflow.delivery.current import Current
 from workflow.mail.body import part_text
 from workflow.mail.ids import given_msgid
 from workflow.policy.roster import Roster
-from workflow.web import actions, once, pages
+from workflow.policy.visibility import Sight
+from workflow.web import actions, once, pages, runs
 from workflow.web.auth import COOKIE, Sessions, Viewer
 from workflow.web.live import Watch
 
@@ -68,7 +69,7 @@ HEADERS = {
 FLASH = "workflow_flash"
 KEEPALIVE = 15.0  # seconds between comments on an idle event stream
 MAX_PAUSE = 2.0  # seconds a page's stream rests after a render at most (twice what the render took)
-PAGES = ("board", "inbox", "thread", "runs")
+PAGES = ("board", "inbox", "thread", "runs", "search")
 MAX_FORM = 64 * 1024
 OWNER_REFUSED = (
     "The owner does not log in with a password here, and the cockpit never asks for the owner's secret: "
@@ -157,7 +158,9 @@ class Web:
             Route("/inbox", self.page("inbox")),
             Route("/thread", self.page("thread")),
             Route("/runs", self.page("runs")),
+            Route("/search", self.page("search")),
             Route("/part", self.part),
+            Route("/transcript", self.transcript),
             Route("/events", self.events),
             Route("/act/{what}", self.act, methods=["POST"]),
             Route("/static/{name}", self.static_file),
@@ -312,7 +315,7 @@ class Web:
             viewer = self.viewer(request)
             if viewer is None:
                 return self._headers(RedirectResponse("/login", 303))
-            params = {k: request.query_params[k] for k in ("id", "all") if k in request.query_params}
+            params = {k: request.query_params[k] for k in ("id", "all", "q") if k in request.query_params}
             try:
                 main = await asyncio.to_thread(self.main, name, viewer, params)
             except NotFoundError:
@@ -333,8 +336,10 @@ class Web:
         t = self.templates.get_template(f"{name}.html")
         here = f"/thread?id={quote(params.get('id', ''), safe='')}" if name == "thread" else f"/{name}"
         common: dict[str, Any] = {"csrf": csrf, "viewer": viewer, "here": here}
+        sight = self.sight(viewer)
         if name == "board":
-            return t.render(board=self.boards.board(viewer.role), **common)
+            b = self.boards.board(viewer.role)
+            return t.render(board=b, links=pages.links(self.app, sight, b), **common)
         if name == "inbox":
             return t.render(inbox=pages.inbox(self.app, viewer.role, params.get("all") != "1"), **common)
         if name == "thread":
@@ -343,8 +348,14 @@ class Web:
             if found is None:
                 raise NotFoundError
             return t.render(thread=found, mid=mid, **common)
+        if name == "search":
+            return t.render(search=pages.search(self.app, sight, params.get("q", "")), **common)
         steer = actions.may_steer(self.app, viewer.roles)
-        return t.render(runs=pages.runs(self.app), steer=steer, **common)
+        return t.render(runs=runs.runs(self.app, sight), steer=steer, **common)
+
+    def sight(self, viewer: Viewer) -> Sight:
+        """What ``viewer`` may read (``Sight``): the one judge of every page, stream and link."""
+        return Sight.of(self.app.roster, viewer.role, viewer.owner)
 
     def layout(self, viewer: Viewer, name: str, main: str, params: dict[str, str], flash: str, request: Request) -> str:
         stream = "/events?" + urlencode({"page": name, **params, "v": _digest(main)})
@@ -380,6 +391,22 @@ class Web:
         r.headers["Content-Disposition"] = f"inline; filename*=UTF-8''{quote(name)}"
         return self._headers(r)
 
+    async def transcript(self, request: Request) -> Response:
+        """A run's transcript, as text, for those who read its role's mail (the owner: any)."""
+        viewer = self.viewer(request)
+        if viewer is None:
+            return self._headers(RedirectResponse("/login", 303))
+        try:
+            task = int(request.query_params.get("task", ""))
+        except ValueError:
+            return self._headers(PlainTextResponse("no task number given (/transcript?task=N)", 404))
+        code, text = await asyncio.to_thread(runs.transcript_for, self.app, self.sight(viewer), task)
+        r = PlainTextResponse(text, code)
+        r.headers["Content-Security-Policy"] = "sandbox; default-src 'none'"
+        if code == 200:
+            r.headers["Content-Disposition"] = f"inline; filename=task-{task}-transcript.txt"
+        return self._headers(r)
+
     # -- the event stream
 
     async def events(self, request: Request) -> Response:
@@ -389,7 +416,7 @@ class Web:
             return self._headers(
                 PlainTextResponse("not logged in" if viewer is None else "no such page", 401 if viewer is None else 404)
             )
-        params = {k: request.query_params[k] for k in ("id", "all") if k in request.query_params}
+        params = {k: request.query_params[k] for k in ("id", "all", "q") if k in request.query_params}
         before = self.watch.version  # taken before the render: a change during it is sent next
         try:
             first = await asyncio.to_thread(self.main, name, viewer, params)
