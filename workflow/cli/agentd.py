@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -18,6 +19,7 @@ from workflow.agentd.daemon import Agentd
 from workflow.agentd.status import DaemonStatus
 from workflow.agentd.status import status as daemon_status
 from workflow.agentd.tasks import Tasks
+from workflow.agents.clicheck import refuse
 from workflow.agents.sandbox import status as sandbox_status
 from workflow.app import App
 from workflow.artifacts.board import age
@@ -80,7 +82,9 @@ def run(ctx: click.Context, backend: str | None, rescan: float | None) -> None:
     Example:
         agentd run --rescan 30
     """
-    run_daemon(app(ctx), backend, rescan)
+    a = app(ctx)
+    refuse(a.config, a.roster, os.environ, backend)  # before the first run: doctor's line, not a run's failure
+    run_daemon(a, backend, rescan)
 
 
 @agentd.command("status", cls=Command)
@@ -204,6 +208,7 @@ def up(ctx: click.Context, port: int | None, with_web: bool, backend: str | None
     """
     a = app(ctx)
     cfg = a.config
+    refuse(cfg, a.roster, os.environ, backend)  # before anything starts: doctor's line, not each run's failure
     free(cfg.smtp.host, cfg.smtp.port if port is None else port)  # in use: one line, before anything starts
     argv = (
         [sys.executable, "-P", "-m", "workflow"]  # -P: the project never shadows the package
