@@ -482,6 +482,13 @@ class Agentd:
         end = time.monotonic() + self.opts.grace
         if self.running:
             self.log("stopping", running=len(self.running), grace=0 if self.hard.is_set() else self.opts.grace)
+            if not self.hard.is_set():  # say what is waited for, and how long, rather than wait in silence
+                runs = ", ".join(f"{r.task.role} (task {tid})" for tid, r in self.running.items())
+                self.echo(
+                    f"waiting up to {self.opts.grace:.0f} s ([agentd] grace) for {len(self.running)} run(s) to "
+                    f"finish: {runs}; then they are stopped and their mail is tried again later. "
+                    "Ctrl-C again stops them now"
+                )
         while self.running and time.monotonic() < end and not self.hard.is_set():
             self.reap()
             self.hard.wait(0.05)
