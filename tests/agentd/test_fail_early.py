@@ -3,11 +3,18 @@ is refused before the first run, with doctor's line; a CLI's own "Not logged in"
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+import threading
 import time
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 from helpers.agent_clis import cli_bin, fresh_project, needs_claude
+from helpers.agentd import default_sigint
 from helpers.sandboxing import needs_bwrap
+from helpers.wire import Served
 
 
 def doctors_line(f: object) -> str:
@@ -61,3 +68,68 @@ def test_the_clis_own_not_logged_in_and_its_json_become_our_one_line(tmp_path: P
     assert r.returncode != 0 and f.unread("spec-reviewer") == 1, out
     assert doctors_line(f).split("agent-cli: ", 1)[1] in out, out
     assert "/login" not in out and '"session_id"' not in out, out
+
+
+class Silent(Served):
+    """A model API that takes every connection and never answers (until the test ends)."""
+
+    def __init__(self) -> None:
+        self.asked = threading.Event()
+        release = self.release = threading.Event()
+        asked = self.asked
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                asked.set()
+                release.wait(60)
+
+            def do_POST(self) -> None:
+                self.do_GET()
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        self.serve(Handler)
+
+    def __exit__(self, *exc: object) -> None:
+        self.release.set()
+        super().__exit__(*exc)
+
+
+@needs_claude
+def test_a_model_api_that_never_answers_is_said_while_waited_for_and_its_roles_paused(tmp_path: Path) -> None:
+    """Problem 6: with the model API down, nothing was printed for 187 s."""
+    f = fresh_project(tmp_path)
+    toml = f.dir / "workflow.toml"
+    toml.write_text(toml.read_text() + "\n[agentd]\nmodel_progress = 1\nmodel_wait = 3\n")
+    f.run("trust")
+    f.notify("--from", "spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer")
+    with Silent() as api:
+        env = f.env(ANTHROPIC_BASE_URL=api.url, ANTHROPIC_API_KEY="sk-x")
+        up = subprocess.Popen(
+            [str(Path(sys.executable).parent / "workflow"), "up"],
+            cwd=f.dir,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            preexec_fn=default_sigint,
+        )
+        seen: list[str] = []
+        try:
+            assert up.stdout is not None
+            for line in up.stdout:  # as it comes
+                seen.append(line)
+                if "paused" in line and "spec-reviewer" in line:
+                    break
+        finally:
+            up.send_signal(signal.SIGINT)
+            rest, _ = up.communicate(timeout=60)
+    out = "".join(seen)
+    assert api.asked.is_set()
+    assert f"waiting for the model API at {api.url}: 1 s" in out, out + rest
+    assert f"waiting for the model API at {api.url}: 2 s" in out, out + rest
+    assert f"the model API at {api.url} did not answer in 3 s" in out, out + rest
+    assert "started     spec-reviewer" not in out + rest and f.unread("spec-reviewer") == 1  # no run spent on it
+    status = f.run("agentd", "status").stdout
+    assert "spec-reviewer" in status.split("paused")[1] and "did not answer" in status, status
