@@ -388,7 +388,7 @@ class Agentd:
                 users.setdefault(url, []).append(name)
         for url, names in users.items():
             probe = Probe(url, self.opts.model_progress, self.opts.model_wait, self.echo)
-            self.probes[url] = (probe.start(), names)
+            self.probes[url] = (probe.begin(), names)
 
     def heed_apis(self) -> bool:
         """Whether runs may start: no model API is still being waited for. One that gave up pauses

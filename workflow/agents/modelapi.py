@@ -48,28 +48,37 @@ class Probe:
         self.url, self.every, self.bound, self.say = url, every, bound, say
         self.failed = ""
         self.done = threading.Event()
+        self.start = time.monotonic()
         self.thread = threading.Thread(target=self._run, name=f"probe {url}", daemon=True)
 
-    def start(self) -> Probe:
+    def begin(self) -> Probe:
+        self.start = time.monotonic()
         self.thread.start()
         return self
 
     @property
     def waiting(self) -> bool:
+        """No verdict yet. A look stuck past the bound (a name lookup takes no timeout) is a verdict too."""
+        if not self.done.is_set() and time.monotonic() - self.start > self.bound + self.every:
+            self.failed = self.failed or self._gave_up()
+            self.done.set()
         return not self.done.is_set()
 
+    def _gave_up(self) -> str:
+        return (
+            f"the model API at {self.url} did not answer in {self.bound:.0f} s ([agentd] model_wait): "
+            "check the network or the base URL (ANTHROPIC_BASE_URL, OPENAI_BASE_URL, "
+            "GOOGLE_GEMINI_BASE_URL), then `agentd resume ROLE`"
+        )
+
     def _run(self) -> None:
-        start = time.monotonic()
+        start = self.start
         told = 0.0
         try:
             while True:
                 waited = time.monotonic() - start
                 if waited >= self.bound:
-                    self.failed = (
-                        f"the model API at {self.url} did not answer in {self.bound:.0f} s ([agentd] model_wait): "
-                        "check the network or the base URL (ANTHROPIC_BASE_URL, OPENAI_BASE_URL, "
-                        "GOOGLE_GEMINI_BASE_URL), then `agentd resume ROLE`"
-                    )
+                    self.failed = self._gave_up()
                     return
                 if self._answers(min(self.every, self.bound - waited)):
                     return
