@@ -15,6 +15,7 @@ from helpers.agent_clis import cli_bin, fresh_project, needs_claude
 from helpers.agentd import default_sigint
 from helpers.sandboxing import needs_bwrap
 from helpers.wire import Served
+from workflow.agents.modelapi import Probe
 
 
 def doctors_line(f: object) -> str:
@@ -133,3 +134,26 @@ def test_a_model_api_that_never_answers_is_said_while_waited_for_and_its_roles_p
     assert "started     spec-reviewer" not in out + rest and f.unread("spec-reviewer") == 1  # no run spent on it
     status = f.run("agentd", "status").stdout
     assert "spec-reviewer" in status.split("paused")[1] and "did not answer" in status, status
+
+
+class Answering(Served):
+    """A stand-in with no GET of its own: BaseHTTPRequestHandler answers 501."""
+
+    def __init__(self) -> None:
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        self.serve(Handler)
+
+
+def test_a_model_api_that_answers_or_refuses_is_not_waited_for() -> None:
+    """Any HTTP answer (a 501 to a GET) means the API is up; a refused connection is no wait
+    either (the runs fail at once on it, saying so)."""
+    said: list[str] = []
+    with Silent() as silent:
+        closed = silent.url  # nothing listens there once it stopped
+    with Answering() as answering:
+        for url in (closed, answering.url):
+            probe = Probe(url, 0.2, 5, said.append).begin()
+            assert probe.done.wait(3) and not probe.failed and said == [], (url, said)
