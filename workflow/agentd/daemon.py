@@ -519,7 +519,7 @@ class Agentd:
             if not self.hard.is_set():  # say what is waited for, and how long, rather than wait in silence
                 runs = ", ".join(f"{r.task.role} (task {tid})" for tid, r in self.running.items())
                 self.echo(
-                    f"waiting up to {self.opts.grace:.0f} s ([agentd] grace) for {len(self.running)} run(s) to "
+                    f"waiting up to {self.opts.grace:g} s ([agentd] grace) for {len(self.running)} run(s) to "
                     f"finish: {runs}; then they are stopped and their mail is tried again later. "
                     "Ctrl-C again stops them now"
                 )
