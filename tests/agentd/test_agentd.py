@@ -224,6 +224,8 @@ def test_sigterm_stops_taking_work_and_requeues_the_unfinished(tmp_path: Path, c
     assert time.monotonic() - t0 < 15
     assert d.proc.returncode == 0
     assert d.events("requeued") and d.events("stopped")
+    said = d.out.read_text()  # what it waits for and how long, not a silent wait (issue 48)
+    assert "waiting up to 0.5 s ([agentd] grace) for 1 run(s) to finish: spec-reviewer (task" in said, said
     r = p.run("agentd", "status", "--json")
     s = json.loads(r.stdout)
     assert [q["role"] for q in s["queued"]] == ["spec-reviewer"] and s["running"] == []

@@ -138,5 +138,8 @@ def test_init_picks_a_backend_or_says_how_and_run_role_refuses_in_one_line_witho
     assert 'backend = "claude-code"' in toml and "[backends.claude-code]" in toml
     c.run("review-request", "specs/proposed/user-auth.md", "spec-reviewer", "CONTEXT=look", tool="workflow-notify")
     r = c.run("--with-email", "spec-reviewer", tool=str(Path(sys.executable).parent / "run-role"), env={"PATH": path})
+    assert r.returncode == 3 and "agent-cli: claude-code: no credential reaches its agents" in r.stderr, r.stderr
+    key = {"PATH": path, "ANTHROPIC_API_KEY": "sk-test"}  # a credential: the run starts, and fails saying why
+    r = c.run("--with-email", "spec-reviewer", tool=str(Path(sys.executable).parent / "run-role"), env=key)
     assert r.returncode == 1, r.stdout + r.stderr
     assert "never called finish" in r.stdout and "left unread" in r.stdout, r.stdout

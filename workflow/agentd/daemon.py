@@ -37,6 +37,7 @@ from workflow.agentd.told import Told
 from workflow.agents import locks
 from workflow.agents.backends import chosen
 from workflow.agents.contain import kill_session
+from workflow.agents.modelapi import Probe, apis
 from workflow.agents.report import EXIT_BUSY, RESULT_ENV
 from workflow.agents.report import read as read_report
 from workflow.agents.txn import Run, run_dir
@@ -122,6 +123,7 @@ class Agentd:
         self.told = Told(app, self.tasks, self.log)
         self.ledger = Ledger(app, opts, self.tasks, self.log)
         self.observer: Any = None
+        self.probes: dict[str, tuple[Probe, list[str]]] = {}
         self.scan = MailScan(app.maildirs)
         # runs forked from a warm fork server (launch), started now, before any thread of ours
         self.launcher = Launcher(protected=(app.config.project_dir, app.config.mail_root))
@@ -236,6 +238,7 @@ class Agentd:
                 self.log("stale-lock", role=info.name, why=why)
         self.watch()
         self.log("started", roles=len(self.roles), rescan=self.opts.rescan, max_concurrent=self.opts.max_concurrent)
+        self.ask_apis()
         if self.idle:
             self.log(
                 "no-backend",
@@ -377,8 +380,39 @@ class Agentd:
             self.ledger.escalate(None, f"loop detected, thread {root} no longer wakes anyone: {reason}", m.artifacts)
         return True
 
+    def ask_apis(self) -> None:
+        """Ask each model API the roles' backends use whether it answers (``agents.modelapi``)."""
+        if not self.opts.model_wait:
+            return
+        users: dict[str, list[str]] = {}
+        for name in self.roles:
+            panel = self.app.config.panel(name)
+            if panel is not None:
+                backends = [m.backend for m in panel.members]
+            else:
+                backends = [chosen(self.app.config, name, self.app.roster.roles[name].backend, self.opts.backend)]
+            for url in apis(backends, os.environ):
+                users.setdefault(url, []).append(name)
+        for url, names in users.items():
+            probe = Probe(url, self.opts.model_progress, self.opts.model_wait, self.echo)
+            self.probes[url] = (probe.begin(), names)
+
+    def heed_apis(self) -> bool:
+        """Whether runs may start: no model API is still being waited for. One that gave up pauses
+        the roles that use it, with its line."""
+        for url, (probe, names) in list(self.probes.items()):
+            if probe.waiting:
+                return False
+            del self.probes[url]
+            if probe.failed:
+                self.echo(probe.failed)
+                for name in names:
+                    self.tasks.pause(name, probe.failed)
+                    self.log("paused", role=name, why=probe.failed)
+        return True
+
     def dispatch(self) -> None:
-        if self.stop.is_set():
+        if self.stop.is_set() or not self.heed_apis():
             return
         while True:
             t = self.tasks.claim(self.opts.max_concurrent, settle=self.opts.settle, settle_max=self.opts.settle_max)
@@ -489,6 +523,13 @@ class Agentd:
         end = time.monotonic() + self.opts.grace
         if self.running:
             self.log("stopping", running=len(self.running), grace=0 if self.hard.is_set() else self.opts.grace)
+            if not self.hard.is_set():  # say what is waited for, and how long, rather than wait in silence
+                runs = ", ".join(f"{r.task.role} (task {tid})" for tid, r in self.running.items())
+                self.echo(
+                    f"waiting up to {self.opts.grace:g} s ([agentd] grace) for {len(self.running)} run(s) to "
+                    f"finish: {runs}; then they are stopped and their mail is tried again later. "
+                    "Ctrl-C again stops them now"
+                )
         while self.running and time.monotonic() < end and not self.hard.is_set():
             self.reap()
             self.hard.wait(0.05)

@@ -21,12 +21,13 @@ from typing import NamedTuple
 
 from workflow.agents import locks
 from workflow.agents.backends import Backend, RunInput, RunResult, chosen, make_backend
+from workflow.agents.backends.login import missing
 from workflow.agents.context import build
 from workflow.agents.sandbox import status
 from workflow.agents.tools import RoleTools
 from workflow.agents.txn import Run, RunTransport, recover
 from workflow.app import App
-from workflow.core.errors import GitError, RosterError
+from workflow.core.errors import ConfigError, GitError, RosterError
 from workflow.core.files import append_untrusted
 from workflow.core.locate import Resolver, find
 from workflow.core.senders import who
@@ -210,6 +211,10 @@ def run_role(
         )
     if artifact:
         artifact = find(artifact, app.config).path
+    if not dry_run:  # before the lock: its mail stays unread, nothing starts that could not log in
+        refused = missing(chosen(app.config, role.name, role.backend, backend), app.config, os.environ)
+        if refused:
+            raise ConfigError(f"agent-cli: {refused}")
     if dry_run:
         return _session(
             app,

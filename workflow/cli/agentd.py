@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -18,12 +19,16 @@ from workflow.agentd.daemon import Agentd
 from workflow.agentd.status import DaemonStatus
 from workflow.agentd.status import status as daemon_status
 from workflow.agentd.tasks import Tasks
+from workflow.agents.clicheck import refuse
 from workflow.agents.sandbox import status as sandbox_status
 from workflow.app import App
 from workflow.artifacts.board import age
 from workflow.cli.base import Command, Group, app, backend_option, json_option, run_script, standalone
+from workflow.core import lifeline
 from workflow.core.modes import owner_only
 from workflow.delivery.address import in_use
+
+STOP_WAIT = 30.0  # seconds `workflow up` waits for smtpd and the cockpit to stop, then kills them
 
 
 def stop_handler(daemon: Agentd) -> Callable[[int, object], None]:
@@ -80,7 +85,9 @@ def run(ctx: click.Context, backend: str | None, rescan: float | None) -> None:
     Example:
         agentd run --rescan 30
     """
-    run_daemon(app(ctx), backend, rescan)
+    a = app(ctx)
+    refuse(a.config, a.roster, os.environ, backend)  # before the first run: doctor's line, not a run's failure
+    run_daemon(a, backend, rescan)
 
 
 @agentd.command("status", cls=Command)
@@ -204,6 +211,7 @@ def up(ctx: click.Context, port: int | None, with_web: bool, backend: str | None
     """
     a = app(ctx)
     cfg = a.config
+    refuse(cfg, a.roster, os.environ, backend)  # before anything starts: doctor's line, not each run's failure
     free(cfg.smtp.host, cfg.smtp.port if port is None else port)  # in use: one line, before anything starts
     argv = (
         [sys.executable, "-P", "-m", "workflow"]  # -P: the project never shadows the package
@@ -213,25 +221,40 @@ def up(ctx: click.Context, port: int | None, with_web: bool, backend: str | None
     )
     if with_web:
         free(cfg.web.host, cfg.web.port)
-    children = [subprocess.Popen(argv, cwd=cfg.project_dir)]
-    if with_web:
-        children.append(subprocess.Popen([*argv[: argv.index("smtpd")], "web"], cwd=cfg.project_dir))
-    time.sleep(0.3)
-    for child, name in zip(children, ("smtpd", "web"), strict=False):
-        if child.poll() is not None:
-            for other in children:
-                other.terminate()
-            raise click.ClickException(f"workflow {name} exited with status {child.returncode}")
-    try:
+    env = {**os.environ, lifeline.ENV: str(os.getpid())}  # a child goes when `up` goes, however it goes
+    names = ["smtpd", "web"] if with_web else ["smtpd"]
+    children: list[tuple[str, subprocess.Popen[bytes]]] = []
+    try:  # from before the first child starts: an interrupt at any instant stops what started
+        for name in names:
+            command = argv if name == "smtpd" else [*argv[: argv.index("smtpd")], "web"]
+            children.append((name, subprocess.Popen(command, cwd=cfg.project_dir, env=env)))
+        time.sleep(0.3)
+        for name, child in children:
+            if child.poll() is not None:
+                raise click.ClickException(f"workflow {name} exited with status {child.returncode}")
         run_daemon(a, backend, None)
     finally:
-        for child in children:
+        stop_children(children)
+
+
+def stop_children(children: list[tuple[str, subprocess.Popen[bytes]]], grace: float = STOP_WAIT) -> None:
+    """SIGTERM each child, saying what is waited for and for how long; SIGKILL what is left after ``grace``."""
+    for _, child in children:
+        if child.poll() is None:
             child.terminate()
-        for child in children:
-            try:
-                child.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                child.kill()
+    alive = [name for name, child in children if child.poll() is None]
+    if alive:
+        click.echo(
+            f"waiting up to {grace:.0f} s for {' and '.join(alive)} to stop (mail in flight is stored first)", err=True
+        )
+    end = time.monotonic() + grace
+    for name, child in children:
+        try:
+            child.wait(timeout=max(0.0, end - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            click.echo(f"{name} did not stop in {grace:.0f} s: killed", err=True)
+            child.kill()
+            child.wait()
 
 
 def free(host: str, port: int) -> None:

@@ -9,11 +9,13 @@ import os
 import sys
 
 from workflow.cli.fast import run
+from workflow.core.lifeline import heed
 from workflow.core.modes import owner_only
 
 
 def workflow() -> None:
     owner_only()  # what this command, its servers, runs and agents write is the owner's alone
+    heed(os.environ)  # started by `workflow up`: this process goes when it goes, however it goes
     code = _fast(sys.argv[1:])
     if code is None:
         from workflow.cli.main import main  # lazy: the full CLI, when the fast path cannot answer

@@ -266,6 +266,10 @@ class AgentdConfig(NamedTuple):
     daily_tokens: Annotated[int, Int(0, 10**12)] = 0  # 0: no budget
     role_budgets: Annotated[Mapping[str, float], NumTable()] = EMPTY
     grace: Annotated[float, Num(0, DAY)] = 30.0
+    # a model API that takes the connection and says nothing: progress every model_progress s, the
+    # roles using it paused after model_wait s (agents.modelapi; 0: not asked)
+    model_wait: Annotated[float, Num(0, DAY)] = 120.0
+    model_progress: Annotated[float, Num(0.1, DAY)] = 30.0
     nice: Annotated[int, Int(0, 19)] = 10  # runs are background work: the daemon and the server keep the CPU first
     settle: Annotated[float, Num(0, 3600)] = 0.5  # a burst coalescing into a queued task: start after this quiet …
     settle_max: Annotated[float, Num(0, DAY)] = 10.0  # … or this long after the task was created, whichever first

@@ -24,7 +24,6 @@ workers spread connections is ``delivery.balance``; how they tell each other of 
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import logging
 import os
 import select
@@ -38,6 +37,7 @@ from dataclasses import dataclass, field
 
 from workflow.core.config import Config
 from workflow.core.errors import ConfigError, WorkflowError
+from workflow.core.lifeline import die_with_parent
 from workflow.delivery import address, local
 from workflow.delivery.balance import Balancer
 from workflow.delivery.deliverer import Deliverer
@@ -53,7 +53,6 @@ RESTART_WINDOW = 30.0
 START_TIMEOUT = 60.0
 STOP_GRACE = 60.0  # then a worker still running is killed
 SIGNALS = {signal.SIGCHLD, signal.SIGTERM, signal.SIGINT}
-PR_SET_PDEATHSIG = 1
 
 
 def default_workers() -> int:
@@ -338,20 +337,6 @@ class _Prefix(logging.Filter):
             record.msg = self.tag + str(record.msg)
             record._worker_tagged = True
         return True
-
-
-def die_with_parent(parent: int) -> None:
-    """SIGTERM this forked process when ``parent`` (the pid that forked it, taken before the fork)
-    dies (Linux), so no worker outlives its server. A parent that died before the request took
-    effect, even before the child ran at all, is seen too: the child then has another parent
-    already (asking the child for its parent's pid would name that one)."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    except (OSError, AttributeError):
-        return
-    if os.getppid() != parent:
-        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _signal(pid: int, sig: int) -> None:

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from workflow.agents.backends.base import RunInput, RunResult
+from workflow.agents.backends.login import logged_out
 from workflow.agents.backends.profiles import PROFILES, Launch, Plan
 from workflow.agents.backends.reports import SESSION_ID, Report, plain
 from workflow.agents.contain import Contained, choose
@@ -122,6 +123,10 @@ class CommandBackend:
 
     def said(self, out: str, err: str) -> str:
         """Why the agent failed, as it said when it exited non-zero; "": its output as printed."""
+        return ""
+
+    def logged_out(self, why: str) -> str:
+        """Our one line when the failure ``why`` is the CLI saying it is not logged in; else ""."""
         return ""
 
     def run(self, job: RunInput) -> RunResult:
@@ -244,9 +249,13 @@ class CommandBackend:
         if code != 0:  # why, as the CLI says it (Codex: a turn.failed; Gemini: its error object), else its tail
             said = self.said(out, err) or (self.read(out).failed if out.strip() else "")
             why = said or (err or out).strip()[-TAIL:]
+            if self.logged_out(why):  # its advice (/login) and its JSON help nobody: how to give a credential
+                return RunResult(False, "", self.logged_out(why))
             return RunResult(False, out[-TAIL:], f"{argv[0]} exited with status {code}: {why}")
         report = self.read(out)
         usage = {**report.usage, **({"cost_microusd": round(report.cost_usd * 1e6)} if report.cost_usd else {})}
+        if report.failed and self.logged_out(report.failed):
+            return RunResult(False, "", self.logged_out(report.failed), usage, report.turns, report.session)
         if report.failed:
             return RunResult(False, report.summary[-TAIL:], report.failed, usage, report.turns, report.session)
         return RunResult(True, report.summary[-TAIL:].strip() or "done", "", usage, report.turns, report.session)
@@ -273,3 +282,6 @@ class CliBackend(CommandBackend):
 
     def said(self, out: str, err: str) -> str:
         return self.profile.said(out, err)
+
+    def logged_out(self, why: str) -> str:
+        return logged_out(self.profile.name, why)

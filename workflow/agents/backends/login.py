@@ -1,0 +1,54 @@
+"""Login: whether a credential reaches an agent CLI's agents, and the one line that says how to give one.
+
+Said once, here: doctor's ``agent-cli`` check (``agents.clicheck``), ``workflow up`` and ``agentd
+run`` before they start, ``run-role`` before a run, and a run whose CLI answered "Not logged in"
+(its own advice — ``/login``, an interactive command no run can type — and its JSON are replaced
+by this line). A CLI's agents get a credential when one of the variables it reads is set in the
+environment of agentd and run-role and passed to agents by ``[runs] env``: each role's CLI state
+directory is its own, so a login stored in the owner's ``~/.claude`` or ``~/.codex`` does not reach
+a run.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from workflow.core.config import Config
+
+CREDENTIALS = {
+    "claude-code": ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"),
+    "codex": ("OPENAI_API_KEY", "CODEX_API_KEY"),
+    "gemini": ("GEMINI_API_KEY",),  # headless Gemini CLI takes no other key: GOOGLE_API_KEY alone is refused
+}
+LOGIN_HINT = {
+    "claude-code": "an API key, or `claude setup-token` for a subscription's CLAUDE_CODE_OAUTH_TOKEN",
+    "codex": "an OpenAI API key",
+    "gemini": "a Gemini API key from AI Studio",
+}
+# what the CLIs print when they find no credential (Claude Code: "Not logged in · Please run /login")
+LOGGED_OUT = re.compile(r"Not logged in|Please run /login|Invalid API key|not authenticated|auth method", re.I)
+
+
+def no_credential(name: str) -> str:
+    """The line for CLI ``name`` whose agents get no credential (doctor prints it after ``agent-cli: ``)."""
+    names = CREDENTIALS[name]
+    return (
+        f"{name}: no credential reaches its agents: set {' or '.join(names)} ({LOGIN_HINT[name]}) where "
+        "agentd and run-role run, and keep it in [runs] env (each role's CLI state is its own, so a "
+        "login stored in your home is not used)"
+    )
+
+
+def missing(name: str, config: Config, env: Mapping[str, str]) -> str:
+    """``no_credential(name)`` when no credential of CLI ``name`` reaches its agents; "" when one does
+    (or ``name`` is no agent CLI)."""
+    names = CREDENTIALS.get(name)
+    if names is None or any(env.get(v) and v in config.runs.env for v in names):
+        return ""
+    return no_credential(name)
+
+
+def logged_out(name: str, said: str) -> str:
+    """Our line when CLI ``name``'s own words ``said`` (its error, or its output) say it is not logged in; else ""."""
+    return no_credential(name) if name in CREDENTIALS and LOGGED_OUT.search(said) else ""
