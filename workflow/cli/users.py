@@ -12,7 +12,12 @@ from workflow.ops.users import add as add_user
 
 @click.group()
 def users() -> None:
-    """People's logins: the users file both servers (SMTP and IMAP) read."""
+    """People's logins: the users file both servers (SMTP and IMAP) read.
+
+    \b
+    Example:
+        workflow users add bob --role spec-reviewer
+    """
 
 
 @users.command("add", cls=Command)
@@ -27,7 +32,7 @@ def add(ctx: click.Context, login: str, role: str, password_stdin: bool) -> None
 
     \b
     Example:
-        workflow users add bob --role spec-reviewer --password-stdin < ~/.config/workflow/bob.password
+        workflow users add bob --role spec-reviewer
     """
     a = app(ctx)
     if password_stdin:
