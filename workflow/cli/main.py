@@ -39,6 +39,7 @@ COMMANDS = {
     "status": "workflow.cli.board:status",
     "doctor": "workflow.cli.project:doctor",
     "trust": "workflow.cli.project:trust",
+    "users": "workflow.cli.users:users",
     "demo": "workflow.cli.demo:demo",
     "hooks": "workflow.cli.hooks:hooks",
     "panel": "workflow.cli.panels:panel",

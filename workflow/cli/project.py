@@ -22,6 +22,7 @@ from workflow.mail.message import normalize_msgid
 from workflow.mail.templates import parse_vars
 from workflow.ops.doctor import diagnose, repair
 from workflow.ops.scaffold import init as make_project
+from workflow.ops.scaffold import next_steps
 
 
 @click.command(cls=Command)
@@ -42,8 +43,25 @@ from workflow.ops.scaffold import init as make_project
 )
 @click.option("--templates", is_flag=True, help="Copy the email templates into email-templates/ to edit them.")
 @click.option("--no-hooks", is_flag=True, help="Do not install the git hooks.")
+@click.option(
+    "--backend", default="", metavar="NAME", help="Every role's agent (default: the first agent CLI on PATH)."
+)
+@click.option(
+    "--human",
+    "humans",
+    multiple=True,
+    metavar="LOGIN=ROLE",
+    help="A person's role (repeatable): ROLE is made human; `workflow users add` gives LOGIN its password.",
+)
 def init(
-    directory: Path, roots: tuple[str, ...], domain: str, mail_root: str | None, templates: bool, no_hooks: bool
+    directory: Path,
+    roots: tuple[str, ...],
+    domain: str,
+    mail_root: str | None,
+    templates: bool,
+    no_hooks: bool,
+    backend: str,
+    humans: tuple[str, ...],
 ) -> None:
     """Make DIRECTORY (default: here) a workflow project; creates only what is missing.
 
@@ -54,16 +72,25 @@ def init(
     \b
     Example:
         workflow init my-project --root specs --root vision --root roadmap
+        workflow init --human bob=spec-reviewer --backend claude-code
     """
-    steps = make_project(directory.resolve(), roots, domain, mail_root, templates, not no_hooks)
+    team = []
+    for h in humans:
+        login, eq, role = h.partition("=")
+        if not eq or not login or not role:
+            raise click.BadParameter(f"{h!r}: expected LOGIN=ROLE, e.g. bob=spec-reviewer", param_hint="--human")
+        team.append((login, role))
+    where = directory.resolve()
+    steps = make_project(where, roots, domain, mail_root, templates, not no_hooks, backend=backend, humans=team)
     changed = 0
     for s in steps:
         if s.action not in ("exists", "up to date"):
             changed += 1
         click.echo(f"{s.action:>10}  {s.what}")
-    click.echo(
-        f"{directory.resolve()}: " + (count(changed, "change") if changed else "already initialized; nothing changed")
-    )
+    click.echo(f"{where}: " + (count(changed, "change") if changed else "already initialized; nothing changed"))
+    click.echo("next:")
+    for n, step in enumerate(next_steps(where, team), 1):
+        click.echo(f"  {n}. {step}")
 
 
 @click.command(cls=Command)

@@ -27,6 +27,7 @@ from workflow.core.config import CONFIG_NAME, DEFAULT_STATES, DEFAULT_TRANSITION
 from workflow.core.errors import ConfigError
 from workflow.core.resources import builtin_dir
 from workflow.delivery.credentials import owner_file, owner_secret
+from workflow.ops.users import make_human
 
 ROLES_README = """\
 # roles/
@@ -77,11 +78,15 @@ def cli_sections(clis: Sequence[str]) -> str:
     return "".join(out)
 
 
-def own_port(project: Path) -> int:
-    """A loopback port of this project's own: one its path picks in 20000–39999, the next free one
-    from there. Two projects never share a server by default (each server serves one mail root)."""
-    start = 20000 + int(hashlib.sha256(os.fsencode(project.resolve())).hexdigest()[:8], 16) % 20000
+def own_port(project: Path, salt: str = "", taken: Sequence[int] = ()) -> int:
+    """A loopback port of this project's own: one its path (and ``salt``: "web" for the cockpit's)
+    picks in 20000–39999, the next free one from there, never one in ``taken``. Two projects never
+    share a server or a cockpit by default (each serves one mail root)."""
+    key = os.fsencode(project.resolve()) + salt.encode()
+    start = 20000 + int(hashlib.sha256(key).hexdigest()[:8], 16) % 20000
     for port in [*range(start, 40000), *range(20000, start)]:
+        if port in taken:
+            continue
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))
@@ -92,7 +97,13 @@ def own_port(project: Path) -> int:
 
 
 def config_text(
-    roots: Sequence[str], domain: str, mail_root: str, backend: str = "", port: int = 8025, clis: Sequence[str] = ()
+    roots: Sequence[str],
+    domain: str,
+    mail_root: str,
+    backend: str = "",
+    port: int = 8025,
+    clis: Sequence[str] = (),
+    web_port: int = 8026,
 ) -> str:
     quoted = ", ".join(f'"{r}"' for r in roots)
     states = ", ".join(f'"{s}"' for s in DEFAULT_STATES)
@@ -118,6 +129,9 @@ states = [{states}]
 host = "127.0.0.1"
 port = {port}   # this project's own: each server serves one mail root
 
+[web]
+port = {web_port}   # this project's own cockpit (`workflow web`, `workflow up --web`)
+
 [artifacts]
 # Legal moves between state folders; "*" means from any state. `workflow move` and the
 # pre-commit hook refuse anything else.
@@ -139,8 +153,17 @@ def init(
     templates: bool = False,
     hooks: bool = True,
     env: Mapping[str, str] | None = None,
+    backend: str = "",
+    humans: Sequence[tuple[str, str]] = (),
 ) -> list[Step]:
-    """Create what is missing; return what was done, step by step."""
+    """Create what is missing; return what was done, step by step. ``backend`` names every role's
+    agent (default: the first agent CLI on PATH); each of ``humans`` (login, role) makes that role a
+    person's (``users.make_human``); its login is added by ``workflow users add``."""
+    if backend and backend not in BACKENDS:
+        raise ConfigError(f"--backend {backend!r}: expected one of {described()}")
+    for login, role in humans:
+        if not NAME_RE.match(role):
+            raise ConfigError(f"--human {login}={role}: expected LOGIN=ROLE, e.g. bob=spec-reviewer")
     for r in roots:
         if not NAME_RE.match(r):
             raise ConfigError(f"--root {r!r}: expected a lower-case folder name like specs, vision or roadmap")
@@ -160,15 +183,17 @@ def init(
             chosen, why = ownership.choose(directory)
             mail_root = ownership.shown(chosen)
         found = os.environ if env is None else env
-        backend, because = pick_backend(found)
+        backend, because = (backend, "as asked") if backend else pick_backend(found)
+        smtp_port = own_port(directory)
         toml.write_text(
             config_text(
                 list(dict.fromkeys(roots)) or ["specs"],
                 domain,
                 mail_root,
                 backend,
-                own_port(directory),
+                smtp_port,
                 found_clis(found),
+                own_port(directory, "web", taken=[smtp_port]),
             ),
             encoding="utf-8",
         )
@@ -215,7 +240,24 @@ def init(
     if not owner_file().exists():  # your credential as the mail root's owner: every command logs in with it
         owner_secret()
         steps.append(Step("created", f"{owner_file()} (your owner credential, mode 0600)"))
+    for login, role in humans:
+        made = make_human(config, role, f"{login} takes {role} from a mail client or the cockpit.")
+        if made:
+            steps.append(Step("created", f"{made} ({role} is a person's: no agent answers in {login}'s place)"))
     if trust.approved(config) is None:  # what init wrote, and what was there, as you approve it now
         count = len(trust.approve(config))
         steps.append(Step("approved", f"{count} control file(s) as they are (`workflow trust` after you change one)"))
     return steps
+
+
+def next_steps(directory: Path, humans: Sequence[tuple[str, str]] = ()) -> list[str]:
+    """The three steps after ``init`` (docs/team.md tells them at length)."""
+    here = "" if directory == Path.cwd() else f"cd {directory} && "
+    people = humans or [("bob", "spec-reviewer")]
+    logins = "; ".join(f"workflow users add {login} --role {role}" for login, role in people)
+    return [
+        f"{here}{logins}   # a person's login and role (a password prompt)",
+        "workflow up --web   # the mail server, agentd and the cockpit",
+        "workflow notify --from user feature-request specs/proposed/NAME.md spec-writer   # the first request"
+        + " (docs/team.md)",
+    ]

@@ -1,0 +1,108 @@
+"""docs/team.md, run as pasted by a non-root owner: `workflow init` taking the team, `workflow users
+add`, `workflow up --web`, the first request, and bob's mailbox pulled over IMAP from the real
+Dovecot `workflow imap` configures; each project its own cockpit port."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import tempfile
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from helpers.agentd import wait_until
+from helpers.docs import blocks, run
+from helpers.dovecot import available
+from helpers.git import GIT_ENV
+from helpers.owner import RUNUSER, Owner, owner, unavailable
+
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "team.md"
+missing = [c for c in ("mbsync", "git", "doveadm") if shutil.which(c) is None]
+pytestmark = [
+    pytest.mark.skipif(bool(missing), reason=f"needs {', '.join(missing)} (scripts/system-packages installs them)"),
+    pytest.mark.skipif(available() is not None, reason=str(available())),
+    pytest.mark.skipif(unavailable() is not None, reason=str(unavailable())),
+]
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as c:
+        return c.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _free_port() -> int:
+    with socket.socket() as c:
+        c.bind(("127.0.0.1", 0))
+        return int(c.getsockname()[1])
+
+
+@pytest.fixture
+def alice() -> Iterator[tuple[Owner, Path]]:
+    base = Path(tempfile.mkdtemp(prefix="team-"))  # pytest's tmp dirs are 0700: the owner could not enter
+    os.chmod(base, 0o755)
+    try:
+        with owner(base) as o:
+            project = o.home / "proj"
+            project.mkdir(parents=True)
+            o.own(project)
+            yield o, project
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_the_team_page_runs_as_pasted_and_bob_reads_the_request_over_imap(alice: tuple[Owner, Path]) -> None:
+    o, project = alice
+    env = {**o.env(), **GIT_ENV, "ANTHROPIC_API_KEY": "sk-test"}
+    sections = blocks(PAGE)
+    if _listening(1143):  # a Dovecot of someone's own holds the page's port: use another
+        other = str(_free_port())
+        sections = {t: [x.replace("1143", other) for x in ls] for t, ls in sections.items()}
+
+    def sh(*lines: str) -> list[str]:
+        return run(list(lines), project, env, user=[RUNUSER, "-u", o.name, "--"])
+
+    said = sh("git init -q", *sections["The project and its team"])
+    assert "next:" in said[-1] and "workflow users add bob --role spec-reviewer" in said[-1], said[-1]
+    assert "workflow up --web" in said[-1] and "workflow notify" in said[-1]
+    toml = tomllib.loads((project / "workflow.toml").read_text())
+    assert toml["workflow"]["backend"] == "claude-code"
+    assert toml["web"]["port"] not in (8026, toml["smtp"]["port"])  # the project's own cockpit port
+    assert 'mode = "human"' in (project / "roles" / "spec-reviewer.md").read_text()
+
+    added = sh(*sections["Bob's login"])
+    assert "bob-s3cret" not in "".join(added)
+    users = (o.home / ".config" / "workflow" / "users").read_text()
+    assert users.startswith("bob:{PBKDF2}$") and users.rstrip().endswith(":spec-reviewer"), users
+    assert oct((o.home / ".config" / "workflow" / "users").stat().st_mode & 0o777) == "0o600"
+    assert sh("workflow trust")[0].startswith("approved 0 change(s)")  # users add approved what it changed
+
+    [start] = sections["Start the team"]
+    up = o.popen(start, project)
+    dovecot = False
+    try:
+        mail = o.home / ".maildir" / "workflow"
+        wait_until(
+            lambda: _listening(toml["smtp"]["port"]) and _listening(toml["web"]["port"]),
+            "workflow up --web",
+            timeout=30,
+        )
+        sh(*sections["The first request"])
+        sh(*sections["Bob's mail client, through IMAP"][:2])
+        dovecot = True
+        said = sh(*sections["Bob's mail client, through IMAP"][2:])
+        pulled = list((o.home / "Mail" / "workflow-bob" / "INBOX").glob("*/*"))
+        assert any(
+            b"X-Event-Type: review-request" in f.read_bytes() and b"csv-export" in f.read_bytes() for f in pulled
+        )
+        assert "Incoming (IMAP):      127.0.0.1  port " in said[-1], said[-1]
+        link = sh(*sections["The cockpit"])[0]
+        assert f":{toml['web']['port']}/" in link, link
+        assert (mail / "spec-reviewer").is_dir()
+    finally:
+        if dovecot:
+            sh(*sections["Stop"])
+        print(o.stop(up))

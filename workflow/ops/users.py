@@ -1,0 +1,111 @@
+"""Users: ``workflow users add`` — a person joins the team in one command.
+
+Adding a login does what the steps by hand did: the password is hashed (Dovecot's ``{PBKDF2}``,
+``credentials.hash_password``) and the line ``login:SECRET:role`` appended to ``[smtp]
+auth_users_file`` (``~/.config/workflow/users``, mode 0600, when the project names none: the
+line naming it is added under ``[smtp]``); the role becomes a person's (``make_human``: the
+project's ``roles/ROLE.md``, copied from the built-in role when there is none, with ``mode =
+"human"``), so no agent answers in the person's place; and the control files this changed are
+approved (``trust.approve``), as ``workflow trust`` would after reading them. The servers read the
+users file again when it changes: no restart.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from workflow.artifacts import trust
+from workflow.core.config import CONFIG_NAME, Config
+from workflow.core.errors import WorkflowError
+from workflow.core.resources import builtin_dir
+from workflow.delivery.credentials import LOGIN_RE, ROLE_RE, hash_password, load_users
+
+DEFAULT_USERS = "~/.config/workflow/users"
+MODE_RE = re.compile(r'^mode\s*=\s*"[^"]*"\s*$', re.M)
+
+
+def make_human(config: Config, role: str, description: str = "") -> Path | None:
+    """Make ``role`` a person's: its ``roles/`` file says ``mode = "human"`` (copied from the
+    built-in role when the project has none). Returns the file written, None when it already was."""
+    if not ROLE_RE.match(role):
+        raise WorkflowError(f"{role!r} is not a role name (lower-case letters, digits, . _ -)")
+    mine = config.roles_dir / f"{role}.md"
+    builtin = builtin_dir("roles") / f"{role}.md"
+    if mine.exists():
+        text = mine.read_text(encoding="utf-8")
+    elif builtin.exists():
+        text = builtin.read_text(encoding="utf-8")
+    else:
+        about = description or f"{role}: a person's role."
+        text = f'+++\nmode = "human"\ndescription = "{about}"\n+++\n\n# {role}\n'
+    head, sep, rest = text.partition("\n+++")
+    if not text.startswith("+++") or not sep:
+        raise WorkflowError(f'{mine}: expected TOML front matter between +++ lines; add mode = "human" by hand')
+    if MODE_RE.search(head):
+        head = MODE_RE.sub('mode = "human"', head, count=1)
+    else:
+        head = head.replace("+++", '+++\nmode = "human"', 1)
+    new = head + sep + rest
+    if mine.exists() and new == text:
+        return None
+    config.roles_dir.mkdir(parents=True, exist_ok=True)
+    mine.write_text(new, encoding="utf-8")
+    return mine
+
+
+def _toml(config: Config) -> Path:
+    return config.path or config.project_dir / CONFIG_NAME
+
+
+def users_file(config: Config) -> tuple[Path, bool]:
+    """The project's users file, and whether ``workflow.toml`` had to be told of it (the default's
+    line added under ``[smtp]``)."""
+    if config.smtp.auth_users_file:
+        return Path(config.smtp.auth_users_file).expanduser(), False
+    toml = _toml(config)
+    text = toml.read_text(encoding="utf-8")
+    line = f'auth_users_file = "{DEFAULT_USERS}"   # people\'s logins (`workflow users add`)'
+    if re.search(r"^\[smtp\]\s*$", text, re.M):
+        text = re.sub(r"^\[smtp\]\s*$", "[smtp]\n" + line, text, count=1, flags=re.M)
+    else:
+        text = text.rstrip("\n") + "\n\n[smtp]\n" + line + "\n"
+    toml.write_text(text, encoding="utf-8")
+    return Path(DEFAULT_USERS).expanduser(), True
+
+
+def add(config: Config, login: str, role: str, password: str) -> list[str]:
+    """Add ``login`` as a person taking ``role``; return what was done, a line each."""
+    if not LOGIN_RE.match(login):
+        raise WorkflowError(f"{login!r} is not a login (letters, digits, . _ @ + -)")
+    if len(password) < 8:
+        raise WorkflowError("the password is shorter than 8 characters: choose a longer one")
+    if "\n" in password or "\r" in password:
+        raise WorkflowError("the password has a line break: give it on one line")
+    done: list[str] = []
+    path, told = users_file(config)
+    if told:
+        done.append(f"set [smtp] auth_users_file = {DEFAULT_USERS} in {_toml(config)}")
+    if path.exists() and path.stat().st_size:
+        if login in load_users(str(path)):
+            raise WorkflowError(
+                f"{path}: login {login} is there already; to change its password or role, remove its line and add it again"
+            )
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, f"{login}:{hash_password(password)}:{role}\n".encode())
+    finally:
+        os.close(fd)
+    done.append(f"added login {login} (sends and reads as {role}) to {path}")
+    made = make_human(config, role, f"{login} takes {role} from a mail client or the cockpit.")
+    if made:
+        done.append(f"made {role} a person's role in {made} (mode = \"human\": no agent answers in {login}'s place)")
+    changed = [
+        p.relative_to(config.project_dir).as_posix()
+        for p in ([_toml(config)] if told else []) + ([made] if made else [])
+    ]
+    if changed and trust.approve(config, changed):  # only what this wrote: another change stays for you to read
+        done.append(f"approved {', '.join(changed)} as changed here (as `workflow trust` does)")
+    return done
