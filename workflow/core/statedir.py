@@ -115,6 +115,11 @@ class StateDir:
         return self.root / "bridge-gmail.json"
 
     @property
+    def reviewed(self) -> Path:
+        """The artifact versions review mail carried, by git blob id: the diff's "before"."""
+        return self.root / "reviewed"
+
+    @property
     def locks(self) -> Path:
         return self.root / "locks"
 

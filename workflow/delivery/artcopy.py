@@ -3,12 +3,13 @@
 ``carry`` gives a review-request, an approval or a rejection the artifact's text and, when it
 was reviewed before, the diff against the last reviewed version (``mail.artparts`` builds the
 parts). The artifact is read by ``core.safeopen`` (no symlink followed) where it is now. Each
-message records the version it carried as ``X-Artifact-Version: <git blob id> <path>``; the
-blob is written to the repository's object store (``git hash-object -w``), so it can be read
-back even if that version was never committed. "The last reviewed version" is the one the
-latest earlier review-request of the same artifact (same root and name, any state folder)
-recorded, found through the index and read from git; when there is none, or git no longer has
-it, no diff is carried.
+message records the version it carried as ``X-Artifact-Version: <git blob id> <path>``, and the
+version itself is kept in the owner's state directory (``reviewed/<blob id>``: no run's agent
+can write there, and no git runs for it), so it can be read back even if it was never committed.
+"The last reviewed version" is the one the latest earlier review-request of the same artifact
+(same root and name, any state folder) recorded, found through the index and read from that
+store; when there is none, or it is not kept (a person's own process could not write it), no
+diff is carried.
 
 ``refuse_missing`` is ``workflow-notify``'s refusal of an artifact that is not in the tree
 (docs/message-format.md states the rule and its exceptions).
@@ -18,11 +19,11 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-import subprocess
+import re
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from workflow.core import safeopen
+from workflow.core import files, safeopen
 from workflow.core.config import Config
 from workflow.core.errors import ArtifactError, MessageError
 from workflow.core.locate import did_you_mean, locate, scan, split_ref
@@ -33,7 +34,6 @@ COPIED = ("review-request", "approval", "rejection")  # the events that carry th
 PRESENTING = (*COPIED, "status-update", "blocker-report")  # the events refused for a missing artifact
 MOST = 4  # artifacts of one message copied
 LOOK_BACK = 50  # earlier review-requests of the artifact looked at for the version they carried
-GIT_TIMEOUT = 10.0
 
 
 class Carried(NamedTuple):
@@ -83,31 +83,31 @@ def unified(old: str, new: str, path: str, before: str) -> str:
     return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
 
 
-def _git(config: Config, args: Sequence[str], data: bytes | None = None) -> bytes | None:
-    try:
-        done = subprocess.run(
-            ["git", "-C", str(config.project_dir), *args],
-            input=data,
-            capture_output=True,
-            timeout=GIT_TIMEOUT,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return done.stdout if done.returncode == 0 else None
-
-
 def store(config: Config, data: bytes) -> str:
-    """The artifact's git blob id, the blob written to the repository's objects when there is one."""
-    written = _git(config, ["hash-object", "-w", "--stdin"], data)
-    if written is not None and written.strip():
-        return written.decode("ascii", "replace").strip()
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+    """The artifact's git blob id; this version kept in the owner's state directory (``reviewed/``,
+    by that id), where no run's agent can write, so a later diff is made against what was mailed."""
+    blob = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+    kept = config.state.reviewed / blob
+    try:
+        if not kept.exists():
+            kept.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            files.write_atomic(kept, data, mode=0o600, durable=False)
+    except OSError:  # not the owner's process (a person's direct delivery): no diff next time
+        pass
+    return blob
 
 
 def blob_text(config: Config, blob: str) -> str | None:
-    data = _git(config, ["cat-file", "blob", blob])
-    return data.decode("utf-8", "replace") if data is not None else None
+    """The text of a version ``store`` kept, if it is there and still hashes to its id."""
+    if not re.fullmatch(r"[0-9a-f]{40}", blob):
+        return None
+    try:
+        data = (config.state.reviewed / blob).read_bytes()
+    except OSError:
+        return None
+    if hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest() != blob:
+        return None
+    return data.decode("utf-8", "replace")
 
 
 def last_reviewed(config: Config, path: str) -> str | None:
