@@ -25,6 +25,8 @@ RULES: Mapping[str, str] = MappingProxyType(
         "and listed in X-Next-Roles",
         "unblockers": "about an artifact in blocked/, not a reply: copied to every role it triggers "
         "whose artifact globs match",
+        "copy": "carries the artifact's text for people, and the diff against the last reviewed version",
+        "exists": "its artifact must be in the tree (workflow-notify refuses one that is not, with did-you-mean)",
     }
 )
 ANY = "*"  # EventType.enters: any move no other event type claims
@@ -59,16 +61,24 @@ class EventType:
 
 
 EVENTS: tuple[EventType, ...] = (
-    EventType("review-request", "artifact ready for review", 1, "yellow"),
+    EventType("review-request", "artifact ready for review", 1, "yellow", rules=("copy", "exists")),
     EventType(
         "approval",
         "review approved, artifact advancing",
         2,
         "green",
         decision=("proposed", "todo"),
-        rules=("next-state", "next-roles"),
+        rules=("next-state", "next-roles", "copy", "exists"),
     ),
-    EventType("rejection", "review rejected, revision needed", 2, "red", "REASON", decision=("proposed", "proposed")),
+    EventType(
+        "rejection",
+        "review rejected, revision needed",
+        2,
+        "red",
+        "REASON",
+        decision=("proposed", "proposed"),
+        rules=("copy", "exists"),
+    ),
     EventType("clarification-request", "need clarification to proceed", 1, "magenta", "QUESTION", answer="answer"),
     EventType(
         "blocker-report",
@@ -77,10 +87,10 @@ EVENTS: tuple[EventType, ...] = (
         "bold red",
         "BLOCKING_DETAILS",
         enters="blocked",
-        rules=("unblockers",),
+        rules=("unblockers", "exists"),
         answer="answer",
     ),
-    EventType("status-update", "progress (informational)", 3, "dim", enters=ANY),
+    EventType("status-update", "progress (informational)", 3, "dim", enters=ANY, rules=("exists",)),
     EventType("question", "general question for an expert", 1, "magenta", "QUESTION", answer="answer"),
     EventType("answer", "response to a question", 2, "cyan"),
 )

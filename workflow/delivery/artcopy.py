@@ -23,15 +23,13 @@ import re
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from workflow.core import files, safeopen
+from workflow.core import events, files, safeopen
 from workflow.core.config import Config
 from workflow.core.errors import ArtifactError, MessageError
 from workflow.core.locate import did_you_mean, locate, scan, split_ref
 from workflow.mail.artparts import VERSION_HEADER, artifact_part, diff_parts, read_version, version_value
 from workflow.mail.message import MimePart, parse
 
-COPIED = ("review-request", "approval", "rejection")  # the events that carry the artifact
-PRESENTING = (*COPIED, "status-update", "blocker-report")  # the events refused for a missing artifact
 MOST = 4  # artifacts of one message copied
 LOOK_BACK = 50  # earlier review-requests of the artifact looked at for the version they carried
 
@@ -47,7 +45,7 @@ def carry(event: str, artifacts: Sequence[str], config: Config, must_exist: bool
     ``must_exist`` first refuses an artifact that is not there (``refuse_missing``)."""
     if must_exist:
         refuse_missing(event, artifacts, config)
-    if event not in COPIED:
+    if "copy" not in events.get(event).rules:
         return Carried()
     parts: list[MimePart] = []
     headers: list[tuple[str, str]] = []
@@ -142,8 +140,8 @@ def last_reviewed(config: Config, path: str) -> str | None:
 
 def refuse_missing(event: str, artifacts: Sequence[str], config: Config) -> None:
     """Refuse, with "did you mean", an artifact that names nothing in the tree, for the events that
-    present an artifact (``PRESENTING``); a question (or any other event) may name one not yet written."""
-    if event not in PRESENTING:
+    present an artifact (the ``exists`` rule of ``core.events``); a question (or any other event) may name one not yet written."""
+    if "exists" not in events.get(event).rules:
         return
     for ref in artifacts:
         if split_ref(ref, config) is None or locate(ref, config):
