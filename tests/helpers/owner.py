@@ -72,11 +72,11 @@ class Owner:
         a pipe: a daemon it starts may keep its stdout open."""
         return through_files([RUNUSER, "-u", self.name, "--", "sh", "-c", line], cwd, self.env(), timeout)
 
-    def popen(self, line: str, cwd: Path) -> subprocess.Popen[str]:
+    def popen(self, line: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
         return subprocess.Popen(
             [RUNUSER, "-u", self.name, "--", "sh", "-c", f"exec {line}"],
             cwd=cwd,
-            env=self.env(),
+            env=env if env is not None else self.env(),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,

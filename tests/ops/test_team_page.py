@@ -56,7 +56,15 @@ def alice() -> Iterator[tuple[Owner, Path]]:
 
 def test_the_team_page_runs_as_pasted_and_bob_reads_the_request_over_imap(alice: tuple[Owner, Path]) -> None:
     o, project = alice
+    # Claude Code as the page asks it installed, on the owner's PATH: `workflow up` asks it only its
+    # --version (no agent role gets mail on this page: the request goes to bob), and refuses without it
+    bin_dir = o.home / "bin"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    (bin_dir / "claude").write_text("#!/bin/sh\necho '2.1.332 (Claude Code)'\n")
+    (bin_dir / "claude").chmod(0o755)
+    o.own(bin_dir)
     env = {**o.env(), **GIT_ENV, "ANTHROPIC_API_KEY": "sk-test"}
+    env["PATH"] = f"{bin_dir}:{env['PATH']}"
     sections = blocks(PAGE)
     if _listening(1143):  # a Dovecot of someone's own holds the page's port: use another
         other = str(_free_port())
@@ -81,7 +89,7 @@ def test_the_team_page_runs_as_pasted_and_bob_reads_the_request_over_imap(alice:
     assert sh("workflow trust")[0].startswith("approved 0 change(s)")  # users add approved what it changed
 
     [start] = sections["Start the team"]
-    up = o.popen(start, project)
+    up = o.popen(start, project, env)
     dovecot = False
     try:
         mail = o.home / ".maildir" / "workflow"
