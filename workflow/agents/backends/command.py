@@ -93,6 +93,36 @@ def cli_state(config: Config, role: str) -> Path:
     return path
 
 
+TRANSCRIPTS = {"projects", "sessions", "chats"}  # the folders of Claude Code's, Codex's and Gemini CLI's sessions
+
+
+def transcript(config: Config, role: str, session: str) -> str:
+    """The agent CLI's own transcript of ``session``, in the role's CLI state: the newest file
+    whose name holds the session id (Claude Code: ``projects/*/ID.jsonl``; Codex:
+    ``sessions/…/rollout-…-ID.jsonl``) or its first eight characters (Gemini CLI:
+    ``tmp/*/chats/session-…-ID8.json``); "" when none is there."""
+    if not SESSION_ID.match(session or ""):
+        return ""
+    root = config.state.cli(role)
+    found: list[tuple[float, str]] = []
+    for key in (session, session[:8]):
+        for path in root.rglob(f"*{key}*"):
+            try:
+                where = set(path.relative_to(root).parts[:-1])
+                if (
+                    where & TRANSCRIPTS
+                    and path.is_file()
+                    and not path.is_symlink()
+                    and path.suffix in (".jsonl", ".json")
+                ):
+                    found.append((path.stat().st_mtime, str(path)))
+            except OSError:
+                continue
+        if found:
+            break
+    return max(found)[1] if found else ""
+
+
 class CommandBackend:
     acts = "shell"  # a CLI acting by shell commands: workflow-notify, workflow move, workflow finish
 
@@ -247,9 +277,10 @@ class CommandBackend:
             return RunResult(False, out[-TAIL:], f"{argv[0]} exited with status {code}: {why}")
         report = self.read(out)
         usage = {**report.usage, **({"cost_microusd": round(report.cost_usd * 1e6)} if report.cost_usd else {})}
+        kept = (report.session, report.calls, transcript(self.config, job.role.name, report.session))
         if report.failed:
-            return RunResult(False, report.summary[-TAIL:], report.failed, usage, report.turns, report.session)
-        return RunResult(True, report.summary[-TAIL:].strip() or "done", "", usage, report.turns, report.session)
+            return RunResult(False, report.summary[-TAIL:], report.failed, usage, report.turns, *kept)
+        return RunResult(True, report.summary[-TAIL:].strip() or "done", "", usage, report.turns, *kept)
 
 
 class CliBackend(CommandBackend):

@@ -71,7 +71,8 @@ def mcp_command(socket: str) -> list[str]:
 
 
 class ClaudeCode:
-    """``claude -p`` with JSON output, only our MCP server, no settings from the tree or the home."""
+    """``claude -p`` with stream-json output (every tool call it makes, then its result object),
+    only our MCP server, no settings from the tree or the home."""
 
     name = "claude-code"
     program = "claude"
@@ -82,7 +83,7 @@ class ClaudeCode:
         command = mcp_command(plan.tools_socket)
         servers = {"mcpServers": {SERVER: {"type": "stdio", "command": command[0], "args": command[1:]}}}
         tools = opts.tools or (self.reading if plan.read_only else self.working)
-        argv = [opts.program or self.program, "-p", "--output-format", "json"]
+        argv = [opts.program or self.program, "-p", "--output-format", "stream-json", "--verbose"]
         argv += ["--mcp-config", json.dumps(servers), "--strict-mcp-config", "--setting-sources", ""]
         argv += ["--tools", ",".join(tools), "--allowedTools", ",".join([f"mcp__{SERVER}", *tools])]
         if opts.model or plan.model:
