@@ -83,7 +83,10 @@ def test_claude_code_in_a_fresh_project_approves_a_spec_with_the_roles_mcp_tools
     assert f.unread("spec-reviewer") == 0
     assert "tokens:" in r.stdout and "Approved user-auth." in r.stdout
     # issue 48: the run's log lists every tool call and move, and where the CLI's transcript is
-    assert "tool calls (4):\n    mcp__workflow__whoami()\n    mcp__workflow__move_artifact(artifact=specs/proposed" in r.stdout, r.stdout
+    assert (
+        "tool calls (4):\n    mcp__workflow__whoami()\n    mcp__workflow__move_artifact(artifact=specs/proposed"
+        in r.stdout
+    ), r.stdout
     assert "mcp__workflow__finish(status=done, summary=Approved user-auth.)" in r.stdout, r.stdout
     assert "moved specs/proposed/user-auth.md → specs/todo/user-auth.md" in r.stdout, r.stdout
     path = r.stdout.split("transcript: ", 1)[1].split("\n", 1)[0]

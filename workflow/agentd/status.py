@@ -6,6 +6,7 @@ Read from the task store, the run locks and the index; typed rows, with ``to_dic
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Mapping
 from types import MappingProxyType
@@ -13,6 +14,7 @@ from typing import Any, NamedTuple
 
 from workflow.agentd.tasks import Tasks, TaskStatus
 from workflow.agents import locks
+from workflow.agents.report import read as read_report
 from workflow.app import App
 from workflow.mail.inbox import select
 
@@ -50,6 +52,8 @@ class Done(NamedTuple):
     kind: str
     ref: str
     ago: int  # seconds since it ended
+    log: str = ""  # the run's log (its tool calls, moves, mail sent)
+    transcript: str = ""  # its agent CLI's transcript, when the CLI keeps one
 
 
 class Daemon(NamedTuple):
@@ -71,6 +75,7 @@ class DaemonStatus(NamedTuple):
     stopped_threads: Mapping[str, str]  # thread root → why loop detection stopped it
     cost_today: Mapping[str, float] = MappingProxyType({})  # role → dollars its agent CLIs reported today
     recent: tuple[Done, ...] = ()  # the last runs that succeeded, newest first
+    members_today: Mapping[str, Mapping[str, tuple[int, float]]] = MappingProxyType({})  # panel → member → tokens, $
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -84,6 +89,9 @@ class DaemonStatus(NamedTuple):
             "stopped_threads": dict(self.stopped_threads),
             "cost_today": dict(self.cost_today),
             "recent": [d._asdict() for d in self.recent],
+            "members_today": {
+                p: {m: {"tokens": t, "cost": c} for m, (t, c) in ms.items()} for p, ms in self.members_today.items()
+            },
         }
 
 
@@ -98,6 +106,7 @@ def status(app: App) -> DaemonStatus:
         paused = tasks.paused()
         usage = tasks.usage_today()
         cost = tasks.cost_today()
+        members = tasks.members_today()
         stopped = tasks.stopped()
     oldest: dict[str, int] = {}
     with app.index() as index:
@@ -135,5 +144,15 @@ def status(app: App) -> DaemonStatus:
         tokens_today=usage,
         stopped_threads=stopped,
         cost_today=cost,
-        recent=tuple(Done(t.id, t.role, t.kind, t.ref, round(now - t.updated)) for t in done),
+        recent=tuple(_done(app, t.id, t.role, t.kind, t.ref, round(now - t.updated)) for t in done),
+        members_today=members,
     )
+
+
+def _done(app: App, task: int, role: str, kind: str, ref: str, ago: int) -> Done:
+    """A run that ended well, with its log and (from its report) its CLI's transcript, when still there."""
+    runs = app.config.state.runs
+    log = runs / f"task-{task}.log"
+    report = read_report(runs / f"task-{task}.json")
+    transcript = report.transcript if report is not None and os.path.isfile(report.transcript) else ""
+    return Done(task, role, kind, ref, ago, str(log) if log.is_file() else "", transcript)
