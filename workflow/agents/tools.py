@@ -18,6 +18,7 @@ from typing import Any
 
 from workflow.agents.calls import call_line
 from workflow.app import App
+from workflow.artifacts.hooks import announce, move_tells
 from workflow.artifacts.move import MoveRequest, move
 from workflow.core import safeopen
 from workflow.core.errors import ArtifactError, ToolError, WorkflowError
@@ -238,9 +239,21 @@ class RoleTools:
         if result.commit is None:
             return f"{result.before.path} is already in {state}/ (nothing to move)"
         self.moved.append(result.after.path)
+        said: list[str] = []
+        announce(
+            self.app,
+            result.before,
+            result.after,
+            result.commit,
+            result.subject,
+            self.role.name,
+            self.transport,
+            said.append,
+        )
         return (
             f"moved {result.before.path} → {result.after.path} (commit {result.commit[:10]}); "
-            "nobody is told by the move itself: send the approval or status-update"
+            + (f"{said[-1]}; " if said else "")
+            + move_tells(self.app.config)
         )
 
     # -- the run
