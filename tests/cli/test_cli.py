@@ -310,7 +310,12 @@ def test_demo_runs_end_to_end(tmp_path: Path, project: Project) -> None:
     assert (tmp_path / "demo" / "specs" / "todo" / "user-auth.md").exists()
     assert "agentd: " in out and re.search(r"completed +spec-reviewer task 1 ran=True", out), out
     assert "run-role --with-email spec-reviewer (spawned by agentd)" in out
-    assert len(list((tmp_path / "demo" / "mail" / "test-writer" / "new").iterdir())) == 1
+    # the reviewer's approval of user-auth and the panel's of search, each handed on (hands_off)
+    handed = [parse(f.read_bytes()) for f in (tmp_path / "demo" / "mail" / "test-writer" / "new").iterdir()]
+    assert sorted((m.event, m.artifacts[0].rsplit("/", 1)[-1]) for m in handed) == [
+        ("approval", "search.md"),
+        ("approval", "user-auth.md"),
+    ]
     for noise in ("InotifyEmitter", "Traceback", "1 artifacts", "problem(s)"):  # nothing but the story
         assert noise not in out + r.stderr, noise
     r = project.run("status")

@@ -8,10 +8,12 @@ runs of different roles never share state here. Each role does only what its rol
 * spec-writer: a person's question → drafts the spec, answers the person, asks spec-reviewer for a
   review; a clarification-request → revises the spec and answers in the thread;
 * spec-reviewer: a review-request → asks one clarification; the answer → approves (moves the
-  spec to todo/, NEXT_ROLES=skeleton-writer,test-writer);
+  spec to todo/ naming no NEXT_ROLES: its role's hands_off
+  copies it to skeleton-writer and test-writer);
 * skeleton-writer / test-writer: the spec's approval → moves the spec todo → doing (one of the
   two wins; the other finds it there), writes its own artifact in proposed/, asks its reviewer;
-* skeleton-reviewer / test-reviewer: a review-request → approve (NEXT_ROLES=implementer);
+* skeleton-reviewer / test-reviewer: a review-request → approve (no NEXT_ROLES: hands_off names
+  implementer);
 * implementer: once the skeleton and the tests are both approved → moves them to doing, then the
   spec, the skeleton and the tests to done, and tells the person.
 
@@ -137,7 +139,7 @@ def plan(role: str, prompt: str, results: list[str]) -> list[dict[str, Any]]:
                         "specs/*/rate-limit.md",
                         [m.sender],
                         m.message_id,
-                        {"NEXT_STATE": "todo", "NEXT_ROLES": "skeleton-writer,test-writer"},
+                        {"NEXT_STATE": "todo"},
                     ),
                 ]
     elif role in OWN:
@@ -171,7 +173,7 @@ def plan(role: str, prompt: str, results: list[str]) -> list[dict[str, Any]]:
                         f"specs/*/rate-limit-{kind}.md",
                         [m.sender],
                         m.message_id,
-                        {"NEXT_STATE": "todo", "NEXT_ROLES": "implementer"},
+                        {"NEXT_STATE": "todo"},
                     ),
                 ]
     elif role == "implementer":

@@ -2,8 +2,9 @@
 
 Mail is matched to an artifact by identity (root and name), so a message that named
 ``specs/proposed/x.md`` or ``specs/*/x.md`` is about x wherever x is now. A card is flagged when
-the latest message carrying an ``X-Workflow-State`` claims another state than the folder, or
-when the artifact sits in two state folders.
+the latest message carrying an ``X-Workflow-State`` claims another state than the folder — unless
+a role's committed move put it there after that message (``artifacts.movers``: the commit is the
+truth over older mail) — or when the artifact sits in two state folders.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from operator import attrgetter
 from typing import Any, NamedTuple
 
+from workflow.artifacts.movers import Moved, Movers, last_moves, settled
 from workflow.core.config import Config
 from workflow.core.locate import Artifact, Pool, by_key, has_glob, matches, scan, split_ref
 from workflow.core.senders import who
@@ -27,6 +29,7 @@ class Card(NamedTuple):
     artifact: Artifact
     copies: tuple[Artifact, ...]  # every folder it is in (more than one is a problem)
     mail: tuple[Row, ...]  # messages about it, oldest first, one row per Message-ID
+    moved: Moved | None = None  # its last committed move (who put it where it is, and when)
 
     @property
     def last(self) -> Row | None:
@@ -41,7 +44,11 @@ class Card(NamedTuple):
     def flags(self) -> list[str]:
         out = []
         claim = self.claim
-        if claim is not None and claim.state != self.artifact.state:
+        if (
+            claim is not None
+            and claim.state != self.artifact.state
+            and not settled(self.moved, self.artifact.state, claim.date)
+        ):
             out.append(f"mail claims {claim.state}")
         if len(self.copies) > 1:
             out.append("also in " + ", ".join(f"{a.state}/" for a in self.copies if a != self.artifact))
@@ -132,16 +139,19 @@ class Grouping:
         return True
 
 
-def cards(config: Config, rows: Sequence[Row], only: Artifact | None = None) -> list[Card]:
-    """One card per artifact in the working tree (per copy when it is in two folders)."""
+def cards(config: Config, rows: Sequence[Row], only: Artifact | None = None, moves: Movers | None = None) -> list[Card]:
+    """One card per artifact in the working tree (per copy when it is in two folders), each with
+    its last committed move (``moves``, else read from git)."""
     artifacts = scan(config)
+    moves = last_moves(config) if moves is None else moves
     mail = mail_by_key(config, rows, artifacts)
     groups = by_key(artifacts)
     out = []
     for a in artifacts:
         if only is not None and a.key != only.key:
             continue
-        out.append(Card(a, tuple(groups[a.key]), tuple(sorted(mail.get(a.key, []), key=attrgetter("date", "key")))))
+        rows_of = tuple(sorted(mail.get(a.key, []), key=attrgetter("date", "key")))
+        out.append(Card(a, tuple(groups[a.key]), rows_of, moves.get(a.key)))
     return out
 
 
@@ -221,6 +231,7 @@ def to_dict(config: Config, board: Sequence[Card]) -> dict[str, Any]:
                     "name": c.artifact.name,
                     "last": row_json(c.last) if c.last else None,
                     "claim": c.claim.state if c.claim else None,
+                    "moved_by": c.moved.role if c.moved else None,
                     "flags": c.flags,
                     "messages": len(c.mail),
                 }

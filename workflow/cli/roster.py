@@ -18,7 +18,10 @@ from workflow.policy.guardrails import ALWAYS, listing
 @json_option
 @click.pass_context
 def roster(ctx: click.Context, as_json: bool) -> None:
-    """Print every role, panel and address, and the mailboxes each address reaches.
+    """Print every role, panel and address, the mailboxes each address reaches, and the hand-offs.
+
+    A role's hand-off (``hands_off`` in its role file) is who its approval is copied to when it
+    names no NEXT_ROLES; a review panel hands off as its solo reviewer role.
 
     \b
     Example:
@@ -30,10 +33,14 @@ def roster(ctx: click.Context, as_json: bool) -> None:
         return
     click.echo(f"Roles ({len(ros.roles)}):")
     for r in ros.roles.values():
-        click.echo(f"  {r.name:<30} {r.mode:<6} triggers: {', '.join(r.triggers) or '-'}")
+        handoff = ros.hands_off(r.name)  # checked against the roster: an unknown name is refused here
+        after = f"; hands off to {', '.join(handoff)}" if handoff else ""
+        click.echo(f"  {r.name:<30} {r.mode:<6} triggers: {', '.join(r.triggers) or '-'}{after}")
     click.echo(f"\nPanels ({len(ros.panels)}):")
     for p in ros.panels.values():
-        click.echo(f"  {p.name:<30} {p.kind:<8} members: {', '.join(m.name for m in p.members)}")
+        handoff = ros.hands_off(p.name)
+        after = f"; hands off to {', '.join(handoff)}" if handoff else ""
+        click.echo(f"  {p.name:<30} {p.kind:<8} members: {', '.join(m.name for m in p.members)}{after}")
     click.echo(f"\nAddresses (@{ros.domain}):")
     for route in map(ros.route, ros.known_locals()):
         click.echo(f"  {route.address:<48} {route.kind:<10} → {', '.join(route.mailboxes) or '-'}")

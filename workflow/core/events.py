@@ -21,7 +21,8 @@ from types import MappingProxyType
 RULES: Mapping[str, str] = MappingProxyType(
     {
         "next-state": "NEXT_STATE becomes X-Workflow-State (workflow move passes the folder it moved to)",
-        "next-roles": "the roles in NEXT_ROLES are copied (Cc) and listed in X-Next-Roles",
+        "next-roles": "the roles in NEXT_ROLES (absent: the sender role's hands_off) are copied (Cc) "
+        "and listed in X-Next-Roles",
         "unblockers": "about an artifact in blocked/, not a reply: copied to every role it triggers "
         "whose artifact globs match",
     }

@@ -1,7 +1,8 @@
 """Notify: turn ``workflow-notify EVENT ARTIFACT TO [KEY=VALUE…]`` into a threaded workflow message.
 
 Composition only: resolves recipients through the roster, derives the state from the artifact's
-folder (or NEXT_STATE for approvals), threads replies onto their parent when the index knows it,
+folder (or NEXT_STATE for approvals), copies an approval to NEXT_ROLES (else to the sender role's
+``hands_off``: the one hand-off every decision uses, by mail, button, panel or agent), threads replies onto their parent when the index knows it,
 renders the event's template and builds the bytes. Sending is the transport's job.
 """
 
@@ -132,8 +133,9 @@ def compose(req: NotifyRequest, config: Config, roster: Roster, parent: Parent) 
     cc: list[str] = []
     next_roles: list[str] = []
     rules = events.get(req.event).rules
-    if "next-roles" in rules and "NEXT_ROLES" in req.variables:
-        for name in split_list(req.variables["NEXT_ROLES"]):
+    if "next-roles" in rules:
+        named = req.variables.get("NEXT_ROLES")  # an explicit NEXT_ROLES overrides the sender's hand-off
+        for name in split_list(named) if named is not None else roster.hands_off(sender):
             r = roster.route(name)
             next_roles.append(roster.local_part(name)[0])
             if r.address not in {t.address for t in to} and r.address not in cc:
@@ -160,6 +162,8 @@ def compose(req: NotifyRequest, config: Config, roster: Roster, parent: Parent) 
         if in_reply_to not in references:
             references.append(in_reply_to)
     variables = dict(req.variables)
+    if next_roles:
+        variables.setdefault("NEXT_ROLES", ",".join(next_roles))  # a hand-off the body names too
     variables.update(
         FROM_ROLE=sender,
         TO_ROLE=", ".join(roster.local_part(t)[0] for t in req.to),

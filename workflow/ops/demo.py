@@ -76,9 +76,9 @@ REVIEWER_SCRIPT = dumps(
             "artifact": "specs/*/user-auth.md",
             "to": ["spec-writer"],
             "in_reply_to": "$first",
-            "variables": {"NEXT_STATE": "todo", "NEXT_ROLES": "skeleton-writer,test-writer"},
+            "variables": {"NEXT_STATE": "todo"},
         },
-        {"say": "Approved user-auth: moved to todo/, skeleton-writer and test-writer notified."},
+        {"say": "Approved user-auth: moved to todo/; its hand-off copies skeleton-writer and test-writer."},
     ]
 )
 

@@ -20,6 +20,7 @@ from workflow.app import App
 from workflow.artifacts import hooks, trust
 from workflow.artifacts.board import mail_by_key, refs_without_artifact
 from workflow.artifacts.gitrepo import Repo, artifacts_in
+from workflow.artifacts.movers import last_moves, settled
 from workflow.core import modes
 from workflow.core.backendkinds import PROCESS
 from workflow.core.config import Config
@@ -84,11 +85,14 @@ def diagnose(app: App, now: float | None = None) -> list[Problem]:
         return out + _the_rest(app, repo, refused)
     in_git = by_key(artifacts_in(repo.tracked("HEAD", config.artifact_roots), config)) if repo and repo.head() else {}
     worktree = by_key(artifacts)
+    moved = last_moves(config, repo) if repo else {}
     for key, mail in sorted(mail_by_key(config, rows, artifacts).items()):
         claim = next((r for r in reversed(sorted(mail, key=lambda r: r.date)) if claimed(r)), None)
         where = in_git.get(key) or worktree.get(key) or []
         if claim is None or len(where) != 1 or claimed(claim) == where[0].state:
             continue
+        if settled(moved.get(key), where[0].state, claim.date):
+            continue  # a role's committed move, newer than the mail: the commit is the truth
         source = "git" if key in in_git else "the working tree"
         out.append(
             Problem(

@@ -16,7 +16,18 @@ from workflow.core.errors import RosterError
 from workflow.core.resources import builtin_dir
 
 MODES = ("async", "sync", "human")
-KEYS = ("mode", "triggers", "artifacts", "backend", "model", "panel", "description", "max_turns", "moves")
+KEYS = (
+    "mode",
+    "triggers",
+    "artifacts",
+    "backend",
+    "model",
+    "panel",
+    "description",
+    "max_turns",
+    "moves",
+    "hands_off",
+)
 
 
 class Role(NamedTuple):
@@ -32,6 +43,8 @@ class Role(NamedTuple):
     panel: str | None = None
     moves: tuple[tuple[str, str], ...] = ()  # ("proposed", "todo"); "*" as source means any state
     max_turns: int = 0  # 0: the backend's default
+    hands_off: tuple[str, ...] = ()  # the roles its approval goes on to when it names no NEXT_ROLES
+    keys: frozenset[str] = frozenset()  # the front matter keys its file sets
 
     @property
     def takes_mail(self) -> bool:
@@ -130,6 +143,10 @@ def parse_role(path: Path, text: str, event_types: Iterable[str]) -> Role:
         if not m:
             raise RosterError(f'{path}: front matter key moves: expected "FROM -> TO" (FROM may be *), got {item!r}')
         moves.append((m.group(1), m.group(2)))
+    hands_off = _list(path, "hands_off", meta.get("hands_off", []))
+    for h in hands_off:
+        if not NAME_RE.match(h):
+            raise RosterError(f"{path}: front matter key hands_off: {h!r} is not a role name ({NAME_RE.pattern})")
     max_turns = meta.get("max_turns", 0)
     if not isinstance(max_turns, int) or isinstance(max_turns, bool) or not 0 <= max_turns <= 1000:
         raise RosterError(f"{path}: front matter key max_turns: expected an integer from 0 to 1000, got {max_turns!r}")
@@ -146,6 +163,8 @@ def parse_role(path: Path, text: str, event_types: Iterable[str]) -> Role:
         panel=meta.get("panel"),
         moves=tuple(moves),
         max_turns=max_turns,
+        hands_off=hands_off,
+        keys=frozenset(meta),
     )
 
 
@@ -169,7 +188,13 @@ class Roles(Mapping[str, Role]):
                 text = path.read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError) as e:
                 raise RosterError(f"{path}: cannot read role file: {e}") from None
-            role = self._parsed[name] = parse_role(path, text, self._events)
+            role = parse_role(path, text, self._events)
+            builtin = builtin_dir("roles") / path.name
+            if "hands_off" not in role.keys and path != builtin and builtin.is_file():
+                # a project's copy of a built-in role (made human, say) that says nothing of its
+                # hand-off keeps the built-in's: the pipeline goes on whoever takes the role
+                role = role._replace(hands_off=parse_role(builtin, builtin.read_text("utf-8"), self._events).hands_off)
+            self._parsed[name] = role
         return role
 
     def __contains__(self, name: object) -> bool:

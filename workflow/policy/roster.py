@@ -127,7 +127,13 @@ class Roster:
         return {
             "domain": self.domain,
             "roles": [
-                {"name": r.name, "mode": r.mode, "triggers": list(r.triggers), "description": r.description}
+                {
+                    "name": r.name,
+                    "mode": r.mode,
+                    "triggers": list(r.triggers),
+                    "hands_off": list(r.hands_off),
+                    "description": r.description,
+                }
                 for r in self.roles.values()
             ],
             "panels": [
@@ -144,6 +150,25 @@ class Roster:
         """Who reviews an artifact kind: its review panel when one is configured, else the solo reviewer."""
         panel = PanelName(kind, "reviewer").name
         return panel if panel in self.panels else f"{kind}-reviewer"
+
+    def hands_off(self, identity: str) -> tuple[str, ...]:
+        """The roles ``identity``'s approval goes on to when it names no NEXT_ROLES: its role file's
+        ``hands_off``. A review panel hands off as the solo reviewer it stands for
+        (``spec-reviewer-panel`` as ``spec-reviewer``), a member as its panel. A name that is no
+        role taking mail is refused, naming the file and the name."""
+        panel = self.panels.get(identity) or self.members.get(identity)
+        name = f"{panel.artifact_kind}-reviewer" if panel is not None and panel.kind == "review" else identity
+        role = self.roles.get(name) if name in self.roles else None
+        if role is None:
+            return ()
+        for h in role.hands_off:
+            if h not in self.roles and h not in self.panels:
+                raise RosterError(f"{role.path}: front matter key hands_off: unknown role {h!r}{self.suggest_names(h)}")
+            if h in self.roles and not self.roles[h].takes_mail:
+                raise RosterError(
+                    f"{role.path}: front matter key hands_off: role {h} is a sync helper role and takes no mail"
+                )
+        return role.hands_off
 
     def suggest_names(self, name: str) -> str:
         """``; did you mean a, b?`` over role, panel and member names (where a name is expected)."""

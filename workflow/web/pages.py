@@ -20,6 +20,7 @@ from typing import NamedTuple
 from workflow.agentd.status import DaemonStatus, status
 from workflow.app import App
 from workflow.artifacts.board import Card, Grouping, age, cards, visible
+from workflow.artifacts.movers import last_moves
 from workflow.core import events
 from workflow.core.locate import Artifact, by_key, locate, scan
 from workflow.core.senders import local_part, who
@@ -48,7 +49,7 @@ class CardView(NamedTuple):
     state: str
     flags: tuple[str, ...]
     latest: tuple[Row, ...]  # newest first
-    holder: str  # who put it where it is (the sender of the latest claim of its state)
+    holder: str  # who put it where it is: the role of its last move's commit (else the latest claim's sender)
     waiting: tuple[Row, ...]  # questions, clarification requests and blockers not answered yet
     review: Row | None  # a review-request the viewer's role received, while it is in proposed/
     panels: tuple[Panel, ...]
@@ -84,6 +85,9 @@ def board(app: App, role: str, rows: Sequence[Row] | None = None) -> Board:
 def _card(app: App, c: Card, boxes: set[str], panels: dict[tuple[str, str], list[Panel]]) -> CardView:
     replied = answered(c.mail)
     claim = next((r for r in reversed(c.mail) if r.state == c.artifact.state), None)
+    holder = c.moved.role if c.moved is not None and c.moved.state == c.artifact.state else ""
+    if not holder and claim is not None:  # no committed move (it was added there): who claimed it
+        holder = who(claim.sender, app.config.domain)
     waiting = tuple(r for r in c.mail if r.event in events.WAITING and r.message_id not in replied)
     review = None
     if c.artifact.state == "proposed":
@@ -95,7 +99,7 @@ def _card(app: App, c: Card, boxes: set[str], panels: dict[tuple[str, str], list
         c.artifact.state,
         tuple(c.flags),
         tuple(reversed(c.mail[-LATEST:])),
-        who(claim.sender, app.config.domain) if claim else "",
+        holder,
         waiting,
         review,
         tuple(panels.get(c.artifact.key, ())),
@@ -182,9 +186,10 @@ class Boards:
         boxes = set(self.app.roster.view(role)[0])
         groups = by_key(artifacts)
         mail = made.grouping.mail
+        moves = last_moves(self.app.config) if touched else {}
         for a in artifacts:
             if a.key in touched:
-                card = Card(a, tuple(groups[a.key]), tuple(mail.get(a.key, ())))
+                card = Card(a, tuple(groups[a.key]), tuple(mail.get(a.key, ())), moves.get(a.key))
                 made.cards[a] = _card(self.app, card, boxes, made.panels)
         made.board = Board(tuple(self.app.config.states), tuple(made.cards[a] for a in artifacts))
 

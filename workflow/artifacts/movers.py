@@ -1,0 +1,76 @@
+"""Movers: who last moved each artifact, and when, read from the moves' commits.
+
+A move is one commit with a ``Workflow-Transition: FROM -> TO`` trailer and a ``Workflow-Role``
+trailer (``artifacts.move``). That commit is the truth about where an artifact is and who put it
+there, over any older mail claiming a state: the board (``artifacts.board``) and ``workflow
+doctor`` raise no "claims" alarm for mail older than the move, and a card's "by" names the mover.
+One ``git log`` per HEAD: the answer is kept until HEAD changes.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import NamedTuple
+
+from workflow.artifacts.gitrepo import Repo
+from workflow.core.config import Config
+from workflow.core.errors import GitError
+from workflow.core.locate import parse_path
+
+
+class Moved(NamedTuple):
+    role: str  # the Workflow-Role of the move's commit
+    time: int  # the commit's time (seconds)
+    state: str  # the state it moved the artifact to
+
+
+Movers = Mapping[tuple[str, str], Moved]  # an artifact's identity (root, name) → its last move
+
+_kept: dict[tuple[str, str], Movers] = {}  # (git dir, HEAD) → the movers then
+_lock = threading.Lock()
+
+
+def last_moves(config: Config, repo: Repo | None = None) -> Movers:
+    """Each artifact's last committed move; empty outside a repository or before a first commit."""
+    try:
+        repo = repo or Repo.find(config)
+        head = repo.head() if repo is not None else None
+    except GitError:
+        return {}
+    if repo is None or head is None:
+        return {}
+    key = (str(repo.git_dir), f"{head}:{config.project_dir}")
+    with _lock:
+        found = _kept.get(key)
+    if found is not None:
+        return found
+    sep, end = "\x1f", "\x1e"
+    fmt = f"%ct{sep}%(trailers:key=Workflow-Role,valueonly,separator=%x20){sep}"
+    fmt += f"%(trailers:key=Workflow-Transition,valueonly,separator=%x1d){end}"
+    try:
+        out = repo.git("log", f"--format={fmt}", "--grep=^Workflow-Transition: ", head)
+    except GitError:
+        return {}
+    moved: dict[tuple[str, str], Moved] = {}
+    for entry in out.split(end):
+        parts = entry.strip("\n").split(sep)
+        if len(parts) != 3 or not parts[0].strip().isdigit():
+            continue
+        when, role, transitions = int(parts[0].strip()), parts[1].strip(), parts[2]
+        for t in transitions.split("\x1d"):
+            _, arrow, dst = t.strip().partition(" -> ")
+            a = parse_path(dst.strip(), config) if arrow else None
+            if a is not None and a.key not in moved:  # newest first: the first seen is the last move
+                moved[a.key] = Moved(role, when, a.state)
+    with _lock:
+        if len(_kept) > 16:
+            _kept.clear()
+        _kept[key] = moved
+    return moved
+
+
+def settled(moved: Moved | None, state: str, claimed_at: int) -> bool:
+    """Whether a committed move into ``state`` is newer than (or as new as) a claim made at
+    ``claimed_at``: then the claim is history, not a disagreement."""
+    return moved is not None and moved.state == state and moved.time >= claimed_at
