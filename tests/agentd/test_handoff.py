@@ -1,7 +1,8 @@
 """Hand-off: a reviewer role declares once (``hands_off`` in its role file) who its approval goes on
 to, and every way of approving uses it: an agent's approval naming no NEXT_ROLES, a person's plain
 "Approve" reply, the cockpit's Approve button (a panel's unified decision: tests/panels). An
-explicit NEXT_ROLES overrides; an unknown name is refused, naming it."""
+explicit NEXT_ROLES overrides; an unknown name is refused, naming it. And whoever asked for the
+work is told, once, when it reaches done (agentd.told)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,9 @@ from helpers.project import TESTER, TESTER_PASSWORD, Project
 from helpers.smtp import server_process
 from workflow.agentd.decide import Decide
 from workflow.agentd.tasks import Tasks
+from workflow.agentd.told import Told
 from workflow.app import App
+from workflow.artifacts.move import MoveRequest, move
 from workflow.core.config import load_config
 from workflow.core.errors import RosterError
 from workflow.delivery.transport import make_transport
@@ -129,3 +132,68 @@ def test_a_copy_of_a_built_in_role_that_says_nothing_of_hand_off_keeps_the_built
     app = App(load_config(p.dir / "workflow.toml", env={}))
     assert app.roster.hands_off("spec-reviewer") == ("skeleton-writer", "test-writer")
     assert app.roster.hands_off("test-reviewer") == ()  # said: nobody
+
+
+def test_whoever_asked_is_told_once_when_it_reaches_done(tmp_path: Path) -> None:
+    p = git_project(tmp_path / "d")
+    app = p.app
+    transport = make_transport(app.config, app.deliverer, "direct")
+    said: list[tuple[str, dict[str, Any]]] = []
+    with Tasks(app.config.state.tasks) as tasks:
+        told = Told(app, tasks, lambda what, **f: said.append((what, f)))
+        assert told.step(lambda: transport, int(time.time())) == 0  # first look: from now on
+        ask = p.send("user", "question", "specs/proposed/user-auth.md", "spec-writer", QUESTION="auth, please")
+        steps = (("todo", "spec-reviewer"), ("doing", "implementer"), ("done", "implementer"))
+        for state, role in steps:  # moves made in runs: nobody is mailed about them
+            move(app, MoveRequest("specs/*/user-auth.md", state, role, notified_by="status-update"), transport)
+        assert told.step(lambda: transport, int(time.time())) == 1
+        assert told.step(lambda: transport, int(time.time())) == 0  # once
+        again = Told(app, tasks, lambda what, **f: None)  # agentd started again: the store remembers
+        assert again.step(lambda: transport, int(time.time())) == 0
+    [note] = _got(p, "user", "status-update")
+    assert note.sender == "implementer@workflow.local" and note.state == "done" and ask not in note.references
+    assert [w for w, _ in said] == ["told"], said
+
+
+def test_a_requester_told_by_the_run_itself_is_not_told_again(tmp_path: Path) -> None:
+    p = git_project(tmp_path / "e")
+    app = p.app
+    transport = make_transport(app.config, app.deliverer, "direct")
+    with Tasks(app.config.state.tasks) as tasks:
+        told = Told(app, tasks, lambda what, **f: None)
+        told.step(lambda: transport, int(time.time()))
+        p.send("user", "question", "specs/proposed/user-auth.md", "spec-writer", QUESTION="auth, please")
+        for state, role in (("todo", "spec-reviewer"), ("doing", "implementer"), ("done", "implementer")):
+            move(app, MoveRequest("specs/*/user-auth.md", state, role, notified_by="status-update"), transport)
+        p.send("implementer", "status-update", "specs/done/user-auth.md", "user", CONTEXT="built")
+        assert told.step(lambda: transport, int(time.time())) == 0
+    assert len(_got(p, "user", "status-update")) == 1
+
+
+def test_a_persons_typed_approval_from_a_client_is_handed_on_to_whom_it_did_not_reach(tmp_path: Path) -> None:
+    p = _human(tmp_path)
+    request = p.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer")
+    m = EmailMessage()  # as mutt sends it with its X-Event-Type header: to the writer, Cc test-writer
+    m["From"], m["To"], m["Cc"] = (
+        "spec-reviewer@workflow.local",
+        "spec-writer@workflow.local",
+        "test-writer@workflow.local",
+    )
+    m["Subject"], m["In-Reply-To"] = "Re: user-auth", request
+    m["X-Event-Type"], m["X-Artifacts"] = "approval", "specs/proposed/user-auth.md"
+    m.set_content("Fine by me.\n")
+    with server_process(p.dir) as (_smtpd, port):
+        with smtplib.SMTP("127.0.0.1", port, timeout=10) as s:
+            s.login(TESTER, TESTER_PASSWORD)
+            s.send_message(m)
+        wait_until(lambda: len(p.new_files("spec-writer")) == 1, "bob's approval to be stored")
+        with p.app.index() as index:
+            index.refresh()
+        with Tasks(p.app.config.state.tasks) as tasks:
+            step = Decide(p.app, tasks, lambda what, **f: None)
+            assert step.step(lambda: make_transport(p.app.config, p.app.deliverer)) == 1
+    assert (p.dir / "specs/todo/user-auth.md").exists()
+    assert len(_got(p, "test-writer", "approval")) == 1  # his own Cc: not a second copy
+    [handed] = _got(p, "skeleton-writer", "approval")
+    assert handed.sender == "spec-reviewer@workflow.local" and handed.next_roles == ["skeleton-writer"]
+    assert _got(p, "spec-writer", "approval")[0].message_id != handed.message_id

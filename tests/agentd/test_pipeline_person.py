@@ -2,7 +2,8 @@
 built-in role file copied with ``mode = "human"``) and answers the review-request from msmtp with a
 plain "Approve" and no headers of ours. It reaches done with no owner action, the pipeline test's
 invariants hold, and bob's decision is handed on to skeleton-writer and test-writer by the role's
-``hands_off``; afterwards `workflow doctor` exits 0 and the board raises no claims alarm."""
+``hands_off``; afterwards `workflow doctor` exits 0 and the board raises no claims alarm. Then the
+same with bob clicking Approve in the cockpit, in a real Chromium."""
 
 from __future__ import annotations
 
@@ -14,8 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from helpers.browser import chrome, log_in, steady, wait_for
 from helpers.pipeline_model import PipelineModel
 from helpers.pipeline_run import app_of, ask, check_invariants, copies, init, until_done, up
+from helpers.project import Project
+from helpers.web import web_server
 from workflow.app import App
 from workflow.core.resources import builtin_dir
 from workflow.mail.message import parse
@@ -119,6 +123,52 @@ def test_bob_approves_from_msmtp_and_the_pipeline_reaches_done(tmp_path: Path, m
         check=True,
     )
     assert "spec-reviewer" in head.stdout.split()  # bob's move, authored as his role
+    # the requester (user) hears of done once: the implementer told them, so agentd (agentd.told) did not again
+    done = [parse(raw) for box, raw, _ in copies(app) if box == "user" and parse(raw).event == "status-update"]
+    assert [(m.sender, m.state) for m in done] == [("implementer@workflow.local", "done")], done
+    doctor = workflow(proj, env, "doctor")
+    assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+    status = workflow(proj, env, "status")
+    assert status.returncode == 0 and "claims" not in status.stdout and ", 0 flagged" in status.stdout, status.stdout
+
+
+def test_bob_clicks_approve_in_the_cockpit_and_the_pipeline_reaches_done(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same pipeline, bob deciding with the cockpit's Approve button in a real Chromium."""
+    from selenium.webdriver.common.by import By
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    with PipelineModel() as model:
+        proj, env = init(tmp_path, model)
+        make_bob(proj, env, home)
+        app = app_of(proj)
+        log = tmp_path / "up.out"
+        with up(proj, env, app, log) as proc, web_server(Project(proj, app)) as server, chrome() as bob:
+            t0 = time.monotonic()
+            ask(proj, env)
+            log_in(bob, server.url, "bob", PASSWORD)
+            card = 'section[data-state="proposed"] article[data-path="specs/proposed/rate-limit.md"] button.approve'
+
+            def asked(d: object) -> bool:
+                if not bob.find_elements(By.CSS_SELECTOR, card):
+                    bob.get(server.url + "board")  # until the review-request is there
+                return bool(bob.find_elements(By.CSS_SELECTOR, card))
+
+            wait_for(bob, asked, "the review-request on bob's board", 60)
+            steady(lambda: bob.find_element(By.CSS_SELECTOR, card).click())
+            flash = wait_for(bob, lambda d: d.find_elements(By.CSS_SELECTOR, "#flash"), "the outcome")[0].text
+            assert "approval sent to spec-writer" in flash, flash
+            took = until_done(proj, app, model, proc, log, t0)
+    print(f"pipeline with bob in the cockpit: first mail to done in {took:.1f}s; runs {model.runs()}")
+    assert "spec-reviewer" not in model.runs()
+    check_invariants(proj, app, model)
+    assert handed_on(app) == {
+        "spec-writer": ["skeleton-writer", "test-writer"],
+        "skeleton-writer": ["skeleton-writer", "test-writer"],
+        "test-writer": ["skeleton-writer", "test-writer"],
+    }
     doctor = workflow(proj, env, "doctor")
     assert doctor.returncode == 0, doctor.stdout + doctor.stderr
     status = workflow(proj, env, "status")

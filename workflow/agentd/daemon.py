@@ -33,6 +33,7 @@ from workflow.agentd.launch import Handle, Launcher
 from workflow.agentd.ledger import Ledger, record
 from workflow.agentd.scan import MailScan, Meta
 from workflow.agentd.tasks import Task, Tasks, TaskStatus
+from workflow.agentd.told import Told
 from workflow.agents import locks
 from workflow.agents.backends import chosen
 from workflow.agents.contain import kill_session
@@ -118,6 +119,7 @@ class Agentd:
         self.idle: list[str] = []  # roles that cannot run until a backend is chosen
         self.roles = self._roles()
         self.decide = Decide(app, self.tasks, self.log)
+        self.told = Told(app, self.tasks, self.log)
         self.ledger = Ledger(app, opts, self.tasks, self.log)
         self.observer: Any = None
         self.scan = MailScan(app.maildirs)
@@ -282,6 +284,11 @@ class Agentd:
         except Exception as e:  # never let one message stop the daemon (its traceback is in the log)
             logging.getLogger(__name__).exception("applying decisions by mail failed")
             self.log("decide-failed", error=f"{type(e).__name__}: {e}"[:300])
+        try:  # whoever asked for the work hears when it reaches done (agentd.told)
+            self.told.step(lambda: make_transport(self.app.config, self.app.deliverer), int(time.time()))
+        except Exception as e:
+            logging.getLogger(__name__).exception("telling requesters failed")
+            self.log("told-failed", error=f"{type(e).__name__}: {e}"[:300])
 
     def flush_outbox(self) -> None:
         """Send what waits in the outbox; say what was sent and what still waits."""

@@ -18,7 +18,8 @@ named. ``apply`` makes the person's move with the same checks as ``workflow move
 (``move.move``: the transition graph, one commit authored as the role): an approval moves the
 artifact from proposed/ to todo/; a rejection leaves it in proposed/. A plain reply is followed by
 the usual notification (an ``approval`` or ``rejection`` to whoever asked for the review, threaded
-under the person's mail); a typed one was that notification itself. A decision that cannot be
+under the person's mail); a typed one was that notification itself, and a typed approval is sent
+on to the roles of the role's ``hands_off`` it did not reach. A decision that cannot be
 applied (the artifact moved meanwhile, an illegal transition, no artifact) is answered to the
 person by mail saying why and what to do — from a mail client. agentd applies decisions.
 """
@@ -165,12 +166,17 @@ def apply(app: App, d: Decision, transport: Transport, tell: bool = True) -> Out
                 f"{artifact.path} is in {artifact.state}/ now, and {_a(d.event)} decides on an artifact in {source}/"
             )
         notify = () if d.typed else d.asked_by
+        variables: dict[str, str] = {}
+        if d.typed and d.event == "approval":  # the person's own mail was the approval: hand it on
+            notify = _not_reached(app, d)
+            variables = {"NEXT_ROLES": ",".join(notify)} if notify else {}
         req = MoveRequest(
             artifact.path,
             target,
             d.role,
             reason=d.reason,
             notify=notify,
+            variables=variables,
             event=d.event if notify else None,
             notified_by=d.event if d.typed else None,
             in_reply_to=d.message_id,
@@ -183,6 +189,18 @@ def apply(app: App, d: Decision, transport: Transport, tell: bool = True) -> Out
     if res.error:
         done += f"; the notification is queued: {res.error}"
     return Outcome(d, True, done, res.message_id)
+
+
+def _not_reached(app: App, d: Decision) -> tuple[str, ...]:
+    """The roles of the person's hand-off (``hands_off``) their typed approval did not reach (a
+    client writes no Cc of ours): they are sent the approval after the move."""
+    handoff = app.roster.hands_off(d.role)
+    if not handoff:
+        return ()
+    with app.index() as index:
+        index.refresh()
+        reached = {r.mailbox for r in index.query(message_ids=[d.message_id])}
+    return tuple(h for h in handoff if not reached.intersection(app.roster.mailboxes_of(h)))
 
 
 def _a(event: str) -> str:

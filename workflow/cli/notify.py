@@ -31,8 +31,8 @@ def notify(
     TO is one role or several separated by commas (spec-reviewer,test-writer); a panel, a panel
     member or a panel address (spec-discussion) works too. KEY=VALUE pairs fill the template
     (CONTEXT, QUESTION, BLOCKING, NEXT_STATE, NEXT_ROLES, BLOCKING_DETAILS, NEXT_ACTIONS, REASON…).
-    An approval with NEXT_ROLES is copied to those roles. The sender is --from, else $WORKFLOW_ROLE,
-    else [workflow] default_sender ("user"). Prints the new Message-ID.
+    An approval is copied to NEXT_ROLES, else to the sender role's hands_off. The sender is --from,
+    else $WORKFLOW_ROLE, else [workflow] default_sender ("user"). Prints the new Message-ID.
 
     Inside a run ($WORKFLOW_RUN, set by run-role for a command-backend agent) the message goes to
     the server with the run's credential: checked at once, delivered only if the run succeeds; the

@@ -100,7 +100,8 @@ def parent_in(index: Index) -> Parent:
 
     def parent(message_id: str) -> tuple[list[str], str] | None:
         rows = index.query(message_ids=[message_id])
-        return (list(rows[0].refs), rows[0].subject) if rows else None
+        # its ancestry: References, and In-Reply-To when a client wrote only that (msmtp, by hand)
+        return (rows[0].ancestry, rows[0].subject) if rows else None
 
     return parent
 
