@@ -270,3 +270,20 @@ def test_a_move_tells_the_same_people_made_by_the_tool_or_from_the_runs_shell(tm
         boxes = [d.name for d in f.mail_root().iterdir() if (d / "cur").is_dir()]
         told[how] = sorted(b for b in boxes if "status-update" in f.events(b))
     assert told["tool"] == told["shell"] == ["implementer", "skeleton-writer", "test-writer"], told
+
+
+def test_claude_code_stream_json_gives_every_tool_call_and_the_result() -> None:
+    """Issue 48: `--output-format json` printed only the result, so a run's log said nothing of
+    its tool calls. Its stream-json lines give each ``tool_use`` block, then the result."""
+    from workflow.agents.backends.reports import claude_report
+
+    use = {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "workflow move x todo\n--as r"}}
+    lines = [
+        {"type": "system", "subtype": "init", "session_id": "s-1"},
+        {"type": "assistant", "message": {"content": [{"type": "text", "text": "moving"}, use]}},
+        {"type": "user", "message": {"content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]}},
+        {"type": "result", "subtype": "success", "result": "Moved.", "session_id": "s-1", "num_turns": 2},
+    ]
+    r = claude_report("\n".join(json.dumps(x) for x in lines))
+    assert (r.summary, r.session, r.failed, r.turns) == ("Moved.", "s-1", "", 2)
+    assert r.calls == ("Bash(command=workflow move x todo --as r)",)
