@@ -154,6 +154,10 @@ class CommandBackend:
         """Why the agent failed, as it said when it exited non-zero; "": its output as printed."""
         return ""
 
+    def turns(self, report: Report, transcript: str) -> int:
+        """The run's model turns (its output's; a CLI's profile may read them from its transcript)."""
+        return report.turns
+
     def run(self, job: RunInput) -> RunResult:
         with ExitStack() as stack:
             tools_dir = job.run_dir / "agent" if job.run_dir is not None else None
@@ -277,10 +281,11 @@ class CommandBackend:
             return RunResult(False, out[-TAIL:], f"{argv[0]} exited with status {code}: {why}")
         report = self.read(out)
         usage = {**report.usage, **({"cost_microusd": round(report.cost_usd * 1e6)} if report.cost_usd else {})}
-        kept = (report.session, report.calls, transcript(self.config, job.role.name, report.session))
+        path = transcript(self.config, job.role.name, report.session)
+        turns, kept = self.turns(report, path), (report.session, report.calls, path)
         if report.failed:
-            return RunResult(False, report.summary[-TAIL:], report.failed, usage, report.turns, *kept)
-        return RunResult(True, report.summary[-TAIL:].strip() or "done", "", usage, report.turns, *kept)
+            return RunResult(False, report.summary[-TAIL:], report.failed, usage, turns, *kept)
+        return RunResult(True, report.summary[-TAIL:].strip() or "done", "", usage, turns, *kept)
 
 
 class CliBackend(CommandBackend):
@@ -304,3 +309,6 @@ class CliBackend(CommandBackend):
 
     def said(self, out: str, err: str) -> str:
         return self.profile.said(out, err)
+
+    def turns(self, report: Report, transcript: str) -> int:
+        return self.profile.turns(report, transcript)

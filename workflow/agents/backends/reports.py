@@ -213,6 +213,18 @@ def _codex_call(item: dict[str, Any]) -> str:
     return ""
 
 
+def codex_turns(rollout: str) -> int:
+    """The model requests of a Codex session, from its rollout transcript: one ``token_count``
+    event after each response (its ``exec --json`` output counts turns of the thread — one per
+    prompt, however many requests it took — so a run's turns, as Claude Code and Gemini CLI count
+    them, are read here)."""
+    n = 0
+    for event in _objects(rollout):
+        if event.get("type") == "event_msg" and _dict(event.get("payload")).get("type") == "token_count":
+            n += 1
+    return n
+
+
 def gemini_report(out: str) -> Report:
     """Gemini CLI's JSON object (``session_id``, ``response``, ``stats``: per model its ``tokens``
     and its ``roles``, ``main`` being the agent's own requests) or stream-json lines."""
