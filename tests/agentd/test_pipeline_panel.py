@@ -74,6 +74,13 @@ def test_a_panel_of_three_clis_as_spec_reviewer_reaches_done_and_counts_each_mem
         timeout=60,
     )
     status = json.loads(r.stdout)
+    # the panel's run log names each member's tool calls and its CLI's transcript
+    (panel_log,) = [
+        f.read_text() for f in app.config.state.runs.glob("task-*.log") if "gemini: tool calls" in f.read_text()
+    ]
+    for member in ("claude", "codex", "gemini"):
+        path = panel_log.split(f"  {member}: transcript: ", 1)[1].split("\n", 1)[0]
+        assert "VERDICT: approve" in Path(path).read_text(), (member, path)
     members = status["members_today"]["spec-reviewer-panel"]
     assert sorted(members) == ["claude", "codex", "gemini"], status
     assert members["codex"]["tokens"] == 440 and members["gemini"]["tokens"] >= 550, members

@@ -127,8 +127,13 @@ def _run_members(
             echo(f"  {m}: no assessment by the deadline")
     done = {m: (results[m] if not threads[m].is_alive() else None) for m in prompts}
     for m, res in done.items():
-        if res is not None and spent is not None:
+        if res is None:
+            continue
+        if spent is not None:
             spent.add(m, res)
+        echo(f"  {m}: tool calls ({len(res.calls)})" + "".join(f"\n    {c}" for c in res.calls))
+        if res.transcript:
+            echo(f"  {m}: transcript: {res.transcript}")
     return done
 
 
