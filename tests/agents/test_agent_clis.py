@@ -82,6 +82,15 @@ def test_claude_code_in_a_fresh_project_approves_a_spec_with_the_roles_mcp_tools
     assert len(commits) == 3 and commits[0].startswith("spec-reviewer "), commits
     assert f.unread("spec-reviewer") == 0
     assert "tokens:" in r.stdout and "Approved user-auth." in r.stdout
+    # issue 48: the run's log lists every tool call and move, and where the CLI's transcript is
+    assert (
+        "tool calls (4):\n    mcp__workflow__whoami()\n    mcp__workflow__move_artifact(artifact=specs/proposed"
+        in r.stdout
+    ), r.stdout
+    assert "mcp__workflow__finish(status=done, summary=Approved user-auth.)" in r.stdout, r.stdout
+    assert "moved specs/proposed/user-auth.md → specs/todo/user-auth.md" in r.stdout, r.stdout
+    path = r.stdout.split("transcript: ", 1)[1].split("\n", 1)[0]
+    assert "Approved user-auth." in Path(path).read_text(), path
 
 
 def approve_turns(api: FakeAnthropic, request: str) -> None:
@@ -169,7 +178,13 @@ def test_agentd_wakes_claude_code_which_approves_and_its_tokens_are_counted(tmp_
     status = json.loads(r.stdout)
     assert status["tokens_today"].get("spec-reviewer", 0) > 0, status
     assert status["cost_today"].get("spec-reviewer", 0) > 0, status  # Claude Code's total_cost_usd
-    assert "cost today: spec-reviewer $" in f.run("agentd", "status").stdout
+    shown = f.run("agentd", "status").stdout
+    assert "cost today: spec-reviewer $" in shown
+    # issue 48: the run's log and its CLI's transcript are named by `agentd status`
+    (done,) = status["recent"]
+    assert "mcp__workflow__move_artifact(" in Path(done["log"]).read_text(), done
+    assert "Approved user-auth." in Path(done["transcript"]).read_text(), done
+    assert f"    transcript: {done['transcript']}" in shown, shown
 
 
 @needs_claude
@@ -226,3 +241,49 @@ def test_a_claude_code_agent_reads_no_other_projects_roles_or_members_cli_state(
     assert r.returncode == 0, r.stdout + r.stderr
     assert "No such file" in seen, seen
     assert "secret" not in seen, seen
+
+
+@needs_bwrap
+@needs_claude
+def test_a_move_tells_the_same_people_made_by_the_tool_or_from_the_runs_shell(tmp_path: Path) -> None:
+    """Issue 48: a move from a run's shell (`workflow move --as`) mailed a status-update; the same
+    move by the MCP tool did not, and the prompt said neither. Now both send the commit event to
+    the roles that act on the new state, and the prompt says so."""
+    told = {}
+    for how in ("tool", "shell"):
+        f = fresh_project(tmp_path / how)
+        f.notify("review-request", "specs/proposed/user-auth.md", "spec-reviewer")
+        with FakeAnthropic(cli=True) as api:
+            if how == "tool":
+                move = {"artifact": "specs/proposed/user-auth.md", "state": "todo", "reason": "ok"}
+                api.add(tool_use("mcp__workflow__move_artifact", move, "toolu_1"))
+            else:
+                line = "workflow move user-auth todo --as spec-reviewer --reason ok"
+                api.add(tool_use("Bash", {"command": line, "description": "approve"}, "toolu_1"))
+            api.add(tool_use("mcp__workflow__finish", {"status": "done", "summary": "moved"}, "toolu_2"))
+            api.add(text("moved"))
+            r = f.run("run-role", "--with-email", "spec-reviewer", ANTHROPIC_BASE_URL=api.url, ANTHROPIC_API_KEY="sk-x")
+            prompt = json.dumps(api.requests[0]["messages"][0])
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "moved specs/proposed/user-auth.md → specs/todo/user-auth.md" in r.stdout, r.stdout
+        assert "a move sends a status-update (informational: it wakes nobody) to the roles that act" in prompt
+        boxes = [d.name for d in f.mail_root().iterdir() if (d / "cur").is_dir()]
+        told[how] = sorted(b for b in boxes if "status-update" in f.events(b))
+    assert told["tool"] == told["shell"] == ["implementer", "skeleton-writer", "test-writer"], told
+
+
+def test_claude_code_stream_json_gives_every_tool_call_and_the_result() -> None:
+    """Issue 48: `--output-format json` printed only the result, so a run's log said nothing of
+    its tool calls. Its stream-json lines give each ``tool_use`` block, then the result."""
+    from workflow.agents.backends.reports import claude_report
+
+    use = {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "workflow move x todo\n--as r"}}
+    lines = [
+        {"type": "system", "subtype": "init", "session_id": "s-1"},
+        {"type": "assistant", "message": {"content": [{"type": "text", "text": "moving"}, use]}},
+        {"type": "user", "message": {"content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]}},
+        {"type": "result", "subtype": "success", "result": "Moved.", "session_id": "s-1", "num_turns": 2},
+    ]
+    r = claude_report("\n".join(json.dumps(x) for x in lines))
+    assert (r.summary, r.session, r.failed, r.turns) == ("Moved.", "s-1", "", 2)
+    assert r.calls == ("Bash(command=workflow move x todo --as r)",)

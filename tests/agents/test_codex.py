@@ -70,7 +70,11 @@ def test_codex_in_a_fresh_project_approves_a_spec_with_the_roles_mcp_tools(tmp_p
     commits = f.commits()
     assert len(commits) == 2 and commits[0].startswith("spec-reviewer "), commits
     assert f.unread("spec-reviewer") == 0
-    assert "tokens: 1605 in, 60 out" in r.stdout, r.stdout  # Codex's running total: 5 turns of 321 and 12
+    assert "tokens: 1605 in, 60 out, 5 turn(s)" in r.stdout, r.stdout  # Codex's running total; its 5 requests
+    assert "tool calls (4):" in r.stdout and "move_artifact" in r.stdout, r.stdout  # issue 48
+    assert "moved specs/proposed/user-auth.md → specs/todo/user-auth.md" in r.stdout, r.stdout
+    path = r.stdout.split("transcript: ", 1)[1].split("\n", 1)[0]
+    assert "Approved user-auth." in Path(path).read_text(), path
     assert "Approved user-auth." in r.stdout
 
 
@@ -140,4 +144,24 @@ def test_codex_report_reads_codex_0_171_jsonl() -> None:
     assert (
         "denied 1 call(s) of the role's tools: move_artifact"
         in codex_report("\n".join([started, item, done % (1, 1)])).failed
+    )
+
+
+def test_codex_report_counts_its_turns_and_lists_its_tool_calls() -> None:
+    """Issue 48: Codex runs reported "0 turn(s)" and no tool call. Its turns are its
+    ``turn.completed`` events; its calls the completed MCP calls, commands and file changes."""
+    mcp = {"type": "mcp_tool_call", "server": "workflow", "tool": "move_artifact", "status": "completed"}
+    mcp["arguments"] = {"artifact": "specs/proposed/x.md", "state": "todo"}
+    shell = {"type": "command_execution", "command": "bash -lc 'workflow move x todo --as spec-reviewer'"}
+    edit = {"type": "file_change", "changes": [{"path": "specs/proposed/x.md", "kind": "update"}]}
+    said = {"type": "agent_message", "text": "Done."}
+    lines = [json.dumps({"type": "item.completed", "item": i}) for i in (mcp, shell, edit, said)]
+    turn = '{"type":"turn.completed","usage":{"input_tokens":5,"output_tokens":1}}'
+    r = codex_report("\n".join([*lines, turn, *lines[:1], turn]))
+    assert r.turns == 2
+    assert r.calls == (
+        "workflow.move_artifact(artifact=specs/proposed/x.md, state=todo)",
+        "shell(bash -lc 'workflow move x todo --as spec-reviewer')",
+        "edit(specs/proposed/x.md)",
+        "workflow.move_artifact(artifact=specs/proposed/x.md, state=todo)",
     )

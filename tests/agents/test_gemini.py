@@ -72,6 +72,10 @@ def test_gemini_cli_in_a_fresh_project_approves_a_spec_with_the_roles_mcp_tools(
     assert f.unread("spec-reviewer") == 0
     said = f"tokens: {api.tokens[0]} in, {api.tokens[1]} out, 5 turn(s)"  # the agent's turns and its router's
     assert said in r.stdout and "Approved user-auth." in r.stdout, r.stdout
+    assert "tool calls (4):" in r.stdout and TOOLS + "move_artifact(" in r.stdout, r.stdout  # issue 48
+    assert "moved specs/proposed/user-auth.md → specs/todo/user-auth.md" in r.stdout, r.stdout
+    path = r.stdout.split("transcript: ", 1)[1].split("\n", 1)[0]
+    assert "Approved user-auth." in Path(path).read_text(), path
 
 
 @needs_bwrap

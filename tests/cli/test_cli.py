@@ -318,6 +318,7 @@ def test_demo_runs_end_to_end(tmp_path: Path, project: Project) -> None:
     assert sorted((m.event, m.artifacts[0].rsplit("/", 1)[-1]) for m in handed) == [
         ("approval", "search.md"),
         ("approval", "user-auth.md"),
+        ("status-update", "user-auth.md"),  # the reviewer's move by its tool, told as every move is (issue 48)
     ]
     for noise in ("InotifyEmitter", "Traceback", "1 artifacts", "problem(s)"):  # nothing but the story
         assert noise not in out + r.stderr, noise

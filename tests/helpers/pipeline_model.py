@@ -17,6 +17,10 @@ runs of different roles never share state here. Each role does only what its rol
 * implementer: once the skeleton and the tests are both approved → moves them to doing, then the
   spec, the skeleton and the tests to done, and tells the person.
 
+With ``spec_reviewer="spec-reviewer-panel"`` spec-writer asks that review panel instead; a panel
+member on Claude Code (its requests come here too: streamed, with side questions that offer no
+tools) reviews and approves (``VERDICT: approve``).
+
 Every request is recorded (``calls``), with the role, so a test can count runs and model calls.
 """
 
@@ -29,7 +33,8 @@ import time
 from http.server import BaseHTTPRequestHandler
 from typing import Any, NamedTuple
 
-from helpers.fake_anthropic import message
+from helpers.fake_anthropic import events, message
+from helpers.fake_anthropic import text as said_text
 from helpers.wire import Served, reply
 
 MAIL = re.compile(
@@ -82,7 +87,7 @@ def say(text: str) -> dict[str, Any]:
     return {"say": text}
 
 
-def plan(role: str, prompt: str, results: list[str]) -> list[dict[str, Any]]:
+def plan(role: str, prompt: str, results: list[str], spec_reviewer: str = "spec-reviewer") -> list[dict[str, Any]]:
     """The whole run's actions, given what the tools have answered so far (the plan may depend on
     them: the implementer reads where the skeleton and the tests are before it acts)."""
     new = [m for m in mail_in(prompt) if m.new]
@@ -102,7 +107,7 @@ def plan(role: str, prompt: str, results: list[str]) -> list[dict[str, Any]]:
                     send(
                         "review-request",
                         "specs/*/rate-limit.md",
-                        ["spec-reviewer"],
+                        [spec_reviewer],
                         None,
                         {"CONTEXT": "Focus on what happens over the limit."},
                     ),
@@ -207,7 +212,9 @@ def plan(role: str, prompt: str, results: list[str]) -> list[dict[str, Any]]:
 class PipelineModel(Served):
     """The stand-in API server; ``url`` goes into ANTHROPIC_BASE_URL."""
 
-    def __init__(self) -> None:
+    def __init__(self, spec_reviewer: str = "spec-reviewer") -> None:
+        self.spec_reviewer = spec_reviewer
+        self.members: list[str] = []  # the prompts of the panel members' runs that came here
         self.calls: list[Call] = []
         self.refusals: list[tuple[str, str]] = []  # (role, what a tool refused)
         self.lock = threading.Lock()
@@ -218,10 +225,13 @@ class PipelineModel(Served):
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
                 t = time.monotonic()
-                data = json.dumps(model.answer(body)).encode()
+                payload = model.answer(body) if "count_tokens" not in self.path else {"input_tokens": 10}
                 with model.lock:
                     model.busy += time.monotonic() - t
-                reply(self, 200, data)
+                if body.get("stream") and payload.get("type") == "message":  # an agent CLI streams
+                    reply(self, 200, events(payload), "text/event-stream")
+                else:
+                    reply(self, 200, json.dumps(payload).encode())
 
             def log_message(self, *args: object) -> None:
                 pass
@@ -229,6 +239,15 @@ class PipelineModel(Served):
         self.serve(Handler)
 
     def answer(self, body: dict[str, Any]) -> dict[str, Any]:
+        if not body.get("tools"):  # an agent CLI's side question (a title…): every role's run offers tools
+            return said_text("ok")
+        said = json.dumps(body.get("messages", []))
+        if "# Independent review" in said or "# Discussion round" in said:  # a panel member on an agent CLI
+            with self.lock:
+                self.members.append(said)
+            return said_text(
+                "Complete and testable: over the limit a client gets 429.\nVERDICT: approve", usage=(300, 30)
+            )
         found = re.search(r"You are the (\S+) role", str(body.get("system", "")))
         role = found.group(1) if found else "?"
         messages = body.get("messages", [])
@@ -246,7 +265,7 @@ class PipelineModel(Served):
                                 self.refusals.append((role, text))
         with self.lock:
             self.calls.append(Call(role, len(messages) == 1, prompt))
-        steps = plan(role, prompt, results)
+        steps = plan(role, prompt, results, self.spec_reviewer)
         done = len(results)
         if done < len(steps) and "tool" in steps[done]:
             step = steps[done]

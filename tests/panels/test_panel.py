@@ -270,3 +270,32 @@ def test_agentd_wakes_a_review_panel(tmp_path: Path) -> None:
         d.stop()
     assert [m[:2] for m in mail(p, "rejection")] == [("spec-writer", "rejection")]
     assert len([e for e in d.events("started") if "task" in e]) == 1
+
+
+def test_a_panels_member_runs_count_in_its_tokens_and_budget_member_by_member(tmp_path: Path) -> None:
+    """Issue 48: a panel's run report had empty usage, so `[agentd]` budgets could not bound it and
+    `agentd status` left it out. Each member's run reports usage: agentd counts the sum against the
+    panel's budget (which pauses it) and shows each member's tokens."""
+    from helpers.agentd import Daemon
+
+    p = panel_project(tmp_path, {"claude": "approve", "gpt-5": "approve", "gemini": "approve"})
+    for n, member in enumerate(("claude", "gpt-5", "gemini"), 1):
+        script = p.dir / "scripted" / f"spec-reviewer-panel.{member}.toml"
+        usage = f"[[step]]\nusage = {{ input_tokens = {1000 * n}, output_tokens = {10 * n} }}\n"
+        script.write_text(usage + script.read_text())
+    agentd = '\n[agentd]\nrescan = 1\nroles = ["spec-reviewer-panel"]\nrole_budgets = { spec-reviewer-panel = 5000 }\n'
+    (p.dir / "workflow.toml").write_text((p.dir / "workflow.toml").read_text() + agentd)
+    d = Daemon(p)
+    try:
+        p.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer-panel")
+        d.wait_for(lambda: bool(d.events("paused")), "the panel paused over its budget")
+    finally:
+        d.stop()
+    status = json.loads(p.run("agentd", "status", "--json").stdout)
+    # each member runs twice: its sealed assessment and the discussion round
+    assert status["tokens_today"] == {"spec-reviewer-panel": 12120}, status
+    members = status["members_today"]["spec-reviewer-panel"]
+    assert {m: u["tokens"] for m, u in members.items()} == {"claude": 2020, "gpt-5": 4040, "gemini": 6060}, status
+    assert "over its daily token budget: 12120 > 5000" in status["paused"]["spec-reviewer-panel"], status
+    shown = p.run("agentd", "status").stdout
+    assert "panel spec-reviewer-panel today: claude 2020 tokens, gemini 6060 tokens, gpt-5 4040 tokens" in shown, shown

@@ -55,7 +55,11 @@ class Ledger:
         self.budget(t, report)
 
     def budget(self, t: Task, report: RunReport) -> None:
-        """Count a run's tokens and cost; a role over its daily token budget is paused."""
+        """Count a run's tokens and cost (a panel's: its members' together, and each member's); a
+        role over its daily token budget is paused."""
+        for member, used in report.members.items():
+            tokens = int(used.get("input_tokens", 0)) + int(used.get("output_tokens", 0))
+            self.tasks.add_member_usage(t.role, member, tokens, int(used.get("cost_microusd", 0)))
         if report.cost_microusd > 0:
             self.tasks.add_cost(t.role, report.cost_microusd)
         if not report.tokens:

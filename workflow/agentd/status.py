@@ -6,6 +6,7 @@ Read from the task store, the run locks and the index; typed rows, with ``to_dic
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Mapping
 from types import MappingProxyType
@@ -13,6 +14,7 @@ from typing import Any, NamedTuple
 
 from workflow.agentd.tasks import Task, Tasks, TaskStatus
 from workflow.agents import locks
+from workflow.agents.report import read as read_report
 from workflow.app import App
 from workflow.mail.inbox import select
 
@@ -53,6 +55,8 @@ class Done(NamedTuple):
     ref: str
     ago: int  # seconds since it ended
     took: int = 0  # seconds it ran
+    log: str = ""  # the run's log (its tool calls, moves, mail sent)
+    transcript: str = ""  # its agent CLI's transcript, when the CLI keeps one
 
 
 class Daemon(NamedTuple):
@@ -74,6 +78,7 @@ class DaemonStatus(NamedTuple):
     stopped_threads: Mapping[str, str]  # thread root → why loop detection stopped it
     cost_today: Mapping[str, float] = MappingProxyType({})  # role → dollars its agent CLIs reported today
     recent: tuple[Done, ...] = ()  # the last runs that succeeded, newest first
+    members_today: Mapping[str, Mapping[str, tuple[int, float]]] = MappingProxyType({})  # panel → member → tokens, $
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -87,6 +92,9 @@ class DaemonStatus(NamedTuple):
             "stopped_threads": dict(self.stopped_threads),
             "cost_today": dict(self.cost_today),
             "recent": [d._asdict() for d in self.recent],
+            "members_today": {
+                p: {m: {"tokens": t, "cost": c} for m, (t, c) in ms.items()} for p, ms in self.members_today.items()
+            },
         }
 
 
@@ -101,6 +109,7 @@ def status(app: App) -> DaemonStatus:
         paused = tasks.paused()
         usage = tasks.usage_today()
         cost = tasks.cost_today()
+        members = tasks.members_today()
         stopped = tasks.stopped()
     oldest: dict[str, int] = {}
     with app.index() as index:
@@ -141,10 +150,20 @@ def status(app: App) -> DaemonStatus:
         tokens_today=usage,
         stopped_threads=stopped,
         cost_today=cost,
-        recent=tuple(Done(t.id, t.role, t.kind, t.ref, round(now - t.updated), _took(t)) for t in done),
+        recent=tuple(_done(app, t, round(now - t.updated)) for t in done),
+        members_today=members,
     )
 
 
 def _took(t: Task) -> int:
     """How long a run that ended ran: from its start to its end (0 when it never started)."""
     return max(0, round(t.updated - t.started)) if t.started else 0
+
+
+def _done(app: App, t: Task, ago: int) -> Done:
+    """A run that ended well, with its log and (from its report) its CLI's transcript, when still there."""
+    runs = app.config.state.runs
+    log = runs / f"task-{t.id}.log"
+    report = read_report(runs / f"task-{t.id}.json")
+    transcript = report.transcript if report is not None and os.path.isfile(report.transcript) else ""
+    return Done(t.id, t.role, t.kind, t.ref, ago, _took(t), str(log) if log.is_file() else "", transcript)

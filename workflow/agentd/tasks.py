@@ -51,6 +51,8 @@ CREATE TABLE IF NOT EXISTS usage(role TEXT NOT NULL, day TEXT NOT NULL, tokens I
   PRIMARY KEY(role, day));
 CREATE TABLE IF NOT EXISTS spend(role TEXT NOT NULL, day TEXT NOT NULL, microusd INTEGER NOT NULL,
   PRIMARY KEY(role, day));
+CREATE TABLE IF NOT EXISTS member_usage(role TEXT NOT NULL, member TEXT NOT NULL, day TEXT NOT NULL,
+  tokens INTEGER NOT NULL, microusd INTEGER NOT NULL, PRIMARY KEY(role, member, day));
 CREATE TABLE IF NOT EXISTS stopped(root TEXT PRIMARY KEY, reason TEXT NOT NULL, at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS decided(mid TEXT PRIMARY KEY, at REAL NOT NULL, applied INTEGER NOT NULL,
   detail TEXT NOT NULL);
@@ -363,6 +365,27 @@ class Tasks:
         """Each role's cost today, in dollars."""
         day = time.strftime("%Y-%m-%d", time.gmtime())
         return {r: int(m) / 1e6 for r, m in self.db.execute("SELECT role, microusd FROM spend WHERE day=?", (day,))}
+
+    def add_member_usage(self, role: str, member: str, tokens: int, microusd: int, day: str | None = None) -> None:
+        """Count what one member of the panel ``role`` used in a run (its share of the panel's usage)."""
+        day = day or time.strftime("%Y-%m-%d", time.gmtime())
+        self.db.execute(
+            "INSERT INTO member_usage(role, member, day, tokens, microusd) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT(role, member, day) DO UPDATE SET tokens=tokens+excluded.tokens, "
+            "microusd=microusd+excluded.microusd",
+            (role, member, day, tokens, microusd),
+        )
+
+    def members_today(self) -> dict[str, dict[str, tuple[int, float]]]:
+        """Each panel's members' tokens and cost (dollars) today."""
+        day = time.strftime("%Y-%m-%d", time.gmtime())
+        out: dict[str, dict[str, tuple[int, float]]] = {}
+        rows = self.db.execute(
+            "SELECT role, member, tokens, microusd FROM member_usage WHERE day=? ORDER BY 1, 2", (day,)
+        )
+        for role, member, tokens, microusd in rows:
+            out.setdefault(str(role), {})[str(member)] = (int(tokens), int(microusd) / 1e6)
+        return out
 
     def usage_today(self) -> dict[str, int]:
         day = time.strftime("%Y-%m-%d", time.gmtime())

@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 from workflow.agents.tools import SCHEMAS
 from workflow.app import App
+from workflow.artifacts.hooks import move_tells
 from workflow.artifacts.move import role_moves
 from workflow.core import safeopen
 from workflow.core.errors import ArtifactError
@@ -46,7 +47,7 @@ def may_do(app: App, role: Role, how: str = "tools") -> str:
         f"- You are {role.name} ({role.mode}); you write as {app.roster.address(role.name)}.",
         f"- Events you can send: {', '.join(app.config.event_types)} (approvals and rejections only "
         "if you are a reviewer). Reply in a thread with in_reply_to; a new review cycle is a new thread.",
-        f"- Moves you own: {mv} (a move tells nobody by itself: send the matching message). Legal transitions: "
+        f"- Moves you own: {mv} ({move_tells(app.config)}). Legal transitions: "
         + ", ".join(f"{a} → {b}" for a, b in sorted(app.config.transitions))
         + ".",
         f"- Artifacts live in {', '.join(f'{r}/' for r in app.config.artifact_roots)} under the state folders "

@@ -32,6 +32,8 @@ class RunReport(NamedTuple):
     handed: tuple[str, ...] = ()  # Message-IDs the run was handed
     summary: str = ""  # what the agent said as it finished
     session: str = ""  # the agent session, for a backend that can resume it
+    transcript: str = ""  # the agent CLI's own transcript of the session (a file in the state directory)
+    members: Mapping[str, Mapping[str, int]] = MappingProxyType({})  # a panel's: each member's usage (in ``usage``)
 
     @property
     def exit_code(self) -> int:
@@ -48,6 +50,7 @@ class RunReport(NamedTuple):
     def write(self, path: Path) -> None:
         d = self._asdict()
         d["usage"], d["handed"] = dict(self.usage), list(self.handed)
+        d["members"] = {m: dict(u) for m, u in self.members.items()}
         write_atomic(path, json.dumps(d))
 
     def write_for_scheduler(self) -> None:
@@ -72,6 +75,10 @@ def read(path: Path) -> RunReport | None:
             handed=tuple(str(m) for m in d.get("handed", []) if m),
             summary=str(d.get("summary", "")),
             session=str(d.get("session", "")),
+            transcript=str(d.get("transcript", "")),
+            members=MappingProxyType(
+                {str(m): {str(k): int(v) for k, v in dict(u).items()} for m, u in dict(d.get("members") or {}).items()}
+            ),
         )
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
@@ -89,4 +96,5 @@ def from_result(result: RunResult | None, handed: tuple[str, ...] = (), busy: st
         handed=handed,
         summary=result.summary,
         session=result.session,
+        transcript=result.transcript,
     )

@@ -367,6 +367,7 @@ def _transact(
             echo(f"  {line}")
         echo(f"{role.name}: run interrupted; {len(rows)} message(s) left unread for the next run")
         raise
+    moved = [f"moved {m.before.path} → {m.after.path}" for m in run.moves(app.config)]
     sent: list[str] = []
     if result.ok:
         try:
@@ -382,8 +383,14 @@ def _transact(
         for line in run.rollback(app, result.error[:200]):
             echo(f"  {line}")
         echo(f"  {len(rows)} message(s) left unread for the next run; {dropped} queued message(s) not sent")
+    calls = result.calls or tuple(tools.calls)  # an agent CLI's own report, else the calls the tools served
+    echo(f"  tool calls ({len(calls)}):" + "".join(f"\n    {c}" for c in calls))
+    for line in moved if result.ok else ():
+        echo(f"  {line}")
     for line in sent:
         echo(f"  {line}")
+    if result.transcript:
+        echo(f"  transcript: {result.transcript}")
     if result.usage:
         echo(
             f"  tokens: {result.usage.get('input_tokens', 0)} in, {result.usage.get('output_tokens', 0)} out, "

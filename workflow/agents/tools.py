@@ -16,7 +16,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from workflow.agents.calls import call_line
 from workflow.app import App
+from workflow.artifacts.hooks import announce, move_tells
 from workflow.artifacts.move import MoveRequest, move
 from workflow.core import safeopen
 from workflow.core.errors import ArtifactError, ToolError, WorkflowError
@@ -147,6 +149,7 @@ class RoleTools:
         self.finished: tuple[str, str] | None = None  # (status, summary) of the agent's finish call
         self.cut_short = ""  # why a call was stopped half done at the run's end: then the run fails
         self.handed: tuple[str, ...] = ()  # the Message-IDs the run was handed (whoami)
+        self.calls: list[str] = []  # every call served, in order (the run's log lists them)
 
     def schemas(self) -> list[dict[str, Any]]:
         """The tools this session really has: a read-only one lacks the writing tools."""
@@ -157,6 +160,7 @@ class RoleTools:
     def call(self, name: str, args: dict[str, Any]) -> str:
         """Run one tool by name; ToolError for a refusal or bad arguments."""
         fn = getattr(self, f"tool_{name}", None)
+        self.calls.append(call_line(name, args))
         if fn is None or name not in {s["name"] for s in SCHEMAS}:
             raise ToolError(f"unknown tool {name!r}; tools: {', '.join(s['name'] for s in SCHEMAS)}")
         if self.read_only and name in WRITES:
@@ -235,9 +239,21 @@ class RoleTools:
         if result.commit is None:
             return f"{result.before.path} is already in {state}/ (nothing to move)"
         self.moved.append(result.after.path)
+        said: list[str] = []
+        announce(
+            self.app,
+            result.before,
+            result.after,
+            result.commit,
+            result.subject,
+            self.role.name,
+            self.transport,
+            said.append,
+        )
         return (
             f"moved {result.before.path} → {result.after.path} (commit {result.commit[:10]}); "
-            "nobody is told by the move itself: send the approval or status-update"
+            + (f"{said[-1]}; " if said else "")
+            + move_tells(self.app.config)
         )
 
     # -- the run

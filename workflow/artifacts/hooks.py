@@ -26,7 +26,7 @@ from workflow.artifacts import transitions, trust
 from workflow.artifacts.gitrepo import Repo, artifacts_in, moves
 from workflow.core.config import Config
 from workflow.core.errors import DeliveryError, RuleError, TransportError, WorkflowError
-from workflow.core.locate import by_key, two_folders
+from workflow.core.locate import Artifact, by_key, two_folders
 from workflow.delivery import outbox
 from workflow.delivery.notify import NotifyRequest
 from workflow.delivery.transport import Transport
@@ -200,37 +200,64 @@ def post_commit(app: App, repo: Repo, transport: Transport, say: Callable[[str],
         key = f"{parent} {m.after.glob} {m.before.state}->{m.after.state}"
         if key in done:
             continue
-        to = recipients(app, m.after.path, m.after.state, sender)
-        if not to:
-            say(
-                f"{m.after.path}: moved {m.before.state} → {m.after.state}; no role acts on {m.after.state}/ "
-                f"(owns a move out of it, or is triggered by {config.commit_event}): nobody to notify"
-            )
-            _record(config, key)
-            continue
-        subject = message.strip().splitlines()[0] if message.strip() else ""
-        req = NotifyRequest(
-            config.commit_event,
-            (m.after.path,),
-            tuple(to),
-            sender,
-            None,
-            {
-                "CONTEXT": f"{m.before.path} → {m.after.path} in commit {sha[:10]}: {subject}",
-                "STATUS": f"moved {m.before.state} → {m.after.state}",
-            },
-        )
-        try:
-            composed = app.compose(req)
-        except WorkflowError as e:
-            say(f"cannot notify the move of {m.after.path}: {e}")
-            _record(config, key)
-            continue
-        what = f"{config.commit_event} for {m.after.path} ({m.before.state} → {m.after.state}) to {', '.join(to)}"
-        _send(config, transport, composed.raw, composed.sender_address, composed.recipients, what, say)
+        if announce(app, m.before, m.after, sha, message, sender, transport, say):
+            count += 1
         _record(config, key)
-        count += 1
     return count
+
+
+def announce(
+    app: App,
+    before: Artifact,
+    after: Artifact,
+    sha: str,
+    message: str,
+    sender: str,
+    transport: Transport,
+    say: Callable[[str], None],
+) -> bool:
+    """Tell of one move what every move tells (``[artifacts] commit_event`` to ``recipients``),
+    whoever made it: the post-commit hook for a commit, a run's ``move_artifact`` tool (through
+    the run's transport: sent when the run succeeds) — so a move tells the same people, made by the
+    tool or from a run's shell. False when nobody acts on the new state or it could not be composed."""
+    config = app.config
+    to = recipients(app, after.path, after.state, sender)
+    if not to:
+        say(
+            f"{after.path}: moved {before.state} → {after.state}; no role acts on {after.state}/ "
+            f"(owns a move out of it, or is triggered by {config.commit_event}): nobody to notify"
+        )
+        return False
+    subject = message.strip().splitlines()[0] if message.strip() else ""
+    req = NotifyRequest(
+        config.commit_event,
+        (after.path,),
+        tuple(to),
+        sender,
+        None,
+        {
+            "CONTEXT": f"{before.path} → {after.path} in commit {sha[:10]}: {subject}",
+            "STATUS": f"moved {before.state} → {after.state}",
+        },
+    )
+    try:
+        composed = app.compose(req)
+    except WorkflowError as e:
+        say(f"cannot notify the move of {after.path}: {e}")
+        return False
+    what = f"{config.commit_event} for {after.path} ({before.state} → {after.state}) to {', '.join(to)}"
+    _send(config, transport, composed.raw, composed.sender_address, composed.recipients, what, say)
+    return True
+
+
+def move_tells(config: Config) -> str:
+    """What a move tells, said once for the prompts and the tool: the same by the tool or the shell."""
+    to = ", ".join(config.commit_notify) if config.commit_notify else "the roles that act on its new state"
+    return (
+        f"a move sends a {config.commit_event} (informational: it wakes nobody) to {to}, "
+        "when your run succeeds, whether you move by the tool or `workflow move` from the shell; "
+        "an approval, rejection or other decision you still send yourself"
+    )
 
 
 def _sender(app: App, from_trailer: str | None, say: Callable[[str], None]) -> str:

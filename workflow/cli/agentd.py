@@ -152,6 +152,10 @@ def _print_status(s: DaemonStatus, now: float) -> None:
         click.echo("recent runs:")
         for d in s.recent:
             click.echo(f"  task {d.task:<5} {d.role:<24} completed {age(int(now - d.ago), now)}{_for(d.kind, d.ref)}")
+            if d.log:
+                click.echo(f"    log: {d.log}")
+            if d.transcript:
+                click.echo(f"    transcript: {d.transcript}")
     if s.stopped_threads:
         click.echo("threads stopped by loop detection:")
         for root, why in s.stopped_threads.items():
@@ -160,6 +164,11 @@ def _print_status(s: DaemonStatus, now: float) -> None:
         click.echo("tokens today: " + ", ".join(f"{r} {n}" for r, n in s.tokens_today.items()))
     if s.cost_today:
         click.echo("cost today: " + ", ".join(f"{r} ${c:.4f}" for r, c in s.cost_today.items()))
+    for panel, members in s.members_today.items():  # a panel's usage above, member by member
+        click.echo(
+            f"panel {panel} today: "
+            + ", ".join(f"{m} {t} tokens" + (f" ${c:.4f}" if c else "") for m, (t, c) in members.items())
+        )
 
 
 @agentd.command("resume", cls=Command)

@@ -109,8 +109,10 @@ def _run_members(
     transport: Transport,
     echo: Callable[[str], None],
     backend: str | None,
+    spent: Spent | None = None,
 ) -> dict[str, RunResult | None]:
-    """Each member on its own backend, all at once; a member still running at the deadline gets None."""
+    """Each member on its own backend, all at once; a member still running at the deadline gets None.
+    What each member's run used is added to ``spent`` (the panel's run counts it, member by member)."""
     results: dict[str, RunResult | None] = dict.fromkeys(prompts)
 
     def one(member: str) -> None:
@@ -123,7 +125,43 @@ def _run_members(
         t.join(max(0.0, deadline - time.time()))
         if t.is_alive():
             echo(f"  {m}: no assessment by the deadline")
-    return {m: (results[m] if not threads[m].is_alive() else None) for m in prompts}
+    done = {m: (results[m] if not threads[m].is_alive() else None) for m in prompts}
+    for m, res in done.items():
+        if res is None:
+            continue
+        if spent is not None:
+            spent.add(m, res)
+        echo(f"  {m}: tool calls ({len(res.calls)})" + "".join(f"\n    {c}" for c in res.calls))
+        if res.transcript:
+            echo(f"  {m}: transcript: {res.transcript}")
+    return done
+
+
+class Spent:
+    """What a panel's member runs used, member by member: tokens (and cost) as each backend reported."""
+
+    def __init__(self) -> None:
+        self.members: dict[str, dict[str, int]] = {}
+
+    def add(self, member: str, res: RunResult) -> None:
+        mine = self.members.setdefault(member, {})
+        for k, v in res.usage.items():
+            mine[k] = mine.get(k, 0) + int(v)
+
+    def total(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for used in self.members.values():
+            for k, v in used.items():
+                out[k] = out.get(k, 0) + v
+        return out
+
+    def lines(self) -> list[str]:
+        """One line per member, as the panel's run log shows it."""
+        return [
+            f"{m}: tokens: {u.get('input_tokens', 0)} in, {u.get('output_tokens', 0)} out"
+            + (f", ${u['cost_microusd'] / 1e6:.4f}" if u.get("cost_microusd") else "")
+            for m, u in self.members.items()
+        ]
 
 
 def review(
@@ -133,6 +171,7 @@ def review(
     transport: Transport,
     echo: Callable[[str], None],
     backend: str | None = None,
+    spent: Spent | None = None,
 ) -> Session:
     """Run (or resume) the panel session for one review-request, through to the unified decision."""
     if panel.kind != "review":
@@ -165,7 +204,7 @@ def review(
                 if m.name not in filed
             }
             if todo:
-                results = _run_members(app, panel, todo, s.deadline, transport, echo, backend)
+                results = _run_members(app, panel, todo, s.deadline, transport, echo, backend, spent)
                 for member, res in results.items():
                     if res is None:
                         store.file(s.request, member, "timeout", None, "no assessment by the deadline")
@@ -184,7 +223,7 @@ def review(
             s = store.get(s.request)
         if s.state == SessionState.DISCUSSION:
             for round_no in range(1, panel.rounds + 1):
-                _discuss(app, panel, store, s, artifact.path, round_no, transport, echo, backend)
+                _discuss(app, panel, store, s, artifact.path, round_no, transport, echo, backend, spent)
             _decide(app, panel, store, s, transport, echo)
             s = store.get(s.request)
         return s
@@ -260,6 +299,7 @@ def _discuss(
     transport: Transport,
     echo: Callable[[str], None],
     backend: str | None,
+    spent: Spent | None = None,
 ) -> None:
     phase = f"discussion-{round_no}"
     if store.assessments(s.request, phase):
@@ -278,7 +318,7 @@ def _discuss(
             render_thread(rows, app.config.mail_root, boxes, domain=app.config.domain),
             round_no,
         )
-    results = _run_members(app, panel, prompts, time.time() + panel.deadline, transport, echo, backend)
+    results = _run_members(app, panel, prompts, time.time() + panel.deadline, transport, echo, backend, spent)
     for member, res in results.items():
         if res is None or not res.ok:
             continue
@@ -356,12 +396,18 @@ def pending_requests(app: App, panel: PanelConfig) -> list[Row]:
 
 
 def run_panel(
-    app: App, panel: PanelConfig, transport: Transport, echo: Callable[[str], None], backend: str | None = None
+    app: App,
+    panel: PanelConfig,
+    transport: Transport,
+    echo: Callable[[str], None],
+    backend: str | None = None,
+    spent: Spent | None = None,
 ) -> list[Session]:
-    """Every pending review-request of the panel; the members' copies are marked read once decided."""
+    """Every pending review-request of the panel; the members' copies are marked read once decided;
+    what the members' runs used is added to ``spent``."""
     out = []
     for r in pending_requests(app, panel):
-        s = review(app, panel, r, transport, echo, backend)
+        s = review(app, panel, r, transport, echo, backend, spent)
         out.append(s)
         if s.state == SessionState.DECIDED:
             with app.index() as index:

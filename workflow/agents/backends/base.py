@@ -40,6 +40,8 @@ class RunResult(NamedTuple):
     usage: Mapping[str, int] = MappingProxyType({})
     turns: int = 0
     session: str = ""  # the agent session this run was, when the backend can resume it later
+    calls: tuple[str, ...] = ()  # the tool calls its agent CLI reported, in order ("" backends: none)
+    transcript: str = ""  # the agent CLI's own transcript of the session (a file in the role's CLI state)
 
 
 class Backend(Protocol):

@@ -94,6 +94,36 @@ def cli_state(config: Config, role: str) -> Path:
     return path
 
 
+TRANSCRIPTS = {"projects", "sessions", "chats"}  # the folders of Claude Code's, Codex's and Gemini CLI's sessions
+
+
+def transcript(config: Config, role: str, session: str) -> str:
+    """The agent CLI's own transcript of ``session``, in the role's CLI state: the newest file
+    whose name holds the session id (Claude Code: ``projects/*/ID.jsonl``; Codex:
+    ``sessions/…/rollout-…-ID.jsonl``) or its first eight characters (Gemini CLI:
+    ``tmp/*/chats/session-…-ID8.json``); "" when none is there."""
+    if not SESSION_ID.match(session or ""):
+        return ""
+    root = config.state.cli(role)
+    found: list[tuple[float, str]] = []
+    for key in (session, session[:8]):
+        for path in root.rglob(f"*{key}*"):
+            try:
+                where = set(path.relative_to(root).parts[:-1])
+                if (
+                    where & TRANSCRIPTS
+                    and path.is_file()
+                    and not path.is_symlink()
+                    and path.suffix in (".jsonl", ".json")
+                ):
+                    found.append((path.stat().st_mtime, str(path)))
+            except OSError:
+                continue
+        if found:
+            break
+    return max(found)[1] if found else ""
+
+
 class CommandBackend:
     acts = "shell"  # a CLI acting by shell commands: workflow-notify, workflow move, workflow finish
 
@@ -128,6 +158,10 @@ class CommandBackend:
     def logged_out(self, why: str) -> str:
         """Our one line when the failure ``why`` is the CLI saying it is not logged in; else ""."""
         return ""
+
+    def turns(self, report: Report, transcript: str) -> int:
+        """The run's model turns (its output's; a CLI's profile may read them from its transcript)."""
+        return report.turns
 
     def run(self, job: RunInput) -> RunResult:
         with ExitStack() as stack:
@@ -254,11 +288,13 @@ class CommandBackend:
             return RunResult(False, out[-TAIL:], f"{argv[0]} exited with status {code}: {why}")
         report = self.read(out)
         usage = {**report.usage, **({"cost_microusd": round(report.cost_usd * 1e6)} if report.cost_usd else {})}
+        path = transcript(self.config, job.role.name, report.session)
+        turns, kept = self.turns(report, path), (report.session, report.calls, path)
         if report.failed and self.logged_out(report.failed):
-            return RunResult(False, "", self.logged_out(report.failed), usage, report.turns, report.session)
+            return RunResult(False, "", self.logged_out(report.failed), usage, turns, *kept)
         if report.failed:
-            return RunResult(False, report.summary[-TAIL:], report.failed, usage, report.turns, report.session)
-        return RunResult(True, report.summary[-TAIL:].strip() or "done", "", usage, report.turns, report.session)
+            return RunResult(False, report.summary[-TAIL:], report.failed, usage, turns, *kept)
+        return RunResult(True, report.summary[-TAIL:].strip() or "done", "", usage, turns, *kept)
 
 
 class CliBackend(CommandBackend):
@@ -285,3 +321,6 @@ class CliBackend(CommandBackend):
 
     def logged_out(self, why: str) -> str:
         return logged_out(self.profile.name, why)
+
+    def turns(self, report: Report, transcript: str) -> int:
+        return self.profile.turns(report, transcript)

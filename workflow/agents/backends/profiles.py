@@ -25,7 +25,14 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import NamedTuple
 
-from workflow.agents.backends.reports import Report, claude_report, codex_report, gemini_error, gemini_report
+from workflow.agents.backends.reports import (
+    Report,
+    claude_report,
+    codex_report,
+    codex_turns,
+    gemini_error,
+    gemini_report,
+)
 from workflow.core.config import CliConfig
 from workflow.core.files import write_atomic
 
@@ -71,7 +78,8 @@ def mcp_command(socket: str) -> list[str]:
 
 
 class ClaudeCode:
-    """``claude -p`` with JSON output, only our MCP server, no settings from the tree or the home."""
+    """``claude -p`` with stream-json output (every tool call it makes, then its result object),
+    only our MCP server, no settings from the tree or the home."""
 
     name = "claude-code"
     program = "claude"
@@ -82,7 +90,7 @@ class ClaudeCode:
         command = mcp_command(plan.tools_socket)
         servers = {"mcpServers": {SERVER: {"type": "stdio", "command": command[0], "args": command[1:]}}}
         tools = opts.tools or (self.reading if plan.read_only else self.working)
-        argv = [opts.program or self.program, "-p", "--output-format", "json"]
+        argv = [opts.program or self.program, "-p", "--output-format", "stream-json", "--verbose"]
         argv += ["--mcp-config", json.dumps(servers), "--strict-mcp-config", "--setting-sources", ""]
         argv += ["--tools", ",".join(tools), "--allowedTools", ",".join([f"mcp__{SERVER}", *tools])]
         if opts.model or plan.model:
@@ -100,6 +108,10 @@ class ClaudeCode:
 
     def said(self, out: str, err: str) -> str:
         return ""
+
+    def turns(self, report: Report, transcript: str) -> int:
+        """Its model turns: the result's ``num_turns``."""
+        return report.turns
 
 
 class Codex:
@@ -146,6 +158,15 @@ class Codex:
 
     def said(self, out: str, err: str) -> str:
         return ""
+
+    def turns(self, report: Report, transcript: str) -> int:
+        """Its model requests, from its session's rollout (its output counts only thread turns)."""
+        try:
+            with open(transcript, "rb") as f:
+                n = codex_turns(f.read(16 << 20).decode("utf-8", "replace"))
+        except OSError:
+            n = 0
+        return n or report.turns
 
 
 class Gemini:
@@ -203,6 +224,10 @@ class Gemini:
     def said(self, out: str, err: str) -> str:
         """Its error object, printed on stderr when it exits non-zero (an API error, the turn limit)."""
         return gemini_error(err) or gemini_error(out)
+
+    def turns(self, report: Report, transcript: str) -> int:
+        """Its model turns: its main agent's requests (``stats``)."""
+        return report.turns
 
 
 PROFILES: dict[str, ClaudeCode | Codex | Gemini] = {p.name: p for p in (ClaudeCode(), Codex(), Gemini())}

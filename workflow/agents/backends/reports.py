@@ -6,7 +6,8 @@ JSONL events (``exec --json``: ``thread.started``, ``item.completed``, ``turn.co
 ``turn.failed``, ``error``); Gemini CLI one JSON object (``session_id``, ``response``, ``stats``)
 or stream-json lines (``init``, ``message``, ``result``), and when it fails a non-zero status with
 a JSON object holding ``error`` on stderr (``gemini_error``). A generic command may print a line
-``WORKFLOW_SESSION=<id>``. Output is the agent's, so it is read as untrusted: a session id must
+``WORKFLOW_SESSION=<id>``. Each also gives the tool calls it reported (``calls``, one line each:
+``calls.call_line``). Output is the agent's, so it is read as untrusted: a session id must
 look like one, numbers must be numbers, and anything unreadable is the summary as printed.
 """
 
@@ -17,6 +18,8 @@ import re
 from collections.abc import Iterator, Mapping
 from types import MappingProxyType
 from typing import Any, NamedTuple
+
+from workflow.agents.calls import call_line
 
 SESSION_LINE = re.compile(r"^WORKFLOW_SESSION=([A-Za-z0-9._:-]{1,200})\s*$", re.M)
 SESSION_ID = re.compile(r"^[A-Za-z0-9._:-]{1,200}$")
@@ -34,6 +37,7 @@ class Report(NamedTuple):
     usage: Mapping[str, int] = MappingProxyType({})  # input_tokens, output_tokens: what agentd counts
     cost_usd: float = 0.0
     turns: int = 0
+    calls: tuple[str, ...] = ()  # the tool calls the CLI reported, in order: name(short arguments)
 
 
 def _dict(value: object) -> dict[str, Any]:
@@ -90,8 +94,21 @@ def claude_report(out: str) -> Report:
     text = out.strip()
     data = _whole(text) or next((d for d in reversed(list(_objects(text))) if d.get("type") == "result"), None)
     if data is None:
-        return Report(text[-4000:], failed="Claude Code printed no result object (was --output-format json removed?)")
-    return _claude(data)
+        return Report(text[-4000:], failed="Claude Code printed no result object (was --output-format removed?)")
+    return _claude(data)._replace(calls=claude_calls(text))
+
+
+def claude_calls(text: str) -> tuple[str, ...]:
+    """The tool calls of Claude Code's stream-json: each ``assistant`` line's ``tool_use`` blocks."""
+    out = []
+    for event in _objects(text):
+        if event.get("type") != "assistant":
+            continue
+        content = _dict(event.get("message")).get("content")
+        for block in content if isinstance(content, list) else []:
+            if isinstance(block, dict) and block.get("type") == "tool_use":
+                out.append(call_line(str(block.get("name", "?")), block.get("input")))
+    return tuple(out)
 
 
 def _claude(data: dict[str, Any]) -> Report:
@@ -146,20 +163,27 @@ def codex_report(out: str) -> Report:
     session, summary, failed, error = "", "", "", ""
     usage = dict.fromkeys(USAGE_KEYS, 0)
     denied: list[str] = []
+    calls: list[str] = []
+    turns = 0
     for event in _objects(out):
         kind = event.get("type")
         if kind == "thread.started":
             session = _session(event.get("thread_id"))
         elif kind == "item.completed" and isinstance(event.get("item"), dict):
             item = event["item"]
+            call = _codex_call(item)
+            if call:
+                calls.append(call)
             if item.get("type") == "agent_message" and isinstance(item.get("text"), str):
                 summary = item["text"]
             elif item.get("type") == "mcp_tool_call" and item.get("server") == OURS and item.get("status") == "failed":
                 why = str(_dict(item.get("error")).get("message") or "")
                 if "approval" in why:
                     denied.append(f"{item.get('tool', '?')} ({why[:80]})")
-        elif kind == "turn.completed" and isinstance(event.get("usage"), dict):
-            usage = {k: _count(event["usage"].get(k)) for k in USAGE_KEYS}
+        elif kind == "turn.completed":
+            turns += 1
+            if isinstance(event.get("usage"), dict):
+                usage = {k: _count(event["usage"].get(k)) for k in USAGE_KEYS}
             error = ""
         elif kind == "turn.failed":
             failed = f"the agent CLI reported an error: {str(_dict(event.get('error')).get('message') or kind)[:300]}"
@@ -170,7 +194,35 @@ def codex_report(out: str) -> Report:
             f"the agent CLI denied {len(denied)} call(s) of the role's tools: {', '.join(denied[:5])} — nothing of "
             "the run is kept"
         )
-    return Report(summary.strip() or "done", session, failed or error, usage)
+    return Report(summary.strip() or "done", session, failed or error, usage, turns=turns, calls=tuple(calls))
+
+
+def _codex_call(item: dict[str, Any]) -> str:
+    """One completed Codex item as a tool call: an MCP tool's, a shell command, a file change."""
+    kind = item.get("type")
+    if kind == "mcp_tool_call":
+        return call_line(f"{item.get('server', '?')}.{item.get('tool', '?')}", item.get("arguments"))
+    if kind == "command_execution":
+        return call_line("shell", str(item.get("command", "")))
+    if kind == "file_change":
+        changes = item.get("changes")
+        paths = [str(_dict(c).get("path", "?")) for c in changes] if isinstance(changes, list) else []
+        return call_line("edit", ", ".join(paths))
+    if kind == "web_search":
+        return call_line("web_search", str(item.get("query", "")))
+    return ""
+
+
+def codex_turns(rollout: str) -> int:
+    """The model requests of a Codex session, from its rollout transcript: one ``token_count``
+    event after each response (its ``exec --json`` output counts turns of the thread — one per
+    prompt, however many requests it took — so a run's turns, as Claude Code and Gemini CLI count
+    them, are read here)."""
+    n = 0
+    for event in _objects(rollout):
+        if event.get("type") == "event_msg" and _dict(event.get("payload")).get("type") == "token_count":
+            n += 1
+    return n
 
 
 def gemini_report(out: str) -> Report:
@@ -205,7 +257,14 @@ def gemini_report(out: str) -> Report:
         usage = {k: _count(stats.get(k)) for k in USAGE_KEYS}
     failed = _gemini_failure(data.get("error"))
     summary = str(data.get("response") or "").strip() or "done"
-    return Report(summary, _session(data.get("session_id")), failed, usage, turns=turns)
+    calls = tuple(
+        call_line(str(d.get("tool_name", "?")), d.get("parameters")) for d in lines if d.get("type") == "tool_use"
+    )
+    if not calls:  # the JSON object: how many calls of each tool (no order, no arguments)
+        for name, tool in _dict(_dict(stats.get("tools")).get("byName")).items():
+            n = _count(_dict(tool).get("count"))
+            calls += (f"{call_line(str(name), None)}" + (f" ×{n}" if n > 1 else ""),) if n else ()
+    return Report(summary, _session(data.get("session_id")), failed, usage, turns=turns, calls=calls)
 
 
 def _gemini_failure(error: object) -> str:
