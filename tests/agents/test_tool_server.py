@@ -66,8 +66,10 @@ def run(p: Project, mode: str) -> subprocess.CompletedProcess[str]:
 
 
 def run_role(p: Project, backend: str) -> subprocess.CompletedProcess[str]:
-    """`run-role --with-email --backend BACKEND spec-reviewer`, as the owner runs it."""
+    """`run-role --with-email --backend BACKEND spec-reviewer`, as the owner runs it (with the CLIs'
+    keys set, as run-role refuses a run no credential reaches)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("WORKFLOW_")}
+    env.update(ANTHROPIC_API_KEY="sk-stand-in", OPENAI_API_KEY="sk-stand-in", GEMINI_API_KEY="stand-in")
     return subprocess.run(
         [sys.executable, "-m", "workflow", "run-role", "--with-email", "--backend", backend, "spec-reviewer"],
         cwd=p.dir,
