@@ -140,3 +140,17 @@ def users_project(base: Path, users: str) -> Project:
     base.mkdir(parents=True, exist_ok=True)
     (base / "users").write_text(users)
     return with_smtp(make_project(base / "p"), f'auth_users_file = "{base / "users"}"\n')
+
+
+class Home(Project):
+    """A project whose commands run with a test's own home directory (its own ~/.maildir and
+    ~/.config/workflow); ``home`` is set by the test that makes it."""
+
+    home: Path = Path()
+
+    def run(
+        self, *args: str, env: dict[str, str] | None = None, input: str | None = None, tool: str = "workflow"
+    ) -> subprocess.CompletedProcess[str]:
+        from helpers.git import GIT_ENV  # helpers.git imports this module: a top-level import would be a cycle
+
+        return super().run(*args, env={"HOME": str(self.home), **GIT_ENV, **(env or {})}, input=input, tool=tool)

@@ -15,6 +15,7 @@ import pytest
 from helpers.dovecot import PASSWORD, USER, Dovecot, available
 from helpers.git import git_project, sh
 from helpers.project import Project
+from helpers.tmux import Tmux
 
 SPEC = "specs/proposed/user-auth.md"
 pytestmark = [
@@ -57,35 +58,10 @@ def mbsync(d: Dovecot, home: Path) -> Path:
     return local / "INBOX"
 
 
-class Mutt:
-    def __init__(self, box: Path, home: Path) -> None:
-        self.name = f"art{os.getpid()}{time.monotonic_ns() % 100000}"
-        self.env = {**os.environ, "TERM": "xterm-256color", "HOME": str(home)}
-        (home / ".muttrc").write_text("set sort=date\nset pager_stop=yes\nset pager_index_lines=0\nset mark_old=no\n")
-        cmd = f"mutt -F {home / '.muttrc'} -f {box}"
-        subprocess.run(
-            ["tmux", "-L", self.name, "new-session", "-d", "-x", "160", "-y", "60", cmd], env=self.env, check=True
-        )
-
-    def screen(self) -> str:
-        return subprocess.run(
-            ["tmux", "-L", self.name, "capture-pane", "-p"], capture_output=True, text=True, env=self.env
-        ).stdout
-
-    def keys(self, *keys: str) -> None:
-        subprocess.run(["tmux", "-L", self.name, "send-keys", *keys], check=True, env=self.env)
-
-    def wait(self, text: str, timeout: float = 15) -> str:
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            s = self.screen()
-            if text in s:
-                return s
-            time.sleep(0.05)
-        raise AssertionError(f"{text!r} never appeared; the screen:\n{self.screen()}")
-
-    def close(self) -> None:
-        subprocess.run(["tmux", "-L", self.name, "kill-server"], capture_output=True, env=self.env)
+def mutt(box: Path, home: Path) -> Tmux:
+    """bob's mutt on the Maildir mbsync filled, in a terminal of its own."""
+    (home / ".muttrc").write_text("set sort=date\nset pager_stop=yes\nset pager_index_lines=0\nset mark_old=no\n")
+    return Tmux(f"mutt -F {home / '.muttrc'} -f {box}", {**os.environ, "HOME": str(home)}, home, rows=60)
 
 
 def test_bob_reads_the_spec_then_its_diff_in_mutt(tmp_path: Path, dovecot: Dovecot) -> None:
@@ -97,7 +73,7 @@ def test_bob_reads_the_spec_then_its_diff_in_mutt(tmp_path: Path, dovecot: Dovec
     sh(p, "git", "commit", "-qam", "spec-writer: user-auth")
     serve(dovecot, notify(p, "review-request", SPEC, "spec-reviewer"), 1)
     box = mbsync(dovecot, home)
-    m = Mutt(box, home)
+    m = mutt(box, home)
     try:
         m.wait("REVIEW REQUEST")
         m.keys("Enter")
@@ -110,7 +86,7 @@ def test_bob_reads_the_spec_then_its_diff_in_mutt(tmp_path: Path, dovecot: Dovec
     sh(p, "git", "commit", "-qam", "spec-writer: shorter sessions")
     serve(dovecot, notify(p, "review-request", SPEC, "spec-reviewer"), 2)
     box = mbsync(dovecot, home)
-    m = Mutt(box, home)
+    m = mutt(box, home)
     try:
         m.wait("REVIEW REQUEST")
         m.keys("End", "Enter")  # the newest

@@ -20,6 +20,7 @@ from helpers.docs import blocks, run
 from helpers.dovecot import available
 from helpers.git import GIT_ENV
 from helpers.owner import RUNUSER, Owner, owner, unavailable
+from helpers.tmux import Tmux
 from workflow.mail.message import parse
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "mail-clients.md"
@@ -99,40 +100,6 @@ def _listening(port: int) -> bool:
         return c.connect_ex(("127.0.0.1", port)) == 0
 
 
-class Tmux:
-    """A terminal program driven like a person at the keyboard, its screen read back."""
-
-    def __init__(self, command: str, shell: Shell) -> None:
-        self.name = f"wf{os.getpid()}{time.monotonic_ns() % 100000}"
-        self.sock = [*shell.user, "tmux", "-L", self.name]  # the owner's own tmux server
-        self.env = {**shell.env, "TERM": "xterm-256color"}
-        subprocess.run(
-            [*self.sock, "new-session", "-d", "-x", "160", "-y", "40", "-c", str(shell.project), command],
-            env=self.env,
-            cwd=shell.project,
-            check=True,
-        )
-
-    def screen(self) -> str:
-        r = subprocess.run([*self.sock, "capture-pane", "-p"], capture_output=True, text=True, env=self.env)
-        return r.stdout
-
-    def keys(self, *keys: str) -> None:
-        subprocess.run([*self.sock, "send-keys", *keys], check=True, env=self.env)
-
-    def wait(self, text: str, timeout: float = 15) -> str:
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            s = self.screen()
-            if text in s:
-                return s
-            time.sleep(0.05)
-        raise AssertionError(f"{text!r} never appeared; the screen:\n{self.screen()}")
-
-    def close(self) -> None:
-        subprocess.run([*self.sock, "kill-server"], capture_output=True, env=self.env)
-
-
 def _mutt_reads_without_marking_agents_copies(shell: Shell, program: str) -> None:
     """Open bob's mailbox and an agent role's mailbox, read a message in each; the agent's copy
     stays unread, and no line shows a carriage return."""
@@ -142,7 +109,7 @@ def _mutt_reads_without_marking_agents_copies(shell: Shell, program: str) -> Non
     mine = ("spec-reviewer", ".workflow")  # bob marks his own mail read; every other file stays as it was
     everything = sorted(str(f) for f in shell.mail.rglob("*") if not set(mine) & set(f.parts))
     line = next(x for x in shell.section("On the project's machine: mutt or neomutt") if x.startswith("mutt "))
-    t = Tmux(line.replace("mutt ", f"{program} ", 1), shell)
+    t = Tmux(line.replace("mutt ", f"{program} ", 1), shell.env, shell.project, shell.user)  # the owner's own tmux
     try:
         t.wait("REVIEW REQUEST")  # bob's own mailbox, spec-reviewer: the review-request
         t.keys("Enter")

@@ -9,18 +9,7 @@ import threading
 from pathlib import Path
 
 from helpers.git import GIT_ENV
-from helpers.project import Project
-
-
-class Home(Project):
-    """A project whose commands run with this test's own home directory (its own ~/.maildir)."""
-
-    home: Path = Path()
-
-    def run(
-        self, *args: str, env: dict[str, str] | None = None, input: str | None = None, tool: str = "workflow"
-    ) -> subprocess.CompletedProcess[str]:
-        return super().run(*args, env={"HOME": str(self.home), **GIT_ENV, **(env or {})}, input=input, tool=tool)
+from helpers.project import Home
 
 
 def _init(base: Path, name: str, env: dict[str, str] | None = None) -> Home:

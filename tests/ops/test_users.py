@@ -3,22 +3,11 @@ users file the servers read: what the by-hand steps did, in one command, and eac
 
 from __future__ import annotations
 
-import subprocess
 import tomllib
 from pathlib import Path
 
-from helpers.git import GIT_ENV
-from helpers.project import Project
+from helpers.project import Home
 from workflow.delivery.credentials import check_password, load_users
-
-
-class Home(Project):
-    home: Path = Path()
-
-    def run(
-        self, *args: str, env: dict[str, str] | None = None, input: str | None = None, tool: str = "workflow"
-    ) -> subprocess.CompletedProcess[str]:
-        return super().run(*args, env={"HOME": str(self.home), **GIT_ENV, **(env or {})}, input=input, tool=tool)
 
 
 def _project(base: Path, name: str, *init: str) -> Home:
