@@ -77,11 +77,10 @@ def listen(path: str, backlog: int = 128) -> socket.socket:
         os.unlink(path)  # left by a server that died: nothing answers it
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        old = os.umask(0o177)
-        try:
-            _call(path, sock.bind)
-        finally:
-            os.umask(old)
+        # never os.umask here: it is the process's, and a thread making a folder meanwhile (a panel's
+        # members start their runs at once) would get it 0600, which no sandboxed agent can enter
+        _call(path, sock.bind)
+        os.chmod(path, 0o600)  # its folder is 0700: nobody else reached it before this
         sock.listen(backlog)
     except BaseException:
         sock.close()

@@ -214,7 +214,11 @@ def review(
                         findings = f"(the member's run failed: {res.error})"
                     raw = _assessment_mail(app, panel, member, artifact.path, verdict, findings)
                     store.file(s.request, member, "assessment", verdict, findings, raw)
-                    echo(f"  {member}: filed (sealed)")
+                    echo(
+                        f"  {member}: filed (sealed)"
+                        if res.ok
+                        else f"  {member}: its run failed, filed without a verdict: {res.error}"
+                    )
             done = {a.member for a in store.assessments(s.request) if a.phase in ("assessment", "timeout")}
             if len(done) < len(panel.members) and time.time() < s.deadline:
                 return store.get(s.request)

@@ -27,7 +27,11 @@ LOGIN_HINT = {
     "gemini": "a Gemini API key from AI Studio",
 }
 # what the CLIs print when they find no credential (Claude Code: "Not logged in · Please run /login")
-LOGGED_OUT = re.compile(r"Not logged in|Please run /login|Invalid API key|not authenticated|auth method", re.I)
+MAX_SAID = 300  # characters of the CLI's own line kept after ours
+LOGGED_OUT = re.compile(r"Not logged in|Please run /login|Invalid API key|not authenticated", re.I)
+# words that may be about a missing credential or something else (Gemini CLI's "auth method" when it
+# could not read its settings): our line, then theirs
+MAYBE_LOGGED_OUT = re.compile(r"auth method", re.I)
 
 
 def no_credential(name: str) -> str:
@@ -50,5 +54,15 @@ def missing(name: str, config: Config, env: Mapping[str, str]) -> str:
 
 
 def logged_out(name: str, said: str) -> str:
-    """Our line when CLI ``name``'s own words ``said`` (its error, or its output) say it is not logged in; else ""."""
-    return no_credential(name) if name in CREDENTIALS and LOGGED_OUT.search(said) else ""
+    """Our line when CLI ``name``'s own words ``said`` (its error, or its output) say it is not logged
+    in; when they only may, our line then the line of theirs; else ""."""
+    if name not in CREDENTIALS:
+        return ""
+    if LOGGED_OUT.search(said):
+        return no_credential(name)
+    found = MAYBE_LOGGED_OUT.search(said)
+    if found is None:
+        return ""
+    start, end = said.rfind("\n", 0, found.start()) + 1, said.find("\n", found.end())
+    line = said[start : end if end >= 0 else len(said)].strip()
+    return f"{no_credential(name)}; it said: {line[:MAX_SAID]}"
