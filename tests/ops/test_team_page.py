@@ -1,15 +1,22 @@
-"""docs/team.md, run as pasted by a non-root owner: `workflow init` taking the team, `workflow users
-add`, `workflow up --web`, the first request, and bob's mailbox pulled over IMAP from the real
-Dovecot `workflow imap` configures; each project its own cockpit port."""
+"""docs/team.md, run as pasted, by a non-root owner and by root: `workflow init` taking the team,
+`workflow users add`, `workflow up --web`, the first request, and bob's mailbox pulled over IMAP
+from the real Dovecot `workflow imap` configures (as root: Dovecot never reads mail as root, so
+`workflow imap` makes a system user for it and hands it the served Maildirs, with no second venv);
+each project its own cockpit port."""
 
 from __future__ import annotations
 
 import os
+import pwd
 import shutil
+import signal
 import socket
+import subprocess
+import sys
 import tempfile
 import tomllib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -40,11 +47,44 @@ def _free_port() -> int:
         return int(c.getsockname()[1])
 
 
-@pytest.fixture
-def alice() -> Iterator[tuple[Owner, Path]]:
+@dataclass
+class Root:
+    """root, as the owner: its own venv's `workflow` (the checkout's), a home of its own."""
+
+    home: Path
+
+    def env(self) -> dict[str, str]:
+        path = f"{Path(sys.executable).parent}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+        return {"HOME": str(self.home), "USER": "root", "LOGNAME": "root", "PATH": path, "LANG": "C.UTF-8"}
+
+    def popen(self, line: str, cwd: Path, env: dict[str, str]) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            ["sh", "-c", f"exec {line}"], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+
+    def stop(self, proc: subprocess.Popen[str]) -> str:
+        proc.send_signal(signal.SIGTERM)
+        return proc.communicate(timeout=20)[0]
+
+    def own(self, *paths: Path) -> None:
+        pass
+
+    @property
+    def runner(self) -> list[str]:
+        return []
+
+
+@pytest.fixture(params=["owner", "root"])
+def alice(request: pytest.FixtureRequest) -> Iterator[tuple[Owner | Root, Path]]:
     base = Path(tempfile.mkdtemp(prefix="team-"))  # pytest's tmp dirs are 0700: the owner could not enter
-    os.chmod(base, 0o755)
     try:
+        if request.param == "root":
+            home = base / "home"
+            project = home / "proj"
+            project.mkdir(parents=True)
+            yield Root(home), project
+            return
+        os.chmod(base, 0o755)
         with owner(base) as o:
             project = o.home / "proj"
             project.mkdir(parents=True)
@@ -54,7 +94,7 @@ def alice() -> Iterator[tuple[Owner, Path]]:
         shutil.rmtree(base, ignore_errors=True)
 
 
-def test_the_team_page_runs_as_pasted_and_bob_reads_the_request_over_imap(alice: tuple[Owner, Path]) -> None:
+def test_the_team_page_runs_as_pasted_and_bob_reads_the_request_over_imap(alice: tuple[Owner | Root, Path]) -> None:
     o, project = alice
     # Claude Code as the page asks it installed, on the owner's PATH: `workflow up` asks it only its
     # --version (no agent role gets mail on this page: the request goes to bob), and refuses without it
@@ -71,7 +111,8 @@ def test_the_team_page_runs_as_pasted_and_bob_reads_the_request_over_imap(alice:
         sections = {t: [x.replace("1143", other) for x in ls] for t, ls in sections.items()}
 
     def sh(*lines: str) -> list[str]:
-        return run(list(lines), project, env, user=[RUNUSER, "-u", o.name, "--"])
+        user = o.runner if isinstance(o, Root) else [RUNUSER, "-u", o.name, "--"]
+        return run(list(lines), project, env, user=user)
 
     said = sh("git init -q", *sections["The project and its team"])
     assert "next:" in said[-1] and "workflow users add bob --role spec-reviewer" in said[-1], said[-1]
@@ -110,6 +151,8 @@ def test_the_team_page_runs_as_pasted_and_bob_reads_the_request_over_imap(alice:
         link = sh(*sections["The cockpit"])[0]
         assert f":{toml['web']['port']}/" in link, link
         assert (mail / "spec-reviewer").is_dir()
+        if isinstance(o, Root):  # Dovecot read bob's mail as the user `workflow imap` made for it
+            assert (mail / "spec-reviewer").stat().st_uid == pwd.getpwnam("workflow-mail").pw_uid
     finally:
         if dovecot:
             sh(*sections["Stop"])

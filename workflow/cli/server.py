@@ -101,7 +101,9 @@ def imap(ctx: click.Context, directory: Path | None, port: int, listen: str) -> 
     answers through `workflow smtpd` with the same login; a login sees no other mailbox, and
     may mark and delete its mail but never add any (APPEND, COPY and CREATE are refused: mail
     enters a role's mailbox only through the server). Dovecot runs as the mail root's owner,
-    who starts it without sudo; it prints the start and stop lines. A new password or a removed
+    who starts it without sudo; it prints the start and stop lines. Run by root for a project of
+    root's, --write makes the system user workflow-mail that Dovecot reads the mail as, and
+    hands it the served mailboxes. A new password or a removed
     login counts at once; after adding a login, run the same --write again (no restart).
 
     \b
@@ -113,7 +115,7 @@ def imap(ctx: click.Context, directory: Path | None, port: int, listen: str) -> 
 
     a = app(ctx)
     target = directory or Path("DIR")
-    setup = plan(a, target, port, listen)
+    setup = plan(a, target, port, listen, make=directory is not None)
     for why in setup.skipped:
         click.echo(f"not served: {why}", err=True)
     if directory is None:

@@ -138,6 +138,16 @@ class DirFsync:
         self._fds.clear()
 
 
+def give_to_owner(fd: int, box: str) -> None:
+    """A copy root writes into a Maildir another user owns (the user Dovecot reads root's mail as,
+    ``ops.mailuser``) is made that user's, so its IMAP reader can read it."""
+    if os.geteuid() != 0:
+        return
+    st = os.stat(box)
+    if st.st_uid != 0:
+        os.fchown(fd, st.st_uid, st.st_gid)
+
+
 class Maildirs:
     """The mail root: one Maildir per mailbox, created on first delivery."""
 
@@ -235,6 +245,7 @@ class Maildirs:
             except FileExistsError:
                 continue
             try:
+                give_to_owner(fd, box)
                 write_all(fd, data)
             except BaseException:
                 os.close(fd)

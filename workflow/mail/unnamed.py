@@ -22,7 +22,7 @@ from __future__ import annotations
 import errno
 import os
 
-from workflow.mail.maildir import write_all
+from workflow.mail.maildir import give_to_owner, write_all
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -91,6 +91,7 @@ class Unnamed:
             self._linkat = None
             return None
         try:
+            give_to_owner(fd, box)
             write_all(fd, data)
         except BaseException:
             os.close(fd)
