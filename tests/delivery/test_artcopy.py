@@ -180,3 +180,32 @@ def test_move_says_did_you_mean_for_a_path_too(repo: Project) -> None:
     (repo.dir / "specs/proposed/search.md").write_text("# Search\n")
     r = repo.run("move", "specs/proposed/serch.md", "todo", "--as", "spec-writer")
     assert r.returncode != 0 and "did you mean search?" in r.stderr, r.stderr
+
+
+def test_a_persons_reply_quoting_the_copy_reaches_an_agent_without_it(repo: Project) -> None:
+    """bob's client quotes the whole request, the spec's copy with it; spec-writer's agent reads his
+    words and the request's own quoted lines, and the spec from the tree, never from his quote."""
+    (repo.dir / SPEC).write_text("# User auth\n\nCOPY-LINE-ONE\nCOPY-LINE-TWO\n")
+    mid = repo.send("spec-writer", "review-request", SPEC, "spec-reviewer")
+    request_text = readable(stored(repo, mid)).text
+    first_line = next(line for line in request_text.splitlines() if line.strip())
+    quote = "".join(
+        f"> {line}\n" if line else ">\n"
+        for line in (request_text + "# User auth\n\nCOPY-LINE-ONE\nCOPY-LINE-TWO").splitlines()
+    )
+    reply = (
+        f"From: spec-reviewer@{repo.app.config.domain}\nTo: spec-writer@{repo.app.config.domain}\n"
+        f"Subject: Re: review\nMessage-ID: <bob-reply@x>\nIn-Reply-To: {mid}\nReferences: {mid}\n"
+        f"X-Event-Type: question\nX-Artifacts: {SPEC}\n\nWhy one hour? BOBS-OWN-WORDS\n\nOn Monday bob wrote:\n{quote}"
+    ).encode()
+    repo.app.maildirs.deliver(["spec-writer"], reply)
+    (repo.dir / SPEC).write_text("# User auth\n\nTREE-NOW\n")
+    role = repo.app.roster.roles["spec-writer"]
+    with repo.app.index() as index:
+        index.refresh()
+        new = [r for r in index.query(["spec-writer"]) if r.message_id == "<bob-reply@x>"]
+        ctx = context.build(repo.app, role, index, new)
+    assert "BOBS-OWN-WORDS" in ctx.prompt and "TREE-NOW" in ctx.prompt
+    assert "COPY-LINE-ONE" not in ctx.prompt and "COPY-LINE-TWO" not in ctx.prompt, ctx.prompt
+    assert f"> {first_line}" in ctx.prompt  # the request's own words, quoted, stay
+    assert "quoted line(s) of the artifact's copy left out" in ctx.prompt

@@ -221,12 +221,15 @@ def render_thread(
     Each message's attachments are listed under its text; ``how`` says how to read one."""
     if not rows:
         return ""
-    from workflow.mail.body import readable  # lazy: start-up time; only a transcript needs bodies
+    from workflow.mail.artparts import copies  # lazy: start-up time; only a transcript needs bodies
+    from workflow.mail.body import readable
+    from workflow.mail.quoted import copy_lines, without_copies
 
+    raws = [read_row(mail_root, r) for r in rows]
+    quoted = copy_lines(c.text for raw in raws if raw is not None for c in copies(raw))  # a reply's quote of one
     out = [f"# Thread: {rows[0].subject}", ""]
-    for i, r in enumerate(rows):
-        raw = read_row(mail_root, r)
-        body = readable(raw).shown(how).rstrip("\n") if raw is not None else ""
+    for i, (r, raw) in enumerate(zip(rows, raws, strict=True)):
+        body = without_copies(readable(raw).shown(how).rstrip("\n"), quoted) if raw is not None else ""
         new = "NEW " if (not r.seen and r.mailbox in mailboxes) else ""
         out.append(f"## {new}{r.event or 'mail'} from {who(r.sender, domain)} ({_when(r.date)} UTC)")
         meta = [f"To: {', '.join(who(a, domain) for a in r.recipients)}"]
