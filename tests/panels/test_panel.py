@@ -216,11 +216,14 @@ def test_an_anthropic_member_gets_only_its_own_fresh_context(tmp_path: Path) -> 
 def test_writing_panel_writes_by_sections_sends_the_review_request_and_answers_on_discussion(tmp_path: Path) -> None:
     p = panel_project(tmp_path, {"claude": "approve", "gpt-5": "approve", "gemini": "approve"})
     for m in ("claude", "gpt-5", "gemini"):
-        (p.dir / "scripted" / f"spec-writer-panel.{m}.toml").write_text(f'[[step]]\nsay = "TEXT-BY-{m.upper()}"\n')
+        step = f'[[step]]\nsay = "TEXT-BY-{m.upper()}"\nusage = {{ input_tokens = 100, output_tokens = 10 }}\n'
+        (p.dir / "scripted" / f"spec-writer-panel.{m}.toml").write_text(step)
     r = p.run(
         "panel", "write", "spec-writer-panel", "billing", "--section", "Overview", "--section", "Errors", env=GIT_ENV
     )
     assert r.returncode == 0, r.stdout + r.stderr
+    # what each member's runs used, member by member: the primary proposes and decides each section
+    assert "  claude: tokens: 400 in, 40 out" in r.stdout and "  gpt-5: tokens: 200 in, 20 out" in r.stdout, r.stdout
     doc = (p.dir / "specs" / "proposed" / "billing.md").read_text()
     assert doc.startswith("# Billing\n") and "## Overview\n\nTEXT-BY-CLAUDE" in doc and "## Errors" in doc
     internal = [parse(f.read_bytes()) for f in p.new_files("spec-writer-panel.gpt-5")]
@@ -245,6 +248,7 @@ def test_writing_panel_writes_by_sections_sends_the_review_request_and_answers_o
     )
     r = p.run("run-role", "--with-email", "spec-writer-panel", env=GIT_ENV)
     assert r.returncode == 0, r.stdout + r.stderr
+    assert "  claude: tokens: 100 in, 10 out" in r.stdout, r.stdout  # its run report counts it for agentd
     answers = [parse(f.read_bytes()) for f in p.new_files("spec-reviewer-panel.gemini")]
     answer = [a for a in answers if a.event == "answer"]
     assert len(answer) == 1 and answer[0].in_reply_to == q

@@ -89,10 +89,14 @@ def panel_write(
     Example:
         workflow panel write spec-writer-panel search --section Overview --section Errors --brief "Search specs"
     """
+    from workflow.panels.members import Spent
+
     a = app(ctx)
-    write(
-        a, _panel(a, name), artifact, sections, make_transport(a.config, a.deliverer, via), click.echo, backend, brief
-    )
+    spent = Spent()
+    transport = make_transport(a.config, a.deliverer, via)
+    write(a, _panel(a, name), artifact, sections, transport, click.echo, backend, brief, spent)
+    for line in spent.lines():
+        click.echo(f"  {line}")
 
 
 @panel.command("answer", cls=Command)

@@ -24,18 +24,19 @@ def _panel(
     """A panel runs its protocol, not one agent: a review panel reviews, a writing panel answers."""
     if not with_email and not artifact:
         raise click.UsageError("nothing to do: give --with-email")
-    from workflow.panels.review import Spent, run_panel  # lazy: a role's run does not pay for the panels
-    from workflow.panels.writing import answer_discussion  # lazy: as above
+    from workflow.panels.members import Spent  # lazy: a role's run does not pay for the panels
+    from workflow.panels.review import run_panel
+    from workflow.panels.writing import answer_discussion
 
-    if panel.kind == "writing":
-        answer_discussion(a, panel, transport, click.echo, backend)
-        return
     spent = Spent()
-    sessions = run_panel(a, panel, transport, click.echo, backend, spent)
+    if panel.kind == "writing":
+        ran, handed = answer_discussion(a, panel, transport, click.echo, backend, spent) > 0, ()
+    else:
+        sessions = run_panel(a, panel, transport, click.echo, backend, spent)
+        ran, handed = bool(sessions), tuple(s.request for s in sessions)
     for line in spent.lines():
         click.echo(f"  {line}")
-    handed = tuple(s.request for s in sessions)
-    report = RunReport(ok=True, ran=bool(sessions), handed=handed, usage=spent.total(), members=spent.members)
+    report = RunReport(ok=True, ran=ran, handed=handed, usage=spent.total(), members=spent.members)
     report.write_for_scheduler()  # agentd counts the members' tokens and cost against the panel, and each member's
 
 

@@ -71,3 +71,30 @@ def internal_note(
         {"STATUS": status, "CONTEXT": text[:MAX_TEXT] or "(empty)"},
         tuple(headers),
     )
+
+
+class Spent:
+    """What a panel's member runs used, member by member: tokens (and cost) as each backend reported."""
+
+    def __init__(self) -> None:
+        self.members: dict[str, dict[str, int]] = {}
+
+    def add(self, member: str, res: RunResult) -> None:
+        mine = self.members.setdefault(member, {})
+        for k, v in res.usage.items():
+            mine[k] = mine.get(k, 0) + int(v)
+
+    def total(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for used in self.members.values():
+            for k, v in used.items():
+                out[k] = out.get(k, 0) + v
+        return out
+
+    def lines(self) -> list[str]:
+        """One line per member, as the panel's run log shows it."""
+        return [
+            f"{m}: tokens: {u.get('input_tokens', 0)} in, {u.get('output_tokens', 0)} out"
+            + (f", ${u['cost_microusd'] / 1e6:.4f}" if u.get("cost_microusd") else "")
+            for m, u in self.members.items()
+        ]

@@ -34,7 +34,7 @@ from workflow.mail.body import body_text
 from workflow.mail.inbox import render_thread, thread_rows, unique
 from workflow.mail.message import parse
 from workflow.mail.rows import Row
-from workflow.panels.members import base_prompt, internal_note, run_member
+from workflow.panels.members import Spent, base_prompt, internal_note, run_member
 from workflow.panels.store import Assessment, PanelStore, Session, SessionState
 
 VERDICTS = ("approve", "reject", "revise")
@@ -135,33 +135,6 @@ def _run_members(
         if res.transcript:
             echo(f"  {m}: transcript: {res.transcript}")
     return done
-
-
-class Spent:
-    """What a panel's member runs used, member by member: tokens (and cost) as each backend reported."""
-
-    def __init__(self) -> None:
-        self.members: dict[str, dict[str, int]] = {}
-
-    def add(self, member: str, res: RunResult) -> None:
-        mine = self.members.setdefault(member, {})
-        for k, v in res.usage.items():
-            mine[k] = mine.get(k, 0) + int(v)
-
-    def total(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for used in self.members.values():
-            for k, v in used.items():
-                out[k] = out.get(k, 0) + v
-        return out
-
-    def lines(self) -> list[str]:
-        """One line per member, as the panel's run log shows it."""
-        return [
-            f"{m}: tokens: {u.get('input_tokens', 0)} in, {u.get('output_tokens', 0)} out"
-            + (f", ${u['cost_microusd'] / 1e6:.4f}" if u.get("cost_microusd") else "")
-            for m, u in self.members.items()
-        ]
 
 
 def review(

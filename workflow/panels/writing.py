@@ -23,11 +23,22 @@ from workflow.core.locate import locate
 from workflow.delivery.notify import NotifyRequest
 from workflow.delivery.transport import Transport
 from workflow.mail.inbox import render_thread, thread_rows, unique
-from workflow.panels.members import base_prompt, internal_note, run_member
+from workflow.panels.members import Spent, base_prompt, internal_note, run_member
 
 
-def _run(app: App, panel: PanelConfig, member: str, prompt: str, transport: Transport, backend: str | None) -> str:
+def _run(
+    app: App,
+    panel: PanelConfig,
+    member: str,
+    prompt: str,
+    transport: Transport,
+    backend: str | None,
+    spent: Spent | None = None,
+) -> str:
+    """One member's run; what it used is added to ``spent`` (the panel's run counts it, member by member)."""
     res = run_member(app, panel, member, prompt, transport, backend)
+    if spent is not None:
+        spent.add(member, res)
     if not res.ok:
         raise WorkflowError(f"{panel.name}.{member}'s run failed: {res.error}")
     return res.summary.strip()
@@ -57,8 +68,10 @@ def write(
     echo: Callable[[str], None],
     backend: str | None = None,
     brief: str = "",
+    spent: Spent | None = None,
 ) -> str:
-    """Write the artifact section by section; returns its path in proposed/."""
+    """Write the artifact section by section; returns its path in proposed/. What the members'
+    runs used is added to ``spent``."""
     if panel.kind != "writing" or panel.primary is None:
         raise WorkflowError(f"{panel.name} is not a writing panel with a primary ([panels.{panel.name}] primary)")
     if not sections:
@@ -80,6 +93,7 @@ def write(
             f"Propose the section '{title}' of {path}.\n{brief}\n\n# Draft so far\n{so_far}\n",
             transport,
             backend,
+            spent,
         )
         root_mid = _post(app, panel, primary, glob, f"section: {title}", proposal, transport, None)
         echo(f"{panel.name}: {primary} announced section '{title}'")
@@ -93,6 +107,7 @@ def write(
                 f"{panel.name}. Improve on this proposal for '{title}':\n\n{proposal}\n",
                 transport,
                 backend,
+                spent,
             )
             _post(app, panel, h, glob, f"contribution: {title}", contribution, transport, root_mid)
             notes.append(f"{h} contributed:\n{contribution}")
@@ -106,6 +121,7 @@ def write(
             + "\n\nWrite the final text of this section.\n",
             transport,
             backend,
+            spent,
         )
         _post(app, panel, primary, glob, f"decision: {title}", decided, transport, root_mid)
         draft.append(f"## {title}\n\n{decided}")
@@ -140,9 +156,15 @@ def write(
 
 
 def answer_discussion(
-    app: App, panel: PanelConfig, transport: Transport, echo: Callable[[str], None], backend: str | None = None
+    app: App,
+    panel: PanelConfig,
+    transport: Transport,
+    echo: Callable[[str], None],
+    backend: str | None = None,
+    spent: Spent | None = None,
 ) -> int:
-    """The primary answers each unread clarification-request or question on the discussion address."""
+    """The primary answers each unread clarification-request or question on the discussion address;
+    what its runs used is added to ``spent``."""
     if panel.primary is None:
         raise WorkflowError(f"{panel.name} has no primary to answer for it")
     box = panel.mailbox(panel.primary)
@@ -172,6 +194,7 @@ def answer_discussion(
             f"A reviewer asks on the discussion address. Answer it clearly.\n\n{thread}\n",
             transport,
             backend,
+            spent,
         )
         req = NotifyRequest(
             "answer",
