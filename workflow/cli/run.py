@@ -29,8 +29,9 @@ def _panel(
     from workflow.panels.writing import answer_discussion
 
     spent = Spent()
+    handed: tuple[str, ...] = ()
     if panel.kind == "writing":
-        ran, handed = answer_discussion(a, panel, transport, click.echo, backend, spent) > 0, ()
+        ran = answer_discussion(a, panel, transport, click.echo, backend, spent) > 0
     else:
         sessions = run_panel(a, panel, transport, click.echo, backend, spent)
         ran, handed = bool(sessions), tuple(s.request for s in sessions)
