@@ -34,6 +34,8 @@ def test_a_committed_move_is_the_truth_over_older_mail_and_names_its_mover(tmp_p
     status = p.run("status")
     assert status.returncode == 0, status.stderr
     assert "claims" not in status.stdout, status.stdout
+    assert "(moved by implementer, " in status.stdout, status.stdout  # the table names the mover too
+    assert "moved to done/ by implementer, " in p.run("status", "specs/done/user-auth.md").stdout
     cards = json.loads(p.run("status", "--json").stdout)["states"]["done"]
     [card] = [c for c in cards if c["path"].endswith("user-auth.md")]
     assert card["flags"] == [] and card["claim"] == "todo" and card["moved_by"] == "implementer", card

@@ -186,7 +186,8 @@ def render(config: Config, board: Sequence[Card], now: float | None = None) -> s
                 else "no mail yet"
             )
             flag = "  ! " + "; ".join(c.flags) if c.flags else ""
-            lines.append(f"  {c.artifact.path:<{width}}  {said}{flag}")
+            moved = f"  (moved by {c.moved.role}, {age(c.moved.time, now)})" if c.moved else ""
+            lines.append(f"  {c.artifact.path:<{width}}  {said}{moved}{flag}")
         lines.append("")
     flagged = sum(1 for c in board if c.flags)
     lines.append(
@@ -198,6 +199,8 @@ def render(config: Config, board: Sequence[Card], now: float | None = None) -> s
 def history(card: Card, domain: str, now: float | None = None) -> str:
     now = time.time() if now is None else now
     out = [f"{card.artifact.path} ({card.artifact.state})"]
+    if card.moved:
+        out.append(f"  moved to {card.moved.state}/ by {card.moved.role}, {age(card.moved.time, now)}")
     if card.flags:
         out.append("  ! " + "; ".join(card.flags))
     for r in card.mail:

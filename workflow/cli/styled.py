@@ -81,7 +81,8 @@ def text(plain: str, kind: str) -> None:
 
 
 def board(config: Config, cards: Sequence[Card]) -> None:
-    """The board as one table: state, artifact, the last mail about it, its age, what is wrong."""
+    """The board as one table: state, artifact, the role whose commit put it there and when, the last
+    mail about it, its age, what is wrong."""
     from rich.console import Console  # lazy: only a terminal pays for rich
     from rich.table import Table
 
@@ -92,6 +93,7 @@ def board(config: Config, cards: Sequence[Card]) -> None:
     for name, justify in (
         ("state", "left"),
         ("artifact", "left"),
+        ("moved by", "left"),
         ("last mail", "left"),
         ("age", "right"),
         ("", "left"),
@@ -101,7 +103,7 @@ def board(config: Config, cards: Sequence[Card]) -> None:
         here = [c for c in cards if c.artifact.state == state]
         style = STATE_STYLE.get(state, "")
         if not here:
-            table.add_row(f"[{style}]{state}/[/]" if style else f"{state}/", "[dim]-[/]", "", "", "")
+            table.add_row(f"[{style}]{state}/[/]" if style else f"{state}/", "[dim]-[/]", "", "", "", "")
         for c in here:
             last = c.last
             said = f"{last.event or 'mail'} from {who(last.sender, config.domain)}" if last else "[dim]no mail yet[/]"
@@ -109,6 +111,7 @@ def board(config: Config, cards: Sequence[Card]) -> None:
             table.add_row(
                 f"[{style}]{state}/[/]" if style else f"{state}/",
                 c.artifact.path,
+                f"{c.moved.role}, {age(c.moved.time, now)}" if c.moved else "[dim]-[/]",
                 said,
                 age(last.date, now) if last else "-",
                 flags,
