@@ -70,9 +70,15 @@ def test_gemini_cli_in_a_fresh_project_approves_a_spec_with_the_roles_mcp_tools(
     commits = f.commits()
     assert len(commits) == 2 and commits[0].startswith("spec-reviewer "), commits
     assert f.unread("spec-reviewer") == 0
-    said = f"tokens: {api.tokens[0]} in, {api.tokens[1]} out, 5 turn(s)"  # the agent's turns and its router's
+    said = f"tokens: {api.tokens[0]} in, {api.tokens[1]} out, 5 turn(s)"  # the agent's model requests
     assert said in r.stdout and "Approved user-auth." in r.stdout, r.stdout
     assert "tool calls (4):" in r.stdout and TOOLS + "move_artifact(" in r.stdout, r.stdout  # issue 48
+    # in the order it made them, with their arguments (stream-json; its JSON object only counts them)
+    calls = r.stdout.split("tool calls (4):\n", 1)[1].splitlines()[:4]
+    assert [c.strip().split("(", 1)[0] for c in calls] == [
+        TOOLS + t for t in ("whoami", "move_artifact", "send_message", "finish")
+    ], calls
+    assert "state=todo" in calls[1], calls
     assert "moved specs/proposed/user-auth.md → specs/todo/user-auth.md" in r.stdout, r.stdout
     path = r.stdout.split("transcript: ", 1)[1].split("\n", 1)[0]
     assert "Approved user-auth." in Path(path).read_text(), path

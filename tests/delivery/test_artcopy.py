@@ -18,7 +18,7 @@ from workflow.agents import context
 from workflow.core.errors import MessageError
 from workflow.delivery.notify import NotifyRequest, request
 from workflow.mail.artparts import INLINE_LIMIT, copies
-from workflow.mail.body import part_text, readable
+from workflow.mail.body import our_copies, part_text, readable
 from workflow.mail.inbox import read_row
 
 SPEC = "specs/proposed/user-auth.md"
@@ -187,7 +187,9 @@ def test_a_persons_reply_quoting_the_copy_reaches_an_agent_without_it(repo: Proj
     words and the request's own quoted lines, and the spec from the tree, never from his quote."""
     (repo.dir / SPEC).write_text("# User auth\n\nCOPY-LINE-ONE\nCOPY-LINE-TWO\n")
     mid = repo.send("spec-writer", "review-request", SPEC, "spec-reviewer")
-    request_text = readable(stored(repo, mid)).text
+    raw = stored(repo, mid)
+    assert our_copies(raw) == [c.text for c in copies(raw)] != []  # the short reader reads what the MIME one does
+    request_text = readable(raw).text
     first_line = next(line for line in request_text.splitlines() if line.strip())
     quote = "".join(
         f"> {line}\n" if line else ">\n"

@@ -29,15 +29,16 @@ class Tmux:
     def keys(self, *keys: str) -> None:
         subprocess.run([*self.sock, "send-keys", *keys], check=True, env=self.env)
 
-    def wait(self, text: str, timeout: float = 15) -> str:
-        """The screen once ``text`` is on it (polled: a terminal says nothing when it has drawn)."""
+    def wait(self, text: str, timeout: float = 15, times: int = 1) -> str:
+        """The screen once ``text`` is on it ``times`` times (polled: a terminal says nothing when it
+        has drawn)."""
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             s = self.screen()
-            if text in s:
+            if s.count(text) >= times:
                 return s
             time.sleep(0.05)
-        raise AssertionError(f"{text!r} never appeared; the screen:\n{self.screen()}")
+        raise AssertionError(f"{text!r} never appeared {times} time(s); the screen:\n{self.screen()}")
 
     def close(self) -> None:
         subprocess.run([*self.sock, "kill-server"], capture_output=True, env=self.env)

@@ -126,17 +126,41 @@ OURS = 'boundary="=_workflow_'  # the multipart a notification with the artifact
 def _ours(data: bytes, ctype: str) -> Body | None:
     """The body of a message ``message.build`` made with copies, without the email package (the
     short commands read it): its first part, when every other part is a copy; None otherwise."""
+    texts = _our_parts(data, ctype)
+    return Body(texts[0]) if texts is not None else None
+
+
+def our_copies(raw: bytes, parsed: Parsed | None = None) -> list[str] | None:
+    """The texts of the artifact's copies in a message ``message.build`` made, without the email
+    package; [] when it has none, None when it is not such a message (``artparts.copies`` reads it)."""
+    parsed = parsed or parse(raw)
+    ctype = (parsed.get("Content-Type") or "text/plain").lower()
+    if ctype.startswith("text/plain") or not ctype.strip():
+        return []
+    if OURS not in ctype:
+        return None
+    texts = _our_parts(raw[parsed.body_offset :], ctype)
+    return texts[1:] if texts is not None else None
+
+
+def _our_parts(data: bytes, ctype: str) -> list[str] | None:
+    """Each part's text of our multipart (its body, then its copies), None when it is not one."""
     m = re.search(r'boundary="(=_workflow_[0-9a-f]+)"', ctype)
     if m is None:
         return None
     chunks = re.split(rb"\r?\n--" + re.escape(m.group(1).encode()) + rb"(?:--)?[ \t]*\r?\n", data)
     if len(chunks) < 3:
         return None
-    first, *rest = (parse(c) for c in chunks[1:-1])
+    heads = [parse(c) for c in chunks[1:-1]]
+    first, rest = heads[0], heads[1:]
     if any(p.get(COPY_HEADER) is None for p in rest) or not (first.get("Content-Type") or "").startswith("text/plain"):
         return None
-    cte = (first.get("Content-Transfer-Encoding") or "7bit").strip().lower()
-    return Body(_plain(chunks[1][first.body_offset :], cte, "utf-8"))
+    out = []
+    for chunk, head in zip(chunks[1:-1], heads, strict=True):
+        cte = (head.get("Content-Transfer-Encoding") or "7bit").strip().lower()
+        m2 = re.search(r'charset="?([\w.:-]+)"?', (head.get("Content-Type") or "").lower())
+        out.append(_plain(chunk[head.body_offset :], cte, m2.group(1) if m2 else "utf-8"))
+    return out
 
 
 def part_text(raw: bytes, number: object, *, copies: bool = False) -> tuple[Part, str]:

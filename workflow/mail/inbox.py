@@ -209,6 +209,18 @@ def render_inbox(
     return "\n".join(lines) + "\n"
 
 
+def _copies(raw: bytes) -> list[str]:
+    """The texts of a message's copies of the artifact (the short reader first, the MIME one else)."""
+    from workflow.mail.body import our_copies
+
+    texts = our_copies(raw)
+    if texts is not None:
+        return texts
+    from workflow.mail.artparts import copies  # lazy: the MIME reader, for mail we did not make
+
+    return [c.text for c in copies(raw)]
+
+
 def render_thread(
     rows: Sequence[Row],
     mail_root: str | os.PathLike[str],
@@ -221,12 +233,13 @@ def render_thread(
     Each message's attachments are listed under its text; ``how`` says how to read one."""
     if not rows:
         return ""
-    from workflow.mail.artparts import copies  # lazy: start-up time; only a transcript needs bodies
-    from workflow.mail.body import readable
+    from workflow.mail.body import readable  # lazy: start-up time; only a transcript needs bodies
     from workflow.mail.quoted import copy_lines, without_copies
 
     raws = [read_row(mail_root, r) for r in rows]
-    quoted = copy_lines(c.text for raw in raws if raw is not None for c in copies(raw))  # a reply's quote of one
+    quoted = frozenset[str]()  # the lines of the artifact's copies in the thread: a reply's quote of one goes
+    if any(raw is not None and b"x-workflow-copy" in raw.lower() for raw in raws):
+        quoted = copy_lines(t for raw in raws if raw is not None for t in _copies(raw))
     out = [f"# Thread: {rows[0].subject}", ""]
     for i, (r, raw) in enumerate(zip(rows, raws, strict=True)):
         body = without_copies(readable(raw).shown(how).rstrip("\n"), quoted) if raw is not None else ""

@@ -32,6 +32,7 @@ from workflow.agents.backends.reports import (
     codex_turns,
     gemini_error,
     gemini_report,
+    gemini_turns,
 )
 from workflow.core.config import CliConfig
 from workflow.core.files import write_atomic
@@ -207,7 +208,7 @@ class Gemini:
         if settings_file.is_dir() and not settings_file.is_symlink():  # a folder an agent left in its place
             shutil.rmtree(settings_file)
         write_atomic(home / ".gemini" / "settings.json", json.dumps(settings, indent=2), mode=0o600, durable=False)
-        argv = [opts.program or self.program, "--output-format", "json", "--skip-trust"]
+        argv = [opts.program or self.program, "--output-format", "stream-json", "--skip-trust"]
         argv += ["--allowed-mcp-server-names", SERVER]
         argv += ["--approval-mode", "yolo" if plan.sandboxed and not plan.read_only else "default"]
         if opts.model or plan.model:
@@ -226,8 +227,15 @@ class Gemini:
         return gemini_error(err) or gemini_error(out)
 
     def turns(self, report: Report, transcript: str) -> int:
-        """Its model turns: its main agent's requests (``stats``)."""
-        return report.turns
+        """Its model turns: its main agent's requests (its JSON object's ``stats``), else its chat's
+        model messages (stream-json, which lists the calls in order, counts no requests)."""
+        if report.turns or not transcript:
+            return report.turns
+        try:
+            with open(transcript, "rb") as f:
+                return gemini_turns(f.read(16 << 20).decode("utf-8", "replace"))
+        except OSError:
+            return 0
 
 
 PROFILES: dict[str, ClaudeCode | Codex | Gemini] = {p.name: p for p in (ClaudeCode(), Codex(), Gemini())}

@@ -225,6 +225,12 @@ def codex_turns(rollout: str) -> int:
     return n
 
 
+def gemini_turns(chat: str) -> int:
+    """The model requests of a Gemini CLI session, from its chat transcript: one ``gemini`` message
+    each (written again, same id, as its tool calls are added; its stream-json output counts none)."""
+    return len({str(m.get("id")) for m in _objects(chat) if m.get("type") == "gemini"})
+
+
 def gemini_report(out: str) -> Report:
     """Gemini CLI's JSON object (``session_id``, ``response``, ``stats``: per model its ``tokens``
     and its ``roles``, ``main`` being the agent's own requests) or stream-json lines."""
