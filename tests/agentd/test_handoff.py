@@ -40,7 +40,11 @@ def _got(p: Project, box: str, event: str) -> list[Any]:
 
 
 def _human(tmp_path: Path) -> Project:
-    p = git_project(tmp_path / "h")
+    return _made_human(git_project(tmp_path / "h"))
+
+
+def _made_human(p: Project) -> Project:
+    """The project with spec-reviewer made a person's (bob's) role, committed; its App read again."""
     (p.dir / "roles" / "spec-reviewer.md").write_text(HUMAN)
     sh(p, "git", "add", "-A")
     sh(p, "git", "commit", "-q", "-m", "bob reviews specs")
@@ -87,17 +91,28 @@ def test_roster_shows_the_hand_offs(tmp_path: Path) -> None:
 
 def test_a_persons_plain_approve_by_mail_hands_on(tmp_path: Path) -> None:
     p = _human(tmp_path)
+    _approves_by_mail(p)
+    [told] = _got(p, "spec-writer", "approval")
+    for box in ("skeleton-writer", "test-writer"):
+        [m2] = _got(p, box, "approval")
+        assert m2.message_id == told.message_id and m2.next_roles == ["skeleton-writer", "test-writer"]
+
+
+def _approves_by_mail(p: Project) -> None:
+    """bob's plain "Approve" reply to a review-request, through the server; agentd's decision step
+    applies it: the spec moves to todo/."""
     request = p.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer")
     m = EmailMessage()
     m["From"], m["To"], m["Subject"] = "Bob <spec-reviewer@workflow.local>", "spec-writer@workflow.local", "Re: x"
     m["In-Reply-To"] = m["References"] = request
     m["Message-ID"] = f"<{time.time_ns()}.bob@laptop.example>"
     m.set_content("Approve\n")
+    before = len(p.new_files("spec-writer"))
     with server_process(p.dir) as (_smtpd, port):
         with smtplib.SMTP("127.0.0.1", port, timeout=10) as s:
             s.login(TESTER, TESTER_PASSWORD)
             s.send_message(m)
-        wait_until(lambda: len(p.new_files("spec-writer")) == 1, "bob's reply to be stored")
+        wait_until(lambda: len(p.new_files("spec-writer")) == before + 1, "bob's reply to be stored")
         with p.app.index() as index:
             index.refresh()  # as agentd's scan does before its decisions step
         with Tasks(p.app.config.state.tasks) as tasks:
@@ -107,10 +122,35 @@ def test_a_persons_plain_approve_by_mail_hands_on(tmp_path: Path) -> None:
             assert n == 1, (said, tasks.mark("decisions"))
     assert [w for w, _ in said] == ["decided"], said
     assert (p.dir / "specs/todo/user-auth.md").exists()
-    [told] = _got(p, "spec-writer", "approval")
-    for box in ("skeleton-writer", "test-writer"):
-        [m2] = _got(p, box, "approval")
-        assert m2.message_id == told.message_id and m2.next_roles == ["skeleton-writer", "test-writer"]
+
+
+def test_after_a_reindex_a_persons_decision_still_counts(tmp_path: Path) -> None:
+    """agentd kept, for a role made a person's after it first ran, the index row it had reached
+    then: mail before it was the agent's, never a decision. `workflow reindex` numbers the rows
+    again from 1, so bob's approval after it looked older than the change and was passed over."""
+    p = git_project(tmp_path / "x")
+    for i in range(12):
+        p.send("spec-writer", "question", "specs/proposed/user-auth.md", "implementer", QUESTION=f"q{i}")
+    with p.app.index() as index:
+        index.refresh()
+    with Tasks(p.app.config.state.tasks) as tasks:  # agentd runs, with the project's people (user)
+        Decide(p.app, tasks, lambda what, **f: None).step(lambda: make_transport(p.app.config, p.app.deliverer))
+    # the agent spec-reviewer approved another spec by mail, before the role was bob's
+    (p.dir / "specs/proposed/billing.md").write_text("# Billing\n")
+    sh(p, "git", "add", "-A")
+    sh(p, "git", "commit", "-q", "-m", "spec-writer: propose billing")
+    p.send("spec-reviewer", "approval", "specs/proposed/billing.md", "spec-writer", NEXT_STATE="proposed")
+    for f in p.new_files("implementer")[:10]:  # mail deleted (expunged over IMAP): rows outnumber copies
+        f.unlink()
+    with p.app.index() as index:
+        index.refresh()
+    h = _made_human(p)  # bob's role becomes a person's; agentd, restarted, sees it so
+    with Tasks(h.app.config.state.tasks) as tasks:
+        Decide(h.app, tasks, lambda what, **f: None).step(lambda: make_transport(h.app.config, h.app.deliverer))
+    with h.app.index() as index:
+        index.rebuild()  # `workflow reindex`: the rows numbered again from 1
+    _approves_by_mail(h)  # bob's approval counts, the agent's old one never did
+    assert not (h.dir / "specs/todo/billing.md").exists() and (h.dir / "specs/proposed/billing.md").exists()
 
 
 def test_the_cockpits_approve_button_hands_on(tmp_path: Path) -> None:

@@ -80,7 +80,7 @@ class Decide:
         handled = finished
         with index:
             mark = self.tasks.mark(MARK)
-            human_since = self._human_since(index, first_ever=mark is None)
+            human_since = self._human_since(first_ever=mark is None)
             first = mark is None or mark > index.last_id()  # never run here, or the index was rebuilt
             since = time.time() - FIRST_LOOKBACK
             at = 0 if first or mark is None else mark
@@ -93,7 +93,7 @@ class Decide:
                     at = row.id
                     if row.message_id is None or row.message_id in done or (first and row.date < since):
                         continue
-                    if row.id <= human_since.get(row.sender, 0):
+                    if _delivered(row) < human_since.get(row.sender, 0):
                         continue  # sent while its role was an agent's: never a person's decision
                     done.add(row.message_id)
                     try:
@@ -143,15 +143,17 @@ class Decide:
         else:
             self.log("answered", **fields, answer=h.answer, why=h.why[:300])
 
-    def _human_since(self, index: Reader, first_ever: bool) -> dict[str, int]:
-        """Each person's address → the last index row from before agentd first saw its role as a
-        person's: a role made human later does not turn the agent's old mail into decisions."""
+    def _human_since(self, first_ever: bool) -> dict[str, int]:
+        """Each person's address → when agentd first saw its role as a person's (microseconds; 0: from
+        the start): a role made human later does not turn the agent's old mail into decisions. A time,
+        not an index row: `workflow reindex` numbers the rows again, and a person's new mail would
+        then look older than the change."""
         out: dict[str, int] = {}
         for address in self.people:
-            key = f"human:{address}"
+            key = f"human-at:{address}"
             n = self.tasks.mark(key)
             if n is None:
-                n = 0 if first_ever else index.last_id()
+                n = 0 if first_ever else time.time_ns() // 1000
                 self.tasks.set_mark(key, n)
             out[address] = n
         return out
@@ -169,3 +171,13 @@ class Decide:
             self.log("decided", **fields, result=o.detail)
         else:
             self.log("undecided", **fields, why=o.detail[:300])
+
+
+def _delivered(row: Row) -> int:
+    """When this copy was delivered (microseconds): its Maildir name says (``SECONDS.MUSEC…``),
+    else its Date."""
+    head, _, rest = row.key.partition(".")
+    if not head.isdigit():
+        return row.date * 1_000_000
+    usec = rest[1:7] if rest.startswith("M") else ""
+    return int(head) * 1_000_000 + (int(usec) if usec.isdigit() else 0)
