@@ -49,7 +49,7 @@ from workflow.mail.body import part_text
 from workflow.mail.ids import given_msgid
 from workflow.policy.roster import Roster
 from workflow.policy.visibility import Sight
-from workflow.web import actions, once, pages, runs
+from workflow.web import actions, artifact, once, pages, runs
 from workflow.web.auth import COOKIE, Sessions, Viewer
 from workflow.web.live import Watch
 
@@ -69,7 +69,8 @@ HEADERS = {
 FLASH = "workflow_flash"
 KEEPALIVE = 15.0  # seconds between comments on an idle event stream
 MAX_PAUSE = 2.0  # seconds a page's stream rests after a render at most (twice what the render took)
-PAGES = ("board", "inbox", "thread", "runs", "search")
+PAGES = ("board", "inbox", "thread", "runs", "search", "artifact")
+PARAMS = ("id", "all", "q", "path", "a", "b")  # the query parameters a page reads
 MAX_FORM = 64 * 1024
 OWNER_REFUSED = (
     "The owner does not log in with a password here, and the cockpit never asks for the owner's secret: "
@@ -159,6 +160,7 @@ class Web:
             Route("/thread", self.page("thread")),
             Route("/runs", self.page("runs")),
             Route("/search", self.page("search")),
+            Route("/artifact", self.page("artifact")),
             Route("/part", self.part),
             Route("/transcript", self.transcript),
             Route("/events", self.events),
@@ -315,7 +317,7 @@ class Web:
             viewer = self.viewer(request)
             if viewer is None:
                 return self._headers(RedirectResponse("/login", 303))
-            params = {k: request.query_params[k] for k in ("id", "all", "q") if k in request.query_params}
+            params = {k: request.query_params[k] for k in PARAMS if k in request.query_params}
             try:
                 main = await asyncio.to_thread(self.main, name, viewer, params)
             except NotFoundError:
@@ -335,6 +337,8 @@ class Web:
         csrf = self.sessions.csrf(viewer)
         t = self.templates.get_template(f"{name}.html")
         here = f"/thread?id={quote(params.get('id', ''), safe='')}" if name == "thread" else f"/{name}"
+        if name == "artifact":
+            here = f"/artifact?path={quote(params.get('path', ''), safe='')}"
         common: dict[str, Any] = {"csrf": csrf, "viewer": viewer, "here": here}
         sight = self.sight(viewer)
         if name == "board":
@@ -350,6 +354,11 @@ class Web:
             return t.render(thread=found, mid=mid, **common)
         if name == "search":
             return t.render(search=pages.search(self.app, sight, params.get("q", "")), **common)
+        if name == "artifact":
+            art = artifact.page(self.app, sight, params.get("path", ""), params.get("a", ""), params.get("b", ""))
+            if art is None:
+                raise NotFoundError
+            return t.render(art=art, **common)
         steer = actions.may_steer(self.app, viewer.roles)
         return t.render(runs=runs.runs(self.app, sight), steer=steer, **common)
 
@@ -416,7 +425,7 @@ class Web:
             return self._headers(
                 PlainTextResponse("not logged in" if viewer is None else "no such page", 401 if viewer is None else 404)
             )
-        params = {k: request.query_params[k] for k in ("id", "all", "q") if k in request.query_params}
+        params = {k: request.query_params[k] for k in PARAMS if k in request.query_params}
         before = self.watch.version  # taken before the render: a change during it is sent next
         try:
             first = await asyncio.to_thread(self.main, name, viewer, params)
