@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -20,6 +21,7 @@ import pytest
 from helpers.agentd import default_sigint, wait_until
 from helpers.git import GIT_ENV, sh
 from helpers.project import Project, free_port
+from helpers.runs import unread
 from helpers.web import BOB, BOB_PASSWORD, Client, Server, add_person, owner_link
 from workflow.agentd.tasks import Tasks, TaskStatus
 from workflow.agents.report import RunReport
@@ -308,3 +310,22 @@ def test_the_fail2ban_filter_reads_the_cockpits_failed_logins(project: Project, 
         timeout=60,
     )
     assert r.returncode == 0 and r.stdout.splitlines() == ["127.0.0.1"], r.stdout + r.stderr
+
+
+def test_a_decided_request_is_read_and_shows_its_outcome_not_the_buttons(project: Project, server: Server) -> None:
+    """Deciding marked nothing read, and a rejected request (the spec stays in proposed/) kept its
+    buttons on the thread and the card: now the request is read and both say what was decided."""
+    request = project.send("spec-writer", "review-request", "specs/proposed/user-auth.md", "spec-reviewer")
+    bob = Client(server.url)
+    bob.login(BOB, BOB_PASSWORD)
+    csrf = bob.csrf()
+    thread = f"/thread?id={urllib.parse.quote(request)}"
+    assert 'value="reject"' in bob.get(thread)[1] and 'value="reject"' in bob.get("/board")[1]
+    assert unread(project, "spec-reviewer") == 1
+    form = {"csrf": csrf, "id": request, "verdict": "reject", "reason": "no error cases", "back": thread}
+    assert bob.post("/act/decide", form)[0] == 303
+    assert (project.dir / "specs/proposed/user-auth.md").exists()  # a rejection moves nothing
+    assert unread(project, "spec-reviewer") == 0  # the request is read
+    page = bob.get(thread)[1]
+    assert 'value="reject"' not in page and "Decided: rejection by spec-reviewer" in page, page
+    assert 'value="reject"' not in bob.get("/board")[1]

@@ -144,6 +144,7 @@ def decide(app: App, role: str, request: str, verdict: str, reason: str) -> Done
     record(app.config.state.agentd_log, "decided", fields)
     if not out.applied:
         return Done(False, f"your {event} was not applied: {out.detail}", _rule_in(out.detail))
+    app.maildirs.mark_seen(row.mailbox, row.key)  # decided: the request is read, as answering mail makes it
     where = f"{artifact.path} → {target}/ ({out.detail})" if source != target else f"{artifact.path} stays in {source}/"
     return Done(True, f"{event} sent to {asker}; {where}")
 

@@ -91,7 +91,12 @@ def _card(app: App, c: Card, boxes: set[str], panels: dict[tuple[str, str], list
     waiting = tuple(r for r in c.mail if r.event in events.WAITING and r.message_id not in replied)
     review = None
     if c.artifact.state == "proposed":
-        asked = [r for r in c.mail if r.event == "review-request" and boxes.intersection(_boxes_of(app, r))]
+        done = decided(c.mail)
+        asked = [
+            r
+            for r in c.mail
+            if r.event == "review-request" and boxes.intersection(_boxes_of(app, r)) and r.message_id not in done
+        ]
         review = asked[-1] if asked else None
     return CardView(
         c.artifact.path,
@@ -272,6 +277,16 @@ class Shown(NamedTuple):
     answerable: bool  # a question, clarification request or blocker the viewer received, not answered
     blocker: bool  # it reports a blocker (its answer may move the artifact back to doing/)
     copies: tuple[Copied, ...] = ()  # the artifact's copy and diff it carries (mail.artparts)
+    outcome: str = ""  # a review-request decided: what was decided and by whom, in place of the buttons
+
+
+def decided(rows: Sequence[Row]) -> dict[str, Row]:
+    """Each review-request among ``rows``'s replies → the decision that answered it (the last)."""
+    return {r.in_reply_to: r for r in rows if r.event in events.DECISIONS and r.in_reply_to}
+
+
+def _outcome(d: Row, domain: str) -> str:
+    return f"{d.event} by {who(d.sender, domain)}" + (f" ({d.state}/)" if d.state else "")
 
 
 class Thread(NamedTuple):
@@ -289,6 +304,7 @@ def thread(app: App, role: str, message_id: str) -> Thread | None:
     if not rows:
         return None
     replied = answered(rows)
+    done = decided(rows)
     mine = set(boxes)
     shown = []
     for r in rows:
@@ -301,10 +317,11 @@ def thread(app: App, role: str, message_id: str) -> Thread | None:
                 body.text if body is not None else "[this message is no longer in its mailbox]",
                 body.parts if body is not None else (),
                 received and not r.seen,
-                received and r.event == "review-request",
+                received and r.event == "review-request" and r.message_id not in done,
                 received and r.event in events.WAITING and r.message_id not in replied,
                 events.get(r.event).enters == "blocked",
                 copied(raw) if raw is not None else (),
+                _outcome(done[r.message_id], app.config.domain) if r.message_id in done else "",
             )
         )
     return Thread(rows[0].subject, tuple(shown))
