@@ -114,6 +114,7 @@ class WebConfig(NamedTuple):
     tls_cert: Annotated[str, Owned("file")] = ""  # HTTPS, required off loopback: PEM certificate chain …
     tls_key: Annotated[str, Owned("file", secret=True)] = ""  # … and its key
     session_hours: Annotated[float, Num(0.05, 24 * 30)] = 12.0  # a login lasts this long
+    metrics_token: Annotated[str, Str()] = ""  # a scraper of /metrics may send it as a Bearer token
 
 
 WEB = Section(WebConfig)

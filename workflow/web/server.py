@@ -51,6 +51,7 @@ from workflow.policy.roster import Roster
 from workflow.policy.visibility import Sight
 from workflow.web import actions, artifact, once, pages, runs
 from workflow.web.auth import COOKIE, Sessions, Viewer
+from workflow.web.insight import Insight
 from workflow.web.live import Watch
 
 log = logging.getLogger(__name__)
@@ -132,6 +133,7 @@ class Web:
             name: resources.files("workflow.web").joinpath("static", name).read_bytes()
             for name in ("app.css", "live.js")
         }
+        self.insight = Insight(self)
 
     def _adopt(self, config: Config, roster: Roster) -> None:
         """workflow.toml or a role file changed: serve with what they say now (``delivery.current``),
@@ -166,6 +168,7 @@ class Web:
             Route("/events", self.events),
             Route("/act/{what}", self.act, methods=["POST"]),
             Route("/static/{name}", self.static_file),
+            *self.insight.routes(),  # /run, /charts, /charts.json, /chart, /metrics
         ]
 
         @contextlib.asynccontextmanager
@@ -185,7 +188,7 @@ class Web:
                     asking.close()
                 finishing.cancel()
 
-        app = Starlette(routes=routes, lifespan=lifespan)
+        app = Starlette(routes=routes, lifespan=lifespan, middleware=[self.insight.middleware()])
         return self._hosted(app) if self.local else app
 
     def _hosted(self, app: Starlette) -> Any:
