@@ -3,7 +3,7 @@
 table, so a new page is crawled too — with a real HTTP client, its live streams while other roles'
 and a panel's internal mail flows and runs log, and its pages in Chromium; none carries a word,
 subject or Message-ID of mail he may not read. The owner sees every run; a role's reader sees its
-runs' logs and transcripts; others are refused the transcript."""
+runs' logs and transcripts; to others a run's transcript is not there (404, as for no such run)."""
 
 from __future__ import annotations
 
@@ -166,9 +166,11 @@ def test_bob_crawls_every_page_and_stream_and_finds_nothing_he_may_not_read(proj
 
     bob = Client(server.url)
     assert bob.login(BOB, BOB_PASSWORD) == 303
-    pages = [p for p in PAGES if p != "thread"]  # a thread's stream needs its id (next)
+    pages = [p for p in PAGES if p not in ("thread", "artifact")]  # a thread's and an artifact's need theirs (next)
     streams = [Stream(server, bob, urlencode({"page": p, "v": "stale"})) for p in pages]
     streams += [Stream(server, bob, urlencode({"page": "thread", "id": request, "v": "stale"}))]
+    for path in ("specs/proposed/user-auth.md", "specs/proposed/billing.md"):  # his, and one he is not asked about
+        streams += [Stream(server, bob, urlencode({"page": "artifact", "path": path, "v": "stale"}))]
 
     # every page: what bob may read is there, nothing else
     with project.app.index() as index:
@@ -185,7 +187,7 @@ def test_bob_crawls_every_page_and_stream_and_finds_nothing_he_may_not_read(proj
         seen[url] = status
         assert not _leaks(body, forbidden, url), (url, _leaks(body, forbidden, url))
     assert seen["/runs"] == 200 and seen[f"/transcript?task={own}"] == 200
-    assert seen[f"/transcript?task={other}"] == 403 and seen[f"/transcript?task={panel}"] == 403
+    assert seen[f"/transcript?task={other}"] == 404 and seen[f"/transcript?task={panel}"] == 404  # as no such run
     runs = bob.get("/runs")[1]
     assert "bob-reads-this-log" in runs and f'href="/transcript?task={own}"' in runs
     assert f'href="/transcript?task={other}"' not in runs and "implementer" in runs  # listed, not read

@@ -173,11 +173,8 @@ def transcript_for(app: App, sight: Sight, task: int) -> tuple[int, str]:
             found = tasks.get(task)
     except WorkflowError:
         return 404, f"no run task {task} (/runs lists the runs)"
-    if not sight.reads_role(found.role):
-        return 403, (
-            f"refused: task {task} is a run of {found.role}; its transcript is for those who read "
-            f"{found.role}'s mail (view as {found.role}, or ask the owner)"
-        )
+    if not sight.reads_role(found.role):  # the same answer as for no such run: nothing says whose it is
+        return 404, f"no run task {task} (/runs lists the runs)"
     path = transcript(app, task, found.role)
     if path is None:
         return 404, f"run task {task} of {found.role} left no transcript"
