@@ -41,6 +41,7 @@ from starlette.routing import Route
 
 from workflow.app import App
 from workflow.artifacts.board import age
+from workflow.core import events
 from workflow.core.config import Config
 from workflow.core.errors import WorkflowError
 from workflow.core.senders import who
@@ -49,7 +50,7 @@ from workflow.mail.body import part_text
 from workflow.mail.ids import given_msgid
 from workflow.policy.roster import Roster
 from workflow.policy.visibility import Sight
-from workflow.web import actions, once, pages, runs
+from workflow.web import actions, find, narrow, once, pages, runs
 from workflow.web.auth import COOKIE, Sessions, Viewer
 from workflow.web.live import Watch
 
@@ -70,6 +71,7 @@ FLASH = "workflow_flash"
 KEEPALIVE = 15.0  # seconds between comments on an idle event stream
 MAX_PAUSE = 2.0  # seconds a page's stream rests after a render at most (twice what the render took)
 PAGES = ("board", "inbox", "thread", "runs", "search")
+PARAMS = ("id", "all", "q", *narrow.PARAMS)  # the query parameters a page (and its stream) takes
 MAX_FORM = 64 * 1024
 OWNER_REFUSED = (
     "The owner does not log in with a password here, and the cockpit never asks for the owner's secret: "
@@ -95,6 +97,7 @@ def _templates() -> jinja2.Environment:
     env.filters["age"] = lambda ts: age(int(ts), time.time())
     env.filters["when"] = lambda ts: time.strftime("%Y-%m-%d %H:%M", time.gmtime(int(ts))) if ts else "?"
     env.filters["style"] = pages.style
+    env.filters["collapse"] = narrow.collapsed
     env.filters["q"] = functools.lru_cache(maxsize=1 << 16)(
         lambda s: quote(str(s), safe="")
     )  # the same ids each render
@@ -315,7 +318,7 @@ class Web:
             viewer = self.viewer(request)
             if viewer is None:
                 return self._headers(RedirectResponse("/login", 303))
-            params = {k: request.query_params[k] for k in ("id", "all", "q") if k in request.query_params}
+            params = {k: request.query_params[k][:200] for k in PARAMS if k in request.query_params}
             try:
                 main = await asyncio.to_thread(self.main, name, viewer, params)
             except NotFoundError:
@@ -339,7 +342,21 @@ class Web:
         sight = self.sight(viewer)
         if name == "board":
             b = self.boards.board(viewer.role)
-            return t.render(board=b, links=pages.links(self.app, sight, b), **common)
+            f = narrow.filters(params, b.states)
+            cols = narrow.columns(b, f)
+            common["here"] = f.query()  # a decision made on a filtered board comes back to it
+            shown = b._replace(cards=tuple(c for col in cols for c in col.cards))  # links of what is shown
+            return t.render(
+                board=b,
+                columns=cols,
+                f=f,
+                roles=sorted({*self.app.roster.roles, *self.app.roster.panels}),
+                event_names=events.NAMES,
+                ages=narrow.AGES,
+                page_size=narrow.PAGE,
+                links=pages.links(self.app, sight, shown),
+                **common,
+            )
         if name == "inbox":
             return t.render(inbox=pages.inbox(self.app, viewer.role, params.get("all") != "1"), **common)
         if name == "thread":
@@ -349,7 +366,8 @@ class Web:
                 raise NotFoundError
             return t.render(thread=found, mid=mid, **common)
         if name == "search":
-            return t.render(search=pages.search(self.app, sight, params.get("q", "")), **common)
+            q = params.get("q", "")
+            return t.render(search=pages.search(self.app, sight, q), found=find.artifacts(self.app.config, q), **common)
         steer = actions.may_steer(self.app, viewer.roles)
         return t.render(runs=runs.runs(self.app, sight), steer=steer, **common)
 
@@ -416,7 +434,7 @@ class Web:
             return self._headers(
                 PlainTextResponse("not logged in" if viewer is None else "no such page", 401 if viewer is None else 404)
             )
-        params = {k: request.query_params[k] for k in ("id", "all", "q") if k in request.query_params}
+        params = {k: request.query_params[k][:200] for k in PARAMS if k in request.query_params}
         before = self.watch.version  # taken before the render: a change during it is sent next
         try:
             first = await asyncio.to_thread(self.main, name, viewer, params)
