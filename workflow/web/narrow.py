@@ -12,12 +12,14 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Mapping, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 from urllib.parse import urlencode
 
+from workflow.app import App
 from workflow.core import events
 from workflow.mail.rows import Row
-from workflow.web.pages import Board, CardView
+from workflow.policy.visibility import Sight
+from workflow.web.pages import Board, CardView, links
 
 PARAMS = ("state", "role", "mine", "event", "age", "page")  # the board's query parameters
 FOLD = 25  # cards a column shows on the whole board; the rest behind "+ N more"
@@ -160,3 +162,23 @@ def collapsed(rows: Sequence[Row]) -> tuple[Line, ...]:
     for r in rows:
         groups.setdefault((r.event or "mail", r.sender), []).append(r)
     return tuple(Line(e, s, tuple(sorted(rs, key=lambda r: r.date, reverse=True))) for (e, s), rs in groups.items())
+
+
+def page(app: App, sight: Sight, b: Board, params: Mapping[str, str]) -> dict[str, Any]:
+    """What the board's template shows of ``b`` for these query parameters: its columns, the
+    filter form's choices, the links of the cards shown (``pages.links``: those ``sight`` reads),
+    and the way back of a decision made on it (this very board, filtered)."""
+    f = filters(params, b.states)
+    cols = columns(b, f)
+    shown = b._replace(cards=tuple(c for col in cols for c in col.cards))
+    return {
+        "board": b,
+        "columns": cols,
+        "f": f,
+        "roles": sorted({*app.roster.roles, *app.roster.panels}),
+        "event_names": events.NAMES,
+        "ages": AGES,
+        "page_size": PAGE,
+        "links": links(app, sight, shown),
+        "here": f.query(),
+    }

@@ -41,7 +41,6 @@ from starlette.routing import Route
 
 from workflow.app import App
 from workflow.artifacts.board import age
-from workflow.core import events
 from workflow.core.config import Config
 from workflow.core.errors import WorkflowError
 from workflow.core.senders import who
@@ -342,21 +341,7 @@ class Web:
         sight = self.sight(viewer)
         if name == "board":
             b = self.boards.board(viewer.role)
-            f = narrow.filters(params, b.states)
-            cols = narrow.columns(b, f)
-            common["here"] = f.query()  # a decision made on a filtered board comes back to it
-            shown = b._replace(cards=tuple(c for col in cols for c in col.cards))  # links of what is shown
-            return t.render(
-                board=b,
-                columns=cols,
-                f=f,
-                roles=sorted({*self.app.roster.roles, *self.app.roster.panels}),
-                event_names=events.NAMES,
-                ages=narrow.AGES,
-                page_size=narrow.PAGE,
-                links=pages.links(self.app, sight, shown),
-                **common,
-            )
+            return t.render(**{**common, **narrow.page(self.app, sight, b, params)})
         if name == "inbox":
             return t.render(inbox=pages.inbox(self.app, viewer.role, params.get("all") != "1"), **common)
         if name == "thread":
