@@ -53,6 +53,12 @@ class CardView(NamedTuple):
     waiting: tuple[Row, ...]  # questions, clarification requests and blockers not answered yet
     review: Row | None  # a review-request the viewer's role received, while it is in proposed/
     panels: tuple[Panel, ...]
+    # what the board's filters ask of a card (``narrow``): its mail's event types, the roles it
+    # names (senders, recipients, the holder), its newest mail's date, and whether it waits on the viewer
+    events: frozenset[str] = frozenset()
+    roles: frozenset[str] = frozenset()
+    active: int = 0
+    mine: bool = False
 
 
 class Board(NamedTuple):
@@ -98,6 +104,9 @@ def _card(app: App, c: Card, boxes: set[str], panels: dict[tuple[str, str], list
             if r.event == "review-request" and boxes.intersection(_boxes_of(app, r)) and r.message_id not in done
         ]
         review = asked[-1] if asked else None
+    domain = app.config.domain
+    named = {who(a, domain) for r in c.mail for a in (r.sender, *r.recipients)}
+    mine = review is not None or any(boxes.intersection(_boxes_of(app, r)) for r in waiting)
     return CardView(
         c.artifact.path,
         c.artifact.name,
@@ -108,6 +117,10 @@ def _card(app: App, c: Card, boxes: set[str], panels: dict[tuple[str, str], list
         waiting,
         review,
         tuple(panels.get(c.artifact.key, ())),
+        frozenset(r.event for r in c.mail if r.event),
+        frozenset(named | ({holder} if holder else set())),
+        max((r.date for r in c.mail), default=0),
+        mine,
     )
 
 

@@ -49,7 +49,7 @@ from workflow.mail.body import part_text
 from workflow.mail.ids import given_msgid
 from workflow.policy.roster import Roster
 from workflow.policy.visibility import Sight
-from workflow.web import actions, artifact, once, pages, runs
+from workflow.web import actions, artifact, find, narrow, once, pages, runs
 from workflow.web.auth import COOKIE, Sessions, Viewer
 from workflow.web.insight import Insight
 from workflow.web.live import Watch
@@ -71,7 +71,7 @@ FLASH = "workflow_flash"
 KEEPALIVE = 15.0  # seconds between comments on an idle event stream
 MAX_PAUSE = 2.0  # seconds a page's stream rests after a render at most (twice what the render took)
 PAGES = ("board", "inbox", "thread", "runs", "search", "artifact")
-PARAMS = ("id", "all", "q", "path", "a", "b")  # the query parameters a page reads
+PARAMS = ("id", "all", "q", "path", "a", "b", *narrow.PARAMS)  # the query parameters a page (and its stream) takes
 MAX_FORM = 64 * 1024
 OWNER_REFUSED = (
     "The owner does not log in with a password here, and the cockpit never asks for the owner's secret: "
@@ -97,6 +97,7 @@ def _templates() -> jinja2.Environment:
     env.filters["age"] = lambda ts: age(int(ts), time.time())
     env.filters["when"] = lambda ts: time.strftime("%Y-%m-%d %H:%M", time.gmtime(int(ts))) if ts else "?"
     env.filters["style"] = pages.style
+    env.filters["collapse"] = narrow.collapsed
     env.filters["q"] = functools.lru_cache(maxsize=1 << 16)(
         lambda s: quote(str(s), safe="")
     )  # the same ids each render
@@ -320,7 +321,7 @@ class Web:
             viewer = self.viewer(request)
             if viewer is None:
                 return self._headers(RedirectResponse("/login", 303))
-            params = {k: request.query_params[k] for k in PARAMS if k in request.query_params}
+            params = {k: request.query_params[k][:200] for k in PARAMS if k in request.query_params}
             try:
                 main = await asyncio.to_thread(self.main, name, viewer, params)
             except NotFoundError:
@@ -346,7 +347,7 @@ class Web:
         sight = self.sight(viewer)
         if name == "board":
             b = self.boards.board(viewer.role)
-            return t.render(board=b, links=pages.links(self.app, sight, b), **common)
+            return t.render(**{**common, **narrow.page(self.app, sight, b, params)})
         if name == "inbox":
             return t.render(inbox=pages.inbox(self.app, viewer.role, params.get("all") != "1"), **common)
         if name == "thread":
@@ -356,7 +357,8 @@ class Web:
                 raise NotFoundError
             return t.render(thread=found, mid=mid, **common)
         if name == "search":
-            return t.render(search=pages.search(self.app, sight, params.get("q", "")), **common)
+            q = params.get("q", "")
+            return t.render(search=pages.search(self.app, sight, q), found=find.artifacts(self.app.config, q), **common)
         if name == "artifact":
             art = artifact.page(self.app, sight, params.get("path", ""), params.get("a", ""), params.get("b", ""))
             if art is None:
@@ -428,7 +430,7 @@ class Web:
             return self._headers(
                 PlainTextResponse("not logged in" if viewer is None else "no such page", 401 if viewer is None else 404)
             )
-        params = {k: request.query_params[k] for k in PARAMS if k in request.query_params}
+        params = {k: request.query_params[k][:200] for k in PARAMS if k in request.query_params}
         before = self.watch.version  # taken before the render: a change during it is sent next
         try:
             first = await asyncio.to_thread(self.main, name, viewer, params)
