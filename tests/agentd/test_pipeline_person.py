@@ -1,9 +1,11 @@
 """The design's whole pipeline with a person in it: bob, a users-file login, takes spec-reviewer (the
 built-in role file copied with ``mode = "human"``) and answers the review-request from msmtp with a
-plain "Approve" and no headers of ours. It reaches done with no owner action, the pipeline test's
+plain "Approve" and no headers of ours, every agent role on the real Claude Code from npm against
+the stand-in model. It reaches done with no owner action, the pipeline test's
 invariants hold, and bob's decision is handed on to skeleton-writer and test-writer by the role's
 ``hands_off``; afterwards `workflow doctor` exits 0 and the board raises no claims alarm. Then the
-same with bob clicking Approve in the cockpit, in a real Chromium."""
+same with bob clicking Approve in the cockpit, in a real Chromium (the agents on the anthropic
+backend: the same pipeline, in less time)."""
 
 from __future__ import annotations
 
@@ -15,10 +17,12 @@ from pathlib import Path
 
 import pytest
 
+from helpers.agent_clis import needs_claude
 from helpers.browser import chrome, log_in, steady, wait_for
 from helpers.pipeline_model import PipelineModel
 from helpers.pipeline_run import app_of, ask, check_invariants, copies, init, until_done, up
 from helpers.project import Project
+from helpers.sandboxing import needs_bwrap
 from helpers.web import web_server
 from workflow.app import App
 from workflow.core.resources import builtin_dir
@@ -89,11 +93,15 @@ def handed_on(app: App) -> dict[str, list[str]]:
     return out
 
 
+@needs_bwrap
+@needs_claude
 def test_bob_approves_from_msmtp_and_the_pipeline_reaches_done(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every agent role on the real Claude Code from npm (`workflow init` finds it on PATH), in
+    its sandbox, against the pipeline model."""
     home = tmp_path / "home"
     monkeypatch.setenv("HOME", str(home))  # init's mail root is ~/.maildir/workflow: this test's own
     with PipelineModel() as model:
-        proj, env = init(tmp_path, model)
+        proj, env = init(tmp_path, model, clis=True)
         password = make_bob(proj, env, home)
         app = app_of(proj)
         assert app.roster.roles["spec-reviewer"].mode == "human"
@@ -110,6 +118,7 @@ def test_bob_approves_from_msmtp_and_the_pipeline_reaches_done(tmp_path: Path, m
     print(f"pipeline with bob: first mail to done in {took:.1f}s; runs {model.runs()}")
     assert "spec-reviewer" not in model.runs()  # bob's role: no agent answered in his place
     check_invariants(proj, app, model)
+    ran_on_claude_code(app, model)
     assert handed_on(app) == {
         "spec-writer": ["skeleton-writer", "test-writer"],
         "skeleton-writer": ["skeleton-writer", "test-writer"],
@@ -130,6 +139,17 @@ def test_bob_approves_from_msmtp_and_the_pipeline_reaches_done(tmp_path: Path, m
     assert doctor.returncode == 0, doctor.stdout + doctor.stderr
     status = workflow(proj, env, "status")
     assert status.returncode == 0 and "claims" not in status.stdout and ", 0 flagged" in status.stdout, status.stdout
+
+
+def ran_on_claude_code(app: App, model: PipelineModel) -> None:
+    """Every run was Claude Code's: its log names the backend and the CLI's own transcript, which
+    holds the run's finish; the model was asked for our tools by their MCP names."""
+    logs = [f.read_text() for f in sorted(app.config.state.runs.glob("task-*.log"))]
+    assert logs and all("running the claude-code backend" in log for log in logs), logs
+    for log in logs:
+        path = log.split("  transcript: ", 1)[1].split("\n", 1)[0]
+        assert "mcp__workflow__finish" in Path(path).read_text(), path
+    assert len(logs) == sum(model.runs().values()), (len(logs), model.runs())
 
 
 def test_bob_clicks_approve_in_the_cockpit_and_the_pipeline_reaches_done(

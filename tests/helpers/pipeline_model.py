@@ -1,6 +1,11 @@
 """Pipeline model: a stand-in Messages API that plays every built-in role as a capable model would.
 
-It answers ``POST /v1/messages`` at the wire, so the real anthropic SDK inside run-role drives it.
+It answers ``POST /v1/messages`` at the wire, so the real anthropic SDK inside run-role drives it,
+or the real Claude Code from npm (``backend = "claude-code"``): then the answers stream, side
+requests with no tools get a plain "ok", our tools are named ``mcp__workflow__<tool>`` both ways,
+the role is read from the prompt's ``# Role: NAME`` in the first user turn (a list of blocks after
+Claude Code's own), tool results come as lists of text blocks, and after ``finish`` the model says
+its last word.
 Each answer is computed from the request alone (the role from the system prompt, the handed mail
 from the first user turn, what the tools answered so far from the later turns), so concurrent
 runs of different roles never share state here. Each role does only what its role file allows:
@@ -209,6 +214,26 @@ def plan(role: str, prompt: str, results: list[str], spec_reviewer: str = "spec-
     return steps
 
 
+def texts(content: object) -> str:
+    """The text of a message's content, a system prompt or a tool result: a str, or a list of
+    blocks whose text blocks are joined (Claude Code sends lists: its own blocks, then ours)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(b.get("text", "")) for b in content if isinstance(b, dict) and b.get("type") == "text")
+    return "" if content is None else json.dumps(content)
+
+
+def called(messages: list[dict[str, Any]]) -> str:
+    """The tool the model's last turn called ("" for none)."""
+    for m in reversed(messages):
+        if m["role"] == "assistant":
+            content = m["content"] if isinstance(m["content"], list) else []
+            uses = [b.get("name", "") for b in content if isinstance(b, dict) and b.get("type") == "tool_use"]
+            return str(uses[-1]) if uses else ""
+    return ""
+
+
 class PipelineModel(Served):
     """The stand-in API server; ``url`` goes into ANTHROPIC_BASE_URL."""
 
@@ -248,33 +273,49 @@ class PipelineModel(Served):
             return said_text(
                 "Complete and testable: over the limit a client gets 429.\nVERDICT: approve", usage=(300, 30)
             )
-        found = re.search(r"You are the (\S+) role", str(body.get("system", "")))
-        role = found.group(1) if found else "?"
         messages = body.get("messages", [])
-        prompt = messages[0]["content"] if messages and isinstance(messages[0]["content"], str) else ""
+        prompt = texts(messages[0]["content"]) if messages else ""
+        # the role: our system prompt names it (anthropic); an agent CLI's system prompt is its own,
+        # so the role is read from the prompt's "# Role: NAME" (agents.context), wherever the CLI puts it
+        found = re.search(r"You are the (\S+) role", texts(body.get("system", ""))) or re.search(
+            r"(?m)^# Role: (\S+)$", prompt
+        )
+        role = found.group(1) if found else "?"
+        # Claude Code names the MCP server's tools mcp__workflow__<tool>: answered and read back so
+        prefix = (
+            "mcp__workflow__"
+            if any(str(t.get("name", "")).startswith("mcp__workflow__") for t in body["tools"])
+            else ""
+        )
         results: list[str] = []
         for i, m in enumerate(messages[1:], 2):
             if m["role"] == "user" and isinstance(m["content"], list):
                 for block in m["content"]:
                     if block.get("type") == "tool_result":
-                        text = block.get("content")
-                        text = text if isinstance(text, str) else json.dumps(text)
+                        text = texts(block.get("content"))
                         results.append(text)
                         if block.get("is_error") and i == len(messages):  # each refusal once: when it is new
                             with self.lock:
                                 self.refusals.append((role, text))
         with self.lock:
-            self.calls.append(Call(role, len(messages) == 1, prompt))
+            # the run's first call: no turn of the model's yet (Claude Code adds a "system" message)
+            self.calls.append(Call(role, not any(m["role"] == "assistant" for m in messages), prompt))
+        if called(messages) == prefix + "finish":  # an agent CLI goes on after finish: its last turn
+            return said_text("Finished.", usage=(100, 5))
         steps = plan(role, prompt, results, self.spec_reviewer)
         done = len(results)
         if done < len(steps) and "tool" in steps[done]:
             step = steps[done]
-            content = [{"type": "tool_use", "id": f"toolu_{done}", "name": step["tool"], "input": step["args"]}]
+            content = [
+                {"type": "tool_use", "id": f"toolu_{done}", "name": prefix + step["tool"], "input": step["args"]}
+            ]
             return message(content, "tool_use", (100, 20))
         last = steps[done]["say"] if done < len(steps) else "Nothing more to do for this mail."
         finish = {"status": "done", "summary": last}  # a run keeps nothing unless its agent finishes
         return message(
-            [{"type": "tool_use", "id": f"toolu_{done}", "name": "finish", "input": finish}], "tool_use", (100, 20)
+            [{"type": "tool_use", "id": f"toolu_{done}", "name": prefix + "finish", "input": finish}],
+            "tool_use",
+            (100, 20),
         )
 
     def runs(self) -> dict[str, int]:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from helpers.agent_clis import cli_bin
 from helpers.git import GIT_ENV
 from helpers.pipeline_model import PipelineModel
 from helpers.project import free_port
@@ -28,17 +29,21 @@ ARTIFACTS = ("rate-limit", "rate-limit-skeleton", "rate-limit-tests")
 REQUEST = "Please write a spec for rate limiting the public API"
 
 
-def init(tmp_path: Path, model: PipelineModel) -> tuple[Path, dict[str, str]]:
-    """`workflow init` with ANTHROPIC_API_KEY set: every built-in role on the anthropic backend."""
+def init(tmp_path: Path, model: PipelineModel, clis: bool = False) -> tuple[Path, dict[str, str]]:
+    """`workflow init` with ANTHROPIC_API_KEY set: every built-in role on the anthropic backend;
+    with ``clis`` the agent CLIs from npm on PATH, so every role on Claude Code (the first found),
+    which reaches the stand-in model by ``[runs] env`` (ANTHROPIC_BASE_URL and the key)."""
     proj = tmp_path / "proj"
     proj.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("WORKFLOW_", "ANTHROPIC_"))}
     env.update(GIT_ENV, HOME=str(tmp_path / "home"), ANTHROPIC_API_KEY="sk-stand-in", ANTHROPIC_BASE_URL=model.url)
+    if clis:
+        env["PATH"] = f"{cli_bin()}:{env['PATH']}"
     r = subprocess.run(
         [sys.executable, "-m", "workflow", "init"], cwd=proj, env=env, capture_output=True, text=True, timeout=60
     )
     assert r.returncode == 0, r.stderr
-    assert "backend anthropic" in r.stdout
+    assert ("backend claude-code" if clis else "backend anthropic") in r.stdout, r.stdout
     toml = proj / "workflow.toml"
     toml.write_text(re.sub(r"(?m)^port = \d+", f"port = {free_port()}", toml.read_text()))  # this test's own port
     return proj, env

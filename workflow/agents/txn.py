@@ -37,6 +37,7 @@ from typing import NamedTuple
 from workflow.agents.contain import leftovers
 from workflow.app import App
 from workflow.artifacts import agentfiles, edits, history
+from workflow.artifacts.gitlock import project_lock
 from workflow.artifacts.gitrepo import Repo
 from workflow.artifacts.gitstate import Start, head_problem, shown
 from workflow.artifacts.move import revert
@@ -106,9 +107,9 @@ class Run(RunBox):
         )
         if config is not None:  # what the artifact roots hold now: a failed run is put back to it
             repo = Repo.find(config)
-            write_atomic(
-                run.dir / "base.json", json.dumps(edits.snapshot(config, repo).blobs), mode=0o600, sync_dir=False
-            )
+            with project_lock(config):  # never another run's move half done
+                base = edits.snapshot(config, repo).blobs
+            write_atomic(run.dir / "base.json", json.dumps(base), mode=0o600, sync_dir=False)
             begun = edits.start(config, repo)
             write_atomic(run.dir / "head", begun.head, mode=0o600, sync_dir=False)
             write_atomic(run.dir / "head-file", begun.head_file, mode=0o600, sync_dir=False)

@@ -165,7 +165,8 @@ def changed(
     ``written`` when given (a tools-only run), never those in ``others`` (other runs' writes) —
     with those git ignores apart: a file the owner had that git ignores differs from ``base`` only
     when the run changed it."""
-    now = snapshot(config, keep=False, verify=True)
+    with project_lock(config):  # another run's move renames and commits under it: never seen half done
+        now = snapshot(config, keep=False, verify=True)
     out = [p for p in now.dirty if now.blobs.get(p, ABSENT) != base.get(p, ABSENT)]
     if written is not None:
         out = [p for p in out if p in written]
