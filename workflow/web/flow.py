@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import calendar
 import sqlite3
-import subprocess
 import time
 from collections import Counter, defaultdict
 from typing import Any
 
 from workflow.app import App
-from workflow.core.errors import WorkflowError
+from workflow.artifacts.gitrepo import Repo
+from workflow.core.errors import GitError, WorkflowError
 
 DAY = 86400.0
 
@@ -44,20 +44,25 @@ def _state(path: str, roots: tuple[str, ...]) -> tuple[str, str] | None:
     return None
 
 
+def _ours(repo: Repo, line: str) -> str:
+    """A --name-status line with its top-relative paths made project-relative (others left as they are)."""
+    cols = line.split("\t")
+    return "\t".join([cols[0], *((repo.to_project(c) or c) for c in cols[1:])]) if len(cols) > 1 else line
+
+
 def moves(app: App) -> list[tuple[float, str, str | None, str | None]]:
     """Each artifact's changes of state, oldest first: (time, name, from state, to state)."""
     roots = app.config.artifact_roots
-    try:
-        out = subprocess.run(
-            ["git", "log", "--reverse", "-M", "--name-status", "--format=@%ct", "--", *roots],
-            cwd=app.config.project_dir,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        ).stdout
-    except (OSError, subprocess.TimeoutExpired):
+    repo = Repo.find(app.config)
+    if repo is None:
         return []
+    try:  # git only through gitcmd (the owner's pinned git): paths come back from the top, made ours again
+        out = repo.git(
+            "log", "--reverse", "-M", "--name-status", "--format=@%ct", "HEAD", "--", *(repo.to_top(r) for r in roots)
+        )
+    except GitError:  # no commit yet
+        return []
+    out = "\n".join(_ours(repo, line) for line in out.splitlines())
     found: list[tuple[float, str, str | None, str | None]] = []
     when = 0.0
     for line in out.splitlines():
