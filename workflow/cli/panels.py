@@ -89,7 +89,7 @@ def panel_write(
     Example:
         workflow panel write spec-writer-panel search --section Overview --section Errors --brief "Search specs"
     """
-    from workflow.panels.members import Spent
+    from workflow.panels.members import Spent  # lazy: only this command pays for the panels
 
     a = app(ctx)
     spent = Spent()

@@ -101,6 +101,8 @@ BY_NAME: Mapping[str, EventType] = MappingProxyType({e.name: e for e in EVENTS})
 WAITING: tuple[str, ...] = tuple(e.name for e in EVENTS if e.answer)
 # A decision's move (from, to): an approval takes a proposed artifact on, a rejection leaves it for revision.
 DECISIONS: Mapping[str, tuple[str, str]] = MappingProxyType({e.name: e.decision for e in EVENTS if e.decision})
+# The event types whose mail carries the artifact's copy, and so records the version it carried.
+VERSIONED: tuple[str, ...] = tuple(e.name for e in EVENTS if "copy" in e.rules)
 
 
 def get(name: str | None) -> EventType:

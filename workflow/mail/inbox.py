@@ -211,7 +211,7 @@ def render_inbox(
 
 def _copies(raw: bytes) -> list[str]:
     """The texts of a message's copies of the artifact (the short reader first, the MIME one else)."""
-    from workflow.mail.body import our_copies
+    from workflow.mail.body import our_copies  # lazy: start-up time; only a thread with copies needs it
 
     texts = our_copies(raw)
     if texts is not None:

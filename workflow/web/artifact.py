@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 from workflow.app import App
 from workflow.artifacts.versions import Version, blob_bytes, history
-from workflow.core import safeopen
+from workflow.core import events, safeopen
 from workflow.core.errors import ArtifactError
 from workflow.core.locate import Artifact, locate, matches, split_ref
 from workflow.core.senders import local_part, who
@@ -37,8 +37,8 @@ from workflow.web import markdown
 
 NOW = "now"
 TIMELINE = 300  # messages of the timeline at most (the newest)
-VERSIONED = ("review-request", "approval", "rejection")  # the events whose mail records the version it carried
-DECIDED = ("approval", "rejection")
+VERSIONED = events.VERSIONED  # the events whose mail records the version it carried
+DECIDED = tuple(events.DECISIONS)
 
 
 class Choice(NamedTuple):

@@ -49,7 +49,7 @@ def _by(rows: list[dict[str, Any]], key: str, series: str, value: str) -> tuple[
 
 def svg(name: str, data: dict[str, Any]) -> bytes:
     """The SVG of chart ``name`` over ``data`` (``flow.charts``); KeyError for no such chart."""
-    import pygal
+    import pygal  # lazy: start-up time; only a chart needs it
 
     title = TITLES[name]
     rows: list[dict[str, Any]] = data[name]
