@@ -56,7 +56,8 @@ def test_bob_drags_a_card_refused_by_the_graph_then_moved_in_one_commit(project:
     start = _head(project)
     with chrome() as bob:
         log_in(bob, server.url, BOB, BOB_PASSWORD)
-        wait_for(bob, lambda d: _css(d, CARD.format("proposed", "specs/proposed/billing.md")), "the card")
+        card = wait_for(bob, lambda d: _css(d, CARD.format("proposed", "specs/proposed/billing.md")), "the card")[0]
+        assert card.get_attribute("draggable") == "true"  # drag.js made it draggable
 
         flash = _drag(bob, "specs/proposed/billing.md", "done")
         assert flash.startswith("Refused by rule [artifacts] transitions: illegal transition proposed → done"), flash
@@ -67,6 +68,12 @@ def test_bob_drags_a_card_refused_by_the_graph_then_moved_in_one_commit(project:
         assert (project.dir / "specs/proposed/billing.md").exists() and not (
             project.dir / "specs/done/billing.md"
         ).exists()
+
+        wait_for(bob, lambda d: "on" in d.find_element("id", "live").get_attribute("class"), "the live stream")
+        project.send("spec-writer", "status-update", "specs/proposed/billing.md", "spec-reviewer", CONTEXT="typo")
+        wait_for(bob, lambda d: d.execute_script("return document.body.dataset.updated"), "the board's live update")
+        fresh = _css(bob, CARD.format("proposed", "specs/proposed/billing.md"))[0]
+        assert fresh.get_attribute("draggable") == "true"  # a card the stream put there is draggable too
 
         flash = _drag(bob, "specs/proposed/billing.md", "todo")
         assert flash.startswith("moved specs/proposed/billing.md → specs/todo/billing.md"), flash
@@ -126,6 +133,7 @@ def test_a_new_request_writes_the_artifact_as_bobs_role_and_reaches_the_chosen_r
     assert (project.dir / "specs/proposed/search.md").read_text().startswith("# search\n\nFind a word")
     log = sh(project, "git", "log", "--format=%an|%s", f"{start}..HEAD").stdout.splitlines()
     assert log == ["spec-reviewer|spec-reviewer: propose search.md"], log
+    assert "Workflow-Notify: none (a person's new artifact" in sh(project, "git", "log", "-1", "--format=%B").stdout
     assert sh(project, "git", "status", "--porcelain", "specs").stdout == ""
     got = _mail(project, "spec-writer", "review-request")
     assert len(got) == 1 and got[0].artifacts == ["specs/proposed/search.md"], got

@@ -97,7 +97,8 @@ def write(app: App, role: str, root: str, name: str, text: str) -> str:
         raise WorkflowError("the artifact is empty: write its text")
     safeopen.write(app.config, a.path, body + "\n", MAX_ARTIFACT)
     try:
-        done = edits.commit(app.config, app.roster.identity(role), [a.path], "propose")
+        told = "a person's new artifact: their request says what it is"
+        done = edits.commit(app.config, app.roster.identity(role), [a.path], "propose", told)
     except WorkflowError:
         beneath.remove(app.config.project_dir, a.path)  # not committed: not left behind
         raise

@@ -9,10 +9,12 @@
   function card(el) { return el && el.closest ? el.closest(".card") : null; }
   function column(el) { return el && el.closest ? el.closest(".column[data-state]") : null; }
   function form(c) { return c ? c.querySelector("form.move") : null; }
-  document.addEventListener("pointerdown", function (e) {
-    var c = card(e.target);
-    if (c && form(c) && !c.draggable) { c.draggable = true; }
-  });
+  function mark() {  // a card with a "move to" form can be dragged (again after each live update)
+    document.querySelectorAll(".card").forEach(function (c) { if (form(c)) { c.draggable = true; } });
+  }
+  mark();
+  var main = document.getElementById("main");
+  if (main && window.MutationObserver) { new MutationObserver(mark).observe(main, {childList: true}); }
   document.addEventListener("dragstart", function (e) {
     var c = card(e.target);
     if (!c || !form(c)) { return; }
