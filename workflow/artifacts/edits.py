@@ -64,6 +64,7 @@ from workflow.core.config import CONFIG_NAME, Config
 from workflow.core.errors import ArtifactError, GitError
 from workflow.core.locate import parse_path
 
+RUN_TOLD = "a run's edits: its mail says what it did"
 LINK = "symlink"  # a snapshot's entry for a symlink (never followed, never committed)
 ABSENT = ""
 
@@ -205,10 +206,11 @@ class Committed(NamedTuple):
     skipped: tuple[str, ...] = ()  # symlinks: never committed
 
 
-def commit(config: Config, role: str, paths: list[str], why: str) -> Committed:
+def commit(config: Config, role: str, paths: list[str], why: str, told: str = RUN_TOLD) -> Committed:
     """Commit ``paths`` as ``role``, in one commit (symlinks are left out, and said). The files are
     read through ``core.beneath`` and committed from those bytes (``plumbing``): git never opens
-    a path another run's agent could swap for a symlink meanwhile."""
+    a path another run's agent could swap for a symlink meanwhile. ``told``: the ``Workflow-Notify``
+    trailer's reason (nobody is told of an edit by the hook)."""
     links = tuple(
         p for p in paths if (st := beneath.lstat(config.project_dir, p)) is not None and stat.S_ISLNK(st.st_mode)
     )
@@ -221,7 +223,7 @@ def commit(config: Config, role: str, paths: list[str], why: str) -> Committed:
     message = (
         f"{role}: {why} {names}\n\n"
         f"Workflow-Role: {role}\nWorkflow-Edits: {len(paths)} file(s)\n"
-        "Workflow-Notify: none (a run's edits: its mail says what it did)\n"
+        f"Workflow-Notify: none ({told})\n"
     )
     with project_lock(config) as env:
         now = plumbing.hash_files(config, repo, paths)

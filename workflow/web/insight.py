@@ -13,40 +13,16 @@ from __future__ import annotations
 import asyncio
 import hmac
 import re
-from typing import Protocol
 
-import jinja2
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from workflow.app import App
-from workflow.policy.visibility import Sight
 from workflow.web import charts, flow
-from workflow.web.auth import Viewer
+from workflow.web.host import Web
 from workflow.web.metrics import Metrics, Timing
 from workflow.web.runpage import run_page
-
-
-class Web(Protocol):
-    """What these routes use of the server (``web.server.Web``), named here so neither imports the other."""
-
-    app: App
-    templates: jinja2.Environment
-
-    def _headers(self, r: Response) -> Response: ...
-
-    def html(self, text: str, status: int = 200) -> Response: ...
-
-    def viewer(self, request: Request) -> Viewer | None: ...
-
-    def sight(self, viewer: Viewer) -> Sight: ...
-
-    def layout(
-        self, viewer: Viewer, name: str, main: str, params: dict[str, str], flash: str, request: Request
-    ) -> str: ...
-
 
 STREAM = re.compile(r'data-stream="[^"]*"')
 SVG_CSP = "default-src 'none'; style-src 'unsafe-inline'"

@@ -50,6 +50,7 @@ from workflow.mail.ids import given_msgid
 from workflow.policy.roster import Roster
 from workflow.policy.visibility import Sight
 from workflow.web import actions, artifact, find, narrow, once, pages, runs
+from workflow.web.acting import Acting
 from workflow.web.auth import COOKIE, Sessions, Viewer
 from workflow.web.insight import Insight
 from workflow.web.live import Watch
@@ -132,9 +133,10 @@ class Web:
         self.links = links  # the Unix socket the owner asks for a login link (``once``)
         self.static = {
             name: resources.files("workflow.web").joinpath("static", name).read_bytes()
-            for name in ("app.css", "live.js")
+            for name in ("app.css", "live.js", "drag.js")
         }
         self.insight = Insight(self)
+        self.own = Acting(self)  # a person's moves, new requests and replies
 
     def _adopt(self, config: Config, roster: Roster) -> None:
         """workflow.toml or a role file changed: serve with what they say now (``delivery.current``),
@@ -170,6 +172,7 @@ class Web:
             Route("/act/{what}", self.act, methods=["POST"]),
             Route("/static/{name}", self.static_file),
             *self.insight.routes(),  # /run, /charts, /charts.json, /chart, /metrics
+            *self.own.routes(),  # /new
         ]
 
         @contextlib.asynccontextmanager
@@ -535,7 +538,7 @@ class Web:
                 return actions.retry(self.app, viewer.login, int(f.get("task", "")))
             except ValueError:
                 return actions.Done(False, "no task number given")
-        return actions.Done(False, f"no action {what!r}")
+        return self.own.act(what, viewer, f)  # move, request, reply
 
     def finish_pending(self) -> None:
         """At start: carry out the decisions a crashed cockpit left half done (``agentd.pending``)."""
