@@ -5,6 +5,8 @@ with prometheus_client's own parser and from /charts.json, and the charts drawn 
 from __future__ import annotations
 
 import json
+import re
+import smtplib
 import time
 from pathlib import Path
 
@@ -12,7 +14,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from helpers.browser import chrome, log_in, wait_for
 from helpers.git import sh
-from helpers.project import Project
+from helpers.project import TESTER, TESTER_PASSWORD, Project
+from helpers.smtp import server_process
 from helpers.web import BOB, BOB_PASSWORD, Client, Server
 from workflow.agentd.tasks import Tasks, TaskStatus
 
@@ -49,8 +52,26 @@ def _burst(p: Project) -> None:
         tasks.enqueue("spec-writer", ["<waits@workflow.local>"])  # one waits in the queue
 
 
+def _refusals(p: Project) -> None:
+    """Through a real `workflow smtpd`: two RCPTs to no role, one to a panel's internal address
+    from outside it; each refused by its rule."""
+    with server_process(p.dir) as (_proc, port):
+        with smtplib.SMTP("127.0.0.1", port, timeout=10) as s:
+            s.login(TESTER, TESTER_PASSWORD)
+            for rcpt in (
+                "nobody@workflow.local",
+                "nobody-else@workflow.local",
+                "spec-reviewer-panel-internal@workflow.local",
+            ):
+                s.mail("spec-writer@workflow.local")
+                code, _ = s.rcpt(rcpt)
+                assert code >= 500, (rcpt, code)
+                s.rset()
+
+
 def test_metrics_parse_and_count_a_known_burst_of_mail_and_runs(project: Project, server: Server) -> None:
     _burst(project)
+    _refusals(project)
     anon = Client(server.url)
     assert anon.get("/metrics")[0] == 401
     bob = Client(server.url)
@@ -77,6 +98,19 @@ def test_metrics_parse_and_count_a_known_burst_of_mail_and_runs(project: Project
     assert value("workflow_tokens_total", role="implementer") == 1500
     assert value("workflow_tokens_total", role="spec-writer") == 700
     assert value("workflow_cost_usd_total", role="implementer") == 0.25
+    refused = {k[1]: v for k, v in samples.items() if k[0] == "workflow_messages_refused_total"}
+    # the SMTP server's refusals, counted by command, code and rule (no role: no named rule)
+    assert refused == {
+        (("code", "550"), ("command", "RCPT"), ("rule", "-")): 2,
+        (("code", "550"), ("command", "RCPT"), ("rule", "internal-members-only")): 1,
+    }, refused
+    # every metric the example Grafana dashboard graphs is one /metrics serves
+    board = json.loads((Path(__file__).resolve().parents[2] / "contrib" / "grafana" / "workflow-mail.json").read_text())
+    graphed = {
+        m for panel in board["panels"] for t in panel.get("targets", []) for m in re.findall(r"workflow_\w+", t["expr"])
+    }
+    served = {name for name, _ in samples} | {f.name for f in text_string_to_metric_families(text)}
+    assert graphed and graphed <= served, graphed - served
     # the cockpit's own latency: the requests above were counted by route
     assert value("workflow_web_request_duration_seconds_count", route="/login") >= 1
     assert value("workflow_web_request_duration_seconds_count", route="/metrics") >= 1

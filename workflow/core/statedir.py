@@ -100,6 +100,11 @@ class StateDir:
         return self.root / "agentd.jsonl"
 
     @property
+    def refusals(self) -> Path:
+        """How many times the SMTP server refused, by command, code and rule (for ``/metrics``)."""
+        return self.root / "refusals.sqlite"
+
+    @property
     def panels(self) -> Path:
         """Panel sessions, sealed assessments and the seals delivery reads."""
         return self.root / "panels.sqlite"

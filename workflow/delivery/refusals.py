@@ -12,12 +12,22 @@ the SMTP reply code; RULE the named rule that refused (``internal-members-only``
 field a peer could have chosen comes after PEER and is sanitized (no CR, LF or other control
 characters; LOGIN has no spaces either), so no peer can forge a line or move the address a filter
 reads.
+
+Each refusal is also counted (``Counted``), by command, code and rule, in the state directory's
+``refusals.sqlite``, which the cockpit's ``/metrics`` reads: a counter any process can read, that
+lives across restarts.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+import sqlite3
+import threading
+from pathlib import Path
+
+from workflow.core.db import open_db
+from workflow.core.errors import WorkflowError
 
 log = logging.getLogger("workflow.delivery.smtpd")  # the server's log
 
@@ -62,3 +72,63 @@ def refused(command: str, peer: str, login: str | None, reply: str, rule: str = 
         sanitize(text, 400),
     )
     return reply
+
+
+COUNTS = """
+CREATE TABLE IF NOT EXISTS refused(command TEXT NOT NULL, code TEXT NOT NULL, rule TEXT NOT NULL,
+  n INTEGER NOT NULL, PRIMARY KEY (command, code, rule));
+"""
+
+
+class Counted(logging.Handler):
+    """Counts the server log's refusal lines (``refused``) into ``path``; a count that cannot be
+    written is lost, never the refusal's reply."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(logging.INFO)
+        self.path = path
+        self.db: sqlite3.Connection | None = None
+        self.db_lock = threading.Lock()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not (isinstance(record.msg, str) and record.msg.startswith("refused ")) or not isinstance(
+            record.args, tuple
+        ):
+            return
+        if len(record.args) != 6:
+            return
+        command, _peer, _login, code, rule, _text = (str(a) for a in record.args)
+        try:
+            with self.db_lock:
+                if self.db is None:
+                    self.db = open_db(self.path, what="refusal counts", schema=COUNTS)
+                self.db.execute(
+                    "INSERT INTO refused(command, code, rule, n) VALUES (?,?,?,1) "
+                    "ON CONFLICT(command, code, rule) DO UPDATE SET n = n + 1",
+                    (command, code, rule),
+                )
+        except (WorkflowError, sqlite3.Error):
+            return
+
+    def close(self) -> None:
+        with self.db_lock:
+            if self.db is not None:
+                self.db.close()
+                self.db = None
+        super().close()
+
+
+def counts(path: Path) -> list[tuple[str, str, str, int]]:
+    """(command, code, rule, how many) of every refusal counted in ``path`` (none before the first)."""
+    if not path.exists():
+        return []
+    try:
+        db = open_db(path, what="refusal counts", schema=COUNTS)
+    except WorkflowError:
+        return []
+    try:
+        return [(str(c), str(k), str(r), int(n)) for c, k, r, n in db.execute("SELECT * FROM refused ORDER BY 1, 2, 3")]
+    except sqlite3.Error:
+        return []
+    finally:
+        db.close()

@@ -59,7 +59,7 @@ from workflow.delivery.gossip import Either, NoOthers, Others
 from workflow.delivery.listeners import is_loopback, tls_context
 from workflow.delivery.logins import Logins
 from workflow.delivery.notify import compose, parent_in, request
-from workflow.delivery.refusals import peer_of, refused, sanitize, split
+from workflow.delivery.refusals import Counted, peer_of, refused, sanitize, split
 from workflow.delivery.smtp_protocol import protocol_factory, quiet_aiosmtpd_log
 from workflow.delivery.staging import RunBox, describe
 from workflow.delivery.tally import Tally
@@ -344,6 +344,7 @@ class Server:
         not at all (False: a run's server); ``sockets``: the Unix sockets where the owner and runs
         log in (``delivery.local``) — each a path to listen at, or a listening socket given."""
         self.config = config
+        self.counted: Counted | None = None  # the refusal counter, while listening
         self.host = host or config.smtp.host
         self.port = config.smtp.port if port is None else port
         self.tcp = tcp
@@ -417,6 +418,8 @@ class Server:
         self.committer.start(self.index)
         self.current = Current(self.deliverer.config, self.deliverer.roster, self._adopt)
         handler = Handler(self.deliverer, self.index, self.committer, self.stats, self.others, self.current)
+        self.counted = Counted(self.config.state.refusals)  # each refusal counted, for the cockpit's /metrics
+        log.addHandler(self.counted)
         loop = asyncio.get_running_loop()
         self.factory = self._protocol(handler)
         try:
@@ -471,6 +474,10 @@ class Server:
                 p.transport.close()
         await self.committer.drain()
         self.committer.stop()
+        if self.counted is not None:
+            log.removeHandler(self.counted)
+            self.counted.close()
+            self.counted = None
         if self.current is not None:
             self.current.close()
         if self.index is not None:

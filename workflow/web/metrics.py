@@ -1,11 +1,11 @@
 """Metrics: ``/metrics`` in Prometheus' text format, made with the official ``prometheus_client``.
 
 Read at each scrape from what the project keeps, so any cockpit process answers the same:
-messages delivered (the index: each stored copy, by event and recipient mailbox), runs by role
+messages delivered (the index: each stored copy, by event and recipient mailbox) and refused (the
+SMTP server's count by command, code and rule: ``delivery.refusals``), runs by role
 and result, their duration (a histogram), the queue's depth, tokens and cost by role (agentd's
 ledger, all days), and this cockpit's own request latency (a histogram kept in this process).
-Left out: refusals by rule and SMTP latency — the SMTP server logs each refusal but keeps no
-count another process can read, nor any timing.
+Left out: SMTP latency — the SMTP server keeps no timing another process can read.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from prometheus_client.registry import Collector
 
 from workflow.app import App
 from workflow.core.errors import WorkflowError
+from workflow.delivery.refusals import counts
 
 RUN_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)
 WEB_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
@@ -36,6 +37,7 @@ class Project(Collector):
     def collect(self) -> Iterator[Metric]:
         app: App = self.app.app
         yield from _mail(app)
+        yield from _refused(app)
         yield from _ledger(app)
 
 
@@ -53,6 +55,17 @@ def _mail(app: App) -> Iterator[Metric]:
     for (event, box), n in sorted(counts.items()):
         delivered.add_metric([event, box], n)
     yield delivered
+
+
+def _refused(app: App) -> Iterator[Metric]:
+    refused = CounterMetricFamily(
+        "workflow_messages_refused",
+        "SMTP commands refused, by command, reply code and rule",
+        labels=["command", "code", "rule"],
+    )
+    for command, code, rule, n in counts(app.config.state.refusals):
+        refused.add_metric([command, code, rule], n)
+    yield refused
 
 
 def _ledger(app: App) -> Iterator[Metric]:
