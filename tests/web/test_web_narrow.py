@@ -3,7 +3,8 @@ word in mail bob may read and not in a panel's internal mail (which a member fin
 artifact by its text; at 1,000 artifacts the board's filters (state, role, waiting on me, event,
 age) pick the right cards, in natural order (feat-5 before feat-10), with identical lines
 collapsed into a count and each column folded over a few cards, one link from the rest; at
-390×844 no element of the board, an inbox, a thread or a search lies outside the viewport."""
+390×844 no element of the board, an inbox, a thread, a search, an artifact, a new request or the
+charts lies outside the viewport."""
 
 from __future__ import annotations
 
@@ -225,6 +226,9 @@ def test_at_phone_width_nothing_is_clipped(project: Project, server: Server) -> 
         f"/thread?id={quote(request, safe='')}",
         f"/thread?id={quote(question, safe='')}",
         "/search?q=why",
+        f"/artifact?path=specs/proposed/{long}.md",  # the artifact, its diff, its timeline and the decision
+        "/new",
+        "/charts",
     ]
     with chrome() as driver:
         _phone(driver)
@@ -237,6 +241,8 @@ def test_at_phone_width_nothing_is_clipped(project: Project, server: Server) -> 
         assert driver.find_element("css selector", "form.decide button.approve").is_displayed()
         driver.get(server.url.rstrip("/") + pages[5])  # and the answer box
         assert driver.find_element("css selector", "form.answer button.answer").is_displayed()
+        driver.get(server.url.rstrip("/") + pages[7])  # the artifact page's decision too
+        assert driver.find_element("css selector", "form.decide button.approve").is_displayed()
     with chrome() as owner:  # the owner's header: every role to view as
         _phone(owner)
         open_link(owner, owner_link(project))
