@@ -25,7 +25,8 @@ from workflow.agentd.tasks import Tasks, TaskStatus
 from workflow.agents.report import RunReport
 from workflow.app import App
 from workflow.policy.visibility import Sight
-from workflow.web.server import PAGES, Web
+from workflow.web.book import LIVE
+from workflow.web.server import Web
 
 
 def _run(p: Project, role: str, log: str, session: str, transcript: str, done: bool = True) -> int:
@@ -118,7 +119,7 @@ def _urls(paths: list[str], mids: list[str], tasks: list[int]) -> list[str]:
         "id": mids,
         "task": [str(t) for t in tasks],
         "all": ["1"],
-        "page": list(PAGES),
+        "page": sorted(LIVE),
         "q": ["review", "zebra", "okapi", "narwhal", "question", "billing"],
     }
     out = []
@@ -166,7 +167,9 @@ def test_bob_crawls_every_page_and_stream_and_finds_nothing_he_may_not_read(proj
 
     bob = Client(server.url)
     assert bob.login(BOB, BOB_PASSWORD) == 303
-    pages = [p for p in PAGES if p not in ("thread", "artifact")]  # a thread's and an artifact's need theirs (next)
+    pages = [
+        p for p in sorted(LIVE) if p not in ("thread", "artifact")
+    ]  # a thread's and an artifact's need theirs (next)
     streams = [Stream(server, bob, urlencode({"page": p, "v": "stale"})) for p in pages]
     streams += [Stream(server, bob, urlencode({"page": "thread", "id": request, "v": "stale"}))]
     for path in ("specs/proposed/user-auth.md", "specs/proposed/billing.md"):  # his, and one he is not asked about

@@ -12,6 +12,7 @@ from starlette.responses import Response
 from workflow.app import App
 from workflow.policy.visibility import Sight
 from workflow.web.auth import Sessions, Viewer
+from workflow.web.pages import Boards
 
 
 class Web(Protocol):
@@ -20,6 +21,7 @@ class Web(Protocol):
     app: App
     templates: jinja2.Environment
     sessions: Sessions
+    boards: Boards
 
     def _headers(self, r: Response) -> Response: ...
 

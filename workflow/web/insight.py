@@ -16,13 +16,12 @@ import re
 
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from workflow.web import charts, flow
 from workflow.web.host import Web
 from workflow.web.metrics import Metrics, Timing
-from workflow.web.runpage import run_page
 
 STREAM = re.compile(r'data-stream="[^"]*"')
 SVG_CSP = "default-src 'none'; style-src 'unsafe-inline'"
@@ -37,8 +36,6 @@ class Insight:
 
     def routes(self) -> list[Route]:
         return [
-            Route("/run", self.run),
-            Route("/charts", self.charts),
             Route("/charts.json", self.charts_json),
             Route("/chart", self.chart),
             Route("/metrics", self.scrape),
@@ -47,36 +44,6 @@ class Insight:
     def middleware(self) -> Middleware:
         """Each HTTP request's time counted by its route (``Timing``)."""
         return Middleware(Timing, latency=self.metrics.latency)
-
-    def _page(self, request: Request, name: str, main: str, status: int = 200) -> Response:
-        viewer = self.web.viewer(request)
-        assert viewer is not None
-        text = self.web.layout(viewer, name, main, {}, "", request)
-        return self.web.html(STREAM.sub('data-stream=""', text, count=1), status)  # not live: no stream
-
-    async def run(self, request: Request) -> Response:
-        viewer = self.web.viewer(request)
-        if viewer is None:
-            return self.web._headers(RedirectResponse("/login", 303))
-        try:
-            task = int(request.query_params.get("task", ""))
-        except ValueError:
-            task = -1
-        found = await asyncio.to_thread(run_page, self.web.app, self.web.sight(viewer), task) if task >= 0 else None
-        if found is None:
-            return self._page(request, "run", "<p>Not found.</p>", 404)
-        main = self.web.templates.get_template("run.html").render(run=found, viewer=viewer)
-        return self._page(request, "run", main)
-
-    async def charts(self, request: Request) -> Response:
-        viewer = self.web.viewer(request)
-        if viewer is None:
-            return self.web._headers(RedirectResponse("/login", 303))
-        data = await asyncio.to_thread(flow.charts, self.web.app)
-        main = self.web.templates.get_template("charts.html").render(
-            data=data, names=charts.NAMES, titles=charts.TITLES, viewer=viewer
-        )
-        return self._page(request, "charts", main)
 
     async def charts_json(self, request: Request) -> Response:
         if self.web.viewer(request) is None:

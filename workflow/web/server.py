@@ -49,9 +49,10 @@ from workflow.mail.body import part_text
 from workflow.mail.ids import given_msgid
 from workflow.policy.roster import Roster
 from workflow.policy.visibility import Sight
-from workflow.web import actions, artifact, find, narrow, once, pages, runs
+from workflow.web import actions, book, narrow, once, pages, runs
 from workflow.web.acting import Acting
 from workflow.web.auth import COOKIE, Sessions, Viewer
+from workflow.web.book import NotFoundError
 from workflow.web.insight import Insight
 from workflow.web.live import Watch
 
@@ -71,8 +72,7 @@ HEADERS = {
 FLASH = "workflow_flash"
 KEEPALIVE = 15.0  # seconds between comments on an idle event stream
 MAX_PAUSE = 2.0  # seconds a page's stream rests after a render at most (twice what the render took)
-PAGES = ("board", "inbox", "thread", "runs", "search", "artifact")
-PARAMS = ("id", "all", "q", "path", "a", "b", *narrow.PARAMS)  # the query parameters a page (and its stream) takes
+PARAMS = book.PARAMS  # the query parameters a page (and its stream) takes
 MAX_FORM = 64 * 1024
 OWNER_REFUSED = (
     "The owner does not log in with a password here, and the cockpit never asks for the owner's secret: "
@@ -81,10 +81,6 @@ OWNER_REFUSED = (
 LINK_REFUSED = (
     "This login link was used already or expired (or its server restarted): `workflow web login` prints a new one."
 )
-
-
-class NotFoundError(Exception):
-    """Answered 404: what was asked for is not in the viewer's view (or does not exist)."""
 
 
 def _templates() -> jinja2.Environment:
@@ -160,12 +156,7 @@ class Web:
             Route("/login", self.login, methods=["POST"]),
             Route("/logout", self.logout, methods=["POST"]),
             Route("/role", self.switch, methods=["POST"]),
-            Route("/board", self.page("board")),
-            Route("/inbox", self.page("inbox")),
-            Route("/thread", self.page("thread")),
-            Route("/runs", self.page("runs")),
-            Route("/search", self.page("search")),
-            Route("/artifact", self.page("artifact")),
+            *(Route(p.route, self.page(p.name)) for p in book.PAGES),
             Route("/part", self.part),
             Route("/transcript", self.transcript),
             Route("/events", self.events),
@@ -332,7 +323,10 @@ class Web:
             except (WorkflowError, sqlite3.Error, OSError) as e:
                 return self.html(self.layout(viewer, name, _trouble(e), {}, "", request), 503)
             flash = self._flash(request, viewer)
-            r = self.html(self.layout(viewer, name, main, params, flash, request))
+            text = self.layout(viewer, name, main, params, flash, request)
+            if not book.BY_NAME[name].live:  # a form, a run's record, a picture of the past: no stream
+                text = book.STREAM.sub('data-stream=""', text, count=1)
+            r = self.html(text)
             if flash:
                 r.delete_cookie(FLASH, path="/")
             return r
@@ -340,35 +334,11 @@ class Web:
         return handler
 
     def main(self, name: str, viewer: Viewer, params: dict[str, str]) -> str:
-        """A page's main part for ``viewer``: what the page shows and its event stream sends."""
-        csrf = self.sessions.csrf(viewer)
-        t = self.templates.get_template(f"{name}.html")
-        here = f"/thread?id={quote(params.get('id', ''), safe='')}" if name == "thread" else f"/{name}"
-        if name == "artifact":
-            here = f"/artifact?path={quote(params.get('path', ''), safe='')}"
-        common: dict[str, Any] = {"csrf": csrf, "viewer": viewer, "here": here}
-        sight = self.sight(viewer)
-        if name == "board":
-            b = self.boards.board(viewer.role)
-            return t.render(**{**common, **narrow.page(self.app, sight, b, params)})
-        if name == "inbox":
-            return t.render(inbox=pages.inbox(self.app, viewer.role, params.get("all") != "1"), **common)
-        if name == "thread":
-            mid = given_msgid(params.get("id", ""))
-            found = pages.thread(self.app, viewer.role, mid) if mid else None
-            if found is None:
-                raise NotFoundError
-            return t.render(thread=found, mid=mid, **common)
-        if name == "search":
-            q = params.get("q", "")
-            return t.render(search=pages.search(self.app, sight, q), found=find.artifacts(self.app.config, q), **common)
-        if name == "artifact":
-            art = artifact.page(self.app, sight, params.get("path", ""), params.get("a", ""), params.get("b", ""))
-            if art is None:
-                raise NotFoundError
-            return t.render(art=art, **common)
-        steer = actions.may_steer(self.app, viewer.roles)
-        return t.render(runs=runs.runs(self.app, sight), steer=steer, **common)
+        """A page's main part for ``viewer``: what the page shows and its event stream sends (``book``)."""
+        page = book.BY_NAME[name]
+        here = page.here(params) if page.here is not None else page.route
+        common: dict[str, Any] = {"csrf": self.sessions.csrf(viewer), "viewer": viewer, "here": here}
+        return self.templates.get_template(page.template).render(**{**common, **page.data(self, viewer, params)})
 
     def sight(self, viewer: Viewer) -> Sight:
         """What ``viewer`` may read (``Sight``): the one judge of every page, stream and link."""
@@ -384,6 +354,7 @@ class Web:
             flash=json.loads(flash) if flash else None,
             csrf=self.sessions.csrf(viewer),
             roles=self.roles_of(viewer),
+            nav=book.NAV,
             back=request.url.path + (("?" + request.url.query) if request.url.query else ""),
         )
 
@@ -429,7 +400,7 @@ class Web:
     async def events(self, request: Request) -> Response:
         viewer = self.viewer(request)
         name = request.query_params.get("page", "")
-        if viewer is None or name not in PAGES:
+        if viewer is None or name not in book.LIVE:
             return self._headers(
                 PlainTextResponse("not logged in" if viewer is None else "no such page", 401 if viewer is None else 404)
             )
