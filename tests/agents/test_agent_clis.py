@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from helpers.agent_clis import cli_bin, fresh_project, needs_claude
+from helpers.agent_clis import approve_turns, cli_bin, fresh_project, needs_claude
 from helpers.fake_anthropic import FakeAnthropic, text, tool_results, tool_use
 from helpers.git import git_project, mail
 from helpers.runs import run_command_role, unread
@@ -91,21 +91,6 @@ def test_claude_code_in_a_fresh_project_approves_a_spec_with_the_roles_mcp_tools
     assert "moved specs/proposed/user-auth.md → specs/todo/user-auth.md" in r.stdout, r.stdout
     path = r.stdout.split("transcript: ", 1)[1].split("\n", 1)[0]
     assert "Approved user-auth." in Path(path).read_text(), path
-
-
-def approve_turns(api: FakeAnthropic, request: str) -> None:
-    """The model's turns of an approval by the role's MCP tools."""
-    move = {"artifact": "specs/proposed/user-auth.md", "state": "todo", "reason": "complete and testable"}
-    api.add(tool_use("mcp__workflow__move_artifact", move, "toolu_2"))
-    approval = {
-        "event": "approval",
-        "artifact": "specs/todo/user-auth.md",
-        "to": ["spec-writer"],
-        "in_reply_to": request,
-    }
-    api.add(tool_use("mcp__workflow__send_message", approval, "toolu_3"))
-    api.add(tool_use("mcp__workflow__finish", {"status": "done", "summary": "Approved user-auth."}, "toolu_4"))
-    api.add(text("Approved user-auth."))
 
 
 @needs_bwrap

@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 import pytest
 
+from helpers.fake_anthropic import FakeAnthropic, text, tool_use
 from helpers.git import GIT_ENV
 from workflow.mail.message import parse
 
@@ -106,3 +107,19 @@ def fresh_project(base: Path, home: Path | None = None, name: str = "project") -
     subprocess.run(["git", "add", "-A"], cwd=d, check=True, env=f.env())
     subprocess.run(["git", "commit", "-qm", "spec-writer: propose user-auth"], cwd=d, check=True, env=f.env())
     return f
+
+
+def approve_turns(api: FakeAnthropic, request: str) -> None:
+    """The model's turns of spec-reviewer's approval of user-auth by the role's MCP tools (a CLI names them
+    ``mcp__workflow__…``): move it to todo/, send the approval in reply to ``request``, finish."""
+    move = {"artifact": "specs/proposed/user-auth.md", "state": "todo", "reason": "complete and testable"}
+    api.add(tool_use("mcp__workflow__move_artifact", move, "toolu_2"))
+    approval = {
+        "event": "approval",
+        "artifact": "specs/todo/user-auth.md",
+        "to": ["spec-writer"],
+        "in_reply_to": request,
+    }
+    api.add(tool_use("mcp__workflow__send_message", approval, "toolu_3"))
+    api.add(tool_use("mcp__workflow__finish", {"status": "done", "summary": "Approved user-auth."}, "toolu_4"))
+    api.add(text("Approved user-auth."))

@@ -12,26 +12,11 @@ import sys
 import time
 from pathlib import Path
 
-from helpers.agent_clis import fresh_project, needs_claude
+from helpers.agent_clis import approve_turns, fresh_project, needs_claude
 from helpers.agentd import wait_until
-from helpers.fake_anthropic import FakeAnthropic, text, tool_use
+from helpers.fake_anthropic import FakeAnthropic
 from helpers.sandboxing import needs_bwrap
 from helpers.web import Client
-
-
-def approve_turns(api: FakeAnthropic, request: str) -> None:
-    """The model's turns of an approval by the role's MCP tools (as tests/agents/test_agent_clis.py)."""
-    move = {"artifact": "specs/proposed/user-auth.md", "state": "todo", "reason": "complete and testable"}
-    api.add(tool_use("mcp__workflow__move_artifact", move, "toolu_2"))
-    approval = {
-        "event": "approval",
-        "artifact": "specs/todo/user-auth.md",
-        "to": ["spec-writer"],
-        "in_reply_to": request,
-    }
-    api.add(tool_use("mcp__workflow__send_message", approval, "toolu_3"))
-    api.add(tool_use("mcp__workflow__finish", {"status": "done", "summary": "Approved user-auth."}, "toolu_4"))
-    api.add(text("Approved user-auth."))
 
 
 @needs_bwrap
