@@ -26,7 +26,8 @@ def test_every_backend_is_declared_once_and_has_a_maker() -> None:
     assert len(set(BACKENDS)) == len(KINDS)
     assert set(MAKERS) == set(BACKENDS)
     assert set(CLIS) == set(PROFILES)  # every CLI profile is a backend, and every profile backend has one
-    assert {n: p.program for n, p in PROFILES.items()} == PROGRAMS
+    assert {n: p.kind.program for n, p in PROFILES.items()} == PROGRAMS
+    assert all(n == p.kind.name and p.kind.cli is not None for n, p in PROFILES.items())
     assert set(CLIS) <= set(PROCESS) and "command" in PROCESS and "scripted" not in PROCESS
 
 

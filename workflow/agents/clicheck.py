@@ -39,7 +39,7 @@ def problems(config: Config, roster: Roster, env: Mapping[str, str], override: s
     out = []
     for name in in_use(config, roster, override):
         opts = config.backends.cli(name)
-        program = opts.program or PROFILES[name].program
+        program = opts.program or PROFILES[name].kind.program
         found = shutil.which(program, path=env.get("PATH"))
         if found is None:
             out.append(f"{name}: {program} is not on PATH (install it, or set [backends.{name}] program)")

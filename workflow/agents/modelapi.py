@@ -17,13 +17,10 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable, Mapping
 
-# backend → (the variable that moves its API, the API's own address)
-APIS = {
-    "anthropic": ("ANTHROPIC_BASE_URL", "https://api.anthropic.com"),
-    "claude-code": ("ANTHROPIC_BASE_URL", "https://api.anthropic.com"),
-    "codex": ("OPENAI_BASE_URL", "https://api.openai.com/v1"),
-    "gemini": ("GOOGLE_GEMINI_BASE_URL", "https://generativelanguage.googleapis.com"),
-}
+from workflow.core.backendkinds import KINDS
+
+# backend → (the variable that moves its API, the API's own address): each Kind's ``api``
+APIS = {kind.name: kind.api for kind in KINDS if kind.api[0]}
 
 
 def api_of(backend: str, env: Mapping[str, str]) -> str:

@@ -14,7 +14,8 @@ built from a list, not from ``/`` minus exceptions:
 * the runs' servers' Unix sockets, read-only (``$WORKFLOW_SMTP`` is one: it can connect, and
   cannot put a socket of its own in their place; the owner's socket is not there — ``delivery.local``);
 * the one directory of its run it may see (``$WORKFLOW_RUN``), and the role's own agent-CLI
-  state (``$CLAUDE_CONFIG_DIR``, ``$CODEX_HOME`` under ``<state>/cli/ROLE``): never the owner's
+  state (each CLI's state variable — ``$CLAUDE_CONFIG_DIR``, ``$CODEX_HOME``, ``$GEMINI_CLI_HOME`` —
+  under ``<state>/cli/ROLE``): never the owner's
   ``~/.claude`` (settings and hooks Claude Code obeys in the owner's own sessions), never
   another role's transcripts;
 * no capability at all, even when the owner is root (``--cap-drop ALL``: with

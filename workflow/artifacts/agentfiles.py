@@ -7,7 +7,8 @@ variable its environment lacks — its API's base URL included), the ignore file
 a CLI's tools see (``.geminiignore``, ripgrep's ``.ignore``/``.rgignore``), any ``workflow.toml``, and what the owner's git reads from the tree (``.gitattributes``,
 ``.gitignore``, ``.mailmap``, ``.gitmodules``). A run never writes them: one role's agent would
 steer every later run of every role (and the owner's own agent session). ``NAMES`` and ``FOLDERS``
-are the one list (``docs/threat-model.md`` says why each is there). (What the config names — the scripted
+are the one list (``docs/threat-model.md`` says why each is there); an agent CLI's folders are its
+record's (``core.backendkinds.Cli.folders``). (What the config names — the scripted
 backend's scripts, the agents' programs — is the control plane, read-only in the sandbox:
 ``core.control``.)
 
@@ -26,6 +27,7 @@ from pathlib import Path
 
 from workflow.artifacts.gitstate import tree
 from workflow.core import beneath
+from workflow.core.backendkinds import CLI_KINDS
 from workflow.core.config import CONFIG_NAME, Config
 from workflow.core.files import write_atomic
 
@@ -56,15 +58,11 @@ NAMES = frozenset(
         ".lfsconfig",
     }
 )
-FOLDERS = frozenset(  # settings, skills and plugins, anywhere in the tree
+FOLDERS = frozenset(  # settings, skills and plugins, anywhere in the tree: each agent CLI's own …
     {
-        ".claude",
-        ".gemini",  # .gemini/.env too: loaded before .env in a trusted folder
-        ".codex",
-        ".cursor",
+        *(folder for k in CLI_KINDS if k.cli is not None for folder in k.cli.folders),
+        ".cursor",  # … and other tools' (the owner's own)
         ".agents",  # skills and plugin marketplaces Codex (and others) load from a repository
-        ".claude-plugin",
-        ".codex-plugin",
         ".cursor-plugin",
     }
 )

@@ -14,7 +14,7 @@ from typing import Annotated, Any, NamedTuple
 
 from workflow.core import events
 from workflow.core.addresses import member_mailbox, parse_panel
-from workflow.core.backendkinds import BACKENDS
+from workflow.core.backendkinds import BACKENDS, CLI_KINDS
 from workflow.core.errors import ConfigError
 from workflow.core.schema import (
     NAME_RE,
@@ -122,18 +122,8 @@ WEB = Section(WebConfig)
 SANDBOXES = ("bwrap", "none")
 
 
-MODEL_ENV = (  # what the agent CLIs need to reach their models: never a bridge's secret
-    "ANTHROPIC_API_KEY",
-    "ANTHROPIC_AUTH_TOKEN",
-    "ANTHROPIC_BASE_URL",
-    "ANTHROPIC_MODEL",
-    "CLAUDE_CODE_OAUTH_TOKEN",
-    "OPENAI_API_KEY",
-    "OPENAI_BASE_URL",
-    "CODEX_API_KEY",
-    "GEMINI_API_KEY",
-    "GOOGLE_API_KEY",
-    "GOOGLE_GEMINI_BASE_URL",
+MODEL_ENV = tuple(  # what the agent CLIs need to reach their models (each CLI's ``Cli``): never a bridge's secret
+    dict.fromkeys(name for k in CLI_KINDS if k.cli is not None for name in (*k.cli.credentials, *k.cli.env))
 )
 
 

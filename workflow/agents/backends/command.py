@@ -36,11 +36,12 @@ from typing import IO, Any
 
 from workflow.agents.backends.base import RunInput, RunResult
 from workflow.agents.backends.login import logged_out
-from workflow.agents.backends.profiles import PROFILES, Launch, Plan
+from workflow.agents.backends.profiles import PROFILES, Launch, Plan, real_dir
 from workflow.agents.backends.reports import SESSION_ID, Report, plain
 from workflow.agents.contain import Contained, choose
 from workflow.agents.sandbox import status, view
 from workflow.agents.toolserver import ToolServer
+from workflow.core.backendkinds import CLI_KINDS
 from workflow.core.config import CommandConfig, Config
 from workflow.core.errors import ConfigError
 
@@ -88,13 +89,15 @@ def cli_state(config: Config, role: str) -> Path:
     its CLI writes there (settings, sessions, transcripts) outlives the run, so a session can be
     resumed, and no other role — no other panel member — sees it."""
     path = config.state.cli(role)
-    for sub in ("claude", "codex"):
-        (path / sub).mkdir(parents=True, exist_ok=True, mode=0o700)
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    for kind in CLI_KINDS:  # each CLI's state folder (``Cli.state``): a real directory, whatever an agent left
+        if kind.cli is not None:
+            real_dir(path / kind.cli.state)
     os.chmod(path, 0o700)
     return path
 
 
-TRANSCRIPTS = {"projects", "sessions", "chats"}  # the folders of Claude Code's, Codex's and Gemini CLI's sessions
+TRANSCRIPTS = {k.cli.sessions for k in CLI_KINDS if k.cli is not None}  # the folders of each CLI's sessions
 
 
 def transcript(config: Config, role: str, session: str) -> str:
@@ -205,7 +208,8 @@ class CommandBackend:
             GIT_COMMITTER_EMAIL=role_address,
         )
         cli = cli_state(self.config, job.role.name)
-        env.update(CLAUDE_CONFIG_DIR=str(cli / "claude"), CODEX_HOME=str(cli / "codex"))
+        # every CLI's state variable names its folder in the role's own (a CLI the agent starts itself too)
+        env.update({k.cli.state_env: str(cli / k.cli.state) for k in CLI_KINDS if k.cli is not None})
         sandboxed = status(self.config).enforced
         plan = Plan(
             str(tools_dir / TOOLS_SOCKET),
@@ -305,7 +309,8 @@ class CliBackend(CommandBackend):
     def __init__(self, config: Config, name: str) -> None:
         opts = config.backends.cli(name)
         super().__init__(
-            config, CommandConfig((opts.program or PROFILES[name].program,), opts.timeout, opts.model, opts.contain)
+            config,
+            CommandConfig((opts.program or PROFILES[name].kind.program,), opts.timeout, opts.model, opts.contain),
         )
         self.profile = PROFILES[name]
         self.opts = opts
@@ -320,7 +325,7 @@ class CliBackend(CommandBackend):
         return self.profile.said(out, err)
 
     def logged_out(self, why: str) -> str:
-        return logged_out(self.profile.name, why)
+        return logged_out(self.profile.kind.name, why)
 
     def turns(self, report: Report, transcript: str) -> int:
         return self.profile.turns(report, transcript)

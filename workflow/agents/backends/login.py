@@ -6,7 +6,7 @@ run`` before they start, ``run-role`` before a run, and a run whose CLI answered
 by this line). A CLI's agents get a credential when one of the variables it reads is set in the
 environment of agentd and run-role and passed to agents by ``[runs] env``: each role's CLI state
 directory is its own, so a login stored in the owner's ``~/.claude`` or ``~/.codex`` does not reach
-a run.
+a run. Which variables, and how to get one: the CLI's record (``core.backendkinds.Cli``).
 """
 
 from __future__ import annotations
@@ -14,18 +14,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from workflow.core.backendkinds import cli
 from workflow.core.config import Config
 
-CREDENTIALS = {
-    "claude-code": ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"),
-    "codex": ("OPENAI_API_KEY", "CODEX_API_KEY"),
-    "gemini": ("GEMINI_API_KEY",),  # headless Gemini CLI takes no other key: GOOGLE_API_KEY alone is refused
-}
-LOGIN_HINT = {
-    "claude-code": "an API key, or `claude setup-token` for a subscription's CLAUDE_CODE_OAUTH_TOKEN",
-    "codex": "an OpenAI API key",
-    "gemini": "a Gemini API key from AI Studio",
-}
 # what the CLIs print when they find no credential (Claude Code: "Not logged in · Please run /login")
 MAX_SAID = 300  # characters of the CLI's own line kept after ours
 LOGGED_OUT = re.compile(r"Not logged in|Please run /login|Invalid API key|not authenticated", re.I)
@@ -36,9 +27,11 @@ MAYBE_LOGGED_OUT = re.compile(r"auth method", re.I)
 
 def no_credential(name: str) -> str:
     """The line for CLI ``name`` whose agents get no credential (doctor prints it after ``agent-cli: ``)."""
-    names = CREDENTIALS[name]
+    record = cli(name)
+    if record is None:
+        raise KeyError(name)
     return (
-        f"{name}: no credential reaches its agents: set {' or '.join(names)} ({LOGIN_HINT[name]}) where "
+        f"{name}: no credential reaches its agents: set {' or '.join(record.credentials)} ({record.login_hint}) where "
         "agentd and run-role run, and keep it in [runs] env (each role's CLI state is its own, so a "
         "login stored in your home is not used)"
     )
@@ -47,8 +40,8 @@ def no_credential(name: str) -> str:
 def missing(name: str, config: Config, env: Mapping[str, str]) -> str:
     """``no_credential(name)`` when no credential of CLI ``name`` reaches its agents; "" when one does
     (or ``name`` is no agent CLI)."""
-    names = CREDENTIALS.get(name)
-    if names is None or any(env.get(v) and v in config.runs.env for v in names):
+    record = cli(name)
+    if record is None or any(env.get(v) and v in config.runs.env for v in record.credentials):
         return ""
     return no_credential(name)
 
@@ -56,7 +49,7 @@ def missing(name: str, config: Config, env: Mapping[str, str]) -> str:
 def logged_out(name: str, said: str) -> str:
     """Our line when CLI ``name``'s own words ``said`` (its error, or its output) say it is not logged
     in; when they only may, our line then the line of theirs; else ""."""
-    if name not in CREDENTIALS:
+    if cli(name) is None:
         return ""
     if LOGGED_OUT.search(said):
         return no_credential(name)

@@ -9,8 +9,12 @@ server); the model, turn and cost limits, and resuming a session. The CLI runs i
 (``agents.sandbox``), which is the boundary; the CLI's own approval prompts are answered by the
 profile (each CLI's headless mode would otherwise deny its tools and exit 0).
 
-``launch(plan)`` gives the argv and environment; ``report(out)`` reads what the CLI printed, and
-``said(out, err)`` why it failed when it exited non-zero ("": its output is shown as printed).
+A profile is the behaviour half of one agent CLI: its data half — name, command, state folder and
+the variable naming it, credentials, login hint, the folders of the tree it obeys — is its ``Kind``
+in ``core.backendkinds`` (low enough for the agent-files guard to read), which the profile holds
+as ``kind``. ``launch(plan)`` gives the argv and environment; ``report(out)`` reads what the CLI
+printed, ``said(out, err)`` why it failed when it exited non-zero ("": its output is shown as
+printed), and ``turns`` counts its model turns. ``PROFILES`` is derived from the profiles.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from workflow.agents.backends.reports import (
     Report,
@@ -34,6 +38,7 @@ from workflow.agents.backends.reports import (
     gemini_report,
     gemini_turns,
 )
+from workflow.core.backendkinds import CLAUDE_CODE, CODEX, GEMINI, Cli, Kind
 from workflow.core.config import CliConfig
 from workflow.core.files import write_atomic
 
@@ -78,12 +83,35 @@ def mcp_command(socket: str) -> list[str]:
     return [sys.executable, "-I", "-m", "workflow", "mcp", "--tools", socket]
 
 
+class Profile(Protocol):
+    """How a run drives one agent CLI."""
+
+    kind: Kind
+
+    def launch(self, opts: CliConfig, plan: Plan) -> Launch: ...
+    def report(self, out: str) -> Report: ...
+    def said(self, out: str, err: str) -> str: ...
+    def turns(self, report: Report, transcript: str) -> int: ...
+
+
+def data(profile: Profile) -> Cli:
+    """The data half of ``profile``'s CLI."""
+    if profile.kind.cli is None:
+        raise TypeError(f"{profile.kind.name} is no agent CLI")
+    return profile.kind.cli
+
+
+def state_env(profile: Profile, state: Path) -> dict[str, str]:
+    """The variable that names the CLI's state folder, in the role's CLI state directory ``state``."""
+    record = data(profile)
+    return {record.state_env: str(state / record.state)}
+
+
 class ClaudeCode:
     """``claude -p`` with stream-json output (every tool call it makes, then its result object),
     only our MCP server, no settings from the tree or the home."""
 
-    name = "claude-code"
-    program = "claude"
+    kind = CLAUDE_CODE
     reading = ("Read", "Glob", "Grep")  # its own tools a panel member gets …
     working = (*reading, "Edit", "Write", "Bash")  # … and a role
 
@@ -91,7 +119,7 @@ class ClaudeCode:
         command = mcp_command(plan.tools_socket)
         servers = {"mcpServers": {SERVER: {"type": "stdio", "command": command[0], "args": command[1:]}}}
         tools = opts.tools or (self.reading if plan.read_only else self.working)
-        argv = [opts.program or self.program, "-p", "--output-format", "stream-json", "--verbose"]
+        argv = [opts.program or self.kind.program, "-p", "--output-format", "stream-json", "--verbose"]
         argv += ["--mcp-config", json.dumps(servers), "--strict-mcp-config", "--setting-sources", ""]
         argv += ["--tools", ",".join(tools), "--allowedTools", ",".join([f"mcp__{SERVER}", *tools])]
         if opts.model or plan.model:
@@ -101,7 +129,7 @@ class ClaudeCode:
             argv += ["--max-budget-usd", f"{opts.max_budget_usd:g}"]
         if plan.session:
             argv += ["--resume", plan.session]
-        env = {"CLAUDE_CONFIG_DIR": str(plan.state / "claude")}
+        env = state_env(self, plan.state)
         return Launch([*argv, *opts.args], env)
 
     def report(self, out: str) -> Report:
@@ -122,12 +150,11 @@ class Codex:
     OPENAI_API_KEY: the base URL goes in as ``-c openai_base_url=…``, the key as CODEX_API_KEY
     (the owner's, else OPENAI_API_KEY)."""
 
-    name = "codex"
-    program = "codex"
+    kind = CODEX
 
     def launch(self, opts: CliConfig, plan: Plan) -> Launch:
         command = mcp_command(plan.tools_socket)
-        argv = [opts.program or self.program, "exec"]
+        argv = [opts.program or self.kind.program, "exec"]
         if plan.session:
             argv += ["resume", plan.session]
         argv += ["--json", "--skip-git-repo-check", "--ignore-user-config", "--ignore-rules"]
@@ -148,7 +175,7 @@ class Codex:
             argv += ["-c", f"openai_base_url={json.dumps(plan.env['OPENAI_BASE_URL'])}"]
         if opts.model or plan.model:
             argv += ["-m", plan.model or opts.model]
-        env = {"CODEX_HOME": str(plan.state / "codex")}
+        env = state_env(self, plan.state)
         key = plan.env.get("CODEX_API_KEY") or plan.env.get("OPENAI_API_KEY")
         if key:
             env["CODEX_API_KEY"] = key
@@ -185,12 +212,11 @@ class Gemini:
     refuses: "Invalid auth method selected."), at ``GOOGLE_GEMINI_BASE_URL`` when set. The turn
     limit is ``model.maxSessionTurns`` (exit 53 past it)."""
 
-    name = "gemini"
-    program = "gemini"
+    kind = GEMINI
 
     def launch(self, opts: CliConfig, plan: Plan) -> Launch:
         command = mcp_command(plan.tools_socket)
-        home = plan.state / "gemini"
+        home = plan.state / data(self).state
         settings = {
             "mcpServers": {SERVER: {"command": command[0], "args": command[1:], "trust": True, "timeout": 600000}},
             "mcp": {"allowed": [SERVER]},
@@ -208,7 +234,7 @@ class Gemini:
         if settings_file.is_dir() and not settings_file.is_symlink():  # a folder an agent left in its place
             shutil.rmtree(settings_file)
         write_atomic(home / ".gemini" / "settings.json", json.dumps(settings, indent=2), mode=0o600, durable=False)
-        argv = [opts.program or self.program, "--output-format", "stream-json", "--skip-trust"]
+        argv = [opts.program or self.kind.program, "--output-format", "stream-json", "--skip-trust"]
         argv += ["--allowed-mcp-server-names", SERVER]
         argv += ["--approval-mode", "yolo" if plan.sandboxed and not plan.read_only else "default"]
         if opts.model or plan.model:
@@ -216,7 +242,7 @@ class Gemini:
         if plan.session:
             argv += ["--resume", plan.session]
         # run in this process, not relaunched in a second node for a larger heap (a second's start-up)
-        env = {"GEMINI_CLI_HOME": str(home), "GEMINI_CLI_NO_RELAUNCH": "true"}
+        env = {**state_env(self, plan.state), "GEMINI_CLI_NO_RELAUNCH": "true"}
         return Launch([*argv, *opts.args, "-p", ""], env)
 
     def report(self, out: str) -> Report:
@@ -238,4 +264,5 @@ class Gemini:
             return 0
 
 
-PROFILES: dict[str, ClaudeCode | Codex | Gemini] = {p.name: p for p in (ClaudeCode(), Codex(), Gemini())}
+ALL: tuple[Profile, ...] = (ClaudeCode(), Codex(), Gemini())
+PROFILES: Mapping[str, Profile] = MappingProxyType({p.kind.name: p for p in ALL})  # derived: name → profile
