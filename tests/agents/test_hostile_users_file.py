@@ -1,5 +1,5 @@
 """The people's logins file is policy the owner's server obeys — who may send as whom — and a
-`[smtp] auth_users_file` in the project (the README: "relative to the project") was not part of the
+`[smtp] auth_users_file` in the project (docs/mail-server.md: "relative to the project") was not part of the
 control plane the sandbox binds read-only: an agent added a login of its own, the server read the
 file again by itself, and the agent sent over TCP as any role it named — a human's included —
 delivered at once, whatever its run did next. Now every file the config names inside the project

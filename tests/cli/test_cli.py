@@ -284,7 +284,7 @@ def test_roster_and_route(project: Project) -> None:
 def test_every_command_has_help_with_an_example_and_is_in_the_readme(project: Project) -> None:
     from workflow.cli.main import COMMANDS, cli
 
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "README.md").read_text()  # its command table names every command
     names = sorted(COMMANDS)
     assert {"inbox", "thread", "search", "reindex", "roster", "route", "demo", "notify"} <= set(names)
     import click

@@ -1,6 +1,6 @@
-"""Every example in the README and in every --help parses as written, and the read-only ones run.
+"""Every example in the README, in docs/ and in every --help parses as written, and the read-only ones run.
 
-Each command line in a ```bash block of README.md and after ``Example:`` in each command's help
+Each command line in a ```bash block of README.md or of a docs/ page and after ``Example:`` in each command's help
 is parsed by the real click commands (an unknown option, a missing argument or a bad value
 fails the test, naming the line); the ones that only read (status, roster, route, inbox,
 search, guardrails, doctor…) also run in a test project and must not end in a usage error.
@@ -41,13 +41,18 @@ def _lines(text: str) -> Iterator[str]:
         words = shlex.split(line, comments=True)
         while words and re.match(r"^[A-Z_]+=", words[0]):  # VAR=value before the command
             words.pop(0)
-        if words and words[0] in PROGRAMS and not any(w in ("|", ">", "&&", "<<<") for w in words):
+        redirect = next((i for i, w in enumerate(words) if w in ("<", ">", ">>", "2>", "2>>")), len(words))
+        words = words[:redirect]  # the command, without where its input comes from or its output goes
+        if len(words) > 1 and words[0] in PROGRAMS and not any(w in ("|", "&&", "<<<") for w in words):
             yield shlex.join(words)
 
 
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
 def readme_examples() -> list[str]:
-    text = (ROOT / "README.md").read_text()
-    blocks = re.findall(r"```bash\n(.*?)```", text, re.S)
+    """The command lines of every ```bash block of the README and the docs/ pages."""
+    blocks = [b for page in PAGES for b in re.findall(r"```bash\n(.*?)```", page.read_text(), re.S)]
     return sorted({line for b in blocks for line in _lines(b)})
 
 

@@ -105,7 +105,7 @@ def test_init_picks_a_backend_or_says_how_and_run_role_refuses_in_one_line_witho
     guard.cancel()
     assert "spec-reviewer" in said and "cannot run until a backend is chosen" in said, said
     # With a key: the anthropic backend; with claude on PATH: its profile, claude-code, and the
-    # README's `run-role --with-email spec-reviewer` runs it as written — a `claude` that only
+    # docs/running-roles.md's `run-role --with-email spec-reviewer` runs it as written — a `claude` that only
     # talks (it never finishes the run) fails it, saying why, and the mail waits.
     keyed = tmp_path / "keyed"
     keyed.mkdir()

@@ -10,7 +10,7 @@ import pytest
 from helpers.project import Project
 from workflow.core.errors import GuardrailError
 
-README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+PAGE = (Path(__file__).resolve().parents[2] / "docs" / "guardrails-and-events.md").read_text()
 
 
 def test_reviewer_decisions(project: Project) -> None:
@@ -64,7 +64,7 @@ def test_unknown_guardrail_key_is_a_config_error(project_factory: Callable[..., 
 def test_every_rule_has_one_name_a_default_and_says_what_it_refuses() -> None:
     from workflow.policy.guardrails import ALWAYS, RULES
 
-    assert all(isinstance(r.default, bool) and r.refuses and r.name in README for r in RULES)
+    assert all(isinstance(r.default, bool) and r.refuses and r.name in PAGE for r in RULES)
     assert len({r.name for r in RULES} | {f.name for f in ALWAYS}) == len(RULES) + len(ALWAYS)
 
 

@@ -1,6 +1,6 @@
 """workflow web in a real browser (headless Chromium): a person decides with one click and another
 session sees the card move live; a blocker is answered and a paused role resumed from the page;
-hostile names and subjects stay text. The board's screenshot in the README is made here."""
+hostile names and subjects stay text. The board's screenshot in docs/cockpit.md (docs/images/web-board.png) is made here."""
 
 from __future__ import annotations
 

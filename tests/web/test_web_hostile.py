@@ -1,4 +1,4 @@
-"""workflow web attacked from outside: promises of the README and the threat model that a hostile
+"""workflow web attacked from outside: promises of docs/cockpit.md and the threat model that a hostile
 agent on the host, a careless person or a crash breaks today. Each test states the promise as it
 held once it was fixed; what held from the first is listed in the report that came with them,
 not tested again here."""

@@ -121,7 +121,7 @@ def bridge_slack(ctx: click.Context, replay_file: str | None, port: int | None, 
     Block Kit messages with status reactions.
 
     Configured under [bridges.slack] (bot_token_env, app_token_env or signing_secret_env,
-    channel, roles, timeouts…; see the README).
+    channel, roles, timeouts…; see docs/bridges.md).
 
     \b
     Example:

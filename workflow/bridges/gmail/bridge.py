@@ -42,7 +42,7 @@ def settings(app: App) -> GmailConfig:
     s = app.config.section(GmailConfig)
     if s is None:
         raise ConfigError(
-            f"{app.config.file}: [bridges.gmail] is not configured (imap_host, user, password_env…; see the README)"
+            f"{app.config.file}: [bridges.gmail] is not configured (imap_host, user, password_env…; see docs/bridges.md)"
         )
     app.roster.sender(s.role)
     return s

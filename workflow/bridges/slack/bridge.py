@@ -58,7 +58,7 @@ def configured(
     s = app.config.section(SlackConfig)
     if s is None:
         raise ConfigError(
-            f"{app.config.file}: [bridges.slack] is not configured (signing_secret_env, bot_token_env…; see the README)"
+            f"{app.config.file}: [bridges.slack] is not configured (signing_secret_env, bot_token_env…; see docs/bridges.md)"
         )
     if mode is not None:
         s = s._replace(mode=mode)
