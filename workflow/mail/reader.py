@@ -197,6 +197,12 @@ class Reader:
         sql = f"SELECT id, {COLUMNS} FROM msg WHERE id > ? AND sender IN ({marks}) ORDER BY id LIMIT ?"
         return self._rows(self._exec(sql, [row_id, *who, limit]))
 
+    def counts(self) -> list[tuple[str, str | None, int]]:
+        """(mailbox, event, how many copies) for every pair the index holds — a count in SQL,
+        no row read (``/metrics`` asks at each scrape)."""
+        sql = "SELECT s.v, m.event, count(*) FROM msg m JOIN str s ON s.n = m.box GROUP BY 1, 2 ORDER BY 1, 2"
+        return [(str(box), None if event is None else str(event), int(n)) for box, event, n in self._exec(sql)]
+
     def last_id(self) -> int:
         """The id of the row indexed last (0: none)."""
         return int(self._exec("SELECT COALESCE(MAX(id), 0) FROM msg").fetchone()[0])

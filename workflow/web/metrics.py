@@ -47,13 +47,9 @@ def _mail(app: App) -> Iterator[Metric]:
     )
     with app.index() as index:
         index.refresh()
-        rows = index.query(None)
-    counts: dict[tuple[str, str], int] = {}
-    for r in rows:
-        k = (r.event or "mail", r.mailbox)
-        counts[k] = counts.get(k, 0) + 1
-    for (event, box), n in sorted(counts.items()):
-        delivered.add_metric([event, box], n)
+        counted = index.counts()
+    for box, event, n in counted:
+        delivered.add_metric([event or "mail", box], n)
     yield delivered
 
 
