@@ -12,12 +12,11 @@ from click.testing import CliRunner
 from helpers.project import make_project
 from workflow.agents.backends import MAKERS, chosen, make_backend
 from workflow.agents.backends.profiles import PROFILES
-from workflow.bridges.sections import SECTIONS
+from workflow.bridges.sections import BRIDGES, SECTIONS, bridge
 from workflow.cli.main import cli
 from workflow.core.backendkinds import BACKENDS, CLIS, KINDS, PROCESS, PROGRAMS
 from workflow.core.config import load_config
 from workflow.core.errors import ConfigError
-from workflow.ops.bridges import BRIDGES, bridge
 from workflow.ops.scaffold import config_text, pick_backend
 from workflow.policy.roster import outbound_bridge
 

@@ -2,7 +2,7 @@
 until told to stop, and, for a bridge that carries mail out of the domain, its outbound drain.
 
 Each bridge package exposes one ``BRIDGE`` (``bridges.gmail.entry``, ``bridges.slack.entry``);
-``ops.bridges.BRIDGES`` lists them (the bridges stay independent of each other). The roster learns
+``bridges.sections.BRIDGES`` lists them (the bridges stay independent of each other). The roster learns
 of an outbound bridge from the config alone (``policy.roster.outbound_bridge``: a bridge section
 with ``outbound = true``), so policy never imports a bridge.
 """
@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from workflow.app import App
+from workflow.core.schema import Plugin
 
 Say = Callable[[str], None]
 
@@ -26,6 +27,9 @@ class Bridge(Protocol):
 
     @property
     def about(self) -> str: ...  # one line for listings
+
+    @property
+    def section(self) -> Plugin: ...  # its ``[bridges.NAME]`` section (``core.schema``)
 
     def configured(self, app: App) -> bool:
         """Its ``[bridges.NAME]`` section is present."""

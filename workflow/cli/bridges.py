@@ -12,10 +12,10 @@ import click
 from workflow.bridges.gmail.bridge import cycle, run, settings
 from workflow.bridges.gmail.conversation import rebuild_thread
 from workflow.bridges.gmail.replyloop import respond
+from workflow.bridges.sections import BRIDGES
 from workflow.bridges.slack.bridge import Bridge, configured
 from workflow.bridges.slack.receive import replay, serve
 from workflow.cli.base import Command, Group, app, backend_option
-from workflow.ops.bridges import BRIDGES
 from workflow.policy.roster import outbound_bridge
 
 

@@ -1,4 +1,6 @@
-"""Slack's ``Bridge`` (``bridges.base``): the inbox agent until told to stop; it sends no mail out."""
+"""Slack's ``Bridge`` (``bridges.base``): its section, and the inbox agent until told to stop; it
+sends no mail out. Light to import (the registry, ``bridges.sections``, is read at every command's
+start): the bridge itself is imported when it runs."""
 
 from __future__ import annotations
 
@@ -6,19 +8,23 @@ import threading
 
 from workflow.app import App
 from workflow.bridges.base import Say
-from workflow.bridges.slack.bridge import Bridge, configured
-from workflow.bridges.slack.receive import serve
-from workflow.bridges.slack.settings import SlackConfig
+from workflow.bridges.slack import settings as slack_settings
+from workflow.core.schema import Plugin
 
 
 class Slack:
     name = "slack"
     about = "Slack events in as classified tasks, run through run-role, results back to the thread"
+    section: Plugin = slack_settings.SECTION
 
     def configured(self, app: App) -> bool:
-        return app.config.section(SlackConfig) is not None
+        return app.config.section(slack_settings.SlackConfig) is not None
 
     def run(self, app: App, say: Say, stop: threading.Event) -> None:
+        # lazy: start-up time; only a running bridge needs them
+        from workflow.bridges.slack.bridge import Bridge, configured
+        from workflow.bridges.slack.receive import serve
+
         s, keys = configured(app)
         b = Bridge(app, s, keys, say)
 
