@@ -128,10 +128,14 @@ class Client:
     def get(self, path: str) -> tuple[int, str]:
         return self._open(urllib.request.Request(self.url.rstrip("/") + path))
 
-    def post(self, path: str, fields: dict[str, str], origin: str | None = "self") -> tuple[int, str]:
+    def post(
+        self, path: str, fields: dict[str, str], origin: str | None = "self", referer: str | None = None
+    ) -> tuple[int, str]:
         req = urllib.request.Request(self.url.rstrip("/") + path, urllib.parse.urlencode(fields).encode())
         if origin is not None:
             req.add_header("Origin", self.url.rstrip("/") if origin == "self" else origin)
+        if referer is not None:
+            req.add_header("Referer", referer)
         return self._open(req)
 
     def login(self, login: str, password: str) -> int:

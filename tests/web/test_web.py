@@ -101,6 +101,10 @@ def test_forms_need_the_sessions_token_and_this_origin(project: Project, server:
     assert bob.post("/act/decide", form)[0] == 403  # no token
     assert bob.post("/act/decide", {**form, "csrf": "0" * 40})[0] == 403  # another token
     assert bob.post("/act/decide", {**form, "csrf": csrf}, origin="http://evil.example")[0] == 403
+    # no Origin (a hostile round): the Referer says where the form was, and another site is refused
+    assert bob.post("/act/decide", {**form, "csrf": csrf}, origin=None, referer="http://evil.example/x")[0] == 403
+    lookalike = server.url.rstrip("/") + ".evil.example/"  # this origin's text, another host
+    assert bob.post("/act/decide", {**form, "csrf": csrf}, origin=None, referer=lookalike)[0] == 403
     assert bob.post("/login", {"login": BOB, "password": BOB_PASSWORD}, origin="http://evil.example")[0] == 403
     other = Client(server.url)
     other.login("tester", "tester-password")

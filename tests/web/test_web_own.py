@@ -10,7 +10,7 @@ from typing import Any
 from urllib.parse import quote
 
 from helpers.browser import chrome, log_in, steady, wait_for
-from helpers.git import sh
+from helpers.git import GIT_ENV, sh
 from helpers.project import Project
 from helpers.web import BOB, BOB_PASSWORD, Client, Server
 from workflow.mail.message import parse
@@ -157,6 +157,10 @@ def test_a_question_about_a_picked_artifact_and_a_refused_one_say_why(project: P
     status, page = bob.get("/new")
     assert "billing exists already as specs/proposed/billing.md" in page, page[-2000:]
     assert _head(project) == start
+    twice = {**taken, "name": "refunds.md.md", "text": "# refunds", "csrf": bob.csrf("/new")}
+    bob.post("/act/request", twice)  # a hostile round made specs/proposed/refunds.md.md this way
+    assert "give the name once, without .md" in bob.get("/new")[1]
+    assert _head(project) == start and not list((project.dir / "specs" / "proposed").glob("refunds*"))
 
 
 def test_a_reply_lands_in_the_thread_in_reply_to_the_message(project: Project, server: Server) -> None:
@@ -196,3 +200,18 @@ def test_a_reply_to_a_question_is_its_answer(project: Project, server: Server) -
     assert len(got) == 1 and got[0].in_reply_to == asked, got
     assert bob.post("/act/reply", {**form, "id": "<nobody@else>", "csrf": bob.csrf(page)})[0] == 303
     assert "&lt;nobody@else&gt; is not in spec-reviewer&#39;s mail" in bob.get(page)[1]
+
+
+def test_a_reply_in_the_thread_of_a_moved_artifact_claims_where_it_is_now(project: Project, server: Server) -> None:
+    """A hostile round: once the card had moved, every reply in its thread was refused (it claimed
+    the state the thread's first mail recorded: state-matches)."""
+    asked = project.send("implementer", "question", "specs/proposed/billing.md", "spec-reviewer", QUESTION="euros?")
+    r = project.run("move", "billing", "todo", "--as", "spec-reviewer", "--reason", "ok", env=GIT_ENV)
+    assert r.returncode == 0, r.stderr
+    bob = Client(server.url)
+    assert bob.login(BOB, BOB_PASSWORD) == 303
+    page = "/thread?id=" + quote(asked, safe="")
+    form = {"id": asked, "text": "Euros.", "back": page, "csrf": bob.csrf(page)}
+    assert bob.post("/act/reply", form)[0] == 303
+    got = _mail(project, "implementer", "answer")
+    assert len(got) == 1 and got[0].in_reply_to == asked and got[0].artifacts == ["specs/todo/billing.md"], got

@@ -84,6 +84,8 @@ def write(app: App, role: str, root: str, name: str, text: str) -> str:
     if root not in app.config.artifact_roots:
         raise WorkflowError(f"no artifact root {root!r}; expected one of {', '.join(app.config.artifact_roots)}")
     name = name.strip().removesuffix(".md")
+    if name.endswith(".md"):
+        raise WorkflowError(f"name {name}.md: give the name once, without .md (like user-auth)")
     if not NAME.fullmatch(name):
         raise WorkflowError(f"name {name!r}: lower-case letters, digits, '.', '_' and '-', up to 80, like user-auth")
     a = parse_path(f"{root}/proposed/{name}.md", app.config)
@@ -153,10 +155,17 @@ def reply(app: App, role: str, message_id: str, text: str) -> Done:
         return Done(False, f"{message_id} is from {row.sender}: no role to reply to")
     received = row.mailbox in boxes and sender not in boxes
     event, var = ("answer", "ANSWER") if received and row.event in events.WAITING else ("question", "QUESTION")
-    refs = row.artifacts or (f"{app.config.artifact_roots[0]}/*/*",)
+    refs = tuple(_now(app, r) for r in row.artifacts) or (f"{app.config.artifact_roots[0]}/*/*",)
     try:
         composed = app.compose(NotifyRequest(event, refs, to, role, message_id, {var: text}))
         composed.send(make_transport(app.config, app.deliverer))
     except WorkflowError as e:
         return _refused(e)
     return Done(True, f"{event} sent to {', '.join(to)} in the thread ({composed.message_id})")
+
+
+def _now(app: App, ref: str) -> str:
+    """Where the artifact ``ref`` names is now (a reply in a thread about a moved artifact claims
+    its state now, not the one the thread's first mail recorded); ``ref`` itself when it is not one."""
+    found = locate(ref, app.config)
+    return found[0].path if len(found) == 1 else ref

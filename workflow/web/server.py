@@ -468,9 +468,15 @@ class Web:
         return viewer, None
 
     def _same_origin(self, request: Request) -> bool:
+        """From this origin: its Origin says so, or (none sent) its Referer does, and its
+        Sec-Fetch-Site does not say otherwise; a client sending neither still needs the token."""
+        here = f"{request.url.scheme}://{request.url.netloc}"
         origin = request.headers.get("origin")
         if origin is not None:
-            return origin == f"{request.url.scheme}://{request.url.netloc}"
+            return origin == here
+        referer = request.headers.get("referer")
+        if referer is not None and not (referer == here or referer.startswith(here + "/")):
+            return False
         return request.headers.get("sec-fetch-site", "same-origin") in ("same-origin", "none")
 
     async def act(self, request: Request) -> Response:
