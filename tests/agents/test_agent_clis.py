@@ -7,10 +7,9 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-from helpers.agent_clis import approve_turns, cli_bin, fresh_project, needs_claude
+from helpers.agent_clis import agentd_until_approval, approve_turns, cli_bin, fresh_project, needs_claude
 from helpers.fake_anthropic import FakeAnthropic, text, tool_results, tool_use
 from helpers.git import git_project, mail
 from helpers.runs import run_command_role, unread
@@ -142,21 +141,7 @@ def test_agentd_wakes_claude_code_which_approves_and_its_tokens_are_counted(tmp_
     with FakeAnthropic(cli=True) as api:
         approve_turns(api, request)
         env = f.env(ANTHROPIC_BASE_URL=api.url, ANTHROPIC_API_KEY="sk-x")
-        daemon = subprocess.Popen(
-            [str(Path(sys.executable).parent / "workflow"), "agentd", "run", "--rescan", "0.2"],
-            cwd=f.dir,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        try:
-            deadline = time.monotonic() + 90
-            while f.events("spec-writer") != ["approval"] and daemon.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.2)
-        finally:
-            daemon.terminate()
-            log, _ = daemon.communicate(timeout=60)
+        log = agentd_until_approval(f, env)
     assert f.events("spec-writer") == ["approval"], log
     assert (f.dir / "specs" / "todo" / "user-auth.md").exists() and f.unread("spec-reviewer") == 0
     r = f.run("agentd", "status", "--json")

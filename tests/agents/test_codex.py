@@ -9,12 +9,11 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from helpers.agent_clis import Fresh, fresh_project, needs_codex
+from helpers.agent_clis import Fresh, fresh_project, needs_codex, run_page_reads
 from helpers.fake_openai import FakeOpenAI, call, custom, offered, text, tool_outputs
 from helpers.sandboxing import needs_bwrap
 from workflow.agents.backends.reports import codex_report
 from workflow.core.resources import builtin_dir
-from workflow.web.transcripts import steps
 
 SPEC = "specs/proposed/user-auth.md"
 
@@ -75,11 +74,7 @@ def test_codex_in_a_fresh_project_approves_a_spec_with_the_roles_mcp_tools(tmp_p
     assert "tool calls (4):" in r.stdout and "move_artifact" in r.stdout, r.stdout  # issue 48
     assert "moved specs/proposed/user-auth.md → specs/todo/user-auth.md" in r.stdout, r.stdout
     path = r.stdout.split("transcript: ", 1)[1].split("\n", 1)[0]
-    # the cockpit's run page reads this CLI's own transcript: its move and its mail, tagged (issue 49)
-    shown = steps(Path(path).read_text())
-    calls = [st for st in shown if st.kind == "call"]
-    assert any(st.tag == "move" and "move_artifact" in st.text for st in calls), calls
-    assert any(st.tag == "mail" and "send_message" in st.text for st in calls), calls
+    run_page_reads(path)
     assert "Approved user-auth." in Path(path).read_text(), path
     assert "Approved user-auth." in r.stdout
 

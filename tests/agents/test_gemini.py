@@ -8,12 +8,11 @@ import json
 import re
 from pathlib import Path
 
-from helpers.agent_clis import Fresh, fresh_project, needs_gemini
+from helpers.agent_clis import Fresh, fresh_project, needs_gemini, run_page_reads
 from helpers.fake_gemini import FakeGemini, call, function_responses, text
 from helpers.sandboxing import needs_bwrap
 from workflow.agents.backends.reports import Report, gemini_error, gemini_report
 from workflow.mail.message import parse
-from workflow.web.transcripts import steps
 
 TOOLS = "mcp_workflow_"  # Gemini CLI names an MCP tool mcp_SERVER_TOOL
 
@@ -82,11 +81,7 @@ def test_gemini_cli_in_a_fresh_project_approves_a_spec_with_the_roles_mcp_tools(
     assert "state=todo" in calls[1], calls
     assert "moved specs/proposed/user-auth.md → specs/todo/user-auth.md" in r.stdout, r.stdout
     path = r.stdout.split("transcript: ", 1)[1].split("\n", 1)[0]
-    # the cockpit's run page reads this CLI's own transcript: its move and its mail, tagged (issue 49)
-    shown = steps(Path(path).read_text())
-    calls = [st for st in shown if st.kind == "call"]
-    assert any(st.tag == "move" and "move_artifact" in st.text for st in calls), calls
-    assert any(st.tag == "mail" and "send_message" in st.text for st in calls), calls
+    run_page_reads(path)
     assert "Approved user-auth." in Path(path).read_text(), path
 
 

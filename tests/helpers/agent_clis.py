@@ -7,6 +7,7 @@ import os
 import pwd
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import NamedTuple
 
@@ -123,3 +124,32 @@ def approve_turns(api: FakeAnthropic, request: str) -> None:
     api.add(tool_use("mcp__workflow__send_message", approval, "toolu_3"))
     api.add(tool_use("mcp__workflow__finish", {"status": "done", "summary": "Approved user-auth."}, "toolu_4"))
     api.add(text("Approved user-auth."))
+
+
+def agentd_until_approval(f: Fresh, env: dict[str, str]) -> str:
+    """`workflow agentd run` in ``f`` until spec-writer has the approval (90 s at most); its log."""
+    daemon = subprocess.Popen(
+        [str(Path(sys.executable).parent / "workflow"), "agentd", "run", "--rescan", "0.2"],
+        cwd=f.dir,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 90
+        while f.events("spec-writer") != ["approval"] and daemon.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+    finally:
+        daemon.terminate()
+        log, _ = daemon.communicate(timeout=60)
+    return log
+
+
+def run_page_reads(transcript: str) -> None:
+    """The cockpit's run page reads this CLI's own transcript: its move and its mail, tagged (issue 49)."""
+    from workflow.web.transcripts import steps  # lazy: only the run-page checks need the web layer
+
+    calls = [st for st in steps(Path(transcript).read_text()) if st.kind == "call"]
+    assert any(st.tag == "move" and "move_artifact" in st.text for st in calls), calls
+    assert any(st.tag == "mail" and "send_message" in st.text for st in calls), calls

@@ -9,10 +9,9 @@ import json
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-from helpers.agent_clis import approve_turns, fresh_project, needs_claude
+from helpers.agent_clis import agentd_until_approval, approve_turns, fresh_project, needs_claude
 from helpers.agentd import wait_until
 from helpers.fake_anthropic import FakeAnthropic
 from helpers.sandboxing import needs_bwrap
@@ -27,25 +26,11 @@ def test_a_claude_code_runs_page_shows_its_calls_and_moves_and_a_non_member_gets
     with FakeAnthropic(cli=True) as api:
         approve_turns(api, request)
         env = f.env(ANTHROPIC_BASE_URL=api.url, ANTHROPIC_API_KEY="sk-x")
-        workflow = str(Path(sys.executable).parent / "workflow")
-        daemon = subprocess.Popen(
-            [workflow, "agentd", "run", "--rescan", "0.2"],
-            cwd=f.dir,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        try:
-            deadline = time.monotonic() + 90
-            while f.events("spec-writer") != ["approval"] and daemon.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.2)
-        finally:
-            daemon.terminate()
-            log, _ = daemon.communicate(timeout=60)
+        log = agentd_until_approval(f, env)
     assert f.events("spec-writer") == ["approval"], log
     (done,) = json.loads(f.run("agentd", "status", "--json").stdout)["recent"]
     task = int(done["task"])
+    workflow = str(Path(sys.executable).parent / "workflow")
     # carol, a person who takes spec-writer: she does not read spec-reviewer's mail
     r = subprocess.run(
         [workflow, "users", "add", "carol", "--role", "spec-writer", "--password-stdin"],
