@@ -41,8 +41,9 @@ def test_bob_reads_the_diff_since_his_last_review_approves_and_sees_the_timeline
     request = project.send("spec-writer", "review-request", PATH, "spec-reviewer")
     with chrome() as bob:
         log_in(bob, server.url, BOB, BOB_PASSWORD)
-        link = wait_for(bob, lambda d: _css(d, f'article.card[data-path="{PATH}"] h3 a'), "the card's link")[0]
-        link.click()
+        card_link = f'article.card[data-path="{PATH}"] h3 a'
+        wait_for(bob, lambda d: _css(d, card_link), "the card's link")
+        steady(lambda: bob.find_element("css selector", card_link).click())  # the board may refresh under it
         wait_for(bob, lambda d: _css(d, "#artifact-text h1"), "the artifact page")
         assert "/artifact?path=" in bob.current_url
         assert bob.find_element("css selector", "#artifact-text h1").text == "Pricing"

@@ -172,7 +172,7 @@ def test_html_in_a_subject_or_an_artifact_name_stays_text(project: Project, serv
         assert hostile.removesuffix(".md") in bob.find_element("css selector", "main").text
         bob.get(server.url + "inbox")
         assert "<script>window.pwned=2</script> please look" in bob.find_element("css selector", "main").text
-        bob.find_element("css selector", "section.thread h3 a").click()
+        steady(lambda: bob.find_element("css selector", "section.thread h3 a").click())  # the inbox may refresh
         wait_for(bob, lambda d: "<b>bold?</b>" in d.find_element("css selector", "main").text, "the message text")
         text = bob.find_element("css selector", "main").text
         assert "Limits: 100/s" in text and "window.pwned=4" not in text  # HTML mail read as its text
