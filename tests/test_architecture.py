@@ -211,3 +211,13 @@ def test_tests_mirror_the_package_and_share_only_helpers() -> None:
         for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and node.module:
                 assert not node.module.split(".")[0].startswith(("test_", "conftest")), f"{p}: imports {node.module}"
+
+
+def test_the_delivery_path_contract_names_every_module_of_the_path() -> None:
+    """A module added beside ``deliverer`` is held to "the path does not import the server" too."""
+    import tomllib  # lazy: only this test reads the contracts
+
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    path = next(c for c in contracts if c.get("forbidden_modules") == ["workflow.delivery.server"])
+    on_disk = {f"workflow.delivery.{p.stem}" for p in (PACKAGE / "delivery").glob("*.py") if p.stem != "__init__"}
+    assert set(path["source_modules"]) == on_disk

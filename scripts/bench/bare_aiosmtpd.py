@@ -4,7 +4,7 @@
 until SIGTERM. Usage: bare_aiosmtpd.py MAIL_ROOT [--null]
 
 With --null: workflow smtpd's own SMTP protocol layer (aiosmtpd with workflow's DATA reader and
-address fast path, ``delivery.smtp_protocol``) on uvloop, with a handler that stores nothing and
+address fast path, ``delivery.server.protocol``) on uvloop, with a handler that stores nothing and
 answers 250 at once — what the protocol alone costs per message, the floor under workflow smtpd."""
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ class Null:
 
 def workflow_protocol(loop: asyncio.AbstractEventLoop):  # type: ignore[no-untyped-def]
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from workflow.delivery.smtp_protocol import protocol_factory
-    from workflow.delivery.tally import Tally
+    from workflow.delivery.server.protocol import protocol_factory
+    from workflow.delivery.server.tally import Tally
 
     return protocol_factory(
         Null(),

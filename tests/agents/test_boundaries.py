@@ -19,7 +19,7 @@ from helpers.project import Project
 from helpers.sandboxing import needs_bwrap
 from workflow.delivery.credentials import owner_file
 from workflow.delivery.handshake import LoginError
-from workflow.delivery.smtpd import BackgroundServer
+from workflow.delivery.server.smtpd import BackgroundServer
 from workflow.delivery.transport import LocalSMTP, login
 from workflow.mail.message import parse
 

@@ -15,7 +15,7 @@ import pytest
 from helpers.git import GIT_ENV, git_project, mail, sh
 from helpers.project import Project
 from helpers.smtp import client
-from workflow.delivery.smtpd import BackgroundServer
+from workflow.delivery.server.smtpd import BackgroundServer
 
 
 @pytest.fixture

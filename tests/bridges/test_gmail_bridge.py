@@ -15,7 +15,7 @@ from workflow.bridges.gmail.bridge import settings, submit_outbound
 from workflow.bridges.gmail.classify import by_keywords
 from workflow.bridges.sections import SECTIONS
 from workflow.core.config import load_config
-from workflow.delivery.smtpd import BackgroundServer
+from workflow.delivery.server.smtpd import BackgroundServer
 from workflow.mail.message import parse
 
 

@@ -18,7 +18,7 @@ from helpers.gmail import bridge_project, needs_dovecot, run_bridge
 from helpers.project import TESTER, TESTER_PASSWORD, Project
 from workflow.bridges.gmail.outside import as_outside
 from workflow.core.errors import GuardrailError
-from workflow.delivery.smtpd import BackgroundServer
+from workflow.delivery.server.smtpd import BackgroundServer
 from workflow.mail.message import mailboxes, parse
 
 # Every spelling RFC 5322 readers (and ours) take as the role's own address: comments and

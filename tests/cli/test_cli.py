@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from helpers.project import ROOT, Project
-from workflow.delivery.smtpd import BackgroundServer
+from workflow.delivery.server.smtpd import BackgroundServer
 from workflow.mail.message import parse
 
 # Every workflow-notify.sh line in seed 002, as written there (each sent with the artifact in the

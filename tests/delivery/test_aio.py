@@ -1,4 +1,4 @@
-"""Asynchronous fsyncs (delivery/aio.py): each fd's outcome, errors named, the loop free meanwhile,
+"""Asynchronous fsyncs (delivery/server/aio.py): each fd's outcome, errors named, the loop free meanwhile,
 more than the context holds synced all the same, and nothing submitted left behind by close."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import TypeVar
 
 import pytest
 
-from workflow.delivery import aio
-from workflow.delivery.aio import Fsyncs
+from workflow.delivery.server import aio
+from workflow.delivery.server.aio import Fsyncs
 
 T = TypeVar("T")
 

@@ -19,7 +19,7 @@ from helpers.smtp import client, message
 from workflow.core.config import load_config
 from workflow.core.errors import WorkflowError
 from workflow.delivery.credentials import OWNER, client_credential, hash_password, load_users, owner_secret
-from workflow.delivery.smtpd import BackgroundServer
+from workflow.delivery.server.smtpd import BackgroundServer
 from workflow.mail.message import parse
 
 
@@ -130,7 +130,7 @@ def test_auth_off_is_trust_the_host(project_factory: object) -> None:
 
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl not installed (it makes the test certificate)")
 def test_a_remote_listener_offers_auth_only_after_starttls(tmp_path: Path) -> None:
-    from workflow.delivery.listeners import check_bind
+    from workflow.delivery.server.listeners import check_bind
 
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
     subprocess.run(

@@ -14,8 +14,8 @@ import pytest
 from helpers.project import Project
 from helpers.smtp import message
 from workflow.core.errors import DeliveryError
-from workflow.delivery.commit import GATHER, Committer, Peers
 from workflow.delivery.deliverer import Plan
+from workflow.delivery.server.commit import GATHER, Committer, Peers
 from workflow.mail.index import Index
 from workflow.mail.maildir import Entry
 from workflow.mail.message import to_lf

@@ -12,8 +12,8 @@ from helpers.smtp import client, message
 from workflow.core.errors import MessageError, VisibilityError
 from workflow.delivery import submit, xnotify
 from workflow.delivery.credentials import client_credential
-from workflow.delivery.listeners import is_loopback
-from workflow.delivery.smtpd import BackgroundServer
+from workflow.delivery.server.listeners import is_loopback
+from workflow.delivery.server.smtpd import BackgroundServer
 
 INTERNAL = "spec-reviewer-panel-internal"
 

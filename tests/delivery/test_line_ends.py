@@ -17,7 +17,7 @@ import pytest
 from helpers.project import Project
 from helpers.smtp import client, message
 from workflow.delivery.credentials import client_credential
-from workflow.delivery.smtpd import BackgroundServer
+from workflow.delivery.server.smtpd import BackgroundServer
 from workflow.delivery.transport import SmtpTransport
 from workflow.mail.message import parse
 

@@ -32,8 +32,8 @@ from workflow.delivery.credentials import (
     hash_password,
     root_id,
 )
-from workflow.delivery.smtp_protocol import PER_RUN
-from workflow.delivery.smtpd import BackgroundServer
+from workflow.delivery.server.protocol import PER_RUN
+from workflow.delivery.server.smtpd import BackgroundServer
 from workflow.delivery.staging import OPEN, RunBox, token_digest
 from workflow.delivery.transport import LocalSMTP
 
@@ -130,7 +130,7 @@ def test_guessing_is_cut_off_after_three_failures_slowed_and_logged(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     p = users_project(tmp_path, f"alice:{hash_password('wonderland')}:user\n")
-    caplog.set_level(logging.INFO, logger="workflow.delivery.smtpd")
+    caplog.set_level(logging.INFO, logger="workflow.delivery.server.smtpd")
     with BackgroundServer(p.app.config, p.app.deliverer) as port:
         s = smtplib.SMTP("127.0.0.1", port, timeout=30)
         s.ehlo()

@@ -12,7 +12,7 @@ import pytest
 
 from helpers.people import add_people, msmtp
 from helpers.project import Project, make_project
-from workflow.delivery.smtpd import BackgroundServer
+from workflow.delivery.server.smtpd import BackgroundServer
 from workflow.mail.message import Parsed, parse
 
 pytestmark = pytest.mark.skipif(shutil.which("msmtp") is None, reason="needs msmtp (scripts/system-packages)")

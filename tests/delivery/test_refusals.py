@@ -19,7 +19,7 @@ import pytest
 from helpers.project import ROOT, TESTER, make_project, users_project
 from helpers.smtp import client, message, server_process
 from workflow.delivery.credentials import hash_password
-from workflow.delivery.smtpd import BackgroundServer
+from workflow.delivery.server.smtpd import BackgroundServer
 
 LINE = re.compile(r"^refused (AUTH|MAIL|RCPT|DATA) from 127\.0\.0\.1 login=(\S+) code=(\d{3}) rule=(\S+): (.+)$")
 FILTER = ROOT / "contrib" / "fail2ban" / "filter.d" / "workflow-smtpd.conf"
@@ -33,7 +33,7 @@ def test_every_refusal_is_one_line_naming_address_login_command_code_and_rule(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     p = users_project(tmp_path, f"alice:{hash_password('wonderland', 'salt', 1)}:spec-writer\n")
-    caplog.set_level(logging.INFO, logger="workflow.delivery.smtpd")
+    caplog.set_level(logging.INFO, logger="workflow.delivery.server.smtpd")
     with BackgroundServer(p.app.config, p.app.deliverer) as port, smtplib.SMTP("127.0.0.1", port, timeout=30) as s:
         s.ehlo()
         t0 = time.monotonic()

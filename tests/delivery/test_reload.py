@@ -1,4 +1,4 @@
-"""The running server takes edited roles and config for the next notification (delivery.current)."""
+"""The running server takes edited roles and config for the next notification (delivery.server.current)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from helpers.smtp import server_process
 from workflow.core.resources import builtin_dir
 from workflow.delivery import submit, xnotify
 from workflow.delivery.credentials import client_credential
-from workflow.delivery.current import Inotify, Stamps
+from workflow.delivery.server.current import Inotify, Stamps
 
 ART = "specs/proposed/user-auth.md"
 

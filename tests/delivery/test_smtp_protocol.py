@@ -6,7 +6,7 @@ import tomllib
 from importlib.metadata import version
 
 from helpers.project import ROOT
-from workflow.delivery.smtp_protocol import (
+from workflow.delivery.server.protocol import (
     PRIVATE_ATTRIBUTES,
     PRIVATE_INIT_ATTRIBUTES,
     PRIVATE_METHODS,
@@ -17,7 +17,7 @@ from workflow.delivery.smtp_protocol import (
 def test_the_installed_aiosmtpd_has_every_private_member_we_use() -> None:
     missing = missing_private_api()
     assert missing == [], (
-        f"aiosmtpd {version('aiosmtpd')} no longer has {', '.join(missing)}: workflow/delivery/smtp_protocol.py "
+        f"aiosmtpd {version('aiosmtpd')} no longer has {', '.join(missing)}: workflow/delivery/server/protocol.py "
         "must be ported before the upper bound on aiosmtpd in pyproject.toml is raised"
     )
 

@@ -16,7 +16,7 @@ import pytest
 
 from helpers.project import TESTER, TESTER_PASSWORD, Project, with_smtp
 from helpers.smtp import auth_plain, client, message, serving
-from workflow.delivery.smtpd import BackgroundServer
+from workflow.delivery.server.smtpd import BackgroundServer
 from workflow.mail.message import parse, to_lf
 
 
@@ -373,7 +373,7 @@ def test_a_refusal_at_data_logs_the_refused_messages_own_message_id(
     raw = message().replace(b"X-Event-Type: question", b"X-Event-Type: party")
     mid = parse(raw).message_id
     assert mid
-    with caplog.at_level("INFO", logger="workflow.delivery.smtpd"), pytest.raises(smtplib.SMTPDataError):
+    with caplog.at_level("INFO", logger="workflow.delivery.server.smtpd"), pytest.raises(smtplib.SMTPDataError):
         send(smtp, raw)
     refused = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
     assert len(refused) == 1 and refused[0].startswith("refused DATA from 127.0.0.1 login=tester code=550 rule=-: ")

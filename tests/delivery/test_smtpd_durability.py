@@ -20,7 +20,7 @@ from helpers.project import Project
 from helpers.smtp import children, client, message, server_process, serving
 from workflow.app import App
 from workflow.core.config import load_config
-from workflow.delivery.aio import Fsyncs
+from workflow.delivery.server.aio import Fsyncs
 from workflow.mail.message import parse, to_lf
 from workflow.mail.unnamed import Unnamed
 

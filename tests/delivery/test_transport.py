@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from helpers.project import Project
-from workflow.delivery.smtpd import BackgroundServer
+from workflow.delivery.server.smtpd import BackgroundServer
 from workflow.delivery.transport import SmtpTransport
 from workflow.mail.message import parse
 

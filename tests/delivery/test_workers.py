@@ -253,7 +253,7 @@ def test_workers_do_not_outlive_a_killed_parent(project: Project) -> None:
 
 FORKED_AFTER_ITS_PARENT_DIED = """
 import os, sys, time
-from workflow.delivery.workers import die_with_parent
+from workflow.delivery.server.workers import die_with_parent
 parent = os.getpid()
 pid = os.fork()
 if pid == 0:

@@ -16,7 +16,7 @@ from pathlib import Path
 from helpers.project import TESTER, TESTER_PASSWORD
 from workflow.app import App
 from workflow.delivery.credentials import client_credential
-from workflow.delivery.smtpd import BackgroundServer
+from workflow.delivery.server.smtpd import BackgroundServer
 from workflow.delivery.transport import LocalSMTP, login
 from workflow.mail.message import Draft, build, make_message_id
 

@@ -17,7 +17,7 @@ from helpers.smtp import client
 from workflow.agents.context import build
 from workflow.agents.tools import RoleTools
 from workflow.core.errors import ToolError
-from workflow.delivery.smtpd import BackgroundServer
+from workflow.delivery.server.smtpd import BackgroundServer
 from workflow.delivery.transport import make_transport
 from workflow.mail.inbox import select
 

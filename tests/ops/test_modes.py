@@ -18,7 +18,7 @@ import pytest
 from helpers.git import git_project
 from helpers.project import make_project
 from helpers.smtp import client, message, server_process
-from workflow.delivery.smtpd import BackgroundServer
+from workflow.delivery.server.smtpd import BackgroundServer
 
 
 def loose(root: Path) -> list[str]:

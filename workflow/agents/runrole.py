@@ -132,7 +132,7 @@ def submission_server(app: App, wanted: bool) -> Iterator[str]:
     if local.answers(str(path)):
         yield str(path)
         return
-    from workflow.delivery.smtpd import BackgroundServer  # lazy: a run beside a live server never loads it
+    from workflow.delivery.server.smtpd import BackgroundServer  # lazy: a run beside a live server never loads it
 
     own = app.config.state.run_socket(os.getpid())
     with BackgroundServer(app.config, app.deliverer, tcp=False, sockets=[own]):

@@ -10,9 +10,9 @@ import click
 
 from workflow.cli.base import Command, app
 from workflow.delivery.credentials import hash_password
-from workflow.delivery.listeners import check_bind
-from workflow.delivery.smtpd import serve
-from workflow.delivery.workers import default_workers, supervise
+from workflow.delivery.server.listeners import check_bind
+from workflow.delivery.server.smtpd import serve
+from workflow.delivery.server.workers import default_workers, supervise
 
 
 @click.command(cls=Command)

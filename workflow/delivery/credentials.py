@@ -40,7 +40,7 @@ from workflow.delivery.handshake import RUN_PREFIX
 from workflow.delivery.staging import RunBox, token_digest
 from workflow.policy.roster import Roster
 
-log = logging.getLogger("workflow.delivery.smtpd")  # the server's log
+log = logging.getLogger("workflow.delivery.server.smtpd")  # the server's log
 
 OWNER = "~owner"
 LOGIN_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}$")

@@ -1,6 +1,6 @@
 """XNOTIFY: the wire format of ``workflow-notify``'s request to the server, and of its answers.
 
-The client (``delivery.submit``, for ``cli.fast``) and the server (``delivery.smtpd``) both use
+The client (``delivery.submit``, for ``cli.fast``) and the server (``delivery.server.smtpd``) both use
 this module only, so a field or a reply is written in one place: ``encode``/``decode`` carry a
 ``Request`` (event, artifacts, recipients, sender, In-Reply-To, KEY=VALUE pairs; NUL-separated
 UTF-8, base64), ``accepted``/``read_accepted`` the server's ``250 2.0.0 <Message-ID> RCPT,…``.

@@ -22,7 +22,7 @@ from workflow.core.errors import WorkflowError
 from workflow.core.locate import Resolver
 from workflow.delivery.credentials import client_credential
 from workflow.delivery.notify import NotifyRequest
-from workflow.delivery.smtpd import BackgroundServer
+from workflow.delivery.server.smtpd import BackgroundServer
 from workflow.delivery.transport import SmtpTransport
 from workflow.mail.inbox import group, render_inbox, render_thread, select, thread_rows
 from workflow.ops.scaffold import init

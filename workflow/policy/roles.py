@@ -221,7 +221,7 @@ def role_files(config: Config) -> dict[str, Path]:
 def role_sources(config: Config) -> list[Path]:
     """What the roles loaded from ``config`` come from: both roles folders (a file added or
     removed changes them) and each role's file. A snapshot (``App.save_snapshot``) and the
-    server's reload (``delivery.current``) watch these."""
+    server's reload (``delivery.server.current``) watch these."""
     return [builtin_dir("roles"), config.roles_dir, *role_files(config).values()]
 
 

@@ -3,7 +3,7 @@ links, sessions in signed cookies, and the CSRF token of each session.
 
 A person's login is one of the ``[smtp] auth_users_file`` logins (the same secrets:
 ``credentials.UsersFile`` reads the file again when it changes). Checks go through
-``delivery.logins.Logins``, as the SMTP server's do: off the event loop; a peer that failed
+``delivery.server.logins.Logins``, as the SMTP server's do: off the event loop; a peer that failed
 lately waits before its next attempt is checked (doubling, ``Logins.admit``: a right password is
 answered no sooner than a wrong one), and each failure is logged on the server log's
 ``refused AUTH …`` line that contrib/fail2ban matches.
@@ -40,7 +40,7 @@ from workflow.app import App
 from workflow.core.errors import WorkflowError
 from workflow.delivery import credentials
 from workflow.delivery.credentials import Authenticator, UsersFile
-from workflow.delivery.logins import Logins
+from workflow.delivery.server.logins import Logins
 from workflow.policy.roster import Roster
 from workflow.web.once import Links
 

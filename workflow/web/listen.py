@@ -12,12 +12,13 @@ from collections.abc import Callable
 
 from workflow.app import App
 from workflow.core.errors import WorkflowError
-from workflow.delivery import listeners, local
+from workflow.delivery import local
+from workflow.delivery.server import listeners
 from workflow.web.server import Web
 
 
 def check_bind(host: str, allow_remote: bool, app: App) -> bool:
-    """The listener policy of ``delivery.listeners`` for the web: loopback by default; any other
+    """The listener policy of ``delivery.server.listeners`` for the web: loopback by default; any other
     address only with --allow-remote and HTTPS ([web] tls_cert and tls_key). Returns whether it
     serves HTTPS."""
     cfg, where = app.config.web, app.config.path or "workflow.toml"

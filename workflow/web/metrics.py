@@ -2,7 +2,7 @@
 
 Read at each scrape from what the project keeps, so any cockpit process answers the same:
 messages delivered (the index: each stored copy, by event and recipient mailbox) and refused (the
-SMTP server's count by command, code and rule: ``delivery.refusals``), runs by role
+SMTP server's count by command, code and rule: ``delivery.server.refusals``), runs by role
 and result, their duration (a histogram), the queue's depth, tokens and cost by role (agentd's
 ledger, all days), and this cockpit's own request latency (a histogram kept in this process).
 Left out: SMTP latency — the SMTP server keeps no timing another process can read.
@@ -21,7 +21,7 @@ from prometheus_client.registry import Collector
 
 from workflow.app import App
 from workflow.core.errors import WorkflowError
-from workflow.delivery.refusals import counts
+from workflow.delivery.server.refusals import counts
 
 RUN_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)
 WEB_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)

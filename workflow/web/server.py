@@ -44,7 +44,7 @@ from workflow.artifacts.board import age
 from workflow.core.config import Config
 from workflow.core.errors import WorkflowError
 from workflow.core.senders import who
-from workflow.delivery.current import Current
+from workflow.delivery.server.current import Current
 from workflow.mail.body import part_text
 from workflow.mail.ids import given_msgid
 from workflow.policy.roster import Roster
@@ -135,7 +135,7 @@ class Web:
         self.own = Acting(self)  # a person's moves, new requests and replies
 
     def _adopt(self, config: Config, roster: Roster) -> None:
-        """workflow.toml or a role file changed: serve with what they say now (``delivery.current``),
+        """workflow.toml or a role file changed: serve with what they say now (``delivery.server.current``),
         as the SMTP server does — a member taken off a panel sees its threads no more."""
         app = App(config)
         app.__dict__["roster"] = roster  # App.roster is a cached_property: the roster just loaded

@@ -29,7 +29,7 @@ from pathlib import Path
 from workflow.core.db import open_db
 from workflow.core.errors import WorkflowError
 
-log = logging.getLogger("workflow.delivery.smtpd")  # the server's log
+log = logging.getLogger("workflow.delivery.server.smtpd")  # the server's log
 
 CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 ENHANCED = re.compile(r"^\d\.\d{1,3}\.\d{1,3} ")  # the RFC 3463 status code after the reply code

@@ -18,9 +18,9 @@ import time
 from collections.abc import Container, Mapping, Sequence
 from typing import Literal, Protocol
 
-from workflow.delivery.balance import Balancer
-from workflow.delivery.commit import Copies
-from workflow.delivery.tally import TELLS, WIDTH
+from workflow.delivery.server.balance import Balancer
+from workflow.delivery.server.commit import Copies
+from workflow.delivery.server.tally import TELLS, WIDTH
 from workflow.mail.index import Index
 from workflow.mail.maildir import Entry, Maildirs
 

@@ -22,7 +22,7 @@ from array import array
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from workflow.delivery.smtp_protocol import Admission
+from workflow.delivery.server.protocol import Admission
 
 FIELDS = ("connections", "in_flight", "delivered", "refused", "failed", "serving", "incoming", "tells")
 WIDTH = len(FIELDS)

@@ -16,9 +16,9 @@ them. The parent:
   what is in DATA), then logs the workers' totals. A worker whose parent dies stops the same way.
 
 The guarantees are those of one server, because each rests on something every worker shares:
-a ``250`` follows the fsyncs and the index rows of its copies (``delivery.commit``), and every
+a ``250`` follows the fsyncs and the index rows of its copies (``delivery.server.commit``), and every
 check — a retry after a lost ``250``, visibility, sealed reviews — reads the shared index. How the
-workers spread connections is ``delivery.balance``; how they tell each other of copies, ``delivery.gossip``.
+workers spread connections is ``delivery.server.balance``; how they tell each other of copies, ``delivery.server.gossip``.
 """
 
 from __future__ import annotations
@@ -39,12 +39,12 @@ from workflow.core.config import Config
 from workflow.core.errors import ConfigError, WorkflowError
 from workflow.core.lifeline import die_with_parent
 from workflow.delivery import address, local
-from workflow.delivery.balance import Balancer
 from workflow.delivery.deliverer import Deliverer
-from workflow.delivery.gossip import Gossip
-from workflow.delivery.listeners import reserve
-from workflow.delivery.smtpd import Server, new_loop, secure_mail_root, stopped
-from workflow.delivery.tally import Counters, Tally
+from workflow.delivery.server.balance import Balancer
+from workflow.delivery.server.gossip import Gossip
+from workflow.delivery.server.listeners import reserve
+from workflow.delivery.server.smtpd import Server, new_loop, secure_mail_root, stopped
+from workflow.delivery.server.tally import Counters, Tally
 
 log = logging.getLogger(__name__)
 

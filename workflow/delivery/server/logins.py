@@ -5,7 +5,7 @@ A password check costs tens of milliseconds of PBKDF2 on purpose; run on the eve
 guessing connections would stall every other client, so checks run in a worker thread (hashlib
 releases the GIL). An unknown login costs what a known one does (``Authenticator`` checks a
 decoy). Each failure from a peer waits longer before it is answered (doubling, capped), and a
-connection is dropped after ``MAX_FAILURES`` failed logins (``smtp_protocol``). ``workflow web``
+connection is dropped after ``MAX_FAILURES`` failed logins (``protocol``). ``workflow web``
 waits before the check instead (``admit``), so its right password is never answered sooner.
 
 The owner's and a run's ``X-WORKFLOW`` login (``handshake``) is checked here too: the client's
@@ -25,7 +25,7 @@ from typing import NamedTuple
 
 from workflow.delivery import handshake
 from workflow.delivery.credentials import Authenticator, Identity
-from workflow.delivery.refusals import refused
+from workflow.delivery.server.refusals import refused
 
 MAX_FAILURES = 3  # failed logins a connection may make before it is dropped
 FIRST_DELAY = 0.25  # seconds the first failure from a peer waits before its answer; doubles after

@@ -30,7 +30,7 @@ from workflow.core.errors import WorkflowError
 from workflow.policy.roles import role_sources
 from workflow.policy.roster import Roster
 
-log = logging.getLogger("workflow.delivery.smtpd")  # the server's log
+log = logging.getLogger("workflow.delivery.server.smtpd")  # the server's log
 
 # inotify(7)
 IN_NONBLOCK, IN_CLOEXEC = os.O_NONBLOCK, 0o2000000

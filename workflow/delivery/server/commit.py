@@ -42,8 +42,8 @@ from collections.abc import Callable, Generator, Sequence
 from typing import Literal, NamedTuple, Protocol
 
 from workflow.core.errors import MailIndexError
-from workflow.delivery.aio import Fsyncs
 from workflow.delivery.deliverer import Deliverer, Plan
+from workflow.delivery.server.aio import Fsyncs
 from workflow.mail.index import Index
 from workflow.mail.maildir import DirFsync, Entry, Writeback
 from workflow.mail.unnamed import Unnamed

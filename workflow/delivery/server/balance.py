@@ -16,8 +16,8 @@ from array import array
 from collections.abc import Callable
 from typing import Any
 
-from workflow.delivery.smtp_protocol import Admission
-from workflow.delivery.tally import CONNECTIONS, INCOMING, SERVING, WIDTH, Counters, Tally
+from workflow.delivery.server.protocol import Admission
+from workflow.delivery.server.tally import CONNECTIONS, INCOMING, SERVING, WIDTH, Counters, Tally
 
 
 class Balancer(Tally):

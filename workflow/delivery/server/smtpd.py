@@ -51,18 +51,18 @@ from workflow.core.errors import (
     WorkflowError,
 )
 from workflow.delivery import address, handshake, local, xnotify
-from workflow.delivery.commit import Committer, Peers
 from workflow.delivery.credentials import Authenticator, Identity, Users, UsersFile, root_id
-from workflow.delivery.current import Current
 from workflow.delivery.deliverer import Deliverer, IndexLagError, Plan
-from workflow.delivery.gossip import Either, NoOthers, Others
-from workflow.delivery.listeners import is_loopback, tls_context
-from workflow.delivery.logins import Logins
 from workflow.delivery.notify import compose, parent_in, request
-from workflow.delivery.refusals import Counted, peer_of, refused, sanitize, split
-from workflow.delivery.smtp_protocol import protocol_factory, quiet_aiosmtpd_log
+from workflow.delivery.server.commit import Committer, Peers
+from workflow.delivery.server.current import Current
+from workflow.delivery.server.gossip import Either, NoOthers, Others
+from workflow.delivery.server.listeners import is_loopback, tls_context
+from workflow.delivery.server.logins import Logins
+from workflow.delivery.server.protocol import protocol_factory, quiet_aiosmtpd_log
+from workflow.delivery.server.refusals import Counted, peer_of, refused, sanitize, split
+from workflow.delivery.server.tally import Tally
 from workflow.delivery.staging import RunBox, describe
-from workflow.delivery.tally import Tally
 from workflow.mail.index import Index
 from workflow.mail.maildir import Entry, Maildirs
 from workflow.mail.message import parse
@@ -321,7 +321,7 @@ class Server:
     """The listening server: start, serve, stop cleanly.
 
     One process serves alone, or as worker ``worker`` of ``workflow smtpd --workers N``
-    (``delivery.workers``): then it accepts on the parent's listening sockets beside the others, counts on the
+    (``delivery.server.workers``): then it accepts on the parent's listening sockets beside the others, counts on the
     workers' shared ``tally``, tells its ``peers`` what it stores and hears from ``others`` what
     they store, and leaves the start's index refresh to whoever asks for it."""
 
@@ -364,7 +364,7 @@ class Server:
         self.current: Current | None = None  # the config and roster, reloaded when their files change
 
     def _adopt(self, config: Config, roster: Roster) -> None:
-        """Serve with a reloaded config and roster (``delivery.current``; [smtp] and the mail root are kept)."""
+        """Serve with a reloaded config and roster (``delivery.server.current``; [smtp] and the mail root are kept)."""
         self.config = self.deliverer.config = config
         self.deliverer.roster = roster
 

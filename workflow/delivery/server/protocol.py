@@ -24,8 +24,8 @@ from aiosmtpd.smtp import MISSING, SMTP, AuthResult
 from workflow.delivery import handshake
 from workflow.delivery.credentials import Identity
 from workflow.delivery.local import peer_uid as local_peer_uid
-from workflow.delivery.logins import MAX_FAILURES, Logins
-from workflow.delivery.refusals import LOCAL, peer_of, refused
+from workflow.delivery.server.logins import MAX_FAILURES, Logins
+from workflow.delivery.server.refusals import LOCAL, peer_of, refused
 
 # <dot-atom@domain> with an optional tail of ESMTP parameters: the common case of MAIL and RCPT.
 SIMPLE_PATH = re.compile(
