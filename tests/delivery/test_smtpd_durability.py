@@ -56,7 +56,7 @@ def test_every_250_follows_fsync_link_and_directory_fsync(project: Project, tmp_
             raw = message(body=f"message {i}\n")
             send(port, raw)
             sent.append(parse(raw).message_id)
-    traced = trace.read_text().splitlines()
+    traced = joined(trace.read_text().splitlines())
     lines = [re.sub(r"^\d+\s+", "", ln) for ln in traced]
     synced = completed_fsyncs(traced)
     if aio_here():  # the server's fsyncs are asynchronous where the system has Linux AIO
@@ -104,6 +104,43 @@ def test_every_250_follows_fsync_link_and_directory_fsync(project: Project, tmp_
         i_dirsync = next(i - prev for i, f in synced if i - prev > i_move and f in dir_fd_at(i))
         assert i_open < i_fsync < i_move < i_dirsync < ack - prev
         prev = ack
+
+
+def joined(raw: list[str]) -> list[str]:
+    """strace -f's lines with each call that another process interrupted (``openat(… <unfinished
+    ...>``, later ``<... openat resumed>…) = 5``) made whole again, placed where it returned."""
+    out: list[str] = []
+    started: dict[str, str] = {}  # pid: the first half of its unfinished call
+    for line in raw:
+        pid, _, call = line.partition(" ")
+        call = call.lstrip()
+        if call.endswith("<unfinished ...>"):
+            started[pid] = call.removesuffix("<unfinished ...>").rstrip()
+            continue
+        resumed = re.match(r"<\.\.\. \w+ resumed>\s?(.*)$", call)
+        if resumed and pid in started:
+            call = started.pop(pid) + resumed.group(1)
+        out.append(f"{pid} {call}")
+    return out
+
+
+def test_strace_lines_split_by_another_process_are_joined_where_the_call_returned() -> None:
+    raw = [
+        '101 openat(AT_FDCWD, "/m/new", O_RDONLY|O_DIRECTORY <unfinished ...>',
+        "102 fsync(7)                          = 0",
+        "101 <... openat resumed>)             = 9",
+        "101 fsync(9 <unfinished ...>",
+        "102 close(7)                          = 0",
+        "101 <... fsync resumed>)              = 0",
+    ]
+    got = joined(raw)
+    assert got[0] == "102 fsync(7)                          = 0"
+    assert (
+        got[1].startswith('101 openat(AT_FDCWD, "/m/new", O_RDONLY|O_DIRECTORY)')
+        and got[1].rsplit("=", 1)[1].strip() == "9"
+    )
+    assert got[2] == "102 close(7)                          = 0" and got[3].startswith("101 fsync(9)")
+    assert completed_fsyncs(got) == [(0, "7"), (3, "9")]  # an fsync counts where it returned
 
 
 def unnamed_here(box: Path) -> bool:
