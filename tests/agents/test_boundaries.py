@@ -68,11 +68,22 @@ except (smtplib.SMTPException, LoginError) as e:
 # 2b. be the server the owner's commands talk to, and relay their login (no server runs)
 import socket
 owners = MAIL + "/.workflow/sock/smtpd"
+
+
+def bind_at(path):  # from inside its folder: a deep project's path would be too long for AF_UNIX
+    here = os.getcwd()
+    os.chdir(os.path.dirname(path))
+    try:
+        socket.socket(socket.AF_UNIX).bind(os.path.basename(path))
+    finally:
+        os.chdir(here)
+
+
 for name, act in (
     ("remove the run's socket", lambda: os.unlink(SOCK)),
-    ("listen where the owner's commands connect", lambda: socket.socket(socket.AF_UNIX).bind(owners)),
+    ("listen where the owner's commands connect", lambda: bind_at(owners)),
     ("link a socket of its own there", lambda: os.symlink("/tmp/mine", owners)),
-    ("listen where other runs connect", lambda: socket.socket(socket.AF_UNIX).bind(os.path.dirname(SOCK) + "/smtpd")),
+    ("listen where other runs connect", lambda: bind_at(os.path.dirname(SOCK) + "/smtpd")),
     ("reach the owner's socket (to fill its queue)", lambda: LocalSMTP(owners, 5)),
 ):
     try:

@@ -145,18 +145,29 @@ def test_a_round_waits_briefly_for_the_transactions_under_way(project: Project, 
     """Two clients of one process, one a moment behind the other: one round (one fsync of new/)
     makes both durable, instead of one round each."""
 
-    async def main() -> int:
+    async def main() -> list[int]:
+        """The rounds each pair took, for the pairs whose second came while the first still
+        waited (a machine that held this process off the CPU past ``GATHER`` makes a pair that
+        says nothing: the round had rightly gone; the pair is tried again)."""
+        rounds: list[int] = []
         with committing(project, under_way=2, asynchronous=asynchronous) as (committer, index):
-            first, second = _plans(project, index, 2, "gather")
-            before = committer.dirs.syncs
-            one = committer.submit(first)
-            await asyncio.sleep(GATHER / 4)  # the second client's DATA ends a little later
-            two = committer.submit(second)
-            await asyncio.wait_for(asyncio.gather(one, two), 5)
-            return committer.dirs.syncs - before
+            for attempt in range(20):
+                first, second = _plans(project, index, 2, f"gather{attempt}")
+                before = committer.dirs.syncs
+                one = committer.submit(first)
+                await asyncio.sleep(GATHER / 4)  # the second client's DATA ends a little later
+                waited = committer.gathering == 1  # the first one's round has not started yet
+                two = committer.submit(second)
+                await asyncio.wait_for(asyncio.gather(one, two), 5)
+                if waited:
+                    rounds.append(committer.dirs.syncs - before)
+                if len(rounds) == 3:
+                    break
+        return rounds
 
-    assert asyncio.run(main()) == 1
-    assert len(project.new_files("spec-reviewer")) == 2
+    rounds = asyncio.run(main())
+    assert rounds and all(n == 1 for n in rounds), rounds
+    assert len(project.new_files("spec-reviewer")) % 2 == 0
 
 
 @SYNCS
