@@ -105,3 +105,13 @@ def steady(fn: Callable[[], Any], tries: int = 5) -> Any:
             if not gone or i == tries - 1:
                 raise
     return None
+
+
+def gone(element: Any) -> bool:
+    """Whether ``element`` left the document (the page it was on was replaced by the next one)."""
+    from selenium.common.exceptions import StaleElementReferenceException
+
+    try:
+        return not element.tag_name
+    except StaleElementReferenceException:
+        return True

@@ -12,7 +12,7 @@ from email.message import EmailMessage
 from pathlib import Path
 from typing import Any
 
-from helpers.browser import chrome, log_in, open_link, steady, wait_for
+from helpers.browser import chrome, gone, log_in, open_link, steady, wait_for
 from helpers.git import GIT_ENV, sh
 from helpers.project import Project, free_port
 from helpers.web import BOB, BOB_PASSWORD, Server, owner_link, web_server
@@ -105,9 +105,16 @@ def test_a_blocker_is_answered_and_a_paused_role_resumed_from_the_page(project: 
         from selenium.webdriver.support.ui import Select
 
         Select(owner.find_element("id", "role")).select_by_value("platform-lead")
+        before = owner.find_element("tag name", "html")
         owner.find_element("css selector", "form[action='/role'] button").click()
-        wait_for(owner, lambda d: d.find_element("id", "role").get_attribute("value") == "platform-lead", "the role")
+        # the page the switch answered with (the select on the old page says platform-lead already)
+        wait_for(
+            owner,
+            lambda d: gone(before) and d.find_element("id", "role").get_attribute("value") == "platform-lead",
+            "the role",
+        )
         owner.get(server.url + "inbox")
+        wait_for(owner, lambda d: _by_css(d, "section.thread h3 a"), "platform-lead's inbox")
         steady(lambda: owner.find_element("css selector", "section.thread h3 a").click())
         wait_for(owner, lambda d: _by_css(d, "form.answer"), "the answer form")
 
