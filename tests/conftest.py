@@ -46,5 +46,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests that start processes are marked ``slow`` (helpers.tiers); ``scripts/test --fast`` leaves them out."""
+    """Tests that start processes are marked ``slow`` (helpers.tiers); ``scripts/test --fast`` leaves them out.
+    They run first, in their order, so that the workers of ``scripts/test`` end together on the quick ones."""
     mark(items)
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

@@ -78,17 +78,31 @@ class Fresh(NamedTuple):
 
     def unread(self, box: str) -> int:
         d = self.maildir(box)
-        if not d.exists():
-            return 0
-        return len(list((d / "new").iterdir())) + len(
-            [f for f in (d / "cur").iterdir() if "S" not in f.name.split(",")[-1]]
-        )
+
+        def names(sub: str) -> list[str]:  # a mailbox being made may have new/ and no cur/ yet
+            try:
+                return os.listdir(d / sub)
+            except FileNotFoundError:
+                return []
+
+        return len(names("new")) + len([n for n in names("cur") if "S" not in n.split(",")[-1]])
 
     def events(self, box: str) -> list[str]:
+        """The event types in ``box``, read while deliveries may go on: a mailbox being made may
+        have new/ and no cur/ yet, and a message may move from new/ to cur/ as it is listed."""
         d = self.maildir(box)
-        if not d.exists():
-            return []
-        return sorted(parse(f.read_bytes()).event or "" for sub in ("new", "cur") for f in (d / sub).iterdir())
+        out = []
+        for sub in ("new", "cur"):
+            try:
+                names = os.listdir(d / sub)
+            except FileNotFoundError:
+                continue
+            for name in names:
+                try:
+                    out.append(parse((d / sub / name).read_bytes()).event or "")
+                except FileNotFoundError:  # read in cur/ on the next look
+                    continue
+        return sorted(out)
 
     def commits(self) -> list[str]:
         r = subprocess.run(["git", "log", "--format=%an %s"], cwd=self.dir, capture_output=True, text=True, check=True)
