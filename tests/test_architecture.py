@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import ast
+import asyncio
 import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from helpers.tiers import spawning, spawns
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "workflow"
@@ -221,3 +227,47 @@ def test_the_delivery_path_contract_names_every_module_of_the_path() -> None:
     path = next(c for c in contracts if c.get("forbidden_modules") == ["workflow.delivery.server"])
     on_disk = {f"workflow.delivery.{p.stem}" for p in (PACKAGE / "delivery").glob("*.py") if p.stem != "__init__"}
     assert set(path["source_modules"]) == on_disk
+
+
+def _starts_one() -> None:
+    subprocess.run(["true"], check=True)
+
+
+@spawning
+def _marked_helper() -> None: ...
+
+
+def _uses_marked_helper() -> None:
+    _marked_helper()
+
+
+@contextmanager
+def _wrapped() -> Iterator[None]:
+    _starts_one()
+    yield
+
+
+def _uses_wrapped() -> None:
+    with _wrapped():
+        pass
+
+
+def _uses_a_marked_method(project: Any) -> None:
+    project.run("status")
+
+
+def _in_process() -> int:
+    async def one() -> int:
+        return 1
+
+    return asyncio.run(one())
+
+
+def test_the_tiers_find_what_starts_a_process() -> None:
+    """``helpers.tiers``: a marked helper, a marked method, a stdlib starter (followed through a
+    helper and a ``@contextmanager``) make a test slow; ``asyncio.run`` and plain code do not."""
+    methods = frozenset({"run"})  # ``Project.run`` is marked
+    for fn in (_marked_helper, _uses_marked_helper, _starts_one, _uses_wrapped, _uses_a_marked_method):
+        assert spawns(fn, methods), fn.__name__
+    assert not spawns(_in_process, methods)
+    assert not spawns(test_the_cycle_finder_finds_a_cycle, methods)

@@ -15,6 +15,7 @@ import pytest
 
 from helpers.fake_anthropic import FakeAnthropic, text, tool_use
 from helpers.git import GIT_ENV
+from helpers.tiers import spawning
 from workflow.mail.message import parse
 
 # the user's real home (the tests give every process a scratch $HOME), as scripts/agent-clis sees it
@@ -109,6 +110,7 @@ class Fresh(NamedTuple):
         return r.stdout.splitlines()
 
 
+@spawning
 def fresh_project(base: Path, home: Path | None = None, name: str = "project") -> Fresh:
     """``home``: another project's home, for two projects of one user (each gets its own mail root)."""
     d = base / name
@@ -140,6 +142,7 @@ def approve_turns(api: FakeAnthropic, request: str) -> None:
     api.add(text("Approved user-auth."))
 
 
+@spawning
 def agentd_until_approval(f: Fresh, env: dict[str, str]) -> str:
     """`workflow agentd run` in ``f`` until spec-writer has the approval (90 s at most); its log."""
     daemon = subprocess.Popen(

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from helpers.git import GIT_ENV, git_project
 from helpers.project import Project
+from helpers.tiers import spawning
 from workflow.agentd.status import status
 
 AGENTD = """
@@ -37,6 +38,7 @@ def default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+@spawning
 class Daemon:
     def __init__(self, p: Project) -> None:
         self.p = p

@@ -10,6 +10,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from helpers.tiers import spawning
 from workflow.ops.imap import imap_only
 
 USER = "me@example.com"
@@ -31,6 +32,7 @@ def _port() -> int:
         return int(s.getsockname()[1])
 
 
+@spawning
 class Dovecot:
     def __init__(self, base: Path) -> None:
         self.base = base

@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 from helpers.project import Project, make_project
+from helpers.tiers import spawning
 from workflow.mail.message import parse
 
 GIT_ENV = {
@@ -17,6 +18,7 @@ GIT_ENV = {
 }
 
 
+@spawning
 def sh(p: Project, *cmd: str, check: bool = True, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("WORKFLOW_")}
     env.update(GIT_ENV)
@@ -26,6 +28,7 @@ def sh(p: Project, *cmd: str, check: bool = True, cwd: Path | None = None) -> su
     return r
 
 
+@spawning
 def git_project(base: Path, extra: str = "") -> Project:
     """A project made by `workflow init` in a real git repo, with the spec committed in proposed/."""
     p = make_project(base, extra)

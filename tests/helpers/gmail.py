@@ -10,6 +10,7 @@ import pytest
 from helpers.dovecot import PASSWORD, USER, available
 from helpers.git import git_project
 from helpers.project import Project
+from helpers.tiers import spawning
 
 WHY = available()
 needs_dovecot = pytest.mark.skipif(WHY is not None, reason=WHY or "")
@@ -19,6 +20,7 @@ class Server(Protocol):
     port: int
 
 
+@spawning
 def bridge_project(
     tmp_path: Path,
     d: Server,
@@ -56,6 +58,7 @@ def mail_msg(i: int, subject: str, body: str, refs: str = "") -> bytes:
     ).encode()
 
 
+@spawning
 def run_bridge(p: Project, *args: str, env: dict[str, str] | None = None) -> object:
     return p.run("bridge", "gmail", "--once", *args, env={"TEST_IMAP_PASSWORD": PASSWORD, **(env or {})})
 

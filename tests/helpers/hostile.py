@@ -10,6 +10,7 @@ from pathlib import Path
 
 from helpers.git import git_project, sh
 from helpers.project import Project, with_smtp
+from helpers.tiers import spawning
 
 FINISH = (
     "import subprocess as _sp, sys as _sys\n"
@@ -18,6 +19,7 @@ FINISH = (
 )
 
 
+@spawning
 def agent_project(base: Path, agent: str, *args: str, extra: str = "", smtp: str = "", timeout: int = 30) -> Project:
     """A `workflow init` project whose command backend runs ``agent`` (Python source; ``finish``
     is defined for it) with ``args``, committed; ``smtp``: lines for its [smtp] table; a

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from helpers.project import ROOT
+from helpers.tiers import spawning
 
 SYSTEM_PYTHON = Path("/usr/bin/python3")
 RUNUSER = shutil.which("runuser") or "runuser"  # in /usr/sbin: found on root's PATH, not the owner's
@@ -40,6 +41,7 @@ def unavailable() -> str | None:
     return None
 
 
+@spawning
 def through_files(argv: list[str], cwd: Path, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
     """Run ``argv`` with its output through files, not pipes: a daemon it starts may keep a pipe
     open, and the run would never end."""
@@ -95,6 +97,7 @@ class Owner:
             subprocess.run(["chown", "-R", f"{self.name}:{self.name}", str(p)], check=True)
 
 
+@spawning
 @contextmanager
 def owner(base: Path) -> Iterator[Owner]:
     """A user whose home is ``base/home`` (``base`` must be open to it) and its venv: a venv of

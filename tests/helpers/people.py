@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 from helpers.project import Project, with_smtp
+from helpers.tiers import spawning
 from workflow.delivery.credentials import hash_password
 
 REVIEWER = '+++\nmode = "human"\ndescription = "bob reviews specs from his mail client"\n+++\n\n# spec-reviewer\n'
@@ -25,6 +26,7 @@ def add_people(p: Project) -> Project:
     return with_smtp(p, "")
 
 
+@spawning
 def msmtp(p: Project, login: str, port: int, text: str) -> subprocess.CompletedProcess[str]:
     """Send ``text`` (headers, an empty line, the body) with the real msmtp as ``login``."""
     role, password = PEOPLE[login]

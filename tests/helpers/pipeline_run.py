@@ -19,6 +19,7 @@ from helpers.agent_clis import cli_bin
 from helpers.git import GIT_ENV
 from helpers.pipeline_model import PipelineModel
 from helpers.project import free_port
+from helpers.tiers import spawning
 from workflow.agentd.tasks import Tasks, TaskStatus
 from workflow.app import App
 from workflow.artifacts.move import role_moves
@@ -29,6 +30,7 @@ ARTIFACTS = ("rate-limit", "rate-limit-skeleton", "rate-limit-tests")
 REQUEST = "Please write a spec for rate limiting the public API"
 
 
+@spawning
 def init(tmp_path: Path, model: PipelineModel, clis: bool = False) -> tuple[Path, dict[str, str]]:
     """`workflow init` with ANTHROPIC_API_KEY set: every built-in role on the anthropic backend;
     with ``clis`` the agent CLIs from npm on PATH, so every role on Claude Code (the first found),
@@ -53,6 +55,7 @@ def app_of(proj: Path) -> App:
     return App(load_config(proj / "workflow.toml", env={}))
 
 
+@spawning
 def git(proj: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=proj, capture_output=True, text=True, check=True).stdout
 
@@ -81,6 +84,7 @@ def unread_triggers(app: App) -> list[str]:
     return out
 
 
+@spawning
 @contextmanager
 def up(proj: Path, env: dict[str, str], app: App, log: Path, *args: str) -> Iterator[subprocess.Popen[bytes]]:
     """`workflow up ARGS`, its SMTP port answering; stopped with SIGTERM at the end (exit 0)."""
@@ -104,6 +108,7 @@ def up(proj: Path, env: dict[str, str], app: App, log: Path, *args: str) -> Iter
     assert proc.returncode == 0, log.read_text()[-3000:]
 
 
+@spawning
 def ask(proj: Path, env: dict[str, str]) -> None:
     """The person's request: a question to spec-writer, sent as `user` through the server."""
     r = subprocess.run(
@@ -119,6 +124,7 @@ def ask(proj: Path, env: dict[str, str]) -> None:
     assert r.returncode == 0, r.stderr
 
 
+@spawning
 def until_done(
     proj: Path,
     app: App,

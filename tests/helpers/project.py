@@ -9,6 +9,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from helpers.tiers import spawning
 from workflow.app import App
 from workflow.bridges.sections import SECTIONS
 from workflow.core.config import load_config
@@ -79,6 +80,7 @@ class Project:
         c.send(make_transport(self.app.config, self.app.deliverer, "direct"))
         return c.message_id
 
+    @spawning
     def run(
         self, *args: str, env: dict[str, str] | None = None, input: str | None = None, tool: str = "workflow"
     ) -> subprocess.CompletedProcess[str]:
@@ -148,6 +150,7 @@ class Home(Project):
 
     home: Path = Path()
 
+    @spawning
     def run(
         self, *args: str, env: dict[str, str] | None = None, input: str | None = None, tool: str = "workflow"
     ) -> subprocess.CompletedProcess[str]:

@@ -10,6 +10,7 @@ from subprocess import CompletedProcess
 from helpers.fake_anthropic import FakeAnthropic
 from helpers.git import GIT_ENV
 from helpers.project import Project
+from helpers.tiers import spawning
 from workflow.agents.backends.scripted import dumps
 from workflow.agents.contain import kill_session
 
@@ -42,6 +43,7 @@ def anthropic_env(fake: FakeAnthropic) -> dict[str, str]:
     return {**GIT_ENV, "ANTHROPIC_API_KEY": "sk-test", "ANTHROPIC_BASE_URL": fake.url}
 
 
+@spawning
 def run_command_role(
     p: Project,
     role: str = "spec-writer",

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from helpers.project import TESTER, TESTER_PASSWORD
+from helpers.tiers import spawning
 from workflow.app import App
 from workflow.delivery.credentials import client_credential
 from workflow.delivery.server.smtpd import BackgroundServer
@@ -75,6 +76,7 @@ def children(pid: int) -> list[int]:
         return []
 
 
+@spawning
 @contextmanager
 def server_process(
     project_dir: Path,
@@ -128,6 +130,7 @@ def server_process(
         proc.stderr.close()
 
 
+@spawning
 @contextmanager
 def serving(app: App, workers: str) -> Iterator[int]:
     """A server for ``app``: one in this process ("1"), or `workflow smtpd --workers N` as a

@@ -1,65 +1,101 @@
 """Tiers: which tests are ``slow`` — they start processes (a fresh interpreter, a server, Dovecot, a mail client).
 
 ``scripts/test --fast`` deselects them (``-m "not slow"``) for the edit-test loop; CI runs every
-test. Marking by hand would mean decorating hundreds of tests, so the marker is derived when the
-suite is collected: a test is slow when its code, a fixture it uses, or a function it calls (followed
-through the functions those call, in the test module, ``helpers`` and ``tools``) spawns a process — calls
-``subprocess``, ``sys.executable``, ``Popen``, the ``server_process``/``serving`` helpers, Dovecot,
-or ``X.run(…)`` (``Project.run`` starts ``python -m workflow``). A test the rule misses that is
-slow anyway is marked ``@pytest.mark.slow`` by hand. Git commands (``run_git``) are not counted:
-they take milliseconds.
+test. What starts a process says so:
+
+- a helper or fixture that starts one is marked ``@spawning`` (``helpers.smtp.server_process``,
+  ``helpers.dovecot.Dovecot``, ``Project.run`` …): a test that uses the fixture, or names the
+  helper, is slow;
+- a test (or a function of the suite it calls, followed) that starts one itself names the standard
+  library's way to: ``subprocess``, ``Popen``, ``sys.executable``, ``os.fork``/``posix_spawn``/
+  ``system``/``exec*``, ``multiprocessing`` — read from its compiled names, never from its text;
+- anything else slow is marked ``@pytest.mark.slow`` by hand (so is a test that calls both
+  ``asyncio.run`` and a marked ``run`` method: the names alone cannot tell the two apart).
+
+Git commands through the package (``run_git``) are not counted: they take milliseconds.
 """
 
 from __future__ import annotations
 
 import inspect
-import re
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterable
 from types import CodeType, FunctionType
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
-SPAWNS = re.compile(
-    r"\bsubprocess\.|\bsys\.executable\b|\bPopen\b|\bserver_process\(|\bserving\(|\b[Dd]ovecot\b|"
-    r"\bos\.(?:fork|posix_spawn|system|exec\w*)\(|\bmultiprocessing\b|\b(?!asyncio\.)\w+\.run\("
-)
+T = TypeVar("T")
+MARK = "__spawning__"
+STARTERS = frozenset({"subprocess", "Popen", "posix_spawn", "posix_spawnp", "multiprocessing", "fork", "forkpty"})
+OS_STARTERS = frozenset({"system", "execv", "execve", "execvp", "execvpe", "execl", "execlp", "spawnv", "executable"})
 
 
-def _source(fn: Callable[..., Any]) -> str:
-    try:
-        return inspect.getsource(fn)
-    except (OSError, TypeError):
-        return ""
+def spawning(thing: T) -> T:
+    """Mark a helper, a fixture's function, a class or a method as one that starts a process."""
+    setattr(thing, MARK, True)
+    return thing
 
 
-def spawns(fn: Callable[..., Any], seen: set[int] | None = None) -> bool:
-    """Whether ``fn`` — or a test-side function it names, followed — starts a process."""
-    seen = set() if seen is None else seen
-    fn = getattr(getattr(fn, "hypothesis", None), "inner_test", fn)  # a hypothesis test: the function it wraps
-    if id(fn) in seen:
-        return False
-    seen.add(id(fn))
-    text = _source(fn)
-    if SPAWNS.search(text):
-        return True
-    code = getattr(fn, "__code__", None)
-    names = _names(code) if isinstance(code, CodeType) else set()
-    found = getattr(fn, "__globals__", {})
-    for name in names:
-        other = found.get(name)
-        if isinstance(other, FunctionType) and _ours(other) and spawns(other, seen):
-            return True
-    return False
+def _marked(obj: Any) -> bool:
+    return bool(getattr(obj, MARK, False)) or bool(getattr(getattr(obj, "__wrapped__", None), MARK, False))
+
+
+def _methods() -> frozenset[str]:
+    """The names of the suite's methods marked ``@spawning`` (``project.run(…)`` names ``run``)."""
+    out = set()
+    for name, module in list(sys.modules.items()):
+        if not name.startswith("helpers"):
+            continue
+        for cls in vars(module).values():
+            if isinstance(cls, type) and cls.__module__ == name:
+                out |= {n for n, f in vars(cls).items() if _marked(f)}
+    return frozenset(out)
 
 
 def _names(code: CodeType) -> set[str]:
-    """The global names a function uses, with those of the functions and lambdas nested in it."""
+    """The global and attribute names a function uses, with those of the functions and lambdas nested in it."""
     out = set(code.co_names)
     for const in code.co_consts:
         if isinstance(const, CodeType):
             out |= _names(const)
     return out
+
+
+def _starts(names: set[str], methods: frozenset[str]) -> bool:
+    """Whether these names call the standard library's process starters or a marked method."""
+    if names & STARTERS or ("os" in names or "sys" in names) and names & OS_STARTERS:
+        return True
+    used = names & methods
+    return bool(used) and not (used == {"run"} and "asyncio" in names)  # asyncio.run: not Project.run
+
+
+def spawns(fn: Callable[..., Any], methods: frozenset[str], seen: set[int] | None = None) -> bool:
+    """Whether ``fn`` — or a function of the suite it names, followed — starts a process."""
+    seen = set() if seen is None else seen
+    fn = getattr(getattr(fn, "hypothesis", None), "inner_test", fn)  # a hypothesis test: the function it wraps
+    if _marked(fn):
+        return True
+    fn = inspect.unwrap(fn)  # a @contextmanager helper: the generator it wraps
+    if id(fn) in seen:
+        return False
+    seen.add(id(fn))
+    if _marked(fn):
+        return True
+    code = getattr(fn, "__code__", None)
+    if not isinstance(code, CodeType):
+        return False
+    names = _names(code)
+    if _starts(names, methods):
+        return True
+    found = getattr(fn, "__globals__", {})
+    for name in names:
+        other = found.get(name)
+        if _marked(other):
+            return True
+        if isinstance(other, FunctionType) and _ours(other) and spawns(other, methods, seen):
+            return True
+    return False
 
 
 def _ours(fn: FunctionType) -> bool:
@@ -72,15 +108,23 @@ def _ours(fn: FunctionType) -> bool:
     )
 
 
+def _fixtures(item: pytest.Function) -> Iterable[Any]:
+    info = getattr(item, "_fixtureinfo", None)
+    defs = info.name2fixturedefs if info is not None else {}
+    return (d[-1].func for name, d in defs.items() if d and name in item.fixturenames)
+
+
 def mark(items: list[pytest.Item]) -> None:
     """Add ``slow`` to every collected test that spawns a process (unless already marked)."""
+    methods = _methods()
     for item in items:
         if item.get_closest_marker("slow") or not isinstance(item, pytest.Function):
             continue
         seen: set[int] = set()
-        fixtures = getattr(item, "_fixtureinfo", None)
-        defs = fixtures.name2fixturedefs if fixtures is not None else {}
-        used = (d[-1].func for name, d in defs.items() if d and name in item.fixturenames)
-        funcs = [item.function, *(f for f in used if isinstance(f, FunctionType) and _ours(f))]
-        if any(spawns(f, seen) for f in funcs):
+        fixtures = list(_fixtures(item))
+        if any(_marked(f) for f in fixtures):
+            item.add_marker(pytest.mark.slow)
+            continue
+        funcs = [item.function, *(f for f in fixtures if isinstance(f, FunctionType) and _ours(f))]
+        if any(spawns(f, methods, seen) for f in funcs):
             item.add_marker(pytest.mark.slow)

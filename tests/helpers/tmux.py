@@ -8,7 +8,10 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from helpers.tiers import spawning
 
+
+@spawning
 class Tmux:
     """``command`` in a tmux server of its own (``user``: the argv prefix that runs it as another user)."""
 

@@ -20,6 +20,7 @@ from typing import NamedTuple
 from helpers.agentd import default_sigint, wait_until
 from helpers.git import GIT_ENV
 from helpers.project import Project
+from helpers.tiers import spawning
 from workflow.delivery.credentials import hash_password
 from workflow.web.once import ask
 
@@ -56,6 +57,7 @@ class Server(NamedTuple):
         return m.group(1)
 
 
+@spawning
 @contextmanager
 def web_server(p: Project, *args: str) -> Iterator[Server]:
     """`workflow web --port 0` in the project, until the block ends (its log in ``web.log``)."""
@@ -82,6 +84,7 @@ def web_server(p: Project, *args: str) -> Iterator[Server]:
             proc.wait()
 
 
+@spawning
 def web_refused(p: Project, *args: str) -> str:
     """`workflow web ARGS` that must refuse to start: what it said (AssertionError if it serves)."""
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("WORKFLOW_")}, **GIT_ENV}
@@ -211,6 +214,7 @@ while True:
 """
 
 
+@spawning
 class Squatter:
     """Another process (an agent, another local user) listening on ``host:port``: a login page
     of its own, every byte anyone sends it recorded. ``listening`` says whether it got the port."""
