@@ -121,8 +121,10 @@ def commit(
     parents = ["-p", head] if head else []
     sha = repo.git("commit-tree", tree, *parents, input=message, env={**env, **who}).strip()
     subject = message.split("\n", 1)[0][:200]
-    repo.git("update-ref", "-m", f"commit: {subject}", "HEAD", sha, head or ZERO, env=env)
+    # noted before HEAD names it: another run checking its own commits meanwhile (``history``)
+    # must never see a commit of ours that the ledger does not hold yet
     _ours(repo.config, sha)
+    repo.git("update-ref", "-m", f"commit: {subject}", "HEAD", sha, head or ZERO, env=env)
     stage(repo, changes, env)
     if hooks:
         repo.git("hook", "run", "--ignore-missing", "post-commit", env=env, check=False)
