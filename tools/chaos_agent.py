@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from workflow.agents.toolserver import call
+from workflow.agents.toolwire import call
 
 WORST = ("hang", "fail", "send-then-fail", "fork", "ok")  # the first that any handed message plans wins
 MARKER = "chaos-escapee"

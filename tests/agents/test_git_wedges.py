@@ -26,7 +26,7 @@ from workflow.agents.toolserver import STOP_WAIT
 AGENT = """\
 import os, subprocess, sys, threading, time
 from pathlib import Path
-from workflow.agents.toolserver import call as ask  # what `workflow mcp` relays through
+from workflow.agents.toolwire import call as ask  # what `workflow mcp` relays through
 sys.stdin.read()
 where = Path(sys.argv[1]).read_text().strip()
 run = Path(os.environ["WORKFLOW_RUN"])

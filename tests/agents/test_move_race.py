@@ -19,7 +19,7 @@ MOVES = 40
 AGENT = """\
 import json, os, subprocess, sys
 from pathlib import Path
-from workflow.agents.toolserver import call as ask
+from workflow.agents.toolwire import call as ask
 sys.stdin.read()
 victim, moves = sys.argv[1], int(sys.argv[2])
 os.symlink(victim, "specs/link")

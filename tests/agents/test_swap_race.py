@@ -39,7 +39,7 @@ open("swaps", "w").write(str(n))
 AGENT = """\
 import json, os, subprocess, sys
 from pathlib import Path
-from workflow.agents.toolserver import call as ask
+from workflow.agents.toolwire import call as ask
 sys.stdin.read()
 victim, calls = sys.argv[1], int(sys.argv[2])
 Path("specs/todo/d").mkdir(parents=True)

@@ -19,7 +19,7 @@ from helpers.sandboxing import needs_bwrap
 AGENT = """\
 import os, sys
 from pathlib import Path
-from workflow.agents.toolserver import call as ask  # what `workflow mcp` relays through
+from workflow.agents.toolwire import call as ask  # what `workflow mcp` relays through
 sys.stdin.read()
 mode, victim = Path("mode").read_text().strip(), sys.argv[1]
 run = Path(os.environ["WORKFLOW_RUN"])

@@ -60,6 +60,7 @@ class Call(NamedTuple):
     role: str
     first: bool  # the run's first model call (its prompt holds the handed mail)
     prompt: str
+    at: float = 0.0  # time.time() when it came
 
 
 def mail_in(prompt: str) -> list[Mail]:
@@ -299,7 +300,7 @@ class PipelineModel(Served):
                                 self.refusals.append((role, text))
         with self.lock:
             # the run's first call: no turn of the model's yet (Claude Code adds a "system" message)
-            self.calls.append(Call(role, not any(m["role"] == "assistant" for m in messages), prompt))
+            self.calls.append(Call(role, not any(m["role"] == "assistant" for m in messages), prompt, time.time()))
         if called(messages) == prefix + "finish":  # an agent CLI goes on after finish: its last turn
             return said_text("Finished.", usage=(100, 5))
         steps = plan(role, prompt, results, self.spec_reviewer)

@@ -1,6 +1,6 @@
 """Tool server: a run's tools (``RoleTools``) offered on a Unix socket in the run's agent directory.
 
-An agent CLI in its sandbox reaches its role's tools through ``workflow mcp`` (``agents.mcp``),
+An agent CLI in its sandbox reaches its role's tools through ``workflow mcp`` (``agents.mcpserver``),
 and a shell agent finishes with ``workflow finish``; both are clients of this server, which runs
 in run-role itself, outside the sandbox, so the tools work with what the sandbox hides (the mail
 root, the run's journal) exactly as the anthropic backend's do. The socket lives in the run's
@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from workflow.agents.tools import RoleTools
+from workflow.agents.toolwire import LIST, read_line
 from workflow.artifacts.gitcmd import Scope
 from workflow.core.errors import ToolError
 from workflow.delivery import local
@@ -43,28 +44,11 @@ READ_TIMEOUT = 60.0
 STOP_WAIT = 5.0  # seconds a call under way when the run ends may take to finish, and again once stopped
 ENDED = "the run has ended"
 MAX_CLIENTS = 8
-LIST = "_tools"
 
 
 def max_request(tools: RoleTools) -> int:
     """The most bytes one request may hold: an artifact of the largest size, JSON-escaped."""
     return tools.app.config.runs.max_artifact_bytes * 6 + 65536
-
-
-def read_line(conn: socket.socket, cap: int) -> bytes:
-    """One line from ``conn`` (without its newline); ValueError past ``cap`` bytes or at EOF."""
-    buf = bytearray()
-    while True:
-        chunk = conn.recv(65536)
-        if not chunk:
-            raise ValueError("the connection closed before a whole line")
-        end = chunk.find(b"\n")
-        if end >= 0:
-            buf += chunk[:end]
-            return bytes(buf)
-        buf += chunk
-        if len(buf) > cap:
-            raise ValueError(f"a request of more than {cap} bytes")
 
 
 class ToolServer:
@@ -191,13 +175,3 @@ class ToolServer:
             conn.sendall(json.dumps(answer).encode() + b"\n")
         except OSError:
             pass
-
-
-def call(path: str, tool: str, arguments: dict[str, Any] | None = None, timeout: float = 600.0) -> dict[str, Any]:
-    """One request to the tool server at ``path``; OSError when none answers there."""
-    with local.connect(path, timeout) as sock:
-        sock.sendall(json.dumps({"tool": tool, "arguments": arguments or {}}).encode() + b"\n")
-        answer = json.loads(read_line(sock, 1 << 30))
-    if not isinstance(answer, dict):
-        raise ValueError("the tool server's answer is not an object")
-    return answer

@@ -12,8 +12,9 @@ import os
 
 import click
 
-from workflow.agents.toolserver import call
-from workflow.cli.base import Command
+from workflow.agents.toolwire import call
+from workflow.cli import fast
+from workflow.cli.base import Command, option
 from workflow.core.errors import ToolError, UsageError
 
 
@@ -25,31 +26,32 @@ def _socket(given: str | None) -> str:
 
 
 @click.command(cls=Command)
-@click.option("--tools", "tools", metavar="SOCKET", help="The run's tool server (default: $WORKFLOW_TOOLS).")
+@option(fast.TOOLS)
 def mcp(tools: str | None) -> None:
     """Serve the run's tools to an agent CLI over stdio (the Model Context Protocol).
 
     Agent CLIs start it themselves, from the profile run-role gives them (the claude-code
     profile passes it to claude -p in --mcp-config, as python3 -I -m workflow mcp); it relays
-    each call to the run, which checks it as the run's role.
+    each call to the run, which checks it as the run's role. It runs on the fast path (cli.fast),
+    without click, unless asked for help.
 
     \b
     Example:
         workflow mcp --tools "$WORKFLOW_TOOLS"
     """
-    from workflow.agents.mcpserver import serve  # lazy: the MCP SDK loads only here
+    from workflow.agents import mcpserver  # lazy: only this command serves MCP
 
     path = _socket(tools)
     try:
-        serve(path)
+        mcpserver.serve(path)
     except OSError as e:
-        raise ToolError(f"no run answers at {path}: {e} (the run ended, or this is not a run's socket)") from None
+        raise ToolError(mcpserver.no_run(path, e)) from None
 
 
 @click.command(cls=Command)
 @click.argument("status", type=click.Choice(["done", "failed"]), metavar="STATUS")
 @click.argument("summary", required=False, default="")
-@click.option("--tools", "tools", metavar="SOCKET", help="The run's tool server (default: $WORKFLOW_TOOLS).")
+@option(fast.TOOLS)
 def finish(status: str, summary: str, tools: str | None) -> None:
     """End this run: ``done`` keeps what it did, ``failed`` keeps nothing.
 

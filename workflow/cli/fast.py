@@ -21,7 +21,7 @@ import sys
 
 from workflow.cli.say import text_or_none, write
 from workflow.core import configfile, snapshot
-from workflow.core.errors import TransportError, WorkflowError
+from workflow.core.errors import ToolError, TransportError, WorkflowError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -118,6 +118,8 @@ NOTIFY = Spec(
         Param("pairs", "pairs", "rest", metavar="[KEY=VALUE]...", default=()),
     ),
 )
+TOOLS = Param("--tools", "tools", "value", "The run's tool server (default: $WORKFLOW_TOOLS).", "SOCKET")
+MCP = Spec("mcp", (TOOLS,))  # an agent CLI's tool server, started at every run (agents.mcpserver)
 SPECS = {s.name: s for s in (INBOX, THREAD, SEARCH, NOTIFY)}
 
 
@@ -177,6 +179,8 @@ def parse(spec: Spec, argv: Sequence[str]) -> dict[str, object] | None:
 def run(argv: Sequence[str], env: Mapping[str, str]) -> int | None:
     """Run ``workflow ARGV`` on the fast path and return its exit code; None when the full
     command must run instead (it then decides everything, errors included)."""
+    if argv[:1] == [MCP.name]:
+        return _mcp(argv[1:], env)
     if env.get("WORKFLOW_RUN"):
         return None  # inside a run: the run's own rules (cli.runs)
     config: str | None = None
@@ -203,6 +207,22 @@ def run(argv: Sequence[str], env: Mapping[str, str]) -> int | None:
     from workflow.cli import reading  # lazy: the index and the renderers, which notify does not need
 
     return reading.answer(spec.name, known, kw)
+
+
+def _mcp(argv: Sequence[str], env: Mapping[str, str]) -> int | None:
+    """``workflow mcp``: an agent CLI waits for its tool list, so it is served without click."""
+    kw = parse(MCP, argv)
+    path = str(kw["tools"] or env.get("WORKFLOW_TOOLS") or "") if kw is not None else ""
+    if kw is None or kw[CONFIG.dest] is not None or not path:
+        return None  # help, an unknown option, no socket: the full command says what is wrong
+    from workflow.agents import mcpserver  # lazy: only this command serves MCP
+
+    try:
+        mcpserver.serve(path)
+    except OSError as e:
+        sys.stderr.write(f"Error: {mcpserver.no_run(path, e)}\n")
+        return ToolError.exit_code
+    return 0
 
 
 def _notify(known: Facts, kw: dict[str, object], env: Mapping[str, str]) -> int | None:
