@@ -576,6 +576,13 @@ def test_socket_mode_receives_acknowledges_and_watches_only_its_channel(tmp_path
         ("ログイン画面のバグを直してください。", "ログイン画面のバグを直して"),
         ("新機能を実装してほしいです。詳細は後で送ります。", "新機能を実装して"),
         ("Summarize the week", "Summarize the week"),
+        (
+            "Um, sorry to bother you, but if possible could you please look up the rate limits of the Slack API?",
+            "Look up the rate limits of the Slack API",
+        ),
+        ("Uh, so, sorry, would it be possible to fix the flaky deploy?", "Fix the flaky deploy"),
+        ("Well, I was hoping you could research vector databases, if you don't mind.", "Research vector databases"),
+        ("Sorry for the noise. Could you check the billing page?", "Check the billing page"),
     ],
 )
 def test_the_summary_is_the_action_phrase_without_filler(text: str, summary: str) -> None:

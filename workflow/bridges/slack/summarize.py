@@ -3,7 +3,7 @@
 ``summarizeText`` (docs/bridges.md): greetings and sign-offs are dropped (お疲れ様です, よろしくお願いします,
 "Hi team", "Thanks!"), the sentence with the action (one of the classifier's keywords: 調べて, "fix",
 "research"…) is kept, and inside it the filler (すみません, ちょっと, "could you please", "when you
-have a moment") and the request's polite ending (〜てもらえますか → 〜て) are stripped. Cut at
+have a moment", "sorry to bother you", "um", a "but" left at the front) and the request's polite ending (〜てもらえますか → 〜て) are stripped. Cut at
 ``limit`` characters on a word boundary. Text with nothing left falls back to its start.
 """
 
@@ -38,23 +38,38 @@ POLITE_END_JA = re.compile(
     r"(\?|？)?$|(を)?お願い(します|いたします)?$"
 )
 FILLER_EN = re.compile(
-    r"\b(i was wondering if you could|would you mind|could you( please)?|can you( please)?|would you( please)?|"
+    r"\b(i was wondering if you could|i was hoping (you could|to)|do you think you could|would you mind|"
+    r"would it be possible to|is it possible to|could you( please)?|can you( please)?|would you( please)?|"
+    r"sorry (to (bother|trouble|interrupt|ping) you|for the (noise|ping|trouble))|sorry|"
+    r"if (it'?s )?not too much trouble|if you (don'?t|do not) mind|"
     r"please|kindly|just|when you have a (moment|minute|chance)|if (possible|you can)|for me|asap)\b[,]?",
     re.I,
 )
-LEAD_EN = re.compile(r"^(hi|hello|hey)( team| all| everyone| there)?[,!.\s]+", re.I)
+# what is left at the front once the filler went: a greeting, a hesitation, a conjunction
+LEAD_EN = re.compile(
+    r"^((hi|hello|hey)( team| all| everyone| there)?|um+|uh+|erm?|hmm+|well|so|ok(ay)?|oh|but|and|anyway)"
+    r"(?![\w'])[,!.\s]*",
+    re.I,
+)
 
 
 def _sentences(text: str) -> list[str]:
     return [s.strip(" 、,") for s in SENTENCE.split(re.sub(r"[ \t]+", " ", text)) if s and s.strip(" 、,")]
 
 
+def _lead(s: str) -> str:
+    """``s`` without the greetings, hesitations and conjunctions it starts with."""
+    while (cut := LEAD_EN.sub("", s, count=1)) != s:
+        s = cut.lstrip(" ,")
+    return s
+
+
 def _clean(sentence: str) -> str:
-    s = LEAD_EN.sub("", sentence)
+    s = _lead(sentence)
     for word in FILLER_JA:
         s = s.replace(word, "")
     s = FILLER_EN.sub("", s)
-    s = re.sub(r"\s+", " ", s).strip(" 、,。.!！?？")
+    s = _lead(re.sub(r"\s+", " ", s).strip(" 、,。.!！?？"))
     s = POLITE_END_JA.sub(lambda m: m.group(1) or "", s).strip(" 、,。")
     s = re.sub(r"^[、,\s]+", "", s)
     return s[:1].upper() + s[1:] if s[:1].isascii() else s
