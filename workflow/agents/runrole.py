@@ -134,7 +134,7 @@ def submission_server(app: App, wanted: bool) -> Iterator[str]:
         return
     from workflow.delivery.server.smtpd import BackgroundServer  # lazy: a run beside a live server never loads it
 
-    own = app.config.state.run_socket(os.getpid())
+    own = app.config.state.run_socket(os.getpid(), threading.get_native_id())
     with BackgroundServer(app.config, app.deliverer, tcp=False, sockets=[own]):
         yield str(own)
 

@@ -80,9 +80,12 @@ class StateDir:
         """Where ``workflow smtpd`` listens besides TCP: the owner's socket and the runs' socket."""
         return self.socket, self.runs_socket
 
-    def run_socket(self, pid: int) -> Path:
-        """The socket of the server run-role (process ``pid``) starts for its run when none runs."""
-        return self.run_sockets / f"run.{pid}"
+    def run_socket(self, pid: int, tid: int) -> Path:
+        """The socket of the server a run starts for itself when none runs: named by its process
+        and its thread (``threading.get_native_id``, unique on the host while it lives), so two
+        runs of one process at once (a bridge's) have one each, and a killed run's stale socket
+        is replaced by the next run that gets its ids."""
+        return self.run_sockets / f"run.{pid}.{tid}"
 
     @property
     def tasks(self) -> Path:
