@@ -167,6 +167,37 @@ def test_the_loop_end_to_end_through_dovecot(tmp_path: Path, dovecot: object) ->
     assert PASSWORD
 
 
+@needs_dovecot
+def test_a_conversation_of_another_role_than_the_import_role_is_answered(tmp_path: Path, dovecot: object) -> None:
+    """spec-writer mailed sam through the bridge, whose imports go to `user`: sam's replies reach
+    spec-writer too, so its session may answer them (In-Reply-To a reply it received) and does."""
+    from helpers.dovecot import Dovecot
+
+    assert isinstance(dovecot, Dovecot)
+    p = bridge_project(tmp_path, dovecot, "enabled = false\n")
+    d = cv.start(p.app, "<spec-1@workflow.local>", "spec-writer", "sam@test.com", "Briefing", "When can we meet?")
+    dovecot.append(_reply(1, "Thursday?", "<spec-1@workflow.local>", "<spec-1@workflow.local>"))
+    r = run_bridge(p)  # imported; the session fails (spec-writer has no script yet) and the reply waits
+    assert r.returncode == 0 and "one session spawned" in r.stderr, r.stderr
+    end = time.monotonic() + 30
+    while rl.lock_path(d).exists():
+        assert time.monotonic() < end
+        time.sleep(0.1)
+    assert p.run("inbox", "user").returncode == 0  # the person reads their inbox: the reply is indexed
+    (p.dir / "scripted").mkdir()
+    (p.dir / "scripted" / "spec-writer.toml").write_text('[[step]]\nsay = "Thursday it is."\n')
+    r = run_bridge(p)
+    assert r.returncode == 0 and "one session spawned" in r.stderr, r.stderr
+    _settle(d, 1)
+    (out,) = spool(p)
+    m = parse(out)
+    assert m.sender == "spec-writer@workflow.local" and m.in_reply_to == "<sam-1@test.com>", out
+    assert "Thursday it is." in out.decode()
+    for role in ("user", "spec-writer"):  # the import role keeps its copy; the conversation's role has one
+        assert any(b"<sam-1@test.com>" in f.read_bytes() for f in p.new_files(role)), role
+    assert not (d / "responses" / ".failures.json").exists()  # the second session answered
+
+
 def _reply(i: int, text: str, in_reply_to: str, refs: str = "") -> bytes:
     head = f"In-Reply-To: {in_reply_to}\r\n" + (f"References: {refs}\r\n" if refs else "")
     return (

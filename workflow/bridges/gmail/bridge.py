@@ -2,7 +2,7 @@
 
 One ``cycle``: import what is new in INBOX (by UID, UIDVALIDITY/UID state persisted after each
 message, duplicates skipped by Message-ID) into the mapped role's Maildir with provenance
-headers; classify each new message into the four labels (docs/bridges.md) and put the label on the server; run
+headers (a reply in a conversation of another role: into that role's too); classify each new message into the four labels (docs/bridges.md) and put the label on the server; run
 every enabled agent's ``on_label`` for it; then every agent's ``post_label`` (mail labelled by
 hand included); then submit the outbound spool (workflow mail addressed outside the domain)
 through SMTP with its Message-ID, In-Reply-To and References intact, so replies thread.
@@ -31,7 +31,7 @@ from workflow.core.errors import BridgeError, ConfigError
 from workflow.core.files import write_atomic
 from workflow.mail.body import body_text
 from workflow.mail.imported import MARK
-from workflow.mail.message import parse, to_crlf, to_lf
+from workflow.mail.message import Parsed, parse, to_crlf, to_lf
 from workflow.policy.roster import OUTBOUND_SPOOL
 
 CLASSIFIER = "gmail-classifier"  # the account the classifier's tokens are booked against
@@ -111,11 +111,24 @@ def import_new(app: App, s: GmailConfig, imap: Imap, say: Callable[[str], None],
             label = next((lb for lb in f.labels if lb in LABELS), None)
             outside = as_outside(f.raw, app.config.domain, s.user)  # never poses as a role
             copy = to_lf(provenance(outside, s, validity, f.uid, label))  # IMAP carries CRLF; copies keep LF
-            app.maildirs.deliver(boxes[:1], copy)
+            into = [*boxes[:1], *conversation_box(app, s, p)]
+            app.maildirs.deliver(into, copy)
+            with app.index() as index:  # indexed now: a reply to it is checked against who holds it
+                index.refresh(into)
         save_state(app, state)
     if not dry:
         save_state(app, state)
     return out
+
+
+def conversation_box(app: App, s: GmailConfig, p: Parsed) -> list[str]:
+    """A reply in a conversation of another role than the import role's goes to that role too:
+    the role answers it, and may only reply to what it received (``reply-visible``)."""
+    d = conversation.find(app, [*p.references, *p.in_reply_to_ids])
+    role = conversation.role_of(d) if d is not None else ""
+    if not role or role == s.role or role not in app.roster.roles:
+        return []
+    return list(app.roster.mailboxes_of(role)[:1])
 
 
 def cycle(app: App, s: GmailConfig, say: Callable[[str], None], dry_run: bool = False) -> list[Result]:

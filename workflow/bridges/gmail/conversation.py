@@ -101,6 +101,14 @@ def ids(d: Path) -> list[str]:
         return []
 
 
+def role_of(d: Path) -> str:
+    """The role whose mail started the conversation ("" when its ``.sent`` is unreadable)."""
+    try:
+        return str(json.loads((d / ".sent").read_text())["role"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""
+
+
 def add_id(d: Path, message_id: str) -> None:
     """One more Message-ID of the thread (a reply, a response): mail answering it belongs here."""
     if message_id and message_id not in ids(d):
