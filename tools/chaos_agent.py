@@ -126,13 +126,19 @@ def main() -> None:
     if behavior == "send-then-fail":
         record(chaos, {"attempt": attempt, "end": "fail"})
         sys.exit(3)
-    if behavior == "fork" and os.fork() == 0:
-        os.setsid()
-        if os.fork() == 0:
-            os.execv(
-                sys.executable, [sys.executable, "-c", "import time; time.sleep(300)", f"{MARKER}-{settings['tag']}"]
-            )
-        os._exit(0)
+    if behavior == "fork":
+        child = os.fork()
+        if child == 0:
+            os.setsid()
+            if os.fork() == 0:
+                os.execv(
+                    sys.executable,
+                    [sys.executable, "-c", "import time; time.sleep(300)", f"{MARKER}-{settings['tag']}"],
+                )
+            os._exit(0)
+        # the escape is made (its own session) before the run may end: a run that ended first would
+        # stop the child with its process group, and nothing would have escaped to be caught
+        os.waitpid(child, 0)
     finished = call(os.environ["WORKFLOW_TOOLS"], "finish", {"status": "done", "summary": f"answered {len(handed)}"})
     if not finished.get("ok"):
         record(chaos, {"attempt": attempt, "finish-refused": str(finished.get("text"))[-300:]})
