@@ -43,6 +43,7 @@ from workflow.agents.report import read as read_report
 from workflow.agents.txn import Run, run_dir
 from workflow.app import App
 from workflow.core import diskfull
+from workflow.core.backendkinds import kind
 from workflow.core.config import AgentdConfig
 from workflow.core.errors import ConfigError, WorkflowError
 from workflow.delivery import outbox
@@ -104,6 +105,18 @@ def quiet_watchdog() -> None:
         log.addFilter(_StopRace())
 
 
+def preload(app: App, roles: list[str], override: str = "") -> list[str]:
+    """What the backends of ``roles`` import, for agentd's fork server to import once (``Kind.preload``)."""
+    out: list[str] = []
+    for name in roles:
+        role = app.roster.roles.get(name)
+        if role is None:
+            continue  # a panel: its members' runs import what theirs need
+        k = kind(chosen(app.config, name, role.backend, override or None))
+        out += [m for m in (k.preload if k is not None else ()) if m not in out]
+    return out
+
+
 class Agentd:
     """The daemon; ``run`` until ``stop`` is set."""
 
@@ -126,7 +139,9 @@ class Agentd:
         self.probes: dict[str, tuple[Probe, list[str]]] = {}
         self.scan = MailScan(app.maildirs)
         # runs forked from a warm fork server (launch), started now, before any thread of ours
-        self.launcher = Launcher(protected=(app.config.project_dir, app.config.mail_root))
+        self.launcher = Launcher(
+            protected=(app.config.project_dir, app.config.mail_root), preload=preload(app, self.roles, opts.backend)
+        )
 
     def _roles(self) -> list[str]:
         """Async roles with triggers, and panels (a review panel wakes on review-requests, a

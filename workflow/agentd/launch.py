@@ -93,13 +93,13 @@ class Launcher:
     it would import a ``workflow/`` or ``click/`` an agent left there — and every run after would
     be forked from it. Its socket lives in the temporary directory; one inside a directory an
     agent can see (``protected``: the project, the mail root) is refused, and runs are then
-    processes of their own."""
+    processes of their own. ``preload``: what the runs' backends import besides (``Kind.preload``)."""
 
-    def __init__(self, fork: bool = True, protected: Sequence[Path] = ()) -> None:
+    def __init__(self, fork: bool = True, protected: Sequence[Path] = (), preload: Sequence[str] = ()) -> None:
         self.context: Any = None
         if fork and "forkserver" in multiprocessing.get_all_start_methods() and not _exposed(protected):
             context = multiprocessing.get_context("forkserver")
-            context.set_forkserver_preload(PRELOAD)
+            context.set_forkserver_preload([*PRELOAD, *preload])
             here = os.getcwd()
             os.chdir("/")  # before agentd starts any thread: nothing else runs while the directory is /
             try:

@@ -40,13 +40,16 @@ class Cli:
 class Kind:
     """One backend: ``process`` — it runs a program (doctor checks the sandbox for it); ``cli`` — an
     agent CLI driven by its profile in ``agents.backends.profiles`` (``[backends.NAME]`` is a CLI
-    section); ``api`` — the variable that moves its model API and the API's own address."""
+    section); ``api`` — the variable that moves its model API and the API's own address;
+    ``preload`` — the modules a run of it imports that agentd's warm fork server imports once for
+    every run (``agentd.launch``), where each run would pay them again."""
 
     name: str
     about: str
     process: bool = False
     cli: Cli | None = None
     api: tuple[str, str] = ("", "")
+    preload: tuple[str, ...] = ()
 
     @property
     def profile(self) -> bool:
@@ -111,7 +114,12 @@ GEMINI = Kind(
 )
 
 KINDS = (
-    Kind("anthropic", "the Messages API with tool use (ANTHROPIC_API_KEY)", api=ANTHROPIC_API),
+    Kind(
+        "anthropic",
+        "the Messages API with tool use (ANTHROPIC_API_KEY)",
+        api=ANTHROPIC_API,
+        preload=("workflow.agents.backends.anthropic_api", "anthropic"),  # the SDK: 1–2 s to import
+    ),
     Kind("command", "any agent CLI with the prompt on stdin, acting by shell commands", process=True),
     Kind("scripted", "the actions listed in a TOML script (tests and the demo, no model)"),
     CLAUDE_CODE,
