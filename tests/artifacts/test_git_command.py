@@ -34,6 +34,19 @@ def no_reader(fifo: Path) -> bool:
     return False
 
 
+def reading(path: Path) -> bool:
+    """Whether a git hash-object of ``path`` runs (from /proc: it waits in open() for a writer, and
+    opening the FIFO to ask would be that writer)."""
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            argv = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"hash-object" in argv and str(path).encode() in argv:
+            return True
+    return False
+
+
 def wait_for(check: object, seconds: float = 10.0) -> None:
     end = time.monotonic() + seconds
     while not (callable(check) and check()):
@@ -113,7 +126,7 @@ def test_stopping_a_scope_ends_its_stuck_git_and_releases_the_projects_git_lock(
 
     worker = threading.Thread(target=call)
     worker.start()
-    wait_for(scope.busy)
+    wait_for(lambda: reading(fifo))  # the hash-object, not the lock's `git var`
     assert scope.stop("the run has ended") == 1
     worker.join(timeout=3 * gitcmd.GRACE)
     assert not worker.is_alive() and failed == ["git hash-object was stopped: the run has ended"]

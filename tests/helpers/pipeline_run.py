@@ -166,7 +166,7 @@ def check_invariants(proj: Path, app: App, model: PipelineModel) -> None:
     with Tasks(app.config.state.tasks) as tasks:
         every = tasks.list()
     assert every and all(t.status == TaskStatus.COMPLETED for t in every), [(t.role, t.status, t.error) for t in every]
-    assert model.refusals == []
+    assert model.refusals == [], model.refusals
 
     stored: dict[str, list[str]] = {}
     for box, raw, _ in copies(app):
