@@ -9,6 +9,7 @@ import os
 import sys
 
 from workflow.cli.fast import run
+from workflow.core.interrupts import deferred
 from workflow.core.lifeline import heed
 from workflow.core.modes import owner_only
 
@@ -18,8 +19,8 @@ def workflow() -> None:
     heed(os.environ)  # started by `workflow up`: this process goes when it goes, however it goes
     code = _fast(sys.argv[1:])
     if code is None:
-        from workflow.cli.main import main  # lazy: the full CLI, when the fast path cannot answer
-
+        with deferred():  # a Ctrl-C during the imports is raised after them, never lost in one
+            from workflow.cli.main import main  # lazy: the full CLI, when the fast path cannot answer
         main()
         return
     _exit(code)
@@ -30,8 +31,8 @@ def notify() -> None:
     owner_only()
     code = _fast(["notify", *sys.argv[1:]])
     if code is None:
-        from workflow.cli.notify import main  # lazy: the full command, when the fast path cannot answer
-
+        with deferred():
+            from workflow.cli.notify import main  # lazy: the full command, when the fast path cannot answer
         main()
         return
     _exit(code)

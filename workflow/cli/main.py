@@ -12,6 +12,7 @@ import importlib
 import click
 
 from workflow.cli.base import CONTEXT, Group, Options, run_script
+from workflow.core.interrupts import deferred
 
 COMMANDS = {
     "notify": "workflow.cli.notify:notify",
@@ -58,7 +59,8 @@ class LazyGroup(Group):
         if target is None:
             return None
         module, _, attr = target.partition(":")
-        cmd = getattr(importlib.import_module(module), attr)
+        with deferred():  # a Ctrl-C during the command's imports is raised after them, never lost in one
+            cmd = getattr(importlib.import_module(module), attr)
         if not isinstance(cmd, click.Command):
             raise TypeError(f"{target} is not a click command")
         return cmd
