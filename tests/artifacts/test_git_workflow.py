@@ -7,6 +7,7 @@ import os
 import re
 import smtplib
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -211,6 +212,55 @@ def test_pre_commit_refuses_illegal_moves_and_second_copies(gp: Project) -> None
     assert r.returncode != 0 and "artifact specs/*/user-auth.md is in 2 state folders" in r.stderr
     assert sh(gp, "git", "rev-list", "--count", "HEAD").stdout.strip() == "1"
     assert mail(gp) == []
+
+
+def _hook(p: Project, *args: str) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+    """``workflow hooks run ARGS`` as the installed hook runs it, and the modules it imported."""
+    cfg = str(p.dir / "workflow.toml")
+    r = sh(
+        p,
+        sys.executable,
+        "-P",
+        "-X",
+        "importtime",
+        "-m",
+        "workflow",
+        "--config",
+        cfg,
+        "hooks",
+        "run",
+        *args,
+        check=False,
+    )
+    mods = {line.split("|")[-1].strip() for line in r.stderr.splitlines() if line.startswith("import time:")}
+    r.stderr = "".join(line for line in r.stderr.splitlines(keepends=True) if not line.startswith("import time:"))
+    return r, mods
+
+
+def test_the_hooks_answer_the_commits_of_runs_and_moves_without_the_cli_or_the_app(gp: Project) -> None:
+    def fast(hook: str) -> None:
+        r, mods = _hook(gp, hook)
+        assert r.returncode == 0 and r.stderr == "", (hook, r.stderr)
+        assert not {"click", "workflow.app", "workflow.cli.main", "smtplib"} & mods, (hook, sorted(mods))
+
+    r = gp.run("move", "user-auth", "todo", "--as", "spec-reviewer", "--notify", "implementer", env=GIT_ENV)
+    assert r.returncode == 0, r.stderr
+    told = mail(gp)
+    assert told  # the move told its people itself (its Workflow-Notify trailer): post-commit has nothing to do
+    fast("pre-commit")
+    fast("post-commit")
+    assert mail(gp) == told
+    # the same pre-commit refuses as the full command does, with its rule, still without click
+    sh(gp, "git", "mv", "specs/todo/user-auth.md", "specs/done/user-auth.md")
+    r, mods = _hook(gp, "pre-commit")
+    assert r.returncode == 1 and "illegal transition todo → done" in r.stderr, r.stderr
+    assert "commit refused" in r.stderr and "click" not in mods
+    # a move nobody was told of yet is announced (by the full command), and only once
+    sh(gp, "git", "mv", "specs/done/user-auth.md", "specs/doing/user-auth.md")
+    r = sh(gp, "git", "commit", "-m", "start by hand")
+    assert "sent status-update for specs/doing/user-auth.md" in r.stderr and len(mail(gp)) == len(told) + 1
+    fast("post-commit")  # again: the ledger has it
+    assert len(mail(gp)) == len(told) + 1
 
 
 def test_custom_transition_graph(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 from workflow.agents.tools import SCHEMAS
 from workflow.app import App
-from workflow.artifacts.hooks import move_tells
+from workflow.artifacts.announce import move_tells
 from workflow.artifacts.move import role_moves
 from workflow.core import safeopen
 from workflow.core.errors import ArtifactError

@@ -18,7 +18,7 @@ from typing import Any
 
 from workflow.agents.calls import call_line
 from workflow.app import App
-from workflow.artifacts.hooks import announce, move_tells
+from workflow.artifacts.announce import announce, move_tells
 from workflow.artifacts.move import MoveRequest, move
 from workflow.core import safeopen
 from workflow.core.errors import ArtifactError, ToolError, WorkflowError

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from workflow.app import App
 from workflow.core.schema import Plugin
+
+if TYPE_CHECKING:  # light to import: the registry is read at every command's start
+    from workflow.app import App
 
 Say = Callable[[str], None]
 

@@ -190,6 +190,10 @@ def run(argv: Sequence[str], env: Mapping[str, str]) -> int | None:
         if name != CONFIG.decl or (not eq and i + 1 >= len(argv)):
             return None
         config, i = (given, i + 1) if eq else (argv[i + 1], i + 2)
+    if argv[i : i + 2] == ["hooks", "run"]:
+        from workflow.cli import hookrun  # lazy: git's hooks, on every commit
+
+        return hookrun.answer(argv[i + 2 :], config, env)
     spec = SPECS.get(argv[i]) if i < len(argv) else None
     kw = parse(spec, argv[i + 1 :]) if spec is not None else None
     if spec is None or kw is None or kw.pop("as_json", False):

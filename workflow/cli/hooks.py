@@ -7,9 +7,10 @@ import traceback
 
 import click
 
+from workflow.artifacts.announce import post_commit
 from workflow.artifacts.gitlock import project_lock
 from workflow.artifacts.gitrepo import Repo
-from workflow.artifacts.hooks import absolutize_env, install, post_commit, pre_commit
+from workflow.artifacts.hooks import absolutize_env, install, refuse
 from workflow.cli.base import Command, Group, app
 from workflow.core.errors import WorkflowError
 from workflow.delivery.outbox import flush
@@ -76,11 +77,7 @@ def hooks_run(ctx: click.Context, hook: str, args: tuple[str, ...]) -> None:
         a = app(ctx)
         repo = Repo(a.config)
         if hook == "pre-commit":
-            problems = pre_commit(a.config, repo)
-            for p in problems:
-                say(p)
-            if problems:
-                say("commit refused (fix the above; `git commit --no-verify` skips this check)")
+            if refuse(a.config, repo, say):
                 sys.exit(1)
             return
         with project_lock(a.config):  # queued behind a run's git writes (not when one of them runs us)

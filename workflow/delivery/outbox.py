@@ -15,12 +15,14 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from workflow.core.config import Config
 from workflow.core.errors import DeliveryError, RuleError, TransportError, WorkflowError
 from workflow.core.files import write_atomic
-from workflow.delivery.transport import Transport
+
+if TYPE_CHECKING:  # a git hook asks ``waiting`` before anything may be sent
+    from workflow.delivery.transport import Transport
 
 
 class Queued(NamedTuple):
@@ -68,6 +70,14 @@ def _load(path: Path) -> Queued | None:
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+def waiting(config: Config) -> bool:
+    """Whether anything is queued to send (what ``flush`` would try)."""
+    try:
+        return any(e.name.endswith(".json") and e.is_file() for e in os.scandir(config.state.outbox))
+    except (FileNotFoundError, NotADirectoryError):
+        return False
 
 
 def pending(config: Config, failed: bool = False) -> list[Queued]:

@@ -5,11 +5,14 @@ command's start): the bridge itself is imported when it runs."""
 from __future__ import annotations
 
 import threading
+from typing import TYPE_CHECKING
 
-from workflow.app import App
 from workflow.bridges.base import Say
 from workflow.bridges.gmail import settings as gmail_settings
 from workflow.core.schema import Plugin
+
+if TYPE_CHECKING:  # light to import: the registry is read at every command's start
+    from workflow.app import App
 
 
 class Gmail:

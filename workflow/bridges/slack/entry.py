@@ -5,11 +5,14 @@ start): the bridge itself is imported when it runs."""
 from __future__ import annotations
 
 import threading
+from typing import TYPE_CHECKING
 
-from workflow.app import App
 from workflow.bridges.base import Say
 from workflow.bridges.slack import settings as slack_settings
 from workflow.core.schema import Plugin
+
+if TYPE_CHECKING:  # light to import: the registry is read at every command's start
+    from workflow.app import App
 
 
 class Slack:
