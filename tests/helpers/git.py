@@ -8,7 +8,9 @@ from pathlib import Path
 
 from helpers.project import Project, make_project
 from helpers.tiers import spawning
+from workflow.core.modes import OWNER_UMASK
 from workflow.mail.message import parse
+from workflow.ops.scaffold import init
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "Test",
@@ -33,11 +35,21 @@ def git_project(base: Path, extra: str = "") -> Project:
     """A project made by `workflow init` in a real git repo, with the spec committed in proposed/."""
     p = make_project(base, extra)
     (p.dir / ".gitignore").write_text("mail/\n")
-    r = p.run("init")
-    assert r.returncode == 0, r.stderr
+    initialized(p.dir)
     sh(p, "git", "add", "-A")
     sh(p, "git", "commit", "-q", "-m", "spec-writer: propose user-auth")
     return p
+
+
+def initialized(directory: Path) -> None:
+    """``workflow init DIRECTORY`` in this process: the command's own library call
+    (``ops.scaffold.init``), under the owner-only umask the command sets. Hundreds of tests start
+    from such a project; tests of ``workflow init`` itself run the command."""
+    old = os.umask(OWNER_UMASK)
+    try:
+        init(directory)
+    finally:
+        os.umask(old)
 
 
 def mail(p: Project, event: str | None = None) -> list[tuple[str, str | None, str | None, tuple[str, ...]]]:
