@@ -156,9 +156,11 @@ def test_mail_a_run_left_in_the_outbox_is_sent_on_the_next_rescan(tmp_path: Path
     outbox.put(p.app.config, c.raw, "spec-writer@workflow.local", ["user@workflow.local"], "answer", "421 busy")
     d = Daemon(p)
     daemons.append(d)
-    d.wait_for(lambda: not outbox.pending(p.app.config), "the outbox to be sent")
+    # agentd says what it sent after the outbox is empty, so wait on what it says, not on the file.
+    d.wait_for(lambda: bool(d.events("outbox")), "agentd to say it sent the outbox")
+    assert [(e["sent"], e["left"]) for e in d.events("outbox")] == [(1, 0)]
+    assert not outbox.pending(p.app.config)
     assert [m[:2] for m in mail(p, "answer")] == [("user", "answer")]
-    assert any(e["sent"] == 1 and e["left"] == 0 for e in d.events("outbox"))
 
 
 DIE_IN_COMMIT = """

@@ -309,25 +309,14 @@ def test_every_command_has_help_with_an_example_and_is_in_the_readme(project: Pr
     assert "workflow-notify review-request" in readme
 
 
-def test_demo_runs_end_to_end(tmp_path: Path, project: Project) -> None:
+def test_demo_with_dir_keeps_its_project_there_and_says_nothing_on_stderr(tmp_path: Path, project: Project) -> None:
+    # The story the demo tells is checked where a user reads it: docs/reading-mail.md's test.
     r = project.run("demo", "--dir", str(tmp_path / "demo"))
     assert r.returncode == 0, r.stderr
-    out = r.stdout
-    assert "spec-reviewer: 1 unread message in 1 thread" in out
-    assert "# Thread: [REVIEW REQUEST] user-auth ready for review" in out
-    assert "refused: SMTP server refused a recipient: 550 5.7.1 rule internal-members-only" in out
+    assert f"Scratch project: {tmp_path / 'demo'}" in r.stdout
     assert (tmp_path / "demo" / "specs" / "todo" / "user-auth.md").exists()
-    assert "agentd: " in out and re.search(r"completed +spec-reviewer task 1 ran=True", out), out
-    assert "run-role --with-email spec-reviewer (spawned by agentd)" in out
-    # the reviewer's approval of user-auth and the panel's of search, each handed on (hands_off)
-    handed = [parse(f.read_bytes()) for f in (tmp_path / "demo" / "mail" / "test-writer" / "new").iterdir()]
-    assert sorted((m.event, m.artifacts[0].rsplit("/", 1)[-1]) for m in handed) == [
-        ("approval", "search.md"),
-        ("approval", "user-auth.md"),
-        ("status-update", "user-auth.md"),  # the reviewer's move by its tool, told as every move is (issue 48)
-    ]
-    for noise in ("InotifyEmitter", "Traceback", "1 artifacts", "problem(s)"):  # nothing but the story
-        assert noise not in out + r.stderr, noise
+    for noise in ("InotifyEmitter", "Traceback", "problem(s)"):
+        assert noise not in r.stderr, noise
     r = project.run("status")
     assert "1 artifact, 0 flagged" in r.stdout, r.stdout
 

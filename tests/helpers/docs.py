@@ -17,10 +17,23 @@ def blocks(page: Path) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for part in re.split(r"^## ", page.read_text(), flags=re.M)[1:]:
         title, _, body = part.partition("\n")
-        lines = [line for b in BLOCK.findall(body) for line in b.splitlines() if line.strip()]
+        lines = [line for b in BLOCK.findall(body) for line in _joined(b.splitlines()) if line.strip()]
         if lines:
             out[title.strip()] = lines
     return out
+
+
+def _joined(lines: list[str]) -> list[str]:
+    """Lines as bash reads them: one ending in a backslash goes on with the next."""
+    out: list[str] = []
+    carry = ""
+    for line in lines:
+        if line.endswith("\\"):
+            carry += line + "\n"
+        else:
+            out.append(carry + line)
+            carry = ""
+    return out + ([carry] if carry else [])
 
 
 def run(
