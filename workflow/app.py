@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from workflow.core.config import Config, Plugin, load_config
 from workflow.mail.index import Index
 from workflow.mail.maildir import Maildirs
-from workflow.policy.guardrails import switches
+from workflow.policy.guardrails import History, switches
 from workflow.policy.roster import Roster
 
 if TYPE_CHECKING:
@@ -27,10 +27,11 @@ if TYPE_CHECKING:
 class App:
     """Config plus what is built from it on first use."""
 
-    def __init__(self, config: Config, parent: Parent | None = None) -> None:
+    def __init__(self, config: Config, parent: Parent | None = None, history: History | None = None) -> None:
         switches(config)  # refuses a [guardrails] name no rule has
         self.config = config
         self.parent = parent  # threads replies without the index (an agent inside a run has none)
+        self.history = history  # read from git by the layer above (artifacts.movers): guardrails.History
 
     @classmethod
     def load(
@@ -40,10 +41,12 @@ class App:
         cwd: Path | None = None,
         parent: Parent | None = None,
         plugins: tuple[Plugin, ...] = (),
+        history: History | None = None,
     ) -> App:
         """The App of the nearest (or the given) workflow.toml; ``plugins`` are the sections the
-        entry point registers (``bridges.sections.SECTIONS``): this layer names no plugin."""
-        return cls(load_config(config_path, mail_root=mail_root, cwd=cwd, plugins=plugins), parent)
+        entry point registers (``bridges.sections.SECTIONS``), ``history`` where committed moves
+        took an artifact from (``artifacts.movers.last_move``): this layer names neither."""
+        return cls(load_config(config_path, mail_root=mail_root, cwd=cwd, plugins=plugins), parent, history)
 
     @cached_property
     def roster(self) -> Roster:
@@ -58,7 +61,7 @@ class App:
         # lazy: start-up time — reading commands (inbox, thread, status) never deliver
         from workflow.delivery.deliverer import Deliverer
 
-        return Deliverer(self.config, self.roster, self.maildirs)
+        return Deliverer(self.config, self.roster, self.maildirs, self.history)
 
     def save_snapshot(self, loaded_at_ns: int) -> bool:
         """Save what the short commands need of this project (``core.snapshot.Facts``): where its

@@ -15,7 +15,7 @@ import pytest
 
 from helpers.git import GIT_ENV, git_project, mail, sh
 from helpers.project import Project
-from helpers.smtp import client
+from helpers.smtp import client, server_process
 from workflow.delivery.server.smtpd import BackgroundServer
 
 
@@ -518,3 +518,34 @@ def test_example_3_as_written_and_each_role_does_its_own_part(gp: Project) -> No
     assert len(answers) == 1
     r = gp.run("move", "user-auth", "doing", "--as", "coordinator", env=GIT_ENV)
     assert r.returncode == 0, r.stderr
+
+
+def test_a_claim_true_when_written_is_delivered_after_another_role_moved_the_artifact_on(gp: Project) -> None:
+    # CI: test-reviewer's run moved rate-limit-tests to todo and wrote its approval (claiming todo);
+    # the implementer started it (todo → doing) before that run committed and sent its mail, and the
+    # server refused the approval and the status-update: the author never heard of the approval.
+    # A claim is judged at the message's Date: true then, and moved on since by a committed move.
+    for state, role in (("todo", "spec-reviewer"), ("doing", "implementer")):
+        r = gp.run("move", "user-auth", state, "--as", role, env=GIT_ENV)
+        assert r.returncode == 0, r.stderr
+    into_todo, into_doing = (int(t) for t in reversed(sh(gp, "git", "log", "-2", "--format=%ct").stdout.split()))
+    r = gp.run("--from", "spec-reviewer", "--stdout", "approval", "specs/*/user-auth.md", "spec-writer",
+               "NEXT_STATE=todo", tool="workflow-notify")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+
+    def written(at: int, n: int) -> bytes:
+        from email.utils import formatdate
+
+        raw = re.sub(r"(?m)^Date: .*$", f"Date: {formatdate(at)}", r.stdout)
+        raw = re.sub(r"(?m)^Message-ID: <", f"Message-ID: <{n}.", raw)
+        return raw.replace("\n", "\r\n").encode()
+
+    with server_process(gp.dir) as (_, port), client(port) as s:
+        for n, at, was in ((1, into_todo - 1, "proposed"), (2, into_doing + 1, "doing")):
+            with pytest.raises(smtplib.SMTPDataError) as e:  # written while it was elsewhere: refused
+                s.sendmail("spec-reviewer@workflow.local", ["spec-writer@workflow.local"], written(at, n))
+            assert "state-matches: artifact specs/*/user-auth.md is in doing/, message claims todo" in str(e.value), was
+        s.sendmail("spec-reviewer@workflow.local", ["spec-writer@workflow.local"], written(into_todo, 3))
+    assert [m for m in mail(gp) if m[1] == "approval"] == [
+        ("spec-writer", "approval", "todo", ("specs/*/user-auth.md",))
+    ]

@@ -263,9 +263,11 @@ class Opts(NamedTuple):
 
 def _session(app: App, role: Role, transport: Transport, echo: Callable[[str], None], o: Opts) -> Outcome:
     resolver = Resolver(app.config)
-    name = chosen(app.config, role.name, role.backend, o.backend)
-    agent = make_backend(app.config, name, o.script)
-    if o.ask is not None:  # a bridge's prompt: no mail handed, no context built
+    # a dry run runs nothing, so it needs no backend: with none chosen, the context a tools backend gets
+    previewing = o.dry_run and not (o.backend or role.backend or app.config.backend)
+    name = "" if previewing else chosen(app.config, role.name, role.backend, o.backend)
+    agent = None if previewing else make_backend(app.config, name, o.script)
+    if o.ask is not None and agent is not None:  # a bridge's prompt: no mail handed, no context built
         return _transact(app, role, transport, echo, o, (), o.ask.prompt, name, agent)
     rows = tuple(new_mail(app, role, o.artifact))
     if o.only:
@@ -275,9 +277,10 @@ def _session(app: App, role: Role, transport: Transport, echo: Callable[[str], N
         echo(f"{role.name}: nothing to do")
         return Outcome(None, (), ())
     with app.index() as index:
-        ctx = build(app, role, index, rows, o.artifact, how=agent.acts)
-    if o.dry_run:
-        echo("\n--- context (dry run: no backend, nothing marked, nothing sent) ---\n")
+        ctx = build(app, role, index, rows, o.artifact, how=agent.acts if agent else "tools")
+    if o.dry_run or agent is None:
+        chose = f"as {name} gets it" if agent else "no backend chosen: as a backend with tools gets it"
+        echo(f"\n--- context (dry run, {chose}; nothing run, marked or sent) ---\n")
         echo(ctx.prompt)
         return Outcome(None, rows, (), ctx.prompt)
     outcome = _transact(app, role, transport, echo, o, rows, ctx.prompt, name, agent)

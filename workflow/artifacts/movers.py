@@ -16,13 +16,16 @@ from typing import NamedTuple
 from workflow.artifacts.gitrepo import Repo
 from workflow.core.config import Config
 from workflow.core.errors import GitError
-from workflow.core.locate import parse_path
+from workflow.core.locate import Artifact, parse_path
+from workflow.policy.guardrails import LastMove
 
 
 class Moved(NamedTuple):
     role: str  # the Workflow-Role of the move's commit
     time: int  # the commit's time (seconds)
     state: str  # the state it moved the artifact to
+    source: str = ""  # the state it moved the artifact from
+    since: int = 0  # when the move before put it in ``source`` (0: none did)
 
 
 Movers = Mapping[tuple[str, str], Moved]  # an artifact's identity (root, name) → its last move
@@ -53,21 +56,38 @@ def last_moves(config: Config, repo: Repo | None = None) -> Movers:
     except GitError:
         return {}
     moved: dict[tuple[str, str], Moved] = {}
+    before: set[tuple[str, str]] = set()
     for entry in out.split(end):
         parts = entry.strip("\n").split(sep)
         if len(parts) != 3 or not parts[0].strip().isdigit():
             continue
         when, role, transitions = int(parts[0].strip()), parts[1].strip(), parts[2]
         for t in transitions.split("\x1d"):
-            _, arrow, dst = t.strip().partition(" -> ")
+            src, arrow, dst = t.strip().partition(" -> ")
             a = parse_path(dst.strip(), config) if arrow else None
-            if a is not None and a.key not in moved:  # newest first: the first seen is the last move
-                moved[a.key] = Moved(role, when, a.state)
+            if a is None:
+                continue
+            last = moved.get(a.key)
+            if last is None:  # newest first: the first seen is the last move
+                b = parse_path(src.strip(), config)
+                moved[a.key] = Moved(role, when, a.state, b.state if b else "")
+            elif a.key not in before:  # the second seen, the move before: since when it was there
+                before.add(a.key)
+                if a.state == last.source:
+                    moved[a.key] = last._replace(since=when)
     with _lock:
         if len(_kept) > 16:
             _kept.clear()
         _kept[key] = moved
     return moved
+
+
+def last_move(config: Config, artifact: Artifact) -> LastMove | None:
+    """Where ``artifact``'s last committed move took it from, and when (``policy.guardrails.History``)."""
+    moved = last_moves(config).get(artifact.key)
+    if moved is None or moved.state != artifact.state:
+        return None
+    return LastMove(moved.source, moved.time, moved.since)
 
 
 def settled(moved: Moved | None, state: str, claimed_at: int) -> bool:

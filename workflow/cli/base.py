@@ -22,8 +22,10 @@ from workflow.app import App
 from workflow.bridges.sections import SECTIONS
 from workflow.cli.fast import JSON, VIA, Param, Spec
 from workflow.core import diskfull, ownership
-from workflow.core.config import BACKENDS
+from workflow.core.config import BACKENDS, Config
 from workflow.core.errors import UsageError, WorkflowError
+from workflow.core.locate import Artifact
+from workflow.policy.guardrails import LastMove
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 
@@ -117,6 +119,13 @@ class Options(NamedTuple):
     mail_root: Path | None = None
 
 
+def _last_move(config: Config, artifact: Artifact) -> LastMove | None:
+    """Where an artifact's last committed move took it from (``policy.guardrails.History``)."""
+    from workflow.artifacts.movers import last_move  # lazy: only a claim that disagrees reads git
+
+    return last_move(config, artifact)
+
+
 def app(ctx: click.Context) -> App:
     """The App for this invocation, built once from the root options."""
     root = ctx.find_root()
@@ -128,7 +137,9 @@ def app(ctx: click.Context) -> App:
 
             run = inside_run(None)
         root.meta["loaded_at"] = time.time_ns()
-        loaded = App.load(opts.config, opts.mail_root, parent=run.parent if run else None, plugins=SECTIONS)
+        loaded = App.load(
+            opts.config, opts.mail_root, parent=run.parent if run else None, plugins=SECTIONS, history=_last_move
+        )
         if run is None:  # inside a run the mail root is out of the agent's sight: run-role checked it
             ownership.check(loaded.config)
             root.meta["checked"] = opts.mail_root is None  # a snapshot knows no --mail-root

@@ -39,6 +39,7 @@ from workflow.mail.message import (
     validate,
 )
 from workflow.policy import guardrails
+from workflow.policy.guardrails import History
 from workflow.policy.roster import Roster, Route
 from workflow.policy.visibility import check as check_visibility
 
@@ -112,9 +113,12 @@ def complete_headers(raw: bytes, role: Callable[[], str], domain: str, stamps: S
 class Deliverer:
     """Holds what delivery needs; built at the entry point and reused."""
 
-    def __init__(self, config: Config, roster: Roster, maildirs: Maildirs | None = None) -> None:
+    def __init__(
+        self, config: Config, roster: Roster, maildirs: Maildirs | None = None, history: History | None = None
+    ) -> None:
         self.config = config
         self.roster = roster
+        self.history = history  # where committed moves took an artifact from (guardrails.History)
         self.maildirs = maildirs or Maildirs(config.mail_root)
         self.stamps = Stamps()
 
@@ -184,7 +188,7 @@ class Deliverer:
             parsed = parse(raw)
             validate(parsed, event_types=self.config.event_types, states=self.config.states)
         check_visibility(self.roster, sender, routes, parsed.recipients, index.spaces(ancestry))
-        guardrails.check(self.config, self.roster, parsed, sender, index)
+        guardrails.check(self.config, self.roster, parsed, sender, index, history=self.history)
         mid = parsed.message_id or ""
         boxes = tuple(dict.fromkeys(mb for r in routes for mb in r.mailboxes))
         pending = (unindexed or {}).get(mid, ())

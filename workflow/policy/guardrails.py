@@ -8,7 +8,7 @@ message can correct itself. ``workflow guardrails`` prints the table.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import PurePosixPath
@@ -19,7 +19,7 @@ from workflow.core.addresses import parse_internal
 from workflow.core.config import Config
 from workflow.core.errors import ConfigError, GuardrailError
 from workflow.core.events import DECISIONS
-from workflow.core.locate import by_key, has_glob, locate
+from workflow.core.locate import Artifact, by_key, has_glob, locate
 from workflow.core.schema import suggest, where
 from workflow.mail.index import Index
 from workflow.mail.message import Parsed
@@ -39,6 +39,20 @@ BRIDGE_MARK = FixedRule(
 ALWAYS = (*VISIBILITY_RULES, SENDER_MATCHES_ENVELOPE, BRIDGE_MARK)  # every rule that cannot be switched off
 
 
+class LastMove(NamedTuple):
+    """An artifact's last committed move: out of ``source`` at ``time`` (seconds); it had been in
+    ``source`` since ``since`` (the move before, or 0: since it was made)."""
+
+    source: str
+    time: int
+    since: int
+
+
+# Where an artifact's last committed move took it from: given by the layer that reads git
+# (``artifacts.movers.last_move``, passed in by the entry point), None where none is given.
+History = Callable[[Config, Artifact], LastMove | None]
+
+
 @dataclass(frozen=True)
 class Mail:
     """What a rule may look at: the message, who sends it, and the project around it."""
@@ -48,6 +62,7 @@ class Mail:
     parsed: Parsed
     sender: str
     index: Index
+    history: History | None = None
 
 
 class Rule(Protocol):
@@ -164,11 +179,35 @@ class StateMatches:
                             "Approve, Reject or Revise is applied as your move — or claim "
                             f"{now.state}",
                         )
+                    if _true_when_written(m, now, claim):
+                        continue  # it moved on since: the claim is history, not a lie
                     return GuardrailError(
                         self.name,
                         f"artifact {ref if len(found) == 1 else f'{ref} ({now.path})'} is in {now.state}/, "
                         f"message claims {claim}; move it first (workflow move {now.stem} {claim}) or claim {now.state}",
                     )
+        return None
+
+
+def _true_when_written(m: Mail, now: Artifact, claim: str) -> bool:
+    """Whether the artifact was in ``claim`` when the message says it was written (its Date), and
+    a committed move took it out of there since: a run's mail is sent when its run commits, and
+    another role may have moved the artifact on meanwhile. A Date set back in time only claims
+    what was true then."""
+    if m.history is None:
+        return False
+    moved = m.history(m.config, now)
+    written = _date(m.parsed)
+    return moved is not None and written is not None and moved.source == claim and moved.since <= written <= moved.time
+
+
+def _date(parsed: Parsed) -> int | None:
+    """The message's Date in seconds, or None when it has none a parser reads."""
+    from email.utils import parsedate_to_datetime  # lazy: only a disagreeing claim needs it
+
+    try:
+        return int(parsedate_to_datetime(str(parsed.get("Date") or "")).timestamp())
+    except (TypeError, ValueError, IndexError, OverflowError):
         return None
 
 
@@ -260,10 +299,16 @@ def listing(config: Config) -> list[Listed]:
 
 
 def check(
-    config: Config, roster: Roster, parsed: Parsed, sender: str, index: Index, rules: Sequence[Rule] = RULES
+    config: Config,
+    roster: Roster,
+    parsed: Parsed,
+    sender: str,
+    index: Index,
+    rules: Sequence[Rule] = RULES,
+    history: History | None = None,
 ) -> None:
     """Raise the refusal of the first enabled rule the message breaks."""
-    mail = Mail(config, roster, parsed, sender, index)
+    mail = Mail(config, roster, parsed, sender, index, history)
     for rule in rules:
         if config.guardrails.get(rule.name, rule.default):
             refusal = rule.check(mail)

@@ -351,7 +351,7 @@ class Server:
         self.sockets = tuple(sockets)
         self.unix_servers: list[asyncio.base_events.Server] = []
         self.made: list[tuple[str, tuple[int, int] | None]] = []  # the socket files this server made, to remove
-        self.deliverer = Deliverer(config, deliverer.roster, Maildirs(config.mail_root))
+        self.deliverer = Deliverer(config, deliverer.roster, Maildirs(config.mail_root), deliverer.history)
         self.stats = tally or Tally()
         self.worker = worker
         self.refresh = refresh
