@@ -143,8 +143,9 @@ class ArtifactsExist:
 
 class StateMatches:
     """X-Workflow-State names the folder *every* artifact the message names is in now (a glob
-    judges each file it matches), and a review-request names each artifact's current path; an
-    artifact not found, or in two folders, is not judged (``workflow doctor`` reports it)."""
+    judges each file it matches), or was in at the message's Date before a committed move took it
+    on; a review-request names each artifact's current path. An artifact not found, or in two
+    folders, is not judged (``workflow doctor`` reports it)."""
 
     name = "state-matches"
     default = True
