@@ -13,9 +13,11 @@ MARK = "@@line@@"
 
 
 def blocks(page: Path) -> dict[str, list[str]]:
-    """Each section's (## heading's) bash lines, in order."""
+    """Each section's (## heading's) bash lines, in order; the lines before the first ## heading
+    are the section titled "" (none is left out)."""
     out: dict[str, list[str]] = {}
-    for part in re.split(r"^## ", page.read_text(), flags=re.M)[1:]:
+    first, *parts = re.split(r"^## ", page.read_text(), flags=re.M)
+    for part in ["\n" + first, *parts]:
         title, _, body = part.partition("\n")
         lines = [line for b in BLOCK.findall(body) for line in _joined(b.splitlines()) if line.strip()]
         if lines:

@@ -24,14 +24,14 @@ RUN = {  # page → the test file that runs its blocks
     "guardrails-and-events.md": "tests/ops/test_docs_blocks.py",
     "reading-mail.md": "tests/ops/test_docs_blocks.py",
     "roles-and-panels.md": "tests/ops/test_docs_blocks.py",  # but its panel section: PANELS_NOT_YET
+    "artifacts.md": "tests/ops/test_docs_blocks.py",
+    "operations.md": "tests/ops/test_docs_blocks.py",
 }
 NOT_YET = {  # reference blocks with placeholders or daemons: to be made walkthroughs and run
     "agentd.md",
-    "artifacts.md",
     "bridges.md",
     "cockpit.md",
     "mail-server.md",
-    "operations.md",
     "performance.md",
     "running-roles.md",
 }
@@ -154,3 +154,68 @@ def test_the_message_flow_examples_run_as_pasted_and_each_reaches_its_roles(tmp_
     thread = said('workflow thread "$blocker"')
     assert "External API library incompatible" in thread and "Use async interfaces throughout." in thread
     assert (tmp_path / "flow-demo" / "specs" / "blocked" / "user-auth.md").exists()
+
+
+def test_the_artifacts_page_runs_as_pasted_from_init_to_trust(tmp_path: Path) -> None:
+    sections = blocks(DOCS / "artifacts.md")
+    lines = [line for body in sections.values() for line in body]
+    out = dict(zip(lines, run(lines, tmp_path, _env(tmp_path), timeout=120), strict=True))
+    at = {title.split(" — ")[0]: [out[line] for line in body] for title, body in sections.items()}
+    made, again = at["`workflow init [DIR]`"]
+    assert "already initialized; nothing changed" in again, again
+    project = tmp_path / "my-project"
+    for root in ("specs", "vision", "roadmap"):
+        assert (project / root / "done" / ".gitkeep").exists(), root
+    assert (project / "email-templates").is_dir()
+    _, _, approve, start, block, reject = at["`workflow move ARTIFACT STATE --as ROLE`"]
+    assert "spec-reviewer: approve user-auth (proposed → todo)" in approve
+    assert "delivered directly: spec-writer, skeleton-writer, test-writer" in approve, approve
+    assert "implementer: start user-auth (todo → doing)" in start
+    assert "(doing → blocked)" in block and "delivered directly: coordinator, platform-lead" in block, block
+    assert "specs/proposed/search.md stays in proposed/" in reject and "delivered directly: spec-writer" in reject
+    board, history, as_json = at["`workflow status [ARTIFACT]`"]
+    assert re.search(r"specs/proposed/search\.md +rejection from spec-reviewer", board), board
+    assert re.search(r"specs/blocked/user-auth\.md +blocker-report from implementer", board), board
+    assert "2 artifacts, 0 flagged" in board
+    assert "moved to blocked/ by implementer" in history and "approval" in history and "blocker-report" in history
+    assert [a["path"] for a in json.loads(as_json)["states"]["blocked"]] == ["specs/blocked/user-auth.md"]
+    assert at["`workflow doctor [--fix]`"] == ["no problems found\n", "no problems found\n"]
+    _, diff, trusted = at["`workflow trust`"]
+    assert "+- Keep specs short." in diff and "approved 1 change(s)" in trusted, (diff, trusted)
+
+
+# No systemd user manager runs here: this systemctl checks what it is asked to enable — an installed
+# unit template, its instance a project directory — and records it; the units themselves are
+# verified by systemd-analyze (tests/ops/test_packaging.py).
+SYSTEMCTL = """#!/bin/sh
+set -eu
+[ "$1 $2 $3" = "--user enable --now" ] || { echo "systemctl stand-in: unexpected $*" >&2; exit 2; }
+unit=$4; template="${unit%%@*}@.service"; instance="${unit#*@}"; instance="${instance%.service}"
+[ -f "$HOME/.config/systemd/user/$template" ] || { echo "Unit $template not found." >&2; exit 5; }
+dir=$(systemd-escape --unescape --path "$instance")
+[ -f "$dir/workflow.toml" ] || { echo "$dir is no project" >&2; exit 1; }
+echo "$template $dir" >> "$HOME/enabled"
+"""
+
+
+def test_the_operations_page_runs_as_pasted(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    shims = tmp_path / "shims"
+    shims.mkdir()
+    (shims / "systemctl").write_text(SYSTEMCTL)
+    (shims / "systemctl").chmod(0o755)
+    env["PATH"] = f"{shims}:{env['PATH']}"
+    sections = blocks(DOCS / "operations.md")
+    lines = [line for body in sections.values() for line in body]
+    out = dict(zip(lines, run(lines, ROOT, env, timeout=120), strict=True))
+    home = tmp_path / "home"
+    project = home / "my-project"
+    units = sorted(p.name for p in (home / ".config/systemd/user").iterdir())
+    assert units == ["workflow-agentd@.service", "workflow-smtpd@.service", "workflow-web@.service"]
+    assert (home / "enabled").read_text().splitlines() == [f"{u} {project}" for u in (units[1], units[0], units[2])]
+    (completions,) = [out[line] for line in lines if line.startswith("complete -p")]
+    for command in ("workflow", "workflow-notify", "run-role"):
+        assert re.search(rf"^complete .*-F \S+ {re.escape(command)}$", completions, re.M), completions
+    assert "complete" in (home / ".config/fish/completions/workflow.fish").read_text()
+    assert "[database]" in (home / ".notmuch-config-workflow").read_text()
+    assert "bob" in (home / ".muttrc-workflow").read_text()
