@@ -107,6 +107,9 @@ def state_env(profile: Profile, state: Path) -> dict[str, str]:
     return {record.state_env: str(state / record.state)}
 
 
+QUIET_CLAUDE = {"DISABLE_NON_ESSENTIAL_MODEL_CALLS": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
+
+
 class ClaudeCode:
     """``claude -p`` with stream-json output (every tool call it makes, then its result object),
     only our MCP server, no settings from the tree or the home."""
@@ -129,7 +132,9 @@ class ClaudeCode:
             argv += ["--max-budget-usd", f"{opts.max_budget_usd:g}"]
         if plan.session:
             argv += ["--resume", plan.session]
-        env = state_env(self, plan.state)
+        # no side requests (a session title, flavour text), no telemetry or update checks: a run
+        # makes the model calls its work needs, and waits on nothing else
+        env = {**state_env(self, plan.state), **QUIET_CLAUDE}
         return Launch([*argv, *opts.args], env)
 
     def report(self, out: str) -> Report:
