@@ -26,12 +26,12 @@ RUN = {  # page → the test file that runs its blocks
     "roles-and-panels.md": "tests/ops/test_docs_blocks.py",  # but its panel section: PANELS_NOT_YET
     "artifacts.md": "tests/ops/test_docs_blocks.py",
     "operations.md": "tests/ops/test_docs_blocks.py",
+    "mail-server.md": "tests/ops/test_docs_blocks.py",
 }
 NOT_YET = {  # reference blocks with placeholders or daemons: to be made walkthroughs and run
     "agentd.md",
     "bridges.md",
     "cockpit.md",
-    "mail-server.md",
     "performance.md",
     "running-roles.md",
 }
@@ -219,3 +219,33 @@ def test_the_operations_page_runs_as_pasted(tmp_path: Path) -> None:
     assert "complete" in (home / ".config/fish/completions/workflow.fish").read_text()
     assert "[database]" in (home / ".notmuch-config-workflow").read_text()
     assert "bob" in (home / ".muttrc-workflow").read_text()
+
+
+def test_the_mail_server_page_runs_as_pasted_and_every_message_lands(tmp_path: Path) -> None:
+    sections = blocks(DOCS / "mail-server.md")
+    lines = [line for body in sections.values() for line in body]
+    out = dict(zip(lines, run(lines, tmp_path, _env(tmp_path), timeout=120), strict=True))
+
+    def said(start: str) -> str:
+        (line,) = [line for line in lines if line.startswith(start)]
+        return out[line]
+
+    assert "Subject: [REVIEW REQUEST] user-auth ready for review" in said("workflow-notify --stdout")
+    assert re.fullmatch(r"<[^>]+>\n", said("workflow-notify --from spec-reviewer approval"))
+    assert "250 2.0.0" in said("swaks") and "delivered" in said("swaks")
+    project = tmp_path / "serving-demo"
+    log = (project / "smtpd.log").read_text()
+    assert "listening on 127.0.0.1:2525" in log and "delivered to spec-reviewer" in log and "stopped:" in log
+    workers = (project / "workers.log").read_text()
+    assert (
+        "(4 workers" in workers and "from spec-writer@workflow.local" in workers and "stopped: 1 delivered" in workers
+    )
+
+    def got(role: str) -> list[str]:
+        return sorted(
+            str(parse(f.read_bytes()).event) for f in (tmp_path / f"home/.maildir/workflow/{role}/new").iterdir()
+        )
+
+    assert got("spec-reviewer") == ["answer", "question", "review-request"]  # the last two through the servers
+    assert got("spec-writer") == ["approval", "clarification-request"]
+    assert got("skeleton-writer") == ["approval", "status-update"]
