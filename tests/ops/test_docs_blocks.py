@@ -27,9 +27,9 @@ RUN = {  # page → the test file that runs its blocks
     "artifacts.md": "tests/ops/test_docs_blocks.py",
     "operations.md": "tests/ops/test_docs_blocks.py",
     "mail-server.md": "tests/ops/test_docs_blocks.py",
+    "agentd.md": "tests/ops/test_docs_blocks.py",
 }
 NOT_YET = {  # reference blocks with placeholders or daemons: to be made walkthroughs and run
-    "agentd.md",
     "bridges.md",
     "cockpit.md",
     "performance.md",
@@ -249,3 +249,28 @@ def test_the_mail_server_page_runs_as_pasted_and_every_message_lands(tmp_path: P
     assert got("spec-reviewer") == ["answer", "question", "review-request"]  # the last two through the servers
     assert got("spec-writer") == ["approval", "clarification-request"]
     assert got("skeleton-writer") == ["approval", "status-update"]
+
+
+def test_the_agentd_page_runs_as_pasted_a_failed_role_paused_told_resumed_and_run_again(tmp_path: Path) -> None:
+    sections = blocks(DOCS / "agentd.md")
+    lines = [line for body in sections.values() for line in body]
+    out = dict(zip(lines, run(lines, tmp_path, _env(tmp_path), timeout=120), strict=True))
+
+    def said(start: str) -> str:
+        (line,) = [line for line in lines if line.startswith(start)]
+        return out[line]
+
+    assert "agentd: not running" in said("agentd status ||") and "(exit 3)" in said("agentd status ||")
+    (status,) = [out[line] for line in lines if line.startswith("agentd status ") and "#" in line]
+    assert re.search(r"^agentd: running \(pid \d+", status, re.M), status
+    assert re.search(r"^  spec-writer +1 consecutive failures .*the model API is down", status, re.M), status
+    assert re.search(r"task 1 +spec-writer +dead-lettered scripted step 1: the model API is down", status), status
+    assert "spec-writer: resumed" in said("agentd resume") and "task 1 (spec-writer) queued" in said("agentd requeue")
+    log = tmp_path / "home/.maildir/workflow/.workflow/agentd.jsonl"
+    events = [json.loads(line) for line in log.read_text().splitlines()]
+    done = [e for e in events if e["event"] == "completed"]
+    assert {(e["role"], e["task"]) for e in done} >= {("spec-writer", 1)}, done
+    # the failure was told to the coordinator, whose run took it
+    told = [parse(f.read_bytes()) for f in (tmp_path / "home/.maildir/workflow/coordinator/cur").iterdir()]
+    assert [m.event for m in told] == ["blocker-report"], told
+    assert "stopped" in (tmp_path / "agentd-demo" / "up.log").read_text()
