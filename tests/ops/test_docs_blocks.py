@@ -7,8 +7,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import sys
 from pathlib import Path
+
+import pytest
 
 from helpers.docs import BLOCK, blocks, run
 from helpers.git import GIT_ENV
@@ -28,10 +31,10 @@ RUN = {  # page → the test file that runs its blocks
     "operations.md": "tests/ops/test_docs_blocks.py",
     "mail-server.md": "tests/ops/test_docs_blocks.py",
     "agentd.md": "tests/ops/test_docs_blocks.py",
+    "cockpit.md": "tests/ops/test_docs_blocks.py",
 }
 NOT_YET = {  # reference blocks with placeholders or daemons: to be made walkthroughs and run
     "bridges.md",
-    "cockpit.md",
     "performance.md",
     "running-roles.md",
 }
@@ -198,6 +201,9 @@ echo "$template $dir" >> "$HOME/enabled"
 """
 
 
+@pytest.mark.skipif(
+    shutil.which("systemd-escape") is None, reason="systemd is not installed (scripts/system-packages installs it)"
+)
 def test_the_operations_page_runs_as_pasted(tmp_path: Path) -> None:
     env = _env(tmp_path)
     shims = tmp_path / "shims"
@@ -221,6 +227,9 @@ def test_the_operations_page_runs_as_pasted(tmp_path: Path) -> None:
     assert "bob" in (home / ".muttrc-workflow").read_text()
 
 
+@pytest.mark.skipif(
+    shutil.which("swaks") is None, reason="swaks is not installed (scripts/system-packages installs it)"
+)
 def test_the_mail_server_page_runs_as_pasted_and_every_message_lands(tmp_path: Path) -> None:
     sections = blocks(DOCS / "mail-server.md")
     lines = [line for body in sections.values() for line in body]
@@ -274,3 +283,19 @@ def test_the_agentd_page_runs_as_pasted_a_failed_role_paused_told_resumed_and_ru
     told = [parse(f.read_bytes()) for f in (tmp_path / "home/.maildir/workflow/coordinator/cur").iterdir()]
     assert [m.event for m in told] == ["blocker-report"], told
     assert "stopped" in (tmp_path / "agentd-demo" / "up.log").read_text()
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed (scripts/system-packages installs it)")
+def test_the_cockpit_page_runs_as_pasted_and_the_owners_link_opens_the_board(tmp_path: Path) -> None:
+    sections = blocks(DOCS / "cockpit.md")
+    lines = [line for body in sections.values() for line in body]
+    out = dict(zip(lines, run(lines, tmp_path, _env(tmp_path), timeout=120), strict=True))
+    (board,) = [out[line] for line in lines if line.startswith("curl")]
+    assert board == "<title>board · workflow</title>\n", board  # logged in: the login page is titled otherwise
+    project = tmp_path / "cockpit-demo"
+    first = re.findall(r"login\?once=\S+", (project / "web.out").read_text())
+    assert len(first) == 1 and re.search(
+        r"^workflow web: http://127\.0\.0\.1:\d+/", (project / "web.out").read_text(), re.M
+    )
+    up = (project / "up.out").read_text()
+    assert "login link" in up and "smtpd: stopped" in up, up
