@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from helpers.docs import BLOCK, blocks, run
+from helpers.fake_anthropic import FakeAnthropic, tool_use
 from helpers.git import GIT_ENV
 from workflow.core.events import EVENTS
 from workflow.mail.message import parse
@@ -32,11 +33,11 @@ RUN = {  # page → the test file that runs its blocks
     "mail-server.md": "tests/ops/test_docs_blocks.py",
     "agentd.md": "tests/ops/test_docs_blocks.py",
     "cockpit.md": "tests/ops/test_docs_blocks.py",
+    "running-roles.md": "tests/ops/test_docs_blocks.py",
 }
 NOT_YET = {  # reference blocks with placeholders or daemons: to be made walkthroughs and run
     "bridges.md",
     "performance.md",
-    "running-roles.md",
 }
 
 
@@ -299,3 +300,28 @@ def test_the_cockpit_page_runs_as_pasted_and_the_owners_link_opens_the_board(tmp
     )
     up = (project / "up.out").read_text()
     assert "login link" in up and "smtpd: stopped" in up, up
+
+
+def test_the_running_roles_page_runs_as_pasted_a_scripted_and_an_api_run(tmp_path: Path) -> None:
+    sections = blocks(DOCS / "running-roles.md")
+    lines = [line for body in sections.values() for line in body]
+    with FakeAnthropic() as api:  # the Messages API, at the wire
+        api.add(tool_use("finish", {"status": "done", "summary": "Starting on user-auth next."}))
+        env = {**_env(tmp_path), "ANTHROPIC_API_KEY": "sk-stand-in", "ANTHROPIC_BASE_URL": api.url}
+        out = dict(zip(lines, run(lines, tmp_path, env, timeout=120), strict=True))
+        asked = api.requests
+
+    def said(start: str) -> str:
+        (line,) = [line for line in lines if line.startswith(start)]
+        return out[line]
+
+    dry = said("run-role --dry-run")
+    assert "[REVIEW REQUEST] user-auth ready for review" in dry and "nothing run, marked or sent" in dry
+    assert "Reviewed: complete and testable." in said("run-role --with-email --backend scripted")
+    api_run = said("run-role --with-email --backend anthropic")
+    assert "implementer: run succeeded" in api_run and "Starting on user-auth next." in api_run, api_run
+    (request,) = asked
+    assert "# Role: implementer" in json.dumps(request) and "user-auth" in json.dumps(request)
+    box = tmp_path / "home/.maildir/workflow"
+    assert not list((box / "spec-reviewer/new").iterdir())  # the scripted run read its mail
+    assert not list((box / "implementer/new").iterdir())  # so did the API run
