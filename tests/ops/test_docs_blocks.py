@@ -7,8 +7,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -34,10 +37,10 @@ RUN = {  # page → the test file that runs its blocks
     "agentd.md": "tests/ops/test_docs_blocks.py",
     "cockpit.md": "tests/ops/test_docs_blocks.py",
     "running-roles.md": "tests/ops/test_docs_blocks.py",
+    "performance.md": "tests/ops/test_docs_blocks.py",  # each line at a small size: SMALL
 }
 NOT_YET = {  # reference blocks with placeholders or daemons: to be made walkthroughs and run
     "bridges.md",
-    "performance.md",
 }
 
 
@@ -325,3 +328,53 @@ def test_the_running_roles_page_runs_as_pasted_a_scripted_and_an_api_run(tmp_pat
     box = tmp_path / "home/.maildir/workflow"
     assert not list((box / "spec-reviewer/new").iterdir())  # the scripted run read its mail
     assert not list((box / "implementer/new").iterdir())  # so did the API run
+
+
+# docs/performance.md's benchmarks, each line as it stands but at a small size: its sizes replaced,
+# and the sizes it leaves at their (large) defaults given
+SMALL = {"--messages": "300", "--rounds": "1", "--runs": "2"}
+SMALL_DEFAULTS = {  # the sizes a line leaves at their (large) defaults
+    "wake": {"--messages": "5", "--copies": "3", "--burst": "20", "--big": "0"},
+    "chaos": {"--schedules": "1"},
+}
+BENCHES = blocks(DOCS / "performance.md")["Benchmarks"]
+# a line the suite leaves to the bench itself, and why
+NOT_IN_SUITE = {
+    "scripts/bench/pipeline --backend": "12 runs of the real Claude Code and the anthropic rounds beside them: "
+    "30 s alone at one round, 110 s beside the suite (the --rounds line runs the same script)",
+}
+
+
+def _small(line: str) -> list[str]:
+    words = shlex.split(line.split("#", 1)[0])
+    for i, w in enumerate(words[:-1]):
+        if w in SMALL:
+            words[i + 1] = SMALL[w]
+    unset = SMALL_DEFAULTS.get(Path(words[1]).name, {})
+    return [*words, *[x for k, v in unset.items() if k not in words for x in (k, v)]]
+
+
+def _name(line: str) -> str:
+    return " ".join(shlex.split(line.split("#")[0])[1:3])
+
+
+def test_every_benchmark_line_is_run_below_or_said_why_not() -> None:
+    assert BENCHES and set(NOT_IN_SUITE) <= {_name(b) for b in BENCHES}, set(NOT_IN_SUITE)
+
+
+@pytest.mark.parametrize("line", [b for b in BENCHES if _name(b) not in NOT_IN_SUITE], ids=_name)
+def test_each_benchmark_of_the_performance_page_runs_and_prints_its_table(line: str) -> None:
+    argv = _small(line)
+    assert argv[0] == ".venv/bin/python" and (ROOT / argv[1]).exists(), argv
+    # a home of its own and the system's temporary directory: short, as a run's tool socket path must be
+    home = tempfile.mkdtemp(prefix="bench-home-", dir="/tmp")
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith(("WORKFLOW_", "TMPDIR"))}, "HOME": home}
+    try:
+        r = subprocess.run([sys.executable, *argv[1:]], cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    assert r.returncode == 0, f"{argv}\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}"
+    said = r.stdout + r.stderr
+    # its ratio against a baseline of the same run (the chaos harness: its promises, each held)
+    assert re.search(r"baseline|÷|×|every promise held", said), said[-2000:]
+    assert "Traceback" not in said, said[-3000:]
