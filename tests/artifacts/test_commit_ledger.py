@@ -9,9 +9,11 @@ reference-transaction hook runs as HEAD moves: there, the new commit must be in 
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 from helpers.git import git_project, sh
+from workflow.artifacts import edits, history
 
 HOOK = """#!/bin/sh
 [ "$1" = committed ] || exit 0
@@ -36,3 +38,34 @@ def test_our_commit_is_in_the_ledger_when_head_moves_to_it(tmp_path: Path) -> No
     seen = out.read_text().split("\n") if out.exists() else []
     assert f"noted {head}" in seen, seen
     assert not [line for line in seen if line.startswith("unnoted")], seen
+
+
+def test_a_run_checking_its_commits_never_takes_another_runs_commit_made_meanwhile_for_its_own(tmp_path: Path) -> None:
+    # CI: skeleton-writer's run failed "made commits as someone else (6cdc6705e0 (implementer …))":
+    # the check read the ledger, the implementer's run committed (ledger, then HEAD), and the
+    # check's git log then showed a commit its ledger read had not held.
+    p = git_project(tmp_path / "proj")
+    config = p.app.config
+    since = sh(p, "git", "rev-parse", "HEAD").stdout.strip()
+    stop = threading.Event()
+    made: list[str] = []
+
+    def implementer() -> None:  # another role's run, committing as fast as it can
+        for i in range(400):
+            if stop.is_set():
+                return
+            (p.dir / "specs" / "proposed" / f"part-{i}.md").write_text(f"# Part {i}\n")
+            done = edits.commit(config, "implementer", [f"specs/proposed/part-{i}.md"], "edit")
+            made.append(str(done.sha))
+
+    other = threading.Thread(target=implementer)
+    other.start()
+    try:
+        checks = 0
+        while len(made) < 30 and other.is_alive():
+            assert history.foreign_commits(config, since, "skeleton-writer") == [], f"after {len(made)} commits"
+            checks += 1
+    finally:
+        stop.set()
+        other.join(timeout=60)
+    assert checks >= 15 and len(made) >= 30, (checks, len(made))

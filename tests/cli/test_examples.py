@@ -28,6 +28,7 @@ PROGRAMS: dict[str, click.Command] = {
     "run-role": run_cli.script,
     "agentd": agentd_cli.script,
 }
+OPERATORS = ("|", "||", "&&", ";", "&")  # between the commands of one line
 READ_ONLY = {"status", "roster", "route", "guardrails", "events", "inbox", "search", "doctor"}
 
 
@@ -38,13 +39,18 @@ def _lines(text: str) -> Iterator[str]:
         line = line.strip()
         if not line or line.startswith("#"):
             continue
-        words = shlex.split(line, comments=True)
-        while words and re.match(r"^[A-Z_]+=", words[0]):  # VAR=value before the command
-            words.pop(0)
-        redirect = next((i for i, w in enumerate(words) if w in ("<", ">", ">>", "2>", "2>>")), len(words))
-        words = words[:redirect]  # the command, without where its input comes from or its output goes
-        if len(words) > 1 and words[0] in PROGRAMS and not any(w in ("|", "&&", "<<<") for w in words):
-            yield shlex.join(words)
+        segment: list[str] = []
+        for word in [*shlex.split(line, comments=True), ";"]:  # each command of a list or a pipeline
+            if word not in OPERATORS:
+                segment.append(word)
+                continue
+            words, segment = segment, []
+            while words and re.match(r"^[A-Z_]+=", words[0]):  # VAR=value before the command
+                words.pop(0)
+            redirect = next((i for i, w in enumerate(words) if w in ("<", ">", ">>", "2>", "2>>")), len(words))
+            words = words[:redirect]  # the command, without where its input comes from or its output goes
+            if len(words) > 1 and words[0] in PROGRAMS and "<<<" not in words:
+                yield shlex.join(words)
 
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

@@ -30,7 +30,7 @@ RUN = {  # page → the test file that runs its blocks
     "team.md": "tests/ops/test_team_page.py",
     "guardrails-and-events.md": "tests/ops/test_docs_blocks.py",
     "reading-mail.md": "tests/ops/test_docs_blocks.py",
-    "roles-and-panels.md": "tests/ops/test_docs_blocks.py",  # but its panel section: PANELS_NOT_YET
+    "roles-and-panels.md": "tests/ops/test_docs_blocks.py",
     "artifacts.md": "tests/ops/test_docs_blocks.py",
     "operations.md": "tests/ops/test_docs_blocks.py",
     "mail-server.md": "tests/ops/test_docs_blocks.py",
@@ -119,14 +119,13 @@ def test_the_reading_mail_page_runs_as_pasted_and_the_demo_tells_its_whole_story
         assert noise not in demo, noise
 
 
-# a section of roles-and-panels.md not run yet: its panels need real models' backends
-PANELS_NOT_YET = "Panels: independent reviews by construction (`workflow panel`)"
+PANELS = "Panels: independent reviews by construction (`workflow panel`)"
 
 
-def test_the_message_flow_examples_run_as_pasted_and_each_reaches_its_roles(tmp_path: Path) -> None:
+def test_the_message_flow_examples_and_the_panels_run_as_pasted_and_each_reaches_its_roles(tmp_path: Path) -> None:
     sections = blocks(DOCS / "roles-and-panels.md")
-    assert set(sections) == {"Message flow patterns", PANELS_NOT_YET}, set(sections)
-    lines = sections["Message flow patterns"]
+    assert list(sections) == ["Message flow patterns", PANELS], list(sections)
+    lines = [*sections["Message flow patterns"], *sections[PANELS]]
     out = dict(zip(lines, run(lines, tmp_path, _env(tmp_path), timeout=120), strict=True))
 
     def said(start: str) -> str:
@@ -145,10 +144,9 @@ def test_the_message_flow_examples_run_as_pasted_and_each_reaches_its_roles(tmp_
     )
     assert "implementer: blocked" in said("git mv")
 
-    def got(role: str) -> list[str]:
-        return sorted(
-            str(parse(f.read_bytes()).event) for f in (tmp_path / f"home/.maildir/workflow/{role}/new").iterdir()
-        )
+    def got(role: str) -> list[str]:  # the examples' mail: about user-auth (the panels' is about search, rate-limit)
+        found = [parse(f.read_bytes()) for f in (tmp_path / f"home/.maildir/workflow/{role}/new").iterdir()]
+        return sorted(str(m.event) for m in found if any("user-auth" in a for a in m.artifacts))
 
     # each message reached its roles; a dry run marks nothing read
     assert got("spec-reviewer") == ["answer", "review-request"]
@@ -161,6 +159,16 @@ def test_the_message_flow_examples_run_as_pasted_and_each_reaches_its_roles(tmp_
     thread = said('workflow thread "$blocker"')
     assert "External API library incompatible" in thread and "Use async interfaces throughout." in thread
     assert (tmp_path / "flow-demo" / "specs" / "blocked" / "user-auth.md").exists()
+    # the panels: sealed, unsealed, decided 2–1 and moved once; a spec written section by section
+    review = said("workflow panel review")
+    assert "(sealed)" in review and "approve (majority: 2 approve, 1 reject, 0 revise) sent to user" in review, review
+    status = said("workflow panel status")
+    assert re.search(r"gemini +reject", status) and "artifact moved" in status, status
+    assert (tmp_path / "flow-demo" / "specs" / "todo" / "search.md").exists()
+    wrote = said("workflow panel write")
+    assert "integrated specs/proposed/rate-limit.md and sent the review-request to spec-reviewer-panel" in wrote
+    assert "## Errors" in (tmp_path / "flow-demo" / "specs" / "proposed" / "rate-limit.md").read_text()
+    assert "0 answered" in said("workflow panel answer")
 
 
 def test_the_artifacts_page_runs_as_pasted_from_init_to_trust(tmp_path: Path) -> None:
@@ -303,6 +311,9 @@ def test_the_cockpit_page_runs_as_pasted_and_the_owners_link_opens_the_board(tmp
     )
     up = (project / "up.out").read_text()
     assert "login link" in up and "smtpd: stopped" in up, up
+    web, up_stop = [out[line] for line in lines if line.startswith("kill")]
+    assert web == "stopped (exit 143)\n", web  # SIGTERM: cleaned up, then exit 128 + 15, as a command's
+    assert up_stop in ("", "stopped (exit 143)\n"), up_stop
 
 
 def test_the_running_roles_page_runs_as_pasted_a_scripted_and_an_api_run(tmp_path: Path) -> None:

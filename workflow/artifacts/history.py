@@ -23,9 +23,12 @@ def foreign_commits(config: Config, since: str | None, role: str) -> list[str]:
     if repo is None or not since or repo.head() in (None, since):
         return []
     want = f"{role} <{role}@{config.domain}>"
-    mine = plumbing.ours(config)
     out = []
     log = repo.git("log", "-z", "--format=%H%x01%an <%ae>%x01%cn <%ce>", f"{since}..HEAD", check=False)
+    # the ledger read after the log: our code notes a commit before HEAD names it, so every commit
+    # of ours the log shows is in it (read first, another run's commit made between the two reads
+    # was taken for this run's agent's)
+    mine = plumbing.ours(config)
     for entry in log.split("\0"):
         sha, _, who = entry.strip("\n").partition("\x01")
         author, _, committer = who.partition("\x01")

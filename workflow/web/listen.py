@@ -8,7 +8,6 @@ holds it, and answers ``workflow web login`` on ``<state>/sock/web`` with a fres
 from __future__ import annotations
 
 import gc
-import signal
 from collections.abc import Callable
 
 from workflow.app import App
@@ -88,17 +87,8 @@ def serve(app: App, host: str, port: int, https: bool, started: Callable[[str, s
         ssl_keyfile=cfg.tls_key or None,
         server_header=False,
     )
-    # SIGTERM is a clean stop (exit 0, as the SMTP server's and agentd's), not a death by the
-    # signal: uvicorn hands it back once it has stopped, and one before it listens stops it here
-    previous = signal.signal(signal.SIGTERM, _stopped)
     try:
         started(origin + "/", web.link() if link else None)
         uvicorn.Server(config).run(sockets=held)
     finally:
-        signal.signal(signal.SIGTERM, previous)
         local.remove(path, made)
-
-
-def _stopped(signum: int, frame: object) -> None:
-    """SIGTERM while uvicorn is not serving (before it starts, or handed back after it stopped)."""
-    raise SystemExit(0)
