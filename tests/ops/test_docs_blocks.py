@@ -39,8 +39,8 @@ RUN = {  # page → the test file that runs its blocks
     "running-roles.md": "tests/ops/test_docs_blocks.py",
     "performance.md": "tests/ops/test_docs_blocks.py",  # each line at a small size: SMALL
 }
-NOT_YET = {  # reference blocks with placeholders or daemons: to be made walkthroughs and run
-    "bridges.md",
+NOT_YET = {  # pages whose blocks are not run yet, and why
+    "bridges.md",  # its reply loop's own session lines (`workflow bridge respond`) go when bridges speak mail (issue 50)
 }
 
 
