@@ -9,6 +9,7 @@ import smtplib
 import subprocess
 import sys
 from collections.abc import Callable
+from email.utils import formatdate
 from pathlib import Path
 
 import pytest
@@ -525,17 +526,16 @@ def test_a_claim_true_when_written_is_delivered_after_another_role_moved_the_art
     # the implementer started it (todo → doing) before that run committed and sent its mail, and the
     # server refused the approval and the status-update: the author never heard of the approval.
     # A claim is judged at the message's Date: true then, and moved on since by a committed move.
-    for state, role in (("todo", "spec-reviewer"), ("doing", "implementer")):
+    # (seen again: the implementer started it and finished it before the reviewer's run committed)
+    for state, role in (("todo", "spec-reviewer"), ("doing", "implementer"), ("done", "implementer")):
         r = gp.run("move", "user-auth", state, "--as", role, env=GIT_ENV)
         assert r.returncode == 0, r.stderr
-    into_todo, into_doing = (int(t) for t in reversed(sh(gp, "git", "log", "-2", "--format=%ct").stdout.split()))
+    into_todo, into_doing, _ = (int(t) for t in reversed(sh(gp, "git", "log", "-3", "--format=%ct").stdout.split()))
     r = gp.run("--from", "spec-reviewer", "--stdout", "approval", "specs/*/user-auth.md", "spec-writer",
                "NEXT_STATE=todo", tool="workflow-notify")  # fmt: skip
     assert r.returncode == 0, r.stderr
 
     def written(at: int, n: int) -> bytes:
-        from email.utils import formatdate
-
         raw = re.sub(r"(?m)^Date: .*$", f"Date: {formatdate(at)}", r.stdout)
         raw = re.sub(r"(?m)^Message-ID: <", f"Message-ID: <{n}.", raw)
         return raw.replace("\n", "\r\n").encode()
@@ -544,8 +544,43 @@ def test_a_claim_true_when_written_is_delivered_after_another_role_moved_the_art
         for n, at, was in ((1, into_todo - 1, "proposed"), (2, into_doing + 1, "doing")):
             with pytest.raises(smtplib.SMTPDataError) as e:  # written while it was elsewhere: refused
                 s.sendmail("spec-reviewer@workflow.local", ["spec-writer@workflow.local"], written(at, n))
-            assert "state-matches: artifact specs/*/user-auth.md is in doing/, message claims todo" in str(e.value), was
+            assert "state-matches: artifact specs/*/user-auth.md is in done/, message claims todo" in str(e.value), was
+        twice = written(into_todo, 4).replace(b"Date: ", b"Date: Thu, 01 Jan 2026 00:00:00 +0000\r\nDate: ", 1)
+        with pytest.raises(smtplib.SMTPDataError):  # two Dates: a reader may take either for the one
+            s.sendmail("spec-reviewer@workflow.local", ["spec-writer@workflow.local"], twice)
         s.sendmail("spec-reviewer@workflow.local", ["spec-writer@workflow.local"], written(into_todo, 3))
     assert [m for m in mail(gp) if m[1] == "approval"] == [
         ("spec-writer", "approval", "todo", ("specs/*/user-auth.md",))
     ]
+
+
+def test_only_the_senders_own_move_by_our_code_makes_a_past_claim_true(gp: Project) -> None:
+    # A hostile review: a Workflow-Transition trailer is anyone's to write and an amend resets a
+    # commit's time; a claim another role's move made true is not the sender's to repeat.
+    for state, role in (("todo", "spec-reviewer"), ("doing", "implementer")):
+        r = gp.run("move", "user-auth", state, "--as", role, env=GIT_ENV)
+        assert r.returncode == 0, r.stderr
+    into_todo = int(sh(gp, "git", "log", "-2", "--format=%ct").stdout.split()[1])
+
+    def send(sender: str, claim: str, at: int) -> None:
+        r = gp.run("--from", sender, "--stdout", "status-update", "specs/*/user-auth.md", "spec-writer",
+                   f"CONTEXT=claims {claim}", tool="workflow-notify")  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        raw = re.sub(r"(?m)^X-Workflow-State: .*$", f"X-Workflow-State: {claim}", r.stdout)
+        raw = re.sub(r"(?m)^Date: .*$", f"Date: {formatdate(at)}", raw)
+        s.sendmail(f"{sender}@workflow.local", ["spec-writer@workflow.local"], raw.replace("\n", "\r\n").encode())
+
+    with server_process(gp.dir) as (_, port), client(port) as s:
+        with pytest.raises(smtplib.SMTPDataError, match="message claims todo"):  # the reviewer's move, not the writer's
+            send("spec-writer", "todo", into_todo)
+        send("spec-reviewer", "todo", into_todo)  # the reviewer's own: it stands
+        later = f"GIT_COMMITTER_DATE=@{into_todo + 600} +0000"  # the move to doing, made anew, later: not ours
+        sh(gp, "env", later, "git", "commit", "-q", "--amend", "--no-edit")
+        with pytest.raises(smtplib.SMTPDataError, match="message claims todo"):
+            send("spec-reviewer", "todo", into_todo)
+        forged = (
+            "Workflow-Role: spec-reviewer\nWorkflow-Transition: specs/done/user-auth.md -> specs/doing/user-auth.md"
+        )
+        sh(gp, "git", "commit", "-q", "--allow-empty", "-m", "notes", "-m", forged)
+        with pytest.raises(smtplib.SMTPDataError, match="message claims done"):  # never in done/: a trailer's word
+            send("spec-reviewer", "done", into_todo)

@@ -13,19 +13,18 @@ import threading
 from collections.abc import Mapping
 from typing import NamedTuple
 
+from workflow.artifacts import plumbing
 from workflow.artifacts.gitrepo import Repo
 from workflow.core.config import Config
 from workflow.core.errors import GitError
 from workflow.core.locate import Artifact, parse_path
-from workflow.policy.guardrails import LastMove
+from workflow.policy.guardrails import Stay
 
 
 class Moved(NamedTuple):
     role: str  # the Workflow-Role of the move's commit
     time: int  # the commit's time (seconds)
     state: str  # the state it moved the artifact to
-    source: str = ""  # the state it moved the artifact from
-    since: int = 0  # when the move before put it in ``source`` (0: none did)
 
 
 Movers = Mapping[tuple[str, str], Moved]  # an artifact's identity (root, name) → its last move
@@ -56,25 +55,16 @@ def last_moves(config: Config, repo: Repo | None = None) -> Movers:
     except GitError:
         return {}
     moved: dict[tuple[str, str], Moved] = {}
-    before: set[tuple[str, str]] = set()
     for entry in out.split(end):
         parts = entry.strip("\n").split(sep)
         if len(parts) != 3 or not parts[0].strip().isdigit():
             continue
         when, role, transitions = int(parts[0].strip()), parts[1].strip(), parts[2]
         for t in transitions.split("\x1d"):
-            src, arrow, dst = t.strip().partition(" -> ")
+            _, arrow, dst = t.strip().partition(" -> ")
             a = parse_path(dst.strip(), config) if arrow else None
-            if a is None:
-                continue
-            last = moved.get(a.key)
-            if last is None:  # newest first: the first seen is the last move
-                b = parse_path(src.strip(), config)
-                moved[a.key] = Moved(role, when, a.state, b.state if b else "")
-            elif a.key not in before:  # the second seen, the move before: since when it was there
-                before.add(a.key)
-                if a.state == last.source:
-                    moved[a.key] = last._replace(since=when)
+            if a is not None and a.key not in moved:  # newest first: the first seen is the last move
+                moved[a.key] = Moved(role, when, a.state)
     with _lock:
         if len(_kept) > 16:
             _kept.clear()
@@ -82,12 +72,42 @@ def last_moves(config: Config, repo: Repo | None = None) -> Movers:
     return moved
 
 
-def last_move(config: Config, artifact: Artifact) -> LastMove | None:
-    """Where ``artifact``'s last committed move took it from, and when (``policy.guardrails.History``)."""
-    moved = last_moves(config).get(artifact.key)
-    if moved is None or moved.state != artifact.state:
+def stay(config: Config, artifact: Artifact, state: str, depth: int = 20) -> Stay | None:
+    """``artifact``'s last stay in ``state``, read back from where it is now
+    (``policy.guardrails.History``): only when every commit that touched it since it was moved
+    there, and that move, are commits our own code made (a trailer is anyone's to write, a
+    commit's time anyone's to set by amending it; a plain ``git mv`` leaves no move of ours)."""
+    repo = Repo.find(config)
+    if repo is None or repo.head() is None:
         return None
-    return LastMove(moved.source, moved.time, moved.since)
+    sep, end = "\x1f", "\x1e"
+    fmt = f"%H %ct{sep}%(trailers:key=Workflow-Role,valueonly,separator=%x20){sep}"
+    fmt += f"%(trailers:key=Workflow-Transition,valueonly,separator=%x1d){end}"
+    spec = f":(glob){repo.to_top(artifact.root)}/*/{artifact.name}"
+    out = repo.git("log", f"-{depth}", f"--format={fmt}", "HEAD", "--", spec, check=False)
+    mine = plumbing.ours(config)
+    at, left = artifact.state, 0  # walking back: where it was after each commit
+    for entry in out.split(end):
+        parts = entry.strip("\n").split(sep)
+        if len(parts) != 3:
+            continue
+        sha, _, when = parts[0].strip().partition(" ")
+        if sha not in mine or not when.isdigit():
+            return None
+        for t in parts[2].split("\x1d"):
+            src, arrow, dst = t.strip().partition(" -> ")
+            a, b = parse_path(dst.strip(), config), parse_path(src.strip(), config)
+            if not arrow or a is None or b is None or a.key != artifact.key:
+                continue
+            if a.state != at:
+                return None  # the moves do not chain: something else moved it
+            if a.state == state and left:
+                return Stay(int(when), left, parts[1].strip())
+            if b.state == state:
+                left = int(when)
+            at = b.state
+            break
+    return None
 
 
 def settled(moved: Moved | None, state: str, claimed_at: int) -> bool:

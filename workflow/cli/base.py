@@ -25,7 +25,7 @@ from workflow.core import diskfull, ownership
 from workflow.core.config import BACKENDS, Config
 from workflow.core.errors import UsageError, WorkflowError
 from workflow.core.locate import Artifact
-from workflow.policy.guardrails import LastMove
+from workflow.policy.guardrails import Stay
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 
@@ -119,11 +119,11 @@ class Options(NamedTuple):
     mail_root: Path | None = None
 
 
-def _last_move(config: Config, artifact: Artifact) -> LastMove | None:
-    """Where an artifact's last committed move took it from (``policy.guardrails.History``)."""
-    from workflow.artifacts.movers import last_move  # lazy: only a claim that disagrees reads git
+def _stay(config: Config, artifact: Artifact, state: str) -> Stay | None:
+    """An artifact's past stay in a state, as its moves' commits tell it (``policy.guardrails.History``)."""
+    from workflow.artifacts.movers import stay  # lazy: only a claim that disagrees reads git
 
-    return last_move(config, artifact)
+    return stay(config, artifact, state)
 
 
 def app(ctx: click.Context) -> App:
@@ -138,7 +138,7 @@ def app(ctx: click.Context) -> App:
             run = inside_run(None)
         root.meta["loaded_at"] = time.time_ns()
         loaded = App.load(
-            opts.config, opts.mail_root, parent=run.parent if run else None, plugins=SECTIONS, history=_last_move
+            opts.config, opts.mail_root, parent=run.parent if run else None, plugins=SECTIONS, history=_stay
         )
         if run is None:  # inside a run the mail root is out of the agent's sight: run-role checked it
             ownership.check(loaded.config)

@@ -8,6 +8,7 @@ message can correct itself. ``workflow guardrails`` prints the table.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -39,18 +40,18 @@ BRIDGE_MARK = FixedRule(
 ALWAYS = (*VISIBILITY_RULES, SENDER_MATCHES_ENVELOPE, BRIDGE_MARK)  # every rule that cannot be switched off
 
 
-class LastMove(NamedTuple):
-    """An artifact's last committed move: out of ``source`` at ``time`` (seconds); it had been in
-    ``source`` since ``since`` (the move before, or 0: since it was made)."""
+class Stay(NamedTuple):
+    """A past stay of an artifact in a state: moved there at ``entered`` by the role ``by``, moved on
+    at ``left`` (seconds); every move since, and those two, commits our own code made."""
 
-    source: str
-    time: int
-    since: int
+    entered: int
+    left: int
+    by: str
 
 
-# Where an artifact's last committed move took it from: given by the layer that reads git
-# (``artifacts.movers.last_move``, passed in by the entry point), None where none is given.
-History = Callable[[Config, Artifact], LastMove | None]
+# An artifact's past stay in a state (None: none, or one its history cannot vouch for): given by
+# the layer that reads git (``artifacts.movers.stay``, passed in by the entry point).
+History = Callable[[Config, Artifact, str], Stay | None]
 
 
 @dataclass(frozen=True)
@@ -150,8 +151,9 @@ class StateMatches:
     name = "state-matches"
     default = True
     refuses = (
-        "an X-Workflow-State other than the folder the (first) artifact is in now, and a review-request "
-        "naming an old path of a moved artifact"
+        "an X-Workflow-State other than the folder each artifact is in now (but one the sender's own move "
+        "made true, dated before the next move, within a run's timeout), and a review-request naming an old "
+        "path of a moved artifact"
     )
 
     def check(self, m: Mail) -> GuardrailError | None:
@@ -191,23 +193,30 @@ class StateMatches:
 
 
 def _true_when_written(m: Mail, now: Artifact, claim: str) -> bool:
-    """Whether the artifact was in ``claim`` when the message says it was written (its Date), and
-    a committed move took it out of there since: a run's mail is sent when its run commits, and
-    another role may have moved the artifact on meanwhile. A Date set back in time only claims
-    what was true then."""
+    """Whether the sender's own move put the artifact in ``claim`` and the message says it was
+    written (its one Date) before a later move took it on: a run's mail is sent when its run
+    commits, and other roles may have moved the artifact meanwhile. Only for mail no older than a
+    run of the sender may take (its run timeout): a Date set back claims only what the sender
+    itself made true, and only for as long as a run's mail may wait."""
     if m.history is None:
         return False
-    moved = m.history(m.config, now)
     written = _date(m.parsed)
-    return moved is not None and written is not None and moved.source == claim and moved.since <= written <= moved.time
+    stay = m.history(m.config, now, claim) if written is not None else None
+    if stay is None or written is None or stay.by != m.sender:
+        return False
+    held = m.config.agentd.role_timeouts.get(m.sender, m.config.agentd.timeout)
+    return stay.entered <= written <= stay.left and time.time() - written <= held
 
 
 def _date(parsed: Parsed) -> int | None:
     """The message's Date in seconds, or None when it has none a parser reads."""
     from email.utils import parsedate_to_datetime  # lazy: only a disagreeing claim needs it
 
+    dates = parsed.get_all("Date")
+    if len(dates) != 1:  # none, or several a reader may each take for the one
+        return None
     try:
-        return int(parsedate_to_datetime(str(parsed.get("Date") or "")).timestamp())
+        return int(parsedate_to_datetime(str(dates[0])).timestamp())
     except (TypeError, ValueError, IndexError, OverflowError):
         return None
 
