@@ -4,6 +4,7 @@ cannot join them unnoticed (issue 50, item 5)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -50,6 +51,18 @@ def test_every_page_with_command_blocks_is_run_by_a_test_or_named_as_not_yet() -
     assert not set(RUN) & NOT_YET
     for page, test in RUN.items():
         assert page in (ROOT / test).read_text(), (page, test)
+
+
+def _said(lines: list[str], out: dict[str, str], start: str) -> str:
+    """What the one line starting with ``start`` printed."""
+    (line,) = [line for line in lines if line.startswith(start)]
+    return out[line]
+
+
+def _unread(tmp_path: Path, role: str, about: str = "") -> list[str]:
+    """The event types of ``role``'s unread mail in the test's home (about an artifact named so)."""
+    found = [parse(f.read_bytes()) for f in (tmp_path / f"home/.maildir/workflow/{role}/new").iterdir()]
+    return sorted(str(m.event) for m in found if not about or any(about in a for a in m.artifacts))
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
@@ -128,9 +141,7 @@ def test_the_message_flow_examples_and_the_panels_run_as_pasted_and_each_reaches
     lines = [*sections["Message flow patterns"], *sections[PANELS]]
     out = dict(zip(lines, run(lines, tmp_path, _env(tmp_path), timeout=120), strict=True))
 
-    def said(start: str) -> str:
-        (line,) = [line for line in lines if line.startswith(start)]
-        return out[line]
+    said = functools.partial(_said, lines, out)
 
     reviewer = said("run-role --dry-run --with-email spec-reviewer")
     assert "[REVIEW REQUEST] user-auth ready for review" in reviewer and "Focus on error handling" in reviewer
@@ -144,9 +155,8 @@ def test_the_message_flow_examples_and_the_panels_run_as_pasted_and_each_reaches
     )
     assert "implementer: blocked" in said("git mv")
 
-    def got(role: str) -> list[str]:  # the examples' mail: about user-auth (the panels' is about search, rate-limit)
-        found = [parse(f.read_bytes()) for f in (tmp_path / f"home/.maildir/workflow/{role}/new").iterdir()]
-        return sorted(str(m.event) for m in found if any("user-auth" in a for a in m.artifacts))
+    # the examples' mail: about user-auth (the panels' is about search and rate-limit)
+    got = functools.partial(_unread, tmp_path, about="user-auth")
 
     # each message reached its roles; a dry run marks nothing read
     assert got("spec-reviewer") == ["answer", "review-request"]
@@ -247,9 +257,7 @@ def test_the_mail_server_page_runs_as_pasted_and_every_message_lands(tmp_path: P
     lines = [line for body in sections.values() for line in body]
     out = dict(zip(lines, run(lines, tmp_path, _env(tmp_path), timeout=120), strict=True))
 
-    def said(start: str) -> str:
-        (line,) = [line for line in lines if line.startswith(start)]
-        return out[line]
+    said = functools.partial(_said, lines, out)
 
     assert "Subject: [REVIEW REQUEST] user-auth ready for review" in said("workflow-notify --stdout")
     assert re.fullmatch(r"<[^>]+>\n", said("workflow-notify --from spec-reviewer approval"))
@@ -262,10 +270,7 @@ def test_the_mail_server_page_runs_as_pasted_and_every_message_lands(tmp_path: P
         "(4 workers" in workers and "from spec-writer@workflow.local" in workers and "stopped: 1 delivered" in workers
     )
 
-    def got(role: str) -> list[str]:
-        return sorted(
-            str(parse(f.read_bytes()).event) for f in (tmp_path / f"home/.maildir/workflow/{role}/new").iterdir()
-        )
+    got = functools.partial(_unread, tmp_path)
 
     assert got("spec-reviewer") == ["answer", "question", "review-request"]  # the last two through the servers
     assert got("spec-writer") == ["approval", "clarification-request"]
@@ -277,9 +282,7 @@ def test_the_agentd_page_runs_as_pasted_a_failed_role_paused_told_resumed_and_ru
     lines = [line for body in sections.values() for line in body]
     out = dict(zip(lines, run(lines, tmp_path, _env(tmp_path), timeout=120), strict=True))
 
-    def said(start: str) -> str:
-        (line,) = [line for line in lines if line.startswith(start)]
-        return out[line]
+    said = functools.partial(_said, lines, out)
 
     assert "agentd: not running" in said("agentd status ||") and "(exit 3)" in said("agentd status ||")
     (status,) = [out[line] for line in lines if line.startswith("agentd status ") and "#" in line]
@@ -325,9 +328,7 @@ def test_the_running_roles_page_runs_as_pasted_a_scripted_and_an_api_run(tmp_pat
         out = dict(zip(lines, run(lines, tmp_path, env, timeout=120), strict=True))
         asked = api.requests
 
-    def said(start: str) -> str:
-        (line,) = [line for line in lines if line.startswith(start)]
-        return out[line]
+    said = functools.partial(_said, lines, out)
 
     dry = said("run-role --dry-run")
     assert "[REVIEW REQUEST] user-auth ready for review" in dry and "nothing run, marked or sent" in dry
