@@ -44,8 +44,8 @@ class App:
         history: History | None = None,
     ) -> App:
         """The App of the nearest (or the given) workflow.toml; ``plugins`` are the sections the
-        entry point registers (``bridges.sections.SECTIONS``), ``history`` where committed moves
-        took an artifact from (``artifacts.movers.last_move``): this layer names neither."""
+        entry point registers (``bridges.sections.SECTIONS``), ``history`` where committed moves say
+        an artifact was before (``artifacts.movers.stay``): this layer names neither."""
         return cls(load_config(config_path, mail_root=mail_root, cwd=cwd, plugins=plugins), parent, history)
 
     @cached_property

@@ -118,7 +118,7 @@ class Deliverer:
     ) -> None:
         self.config = config
         self.roster = roster
-        self.history = history  # where committed moves took an artifact from (guardrails.History)
+        self.history = history  # an artifact's past stays, read from git (guardrails.History)
         self.maildirs = maildirs or Maildirs(config.mail_root)
         self.stamps = Stamps()
 

@@ -144,8 +144,8 @@ class ArtifactsExist:
 
 class StateMatches:
     """X-Workflow-State names the folder *every* artifact the message names is in now (a glob
-    judges each file it matches), or was in at the message's Date before a committed move took it
-    on; a review-request names each artifact's current path. An artifact not found, or in two
+    judges each file it matches), or was in when the message says it was written, put there by the
+    sender's own move (``_true_when_written``); a review-request names each artifact's current path. An artifact not found, or in two
     folders, is not judged (``workflow doctor`` reports it)."""
 
     name = "state-matches"
