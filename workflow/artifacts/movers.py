@@ -47,21 +47,14 @@ def last_moves(config: Config, repo: Repo | None = None) -> Movers:
         found = _kept.get(key)
     if found is not None:
         return found
-    sep, end = "\x1f", "\x1e"
-    fmt = f"%ct{sep}%(trailers:key=Workflow-Role,valueonly,separator=%x20){sep}"
-    fmt += f"%(trailers:key=Workflow-Transition,valueonly,separator=%x1d){end}"
     try:
-        out = repo.git("log", f"--format={fmt}", "--grep=^Workflow-Transition: ", head)
+        found_log = _log(repo, "--grep=^Workflow-Transition: ", head)
     except GitError:
         return {}
     moved: dict[tuple[str, str], Moved] = {}
-    for entry in out.split(end):
-        parts = entry.strip("\n").split(sep)
-        if len(parts) != 3 or not parts[0].strip().isdigit():
-            continue
-        when, role, transitions = int(parts[0].strip()), parts[1].strip(), parts[2]
-        for t in transitions.split("\x1d"):
-            _, arrow, dst = t.strip().partition(" -> ")
+    for _, when, role, transitions in found_log:
+        for t in transitions:
+            _, arrow, dst = t.partition(" -> ")
             a = parse_path(dst.strip(), config) if arrow else None
             if a is not None and a.key not in moved:  # newest first: the first seen is the last move
                 moved[a.key] = Moved(role, when, a.state)
@@ -80,34 +73,45 @@ def stay(config: Config, artifact: Artifact, state: str, depth: int = 20) -> Sta
     repo = Repo.find(config)
     if repo is None or repo.head() is None:
         return None
-    sep, end = "\x1f", "\x1e"
-    fmt = f"%H %ct{sep}%(trailers:key=Workflow-Role,valueonly,separator=%x20){sep}"
-    fmt += f"%(trailers:key=Workflow-Transition,valueonly,separator=%x1d){end}"
     spec = f":(glob){repo.to_top(artifact.root)}/*/{artifact.name}"
-    out = repo.git("log", f"-{depth}", f"--format={fmt}", "HEAD", "--", spec, check=False)
+    try:
+        found_log = _log(repo, f"-{depth}", "HEAD", "--", spec)
+    except GitError:
+        return None
     mine = plumbing.ours(config)
     at, left = artifact.state, 0  # walking back: where it was after each commit
-    for entry in out.split(end):
-        parts = entry.strip("\n").split(sep)
-        if len(parts) != 3:
-            continue
-        sha, _, when = parts[0].strip().partition(" ")
-        if sha not in mine or not when.isdigit():
+    for sha, when, role, transitions in found_log:
+        if sha not in mine:
             return None
-        for t in parts[2].split("\x1d"):
-            src, arrow, dst = t.strip().partition(" -> ")
+        for t in transitions:
+            src, arrow, dst = t.partition(" -> ")
             a, b = parse_path(dst.strip(), config), parse_path(src.strip(), config)
             if not arrow or a is None or b is None or a.key != artifact.key:
                 continue
             if a.state != at:
                 return None  # the moves do not chain: something else moved it
             if a.state == state and left:
-                return Stay(int(when), left, parts[1].strip())
+                return Stay(when, left, role)
             if b.state == state:
-                left = int(when)
+                left = when
             at = b.state
             break
     return None
+
+
+def _log(repo: Repo, *args: str) -> list[tuple[str, int, str, list[str]]]:
+    """``git log ARGS``, newest first: each commit's id, time, Workflow-Role and its
+    Workflow-Transition trailers (``FROM -> TO``)."""
+    sep, end = "\x1f", "\x1e"
+    fmt = f"%H %ct{sep}%(trailers:key=Workflow-Role,valueonly,separator=%x20){sep}"
+    fmt += f"%(trailers:key=Workflow-Transition,valueonly,separator=%x1d){end}"
+    out: list[tuple[str, int, str, list[str]]] = []
+    for entry in repo.git("log", f"--format={fmt}", *args).split(end):
+        parts = entry.strip("\n").split(sep)
+        sha, _, when = parts[0].strip().partition(" ")
+        if len(parts) == 3 and when.isdigit():
+            out.append((sha, int(when), parts[1].strip(), [t.strip() for t in parts[2].split("\x1d")]))
+    return out
 
 
 def settled(moved: Moved | None, state: str, claimed_at: int) -> bool:
