@@ -32,7 +32,7 @@ from workflow.agentd.decide import Decide
 from workflow.agentd.launch import Handle, Launcher
 from workflow.agentd.ledger import Ledger, record
 from workflow.agentd.scan import MailScan, Meta
-from workflow.agentd.tasks import Task, Tasks, TaskStatus
+from workflow.agentd.tasks import BRIDGE, MAIL, Task, Tasks, TaskStatus
 from workflow.agentd.told import Told
 from workflow.agents import locks
 from workflow.agents.backends import chosen
@@ -343,24 +343,27 @@ class Agentd:
         try:
             for name in self.roles:
                 boxes, triggers = self.watch_of[name]
-                fresh: list[str] = []
+                fresh: dict[str, list[str]] = {}  # by the bridge address that asked ("": the role's own mail)
+                asks = name in self.app.roster.roles  # a role is asked by a bridge whatever its triggers
                 for m in self.scan.unread(boxes):
-                    if m.event not in triggers or (name, m.mid) in taken or m.root in stopped:
+                    asker = m.sender if asks and self.app.roster.bridge_of(m.sender) else ""
+                    if (m.event not in triggers and not asker) or (name, m.mid) in taken or m.root in stopped:
                         continue
                     if index is None:
                         index = self.app.index()
                     if self._loop(index, m, stopped):
                         continue
-                    fresh.append(m.mid)
-                if fresh:
-                    task, created = self.tasks.enqueue(name, fresh)
-                    taken.update((name, mid) for mid in fresh)
+                    fresh.setdefault(asker, []).append(m.mid)
+                for asker, mids in fresh.items():
+                    task, created = self.tasks.enqueue(name, mids, kind=BRIDGE if asker else MAIL, ref=asker)
+                    taken.update((name, mid) for mid in mids)
                     self.log(
                         "queued" if created else "coalesced",
                         role=name,
                         task=task.id,
-                        mids=fresh,
+                        mids=mids,
                         messages=len(task.mids),
+                        **({"asked_by": asker} if asker else {}),
                     )
         finally:
             if index is not None:
@@ -459,6 +462,8 @@ class Agentd:
         argv += ["--mail-root", str(cfg.mail_root), "run-role", "--with-email"]
         if self.opts.backend:
             argv += ["--backend", self.opts.backend]
+        for mid in t.mids if t.kind == BRIDGE else ():  # one outside conversation's mail, and nothing else
+            argv += ["--message", mid]
         argv.append(t.role)
         env = {**os.environ, RESULT_ENV: str(result), "WORKFLOW_TASK": str(t.id)}
         log = self.runs_dir / f"task-{t.id}.log"

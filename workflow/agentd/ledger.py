@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from workflow.agentd.tasks import MAIL, Task, Tasks, TaskStatus
+from workflow.agentd.tasks import BRIDGE, MAIL, RUN, Task, Tasks, TaskStatus
 from workflow.agents.report import RunReport
 from workflow.app import App
 from workflow.core.config import AgentdConfig
@@ -78,7 +78,7 @@ class Ledger:
         n = self.tasks.failures(t.role, failed=True)
         if report is not None:
             self.budget(t, report)
-        if t.kind != MAIL:  # dead to agentd: its mail never wakes the role; the bridge retries its work
+        if t.kind not in RUN:  # dead to agentd: its mail never wakes the role; the bridge retries its work
             self.tasks.finish(t.id, TaskStatus.FAILED, error, dead=True)
             self.log("failed", role=t.role, task=t.id, error=error[:300], **_kind(t))
         elif t.attempts < self.opts.max_attempts:
@@ -87,12 +87,37 @@ class Ledger:
             self.log("retry", role=t.role, task=t.id, attempt=t.attempts, delay=delay, error=error[:300])
         else:
             self.tasks.finish(t.id, TaskStatus.FAILED, error, dead=True)
-            self.log("dead", role=t.role, task=t.id, attempts=t.attempts, error=error[:300])
+            self.log("dead", role=t.role, task=t.id, attempts=t.attempts, error=error[:300], **_kind(t))
+            if t.kind == BRIDGE:  # the person on the other side of the bridge hears it, from the role
+                self.tell(t, f"{t.role} could not answer ({t.attempts} attempt(s)): {error[:1500]}")
             self.escalate(t, f"{t.role} failed {t.attempts} times and gave up on task {t.id}: {error[:500]}")
         if n >= self.opts.pause_after and t.role not in self.tasks.paused():
             why = f"{n} consecutive failures (pause_after {self.opts.pause_after}); last: {error[:200]}"
             self.tasks.pause(t.role, why)
             self.log("paused", role=t.role, why=why)
+
+    def tell(self, t: Task, details: str) -> None:
+        """A bridge's task given up on: a blocker-report from the role to the bridge address that
+        asked (``t.ref``), in reply to its last mail, so the bridge answers its person."""
+        app = self.app
+        with app.index() as index:
+            rows = index.query(message_ids=list(t.mids)) if t.mids else []
+        last = max(rows, key=lambda r: r.id) if rows else None
+        artifacts = next((r.artifacts for r in rows if r.artifacts), ()) or (f"{app.config.artifact_roots[0]}/*/*",)
+        req = NotifyRequest(
+            "blocker-report",
+            artifacts[:1],
+            (t.ref,),
+            t.role,
+            last.message_id if last is not None else None,
+            {"BLOCKING_DETAILS": details, "CONTEXT": "sent by agentd: the run failed"},
+        )
+        try:
+            c = app.compose(req)
+            c.send(make_transport(app.config, app.deliverer))
+            self.log("told", role=t.role, task=t.id, to=t.ref, message_id=c.message_id)
+        except WorkflowError as e:
+            self.log("tell-failed", role=t.role, task=t.id, to=t.ref, error=str(e)[:300])
 
     def escalation(self, failing: str | None) -> tuple[str, str]:
         """(sender, recipient) of a report about ``failing`` (None: about a thread, not a role).

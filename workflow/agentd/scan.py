@@ -20,6 +20,7 @@ class Meta(NamedTuple):
     event: str | None
     root: str
     artifacts: tuple[str, ...]
+    sender: str = ""  # its From address
 
 
 class MailScan:
@@ -49,7 +50,11 @@ class MailScan:
                     mid = p.message_id or f"{box}/{e.key}"
                     refs = p.references
                     m = self.cache[k] = Meta(
-                        mid, p.event, refs[0] if refs else (p.in_reply_to or mid), tuple(p.artifacts)
+                        mid,
+                        p.event,
+                        refs[0] if refs else (p.in_reply_to or mid),
+                        tuple(p.artifacts),
+                        (p.sender or "").lower(),
                     )
                 out.append(m)
             for k in [k for k in self.cache if k[0] == box and k not in live]:

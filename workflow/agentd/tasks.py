@@ -64,6 +64,8 @@ ADDED = (  # columns newer than the table
     ("ref", "TEXT NOT NULL DEFAULT ''"),
 )
 MAIL = "mail"  # a role's trigger mail, run by agentd itself; other kinds are runs a bridge asked for
+BRIDGE = "bridge"  # a bridge's mail for one outside conversation (``ref``: its address), run on that mail alone
+RUN = (MAIL, BRIDGE)  # the kinds agentd starts runs for
 
 
 class Task(NamedTuple):
@@ -79,7 +81,7 @@ class Task(NamedTuple):
     started: float | None
     error: str
     dead: bool
-    kind: str = MAIL  # mail | slack | reply: what asked for the run
+    kind: str = MAIL  # mail | bridge | slack | reply: what asked for the run
     ref: str = ""  # which of its things (a Slack task, a conversation)
 
 
@@ -134,15 +136,18 @@ class Tasks:
 
     # -- queue
 
-    def enqueue(self, role: str, mids: Iterable[str], now: float | None = None) -> tuple[Task, bool]:
-        """Coalesce into the role's queued task, or queue a new one; (task, created?)."""
+    def enqueue(
+        self, role: str, mids: Iterable[str], now: float | None = None, kind: str = MAIL, ref: str = ""
+    ) -> tuple[Task, bool]:
+        """Coalesce into the role's queued task of the same kind and ref (a bridge's: the same outside
+        conversation), or queue a new one; (task, created?)."""
         now = time.time() if now is None else now
         new = list(dict.fromkeys(mids))
         db = self._tx()
         try:
             row = db.execute(
-                f"SELECT {COLS} FROM task WHERE role=? AND status='queued' AND kind='mail' ORDER BY id LIMIT 1",
-                (role,),
+                f"SELECT {COLS} FROM task WHERE role=? AND status='queued' AND kind=? AND ref=? ORDER BY id LIMIT 1",
+                (role, kind, ref),
             ).fetchone()
             if row is not None:
                 t = _task(row)
@@ -151,8 +156,9 @@ class Tasks:
                 db.execute("COMMIT")
                 return t._replace(mids=tuple(merged)), False
             cur = db.execute(
-                "INSERT INTO task(role, status, mids, created, updated, due) VALUES (?, 'queued', ?, ?, ?, ?)",
-                (role, json.dumps(new), now, now, now),
+                "INSERT INTO task(role, status, mids, created, updated, due, kind, ref) "
+                "VALUES (?, 'queued', ?, ?, ?, ?, ?, ?)",
+                (role, json.dumps(new), now, now, now, kind, ref),
             )
             db.execute("COMMIT")
         except BaseException:
@@ -176,7 +182,7 @@ class Tasks:
                 db.execute("COMMIT")
                 return None
             row = db.execute(
-                f"SELECT {COLS} FROM task WHERE status='queued' AND kind='mail' AND due<=? "
+                f"SELECT {COLS} FROM task WHERE status='queued' AND kind IN ('mail', 'bridge') AND due<=? "
                 "AND (attempts>0 OR updated=created OR updated<=? OR created<=?) "
                 "AND role NOT IN (SELECT role FROM task WHERE status='running') "
                 "AND role NOT IN (SELECT role FROM role_state WHERE paused!='') ORDER BY due, id LIMIT 1",
@@ -234,8 +240,8 @@ class Tasks:
 
     def left_running(self) -> list[Task]:
         """Tasks a crash of agentd left running (their runs may still be at work: adopt or requeue them)."""
-        sql = f"SELECT {COLS} FROM task WHERE status=? AND kind=?"
-        return [_task(r) for r in self.db.execute(sql, (TaskStatus.RUNNING.value, MAIL))]
+        sql = f"SELECT {COLS} FROM task WHERE status=? AND kind IN (?, ?)"
+        return [_task(r) for r in self.db.execute(sql, (TaskStatus.RUNNING.value, *RUN))]
 
     # -- runs a bridge asked for (they run in the bridge's process, through run-role's transaction)
 
@@ -266,12 +272,12 @@ class Tasks:
 
     def forget(self, task_id: int) -> None:
         """Remove a bridge's run that never ran (the role's lock was held by a run from a shell)."""
-        self.db.execute("DELETE FROM task WHERE id=? AND kind!=?", (task_id, MAIL))
+        self.db.execute("DELETE FROM task WHERE id=? AND kind NOT IN (?, ?)", (task_id, *RUN))
 
     def bridged_left(self, alive: Callable[[int], bool]) -> list[Task]:
         """Bridge runs left running by a bridge process that is gone: recorded failed; returned."""
-        sql = f"SELECT {COLS} FROM task WHERE status='running' AND kind!=?"
-        gone = [t for t in map(_task, self.db.execute(sql, (MAIL,))) if not (t.pid and alive(t.pid))]
+        sql = f"SELECT {COLS} FROM task WHERE status='running' AND kind NOT IN (?, ?)"
+        gone = [t for t in map(_task, self.db.execute(sql, RUN)) if not (t.pid and alive(t.pid))]
         for t in gone:
             self.finish(t.id, TaskStatus.FAILED, f"its {t.kind} bridge stopped while it ran")
         return gone

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
-from workflow.agents import locks
+from workflow.agents import asked, locks
 from workflow.agents.backends import Backend, RunInput, RunResult, chosen, make_backend
 from workflow.agents.backends.login import missing
 from workflow.agents.context import build
@@ -259,6 +259,7 @@ class Opts(NamedTuple):
     timeout: float | None
     session: str
     ask: Ask | None
+    asker: str = ""  # the bridge address whose conversation this run answers (``agents.asked``)
 
 
 def _session(app: App, role: Role, transport: Transport, echo: Callable[[str], None], o: Opts) -> Outcome:
@@ -272,18 +273,31 @@ def _session(app: App, role: Role, transport: Transport, echo: Callable[[str], N
     rows = tuple(new_mail(app, role, o.artifact))
     if o.only:
         rows = tuple(r for r in rows if r.message_id in o.only)
+        o = o._replace(asker=asked.asker(app, rows))
+        if o.asker and not o.session:  # the conversation goes on in the role's session for it
+            o = o._replace(session=asked.Sessions(app, role.name).get(o.asker))
+    else:
+        rows = asked.own_mail(app, rows)  # a bridge's conversations run one by one, by --message
     echo(render_inbox(role.name, group(rows), True, resolver.now, domain=app.config.domain).rstrip())
     if not rows and not o.artifact:
         echo(f"{role.name}: nothing to do")
         return Outcome(None, (), ())
     with app.index() as index:
         ctx = build(app, role, index, rows, o.artifact, how=agent.acts if agent else "tools")
+    if o.asker:
+        ctx = ctx._replace(prompt=f"{ctx.prompt.rstrip()}\n\n{asked.section(app, o.asker)}")
     if o.dry_run or agent is None:
         chose = f"as {name} gets it" if agent else "no backend chosen: as a backend with tools gets it"
         echo(f"\n--- context (dry run, {chose}; nothing run, marked or sent) ---\n")
         echo(ctx.prompt)
         return Outcome(None, rows, (), ctx.prompt)
     outcome = _transact(app, role, transport, echo, o, rows, ctx.prompt, name, agent)
+    res = outcome.result
+    if o.asker and o.session and (res is None or not res.ok):  # the session is gone: a new one, same mail
+        why = res.error if res is not None else "nothing ran"
+        echo(f"{role.name}: resuming session {o.session} failed ({why[:300]}); a new run with the whole exchange")
+        o = o._replace(session="")
+        outcome = _transact(app, role, transport, echo, o, rows, ctx.prompt, name, agent)
     known = {r.message_id or r.key for r in rows}
     after = [r for r in new_mail(app, role, None) if (r.message_id or r.key) not in known]
     if after:
@@ -345,6 +359,8 @@ def _transact(
         session=o.session,
     )
     what = f"{len(rows)} message(s)" if o.ask is None else "its bridge's prompt"
+    if o.session:
+        what += f", resuming session {o.session}"
     echo(f"\n{role.name}: running the {name} backend on {what}" + (f" and {o.artifact}" if o.artifact else ""))
     t0 = time.monotonic()
     try:
@@ -357,6 +373,8 @@ def _transact(
                 result = agent.run(job)
         took = time.monotonic() - t0
         result = settled(result, tools) if o.ask is None else answered(result)
+        if o.asker:
+            result = answered(result)
         if tools.cut_short:  # whatever the agent said: what that call did is half done
             result = result._replace(ok=False, error="; ".join(e for e in (result.error, tools.cut_short) if e))
         if took >= limit:  # the backend stopped at the deadline, or finished past it: either way it timed out
@@ -365,6 +383,11 @@ def _transact(
             )
         if result.ok and o.ask is not None:
             result = o.ask.stage(result, RunTransport(app, run))
+        if result.ok and o.asker:  # the answer goes back to the bridge when, and only if, the run commits
+            mid = asked.answer(
+                app, role.name, o.asker, rows, result.summary.strip(), result.session, o.session, RunTransport(app, run)
+            )
+            echo(f"{role.name}: its answer to {o.asker} is {mid}")
     except BaseException as e:  # interrupted (SIGINT, SIGTERM): nothing of the run takes effect
         for line in run.rollback(app, f"interrupted ({type(e).__name__})"):
             echo(f"  {line}")
@@ -379,6 +402,8 @@ def _transact(
             result = result._replace(ok=False, error=f"its artifact edits could not be committed: {e}")
     if result.ok:
         sent += run.commit(app, transport, committing=o.ask.committing if o.ask is not None else None)
+        if o.asker and result.session:
+            asked.Sessions(app, role.name).put(o.asker, result.session)
         echo(f"{role.name}: run succeeded in {took:.1f}s")
     else:
         echo(f"{role.name}: run failed after {took:.1f}s: {result.error}")

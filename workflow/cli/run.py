@@ -66,6 +66,13 @@ def _outcome(outcome: Outcome) -> None:
     default=None,
     help="Script for the scripted backend (default scripted/ROLE.toml).",
 )
+@click.option(
+    "--message",
+    "messages",
+    multiple=True,
+    metavar="MESSAGE-ID",
+    help="With --with-email: only this unread message (repeatable); how a bridge's conversation is run.",
+)
 @via_option
 @click.argument("role")
 @click.argument("artifact", required=False)
@@ -78,6 +85,7 @@ def run_role(
     backend: str | None,
     dry_run: bool,
     script: Path | None,
+    messages: tuple[str, ...],
     via: str,
     role: str,
     artifact: str | None,
@@ -85,7 +93,9 @@ def run_role(
     """Run ROLE once: read its new mail, build the context, run the agent, send what it decided.
 
     With --with-email the role processes its unread mail (blockers first, by thread); with ARTIFACT
-    it processes that artifact (and the mail about it), then exits. Messages handed to the agent are
+    it processes that artifact (and the mail about it), then exits. Mail a bridge sent (a person on
+    Slack, a correspondent by mail) is run one conversation at a time, by --message: the run's
+    finish summary goes back to the bridge as its answer. Messages handed to the agent are
     marked read only when the run succeeds; a failed run leaves them unread for the next one.
     -i starts an interactive terminal session (the only way to run a sync *-writing-helper).
     The backend is --backend, else the role's front matter, else [workflow] backend; there is no
@@ -94,6 +104,7 @@ def run_role(
     \b
     Example:
         run-role --with-email spec-reviewer
+        run-role --with-email --message '<abc@workflow.local>' coordinator
         run-role --with-email --backend anthropic --email-poll-interval 10 implementer specs/todo/user-auth.md
         run-role -i spec-writing-helper user-auth
     """
@@ -148,6 +159,7 @@ def run_role(
             dry_run=dry_run,
             poll_interval=email_poll_interval,
             script=script,
+            only=messages,
         )
     )
 

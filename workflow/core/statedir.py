@@ -180,6 +180,12 @@ class StateDir:
         return self.outbox / "failed"
 
     @property
+    def sessions(self) -> Path:
+        """Each role's agent session per outside conversation (``agents.asked``): the next run on
+        that conversation resumes it."""
+        return self.root / "sessions"
+
+    @property
     def conversations(self) -> Path:
         """The reply loop's conversations with outside correspondents."""
         return self.root / "conversations"

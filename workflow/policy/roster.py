@@ -7,6 +7,8 @@ Address kinds (domain from config):
   internal    ``spec-reviewer-panel-internal@``      → panel members only; only members may send
               ``spec-writer-panel-internal@``
   discussion  ``spec-discussion@``                   → both panels of the kind (or the solo roles)
+  bridge      ``slack@``, ``slack+TAG@``             → mailbox ``bridge-slack`` (a configured bridge's own:
+              one address per outside conversation, TAG naming it; only the owner sends as one)
   external    anything outside the domain            → an outbound bridge, or refused
 The table is data: ``workflow roster`` prints it, ``workflow route ADDRESS`` explains one match.
 """
@@ -14,6 +16,7 @@ The table is data: ``workflow roster`` prints it, ``workflow route ADDRESS`` exp
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Mapping
 from typing import NamedTuple
 
@@ -31,6 +34,12 @@ from workflow.core.errors import RosterError
 from workflow.policy.roles import Role, load_roles
 
 OUTBOUND_SPOOL = "bridge-outbound"
+BRIDGE_TAG = re.compile(r"^[a-z0-9][a-z0-9._-]{0,47}$")
+
+
+def bridge_mailbox(name: str) -> str:
+    """The mailbox a bridge's addresses deliver into (``bridge-slack``)."""
+    return f"bridge-{name}"
 
 
 class Route(NamedTuple):
@@ -68,9 +77,15 @@ class Roster:
     """Roles and panels resolved into addresses; built once at the entry point."""
 
     def __init__(
-        self, domain: str, roles: Mapping[str, Role], panels: tuple[PanelConfig, ...], outbound: str | None = None
+        self,
+        domain: str,
+        roles: Mapping[str, Role],
+        panels: tuple[PanelConfig, ...],
+        outbound: str | None = None,
+        bridges: tuple[str, ...] = (),
     ) -> None:
         self.domain = domain
+        self.bridges = bridges  # the configured bridges: each has its addresses and its mailbox
         self.outbound = outbound  # a spool mailbox for mail leaving the domain (an outbound bridge's)
         self.roles = roles
         self.panels = {p.name: p for p in panels}
@@ -79,13 +94,14 @@ class Roster:
             for mb in p.mailboxes:
                 self.members[mb] = p
         clash = set(self.roles) & (set(self.panels) | set(self.members))
+        clash |= {*self.roles, *self.panels, *self.members} & {*bridges, *map(bridge_mailbox, bridges)}
         if clash:
             raise RosterError(f"names used both by a role and a panel: {', '.join(sorted(clash))}")
 
     @classmethod
     def load(cls, config: Config) -> Roster:
         outbound = OUTBOUND_SPOOL if outbound_bridge(config) else None
-        return cls(config.domain, load_roles(config), config.panels, outbound)
+        return cls(config.domain, load_roles(config), config.panels, outbound, tuple(config.bridges))
 
     # ------------------------------------------------------------------ names
 
@@ -97,6 +113,17 @@ class Roster:
             return local, dom
         return a, self.domain
 
+    def bridge_of(self, address: str) -> str:
+        """The bridge an address (or a bare local part) of this domain belongs to ("" for none):
+        ``slack`` for ``slack@`` and ``slack+c1-100-1@``."""
+        local, dom = self.local_part(address)
+        if dom != self.domain:
+            return ""
+        name, plus, tag = local.partition("+")
+        if name in self.bridges and (not plus or BRIDGE_TAG.match(tag)):
+            return name
+        return ""
+
     def address(self, name: str) -> str:
         local, dom = self.local_part(name)
         return f"{local}@{dom}"
@@ -106,7 +133,7 @@ class Roster:
         return sorted([r.name for r in self.roles.values() if r.takes_mail] + list(self.panels) + list(self.members))
 
     def known_locals(self) -> list[str]:
-        names = set(self.identities())
+        names = set(self.identities()) | set(self.bridges)
         for p in self.panels.values():
             names.add(internal_address(p.name))
             names.add(discussion_address(p.artifact_kind))
@@ -195,6 +222,8 @@ class Roster:
             if not self.roles[local].takes_mail:
                 raise RosterError(f"role {local} is a sync helper role: it never sends or reads mail")
             return local
+        if self.bridge_of(local):
+            return local  # the owner's bridge, for one outside conversation
         return local if local in self.panels or local in self.members else None
 
     def sender(self, address: str) -> str:
@@ -213,6 +242,9 @@ class Roster:
             return self.panels[identity].mailboxes
         if identity in self.roles or identity in self.members:
             return (identity,)
+        bridge = self.bridge_of(identity)
+        if bridge:
+            return (bridge_mailbox(bridge),)
         raise RosterError(f"unknown role {identity!r}{self.suggest_names(identity)}")
 
     def view(self, identity: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -249,6 +281,10 @@ class Roster:
             return Route(
                 addr, "panel", p.mailboxes, f"panel {p.name} ({p.kind}) → each member: " + ", ".join(p.mailboxes)
             )
+        bridge = self.bridge_of(addr)
+        if bridge:
+            box = bridge_mailbox(bridge)
+            return Route(addr, "bridge", (box,), f"the {bridge} bridge → mailbox {box}/ (back to the outside)")
         internal_of = parse_internal(local)
         if internal_of:
             panel = self.panels.get(internal_of)
