@@ -13,7 +13,7 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from workflow.agentd.tasks import Task, Tasks, TaskStatus
-from workflow.agents import locks
+from workflow.agents import locks, spend
 from workflow.agents.report import read as read_report
 from workflow.app import App
 from workflow.mail.inbox import select
@@ -107,7 +107,7 @@ def status(app: App) -> DaemonStatus:
         failed = tasks.list((TaskStatus.FAILED,), 10)
         done = tasks.list((TaskStatus.COMPLETED,), 10)
         paused = tasks.paused()
-        usage = tasks.usage_today()
+        usage = {**tasks.usage_today(), **spend.today(app.config.state)}
         cost = tasks.cost_today()
         members = tasks.members_today()
         stopped = tasks.stopped()

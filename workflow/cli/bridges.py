@@ -100,7 +100,7 @@ def bridge_rebuild(conversation: Path) -> None:
     "replay_file",
     type=click.Path(exists=True, dir_okay=False),
     default=None,
-    help="Feed recorded event payloads (JSON array or JSON lines) through the same path, run them, exit.",
+    help="Feed recorded event payloads (JSON array or JSON lines) through the same path, post the answers already in, exit.",
 )
 @click.option(
     "--port",
@@ -116,12 +116,13 @@ def bridge_rebuild(conversation: Path) -> None:
 )
 @click.pass_context
 def bridge_slack(ctx: click.Context, replay_file: str | None, port: int | None, mode: str | None) -> None:
-    """The Slack inbox agent (Bolt for Python): events in the watched channel become classified
-    tasks, tasks become workflow mail run through run-role, results go back to the thread as
-    Block Kit messages with status reactions.
+    """The Slack inbox agent (Bolt for Python): requests in the watched channel are classified
+    and become question mail to a role, From the thread's own address; agentd runs the role
+    (run agentd too: `workflow up`), and its answer goes back to the thread as a Block Kit
+    message with a status reaction. Todos are answered at once, from a local list.
 
     Configured under [bridges.slack] (bot_token_env, app_token_env or signing_secret_env,
-    channel, roles, timeouts…; see docs/bridges.md).
+    channel, roles…; see docs/bridges.md); how long a role may take is [agentd] role_timeouts.
 
     \b
     Example:

@@ -241,9 +241,11 @@ class Fixed:
 class Section(Generic[T]):
     """A table's shape: the NamedTuple it becomes, each field's spec read off its annotation."""
 
-    __slots__ = ("fixed", "specs", "type")
+    __slots__ = ("fixed", "moved", "specs", "type")
 
-    def __init__(self, type: type[T]) -> None:
+    def __init__(self, type: type[T], moved: Mapping[str, str] | None = None) -> None:
+        """``moved``: keys this table had once, each with where its setting lives now (refused
+        with that hint, not as a typo)."""
         hints = type.__annotations__
         if any(isinstance(h, (str, ForwardRef)) for h in hints.values()):  # postponed annotations
             hints = get_type_hints(type, include_extras=True)
@@ -254,6 +256,7 @@ class Section(Generic[T]):
                 raise TypeError(f"{type.__name__}.{field}: declare it as Annotated[type, Spec] (schema)")
             specs[field] = spec
         self.type = type
+        self.moved: Mapping[str, str] = MappingProxyType(dict(moved or {}))
         self.fixed = frozenset(k for k, v in specs.items() if isinstance(v, Fixed))
         self.specs: Mapping[str, Spec] = MappingProxyType({k: v for k, v in specs.items() if k not in self.fixed})
 
@@ -305,6 +308,8 @@ def read(file: str, name: str, table: object, section: Section[T], /, **fixed: A
     values: dict[str, Any] = {}
     for key, value in table.items():
         spec = section.specs.get(key)
+        if spec is None and key in section.moved:
+            raise ConfigError(f"{where(file, name, key)}: no longer a key here; {section.moved[key]}")
         if spec is None or key in fixed:
             raise ConfigError(
                 f"{where(file, name, key)}: unknown key{suggest(key, known)}; expected one of {', '.join(known)}"

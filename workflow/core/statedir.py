@@ -113,6 +113,11 @@ class StateDir:
         return self.root / "panels.sqlite"
 
     @property
+    def spend(self) -> Path:
+        """The tokens the bridges' own model calls (their classifiers) spent, per account and day."""
+        return self.root / "spend.sqlite"
+
+    @property
     def slack(self) -> Path:
         """The Slack bridge's events, tasks and todo list."""
         return self.root / "slack.sqlite"

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from workflow.agentd import bridged
+from workflow.agents import spend
 from workflow.app import App
 from workflow.bridges.gmail import conversation, replyloop
 from workflow.bridges.gmail.agents import Agent, Context, Result
@@ -143,13 +143,13 @@ def cycle(app: App, s: GmailConfig, say: Callable[[str], None], dry_run: bool = 
             p = parse(f.raw)
             label = next((lb for lb in f.labels if lb in LABELS), None)
             if label is None and s.classify:
-                why = bridged.spent(app, CLASSIFIER)
+                why = spend.spent(app, CLASSIFIER)
                 text = body_text(f.raw, p)
                 if why:
                     c = by_keywords(p.subject or "", text, p.sender or "", why)
                 else:
                     c = classify(p.subject or "", text, p.sender or "", s.model)
-                    bridged.book(app, CLASSIFIER, c.usage)
+                    spend.book(app, CLASSIFIER, c.usage)
                 label = c.label
                 echo = echo_of_forward(p, s.agents.todo_forwarder.email, app.config.domain)
                 if label == TODO and echo is not None:

@@ -1,44 +1,48 @@
-"""Slack bridge: Slack requests become classified tasks; tasks run as workflow mail; results go back.
+"""Slack bridge: Slack requests in as workflow mail; the roles' answers back to their threads.
 
-A new message is classified (``intents``) into a task (``queue``): ``pending`` when it needs a
+A new message is classified (``intents``) into a task (``store``): ``pending`` when it needs a
 clarifying answer (asked in the thread; the user's reply queues it; a thumbs-down rejects it),
-else ``queued``. Workers claim tasks, at most ``max_concurrent`` at once. todo / todo_check /
-todo_complete use a local todo list; every other intent becomes a ``question`` from the default
-sender to the intent's role and runs through run-role within the intent's timeout; the
-classification and the result go back to the thread as Block Kit (``report``). A reply in a
-finished task's thread resumes the task's agent session when the backend can, else runs anew with
-the earlier exchange as context. Only the configured channel is watched (``watching``).
-Reactions show status: eyes running, white_check_mark done, x failed, bell waiting, memo todo
-created, fast_forward skipped. Web API calls go through slack_sdk's WebClient (429s honoured).
+else ``queued``. todo / todo_check / todo_complete are answered at once from a local todo list
+(``todos``). Every other intent becomes a ``question`` mail to the intent's role, From the
+thread's own address (``slack+<channel>-<thread_ts>@``): agentd runs the role as for any mail,
+on that thread's mail alone, with ``[agentd]``'s timeouts, retries and budgets. The answer — or,
+once agentd gives up, its blocker-report — arrives in the bridge's mailbox (``bridges.answers``),
+and the loop posts it to the thread as Block Kit (``report``) with its reaction. A follow-up in
+a finished thread is a new question from the same address: the role's agent session for the
+thread goes on (``agents.asked``), and the question carries the earlier exchange for when it
+cannot. Only the configured channel is watched (``watching``). Reactions show status: eyes
+asked, white_check_mark done, x failed, bell waiting, memo todo created, fast_forward skipped.
+Each side effect is recorded before it is done (``store``), so nothing is sent or posted twice.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
 import queue
+import re
 import threading
-import time
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
-from workflow.agentd import bridged
-from workflow.agentd.tasks import TaskStatus
-from workflow.agents.runrole import Outcome, run_role
+from workflow.agents import spend
 from workflow.app import App
+from workflow.bridges import answers
 from workflow.bridges.slack import report, todos
-from workflow.bridges.slack.intents import INTENTS, Intent, by_keywords, classify, failed, waiting
-from workflow.bridges.slack.queue import SlackTask, TaskQueue, Where
+from workflow.bridges.slack.intents import Intent, by_keywords, classify, failed, waiting
 from workflow.bridges.slack.settings import SlackConfig
+from workflow.bridges.slack.store import OPEN, SlackStore, SlackTask, Status, Where
 from workflow.bridges.slack.todos import TODO_INTENTS
 from workflow.core.errors import ConfigError
-from workflow.core.schema import suggest
 from workflow.delivery.notify import NotifyRequest
 from workflow.delivery.transport import make_transport
+from workflow.policy.roster import BRIDGE_TAG
 
+NAME = "slack"
 CLASSIFIER = "slack-classifier"  # the account the classifier's tokens are booked against
-OPEN = (TaskStatus.PENDING, TaskStatus.QUEUED, TaskStatus.WAITING)
+POLL = 0.25  # seconds between looks at the bridge's mailbox when nothing else wakes the loop
 
 
 class SlackKeys(NamedTuple):
@@ -53,7 +57,8 @@ def configured(
     app: App, env: Mapping[str, str] | None = None, mode: str | None = None, receiving: bool = True
 ) -> tuple[SlackConfig, SlackKeys]:
     """``[bridges.slack]`` (its ``mode`` overridden when given) and its secrets; refuses when a
-    role or an intent is unknown, or (``receiving``: not a replay) the mode's secret is missing."""
+    role is unknown or agentd would not run it, or (``receiving``: not a replay) the mode's secret
+    is missing."""
     env = os.environ if env is None else env
     s = app.config.section(SlackConfig)
     if s is None:
@@ -62,13 +67,13 @@ def configured(
         )
     if mode is not None:
         s = s._replace(mode=mode)
+    watched = app.config.agentd.roles
     for role in {s.default_role, *s.roles.values()}:
         app.roster.sender(role)
-    for intent in s.timeouts:
-        if intent not in INTENTS:
+        if watched and role not in watched:
             raise ConfigError(
-                f"{app.config.file}: [bridges.slack] timeouts: unknown intent {intent!r}{suggest(intent, list(INTENTS))}; "
-                f"intents: {', '.join(INTENTS)}"
+                f"{app.config.file}: [bridges.slack] asks {role}, which [agentd] roles does not list, "
+                f"so nothing would answer; add it there ({', '.join(watched)})"
             )
     keys = SlackKeys(env.get(s.signing_secret_env, ""), env.get(s.bot_token_env, ""), env.get(s.app_token_env, ""))
     if receiving and s.mode == "socket" and not keys.app_token:
@@ -81,8 +86,16 @@ def configured(
     return s, keys
 
 
+def thread_address(where: Where) -> str:
+    """The bridge address of a Slack thread (its local part): ``slack+c1-100-1``."""
+    tag = re.sub(r"[^a-z0-9-]+", "-", f"{where.channel}-{where.thread_ts}".lower()).strip("-")[:48]
+    if not BRIDGE_TAG.match(tag):  # no channel or ts of Slack's shape: a name of the same thread all the same
+        tag = hashlib.sha256(f"{where.channel}\0{where.thread_ts}".encode()).hexdigest()[:16]
+    return f"{NAME}+{tag}"
+
+
 class Bridge:
-    """The bridge's state: config, queue, Slack client, the worker threads."""
+    """The bridge's state: config, store, Slack client, the events the receiver queued."""
 
     def __init__(self, app: App, s: SlackConfig, keys: SlackKeys, say: Callable[[str], None]) -> None:
         # lazy: start-up time (slack_sdk costs ~85 ms); only the bridge talks to Slack
@@ -90,16 +103,16 @@ class Bridge:
         from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler
 
         self.app, self.s, self.keys, self.say = app, s, keys, say
-        self.store = TaskQueue(app.config.state.slack)
+        self.store = SlackStore(app.config.state.slack)
         self.client = WebClient(
             token=keys.bot_token,
             base_url=s.api_base_url,
             retry_handlers=[RateLimitErrorRetryHandler(max_retry_count=3)],
         )
+        self.transport = make_transport(app.config, app.deliverer)
         self.events: queue.Queue[dict[str, Any] | None] = queue.Queue()
         self.wake = threading.Event()
         self.stopping = threading.Event()
-        self.active: set[int] = set()
         self.channel_names: dict[str, str] = {}  # channel id → name, as conversations.info said
 
     # -- Slack calls (failures are logged, never fatal)
@@ -112,9 +125,7 @@ class Bridge:
         except (SlackApiError, OSError) as e:
             self.say(f"slack {method} failed: {e}")
 
-    def react(self, where: Where, name: str, remove: str | None = None) -> None:
-        if remove:
-            self.api("reactions_remove", channel=where.channel, timestamp=where.ts, name=remove)
+    def react(self, where: Where, name: str) -> None:
         self.api("reactions_add", channel=where.channel, timestamp=where.ts, name=name)
 
     def post(self, where: Where, text: str, blocks: list[dict[str, Any]] | None = None) -> None:
@@ -123,25 +134,30 @@ class Bridge:
         self.api("chat_postMessage", channel=where.channel, thread_ts=where.thread_ts, text=text, **extra)
 
     def mark(self, t: SlackTask, name: str, remove: str | None = None) -> None:
-        """A task's status reaction, put once however often the task is retried or recovered."""
+        """A task's status reaction, put once however often its answer is handed over."""
         if remove and self.store.record(t.id, "unreact", remove):
             self.api("reactions_remove", channel=t.channel, timestamp=t.ts, name=remove)
         if self.store.record(t.id, "react", name):
             self.api("reactions_add", channel=t.channel, timestamp=t.ts, name=name)
 
+    def tell(self, t: SlackTask, what: str, text: str, blocks: list[dict[str, Any]] | None = None) -> None:
+        """Post ``what`` (a step's name: "result") to the task's thread once."""
+        if self.store.record(t.id, "post", what):
+            self.post(t.where, text, blocks)
+
     def role_for(self, intent: str) -> str:
-        """The role a task of this intent runs as ("" for the todo intents, which run none)."""
+        """The role a task of this intent asks ("" for the todo intents, which ask none)."""
         return "" if intent in TODO_INTENTS else self.s.roles.get(intent, self.s.default_role)
 
     # -- events
 
     def classify(self, text: str) -> Intent:
         """The request's intent; the model's tokens are booked against ``slack-classifier``'s budget."""
-        why = bridged.spent(self.app, CLASSIFIER)
+        why = spend.spent(self.app, CLASSIFIER)
         if why:
             return by_keywords(text, why)
         it = classify(text, self.s.model)
-        bridged.book(self.app, CLASSIFIER, it.usage)
+        spend.book(self.app, CLASSIFIER, it.usage)
         return it
 
     def receive(self, payload: dict[str, Any], retry: str | None = None) -> bool:
@@ -192,195 +208,150 @@ class Bridge:
             for t in self.store.by_thread(ts):
                 if t.ts == ts and t.status in OPEN:
                     self.post(t.where, "Rejected: I will not run this.")
-                    self.store.set(t.id, status=TaskStatus.REJECTED)
+                    self.store.set(t.id, status=Status.REJECTED)
                     self.say(f"task {t.id} rejected by a thumbs-down")
 
     def message(self, ev: dict[str, Any]) -> None:
         text, user = ev.get("text", ""), ev.get("user", "")
         ts = ev.get("ts", "")
         where = Where(ev.get("channel", ""), ts, ev.get("thread_ts") or ts)
-        if where.thread_ts != ts:
-            earlier = self.store.by_thread(where.thread_ts)
-            if earlier:
-                last = earlier[-1]
-                if last.status == TaskStatus.PENDING:
-                    self.store.set(last.id, prompt=f"{last.prompt}\n\nThe user adds: {text}", status=TaskStatus.QUEUED)
-                    self.say(f"task {last.id}: clarified, queued")
-                    self.wake.set()
-                    return
-                if last.status in (TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.WAITING):
-                    history = "\n".join(f"Request: {t.text}\nResult: {t.result[-1500:]}" for t in earlier)
-                    it = self.classify(text)
-                    it = it._replace(
-                        execution_prompt=f"Earlier in this thread:\n{history}\n\nFollow-up: {text}",
-                        clarify_question=None,
-                    )
-                    resume = next((t.session for t in reversed(earlier) if t.session), "")
-                    role = next((t.role for t in reversed(earlier) if t.session), "") or self.role_for(it.intent)
-                    tid = self.store.add(where, user, text, it, TaskStatus.QUEUED, role, resume=resume)
-                    self.say(
-                        f"task {tid}: follow-up in thread {where.thread_ts}"
-                        + (f", resuming session {resume}" if resume else "")
-                    )
-                    self.wake.set()
-                    return
+        if where.thread_ts != ts and self.follow_up(where, user, text):
+            return
         if not text.strip():
             self.react(where, "fast_forward")  # nothing to do: skipped
             self.say(f"message {ts} has no text; skipped")
             return
         it = self.classify(text)
-        status = TaskStatus.PENDING if it.clarify_question else TaskStatus.QUEUED
+        status = Status.PENDING if it.clarify_question else Status.QUEUED
         role = self.role_for(it.intent)
-        if status == TaskStatus.PENDING:  # ask in the thread first: whoever sees the task pending sees the question
+        if status == Status.PENDING:  # ask in the thread first: whoever sees the task pending sees the question
             self.react(where, "bell")
         if it.intent not in TODO_INTENTS:  # how it was understood (todo intents answer at once)
             self.post(where, *report.classification(it.summary, it.intent, str(status), role, it.clarify_question))
         tid = self.store.add(where, user, text, it, status, role)
-        if status == TaskStatus.PENDING:
-            self.store.record(tid, "react", "bell")
         self.say(f"task {tid}: {it.intent} ({it.method}) {status}: {it.summary}")
-        self.wake.set()
+        if status == Status.PENDING:
+            self.store.record(tid, "react", "bell")
+        elif it.intent in TODO_INTENTS:
+            self.todo(tid)
+        else:
+            self.ask(tid)
+
+    def follow_up(self, where: Where, user: str, text: str) -> bool:
+        """A reply in a thread the bridge knows: a clarification of its pending task, or a follow-up
+        of a finished one (asked of the same role, with the earlier exchange). False: neither."""
+        earlier = self.store.by_thread(where.thread_ts)
+        if not earlier:
+            return False
+        last = earlier[-1]
+        if last.status == Status.PENDING:
+            self.store.set(last.id, prompt=f"{last.prompt}\n\nThe user adds: {text}", status=Status.QUEUED)
+            self.say(f"task {last.id}: clarified, queued")
+            self.ask(last.id)
+            return True
+        if last.status not in (Status.COMPLETED, Status.FAILED, Status.WAITING):
+            return False
+        history = "\n".join(f"Request: {t.text}\nResult: {t.result[-1500:]}" for t in earlier)
+        it = self.classify(text)
+        it = it._replace(execution_prompt=f"Earlier in this thread:\n{history}\n\nFollow-up: {text}", clarify_question=None)
+        role = next((t.role for t in reversed(earlier) if t.role), "") or self.role_for(it.intent)
+        if it.intent in TODO_INTENTS:
+            role = ""
+        tid = self.store.add(where, user, text, it, Status.QUEUED, role)
+        self.say(f"task {tid}: follow-up in thread {where.thread_ts}")
+        if role:
+            self.ask(tid)
+        else:
+            self.todo(tid)
+        return True
 
     # -- work
 
-    def work_once(self) -> bool:
-        """Start what may start; True when something was started."""
-        tid = self.store.claim(self.s.max_concurrent)
-        if tid is None:
-            return False
-        self.active.add(tid)
-        threading.Thread(target=self.execute, args=(tid,), daemon=True, name=f"slack-task-{tid}").start()
-        return True
-
-    def execute(self, tid: int) -> None:
+    def todo(self, tid: int) -> None:
         t = self.store.get(tid)
-        try:
-            if t is None:
-                return
-            self.mark(t, "eyes")
-            if t.intent in TODO_INTENTS:
-                self.todo(t)
-                return
-            self.run_role(t)
-        except Exception as e:
-            if t is not None:
-                self.mark(t, "x", remove="eyes")
-                self.post(t.where, f"Failed: {e}")
-            self.store.set(tid, status=TaskStatus.FAILED, result=f"internal error: {e}")
-        finally:
-            self.active.discard(tid)
-            self.wake.set()
-
-    def todo(self, t: SlackTask) -> None:
+        assert t is not None
+        self.mark(t, "eyes")
         result, reaction = todos.handle(self.store, t.intent, t.text)
         self.mark(t, reaction, remove="eyes")
-        self.post(t.where, result)
-        self.store.set(t.id, status=TaskStatus.COMPLETED, result=result)
+        self.tell(t, "result", result)
+        self.store.set(t.id, status=Status.COMPLETED, result=result)
 
-    def question(
-        self, t: SlackTask, role: str, kind: str = "mail", text: str | None = None
-    ) -> tuple[str, bytes, str, tuple[str, ...]]:
-        """The task's question mail to its role (``text``, default its prompt): composed and recorded
-        the first time (as step ``kind``), the same bytes after a retry or a crash (sending them
-        again is harmless: a Message-ID is stored once)."""
-        recorded = self.store.done(t.id, kind)
+    def question(self, t: SlackTask) -> tuple[str, bytes, str, tuple[str, ...]]:
+        """The task's question mail to its role: composed and recorded the first time, the same
+        bytes after a crash (sending them again is harmless: a Message-ID is stored once)."""
+        recorded = self.store.done(t.id, "question")
         if recorded:
             d = json.loads(recorded[0])
             return str(d["mid"]), base64.b64decode(d["raw"]), str(d["sender"]), tuple(d["to"])
         req = NotifyRequest(
             "question",
             (self.s.artifact,),
-            (role,),
-            self.app.config.default_sender,
+            (t.role,),
+            thread_address(t.where),
             None,
-            {"QUESTION": t.prompt if text is None else text, "CONTEXT": f"From Slack ({t.intent}): {t.summary}"},
+            {"QUESTION": t.prompt, "CONTEXT": f"From Slack ({t.intent}): {t.summary}"},
         )
         c = self.app.compose(req)
-        self.store.record(
-            t.id,
-            kind,
-            json.dumps(
-                {
-                    "mid": c.message_id,
-                    "raw": base64.b64encode(c.raw).decode(),
-                    "sender": c.sender_address,
-                    "to": list(c.recipients),
-                }
-            ),
-        )
+        d = {"mid": c.message_id, "raw": base64.b64encode(c.raw).decode(), "sender": c.sender_address}
+        self.store.record(t.id, "question", json.dumps({**d, "to": list(c.recipients)}))
         return c.message_id, c.raw, c.sender_address, c.recipients
 
-    def timeout_for(self, intent: str) -> float | None:
-        """How long a task of this intent may run: ``timeouts[intent]``, else ``timeout``, else
-        (None) the role's own run timeout."""
-        return self.s.timeouts.get(intent) or self.s.timeout or None
+    def ask(self, tid: int) -> None:
+        """Send the task's question to its role (agentd runs it); once, across crashes."""
+        t = self.store.get(tid)
+        assert t is not None
+        mid, raw, sender, to = self.question(t)
+        self.store.set(t.id, asked=mid)
+        self.transport.send(raw, sender, to)
+        self.store.record(t.id, "sent", mid)
+        self.mark(t, "eyes")
+        self.say(f"task {t.id}: asked {t.role} ({mid}) from {sender}")
 
-    def attempt(self, t: SlackTask, role: str, kind: str, text: str | None, session: str) -> tuple[Outcome, str]:
-        """One run of the task's role on its question (``kind``: which recorded question mail)."""
-        transport = make_transport(self.app.config, self.app.deliverer)
-        mid, raw, sender, to = self.question(t, role, kind, text)
-        lines: list[str] = []
+    def resend(self) -> int:
+        """Send again the questions a crash left recorded but not sent; how many."""
+        n = 0
+        for t in self.store.in_status(Status.QUEUED):
+            if t.role and self.store.done(t.id, "question") and not self.store.done(t.id, "sent"):
+                self.ask(t.id)
+                n += 1
+        return n
 
-        def go() -> Outcome:  # sent once the run is on agentd's books: agentd never wakes the role for it
-            transport.send(raw, sender, to)
-            return run_role(
-                self.app,
-                role,
-                transport=transport,
-                echo=lines.append,
-                backend=self.s.backend or None,
-                only=[mid],  # this task's question, not the role's other mail
-                timeout=self.timeout_for(t.intent),
-                session=session,
-            )
+    def answered(self) -> int:
+        """Post every answer waiting in the bridge's mailbox to its thread; how many."""
+        n = 0
+        for a in answers.waiting(self.app, NAME):
+            t = self.store.by_question(a.in_reply_to) if a.in_reply_to else None
+            if t is None:
+                self.say(f"{a.event or 'mail'} from {a.sender} answers no task ({a.in_reply_to or 'no In-Reply-To'}); read")
+            elif t.status != Status.QUEUED:
+                self.say(f"task {t.id} is {t.status}: the {a.event} from {a.sender} is not posted")
+            else:
+                self.finish(t, a)
+                n += 1
+            answers.done(self.app, a)
+        return n
 
-        done = bridged.run(
-            self.app,
-            "slack",
-            str(t.id),
-            role,
-            go,
-            mids=[mid],
-            say=lambda line: self.say(f"task {t.id}: {line}"),
-        )
-        outcome = done.outcome or Outcome(None, (), (), busy=done.waits)  # paused or running: it waits
-        return outcome, "\n".join(lines)
-
-    def run_role(self, t: SlackTask) -> None:
-        role = t.role or self.role_for(t.intent)
-        if t.resume:  # a follow-up: the earlier session goes on with just the new message
-            outcome, log = self.attempt(t, role, "mail-resume", t.text, t.resume)
-            res = outcome.result
-            if not outcome.busy and (res is None or not res.ok):
-                why = res.error if res is not None else "nothing ran"
-                self.say(
-                    f"task {t.id}: resuming session {t.resume} failed ({why}); a new run with the earlier exchange"
-                )
-                outcome, log = self.attempt(t, role, "mail", None, "")
-        else:
-            outcome, log = self.attempt(t, role, "mail", None, "")
-        if outcome.busy:  # another run holds the role: wait, quietly (nothing is sent again)
-            self.store.set(t.id, status=TaskStatus.QUEUED, due=time.time() + 2.0)
-            self.say(f"task {t.id}: {role} is busy; it waits its turn")
-            return
-        res = outcome.result
-        output = (res.summary if res else log) or log
-        if res is not None and res.session:
-            self.store.set(t.id, session=res.session)
-        # Slack first, then the status: whoever watches the status sees the thread already answered.
-        if res is None or not res.ok or failed(output):
-            why = res.error if res is not None and not res.ok else output[-500:]
-            self.mark(t, "x", remove="eyes")
-            self.post(t.where, *report.result(t.summary, t.intent, "failed", why, role))
-            self.store.set(t.id, status=TaskStatus.FAILED, result=output or why)
+    def finish(self, t: SlackTask, a: answers.Answer) -> None:
+        """A task's answer, posted to its thread: failed, waiting (it asks back) or completed."""
+        output, role = a.text, t.role
+        if a.session:
+            self.store.set(t.id, session=a.session, resume=a.resumed)
+        if a.failed or failed(output):
+            status, reaction, why = Status.FAILED, "x", output[-500:]
         elif waiting(output):
-            self.mark(t, "bell", remove="eyes")
-            self.post(t.where, *report.result(t.summary, t.intent, "waiting", output, role))
-            self.store.set(t.id, status=TaskStatus.WAITING, result=output)
+            status, reaction, why = Status.WAITING, "bell", output
         else:
-            self.mark(t, "white_check_mark", remove="eyes")
-            self.post(t.where, *report.result(t.summary, t.intent, "completed", output, role))
-            self.store.set(t.id, status=TaskStatus.COMPLETED, result=output)
+            status, reaction, why = Status.COMPLETED, "white_check_mark", output
+        # Slack first, then the status: whoever watches the status sees the thread already answered.
+        self.mark(t, reaction, remove="eyes")
+        self.tell(t, "result", *report.result(t.summary, t.intent, str(status), why, role))
+        self.store.set(t.id, status=status, result=output)
+        for other in self.store.by_thread(t.thread_ts):  # asked before and answered together (one run)
+            if other.id < t.id and other.status == Status.QUEUED and other.role == role:
+                self.mark(other, reaction, remove="eyes")
+                self.store.set(other.id, status=status, result=f"answered with task {t.id}")
+        resumed = f", resuming session {a.resumed}" if a.resumed else ""
+        self.say(f"task {t.id}: {status} by {a.sender}" + (f" in session {a.session}{resumed}" if a.session else ""))
 
     def handle_queued(self) -> None:
         """Handle every event the receiver has queued."""
@@ -396,22 +367,24 @@ class Bridge:
             except Exception as e:  # an event of a shape nobody expected: one line, and the bridge goes on
                 self.say(f"event {payload.get('event_id', '?')} not handled: {type(e).__name__}: {e}")
 
+    def start(self) -> None:
+        """What a crash left half done: questions recorded but not sent."""
+        n = self.resend()
+        if n:
+            self.say(f"{n} question(s) a crash left unsent are sent again")
+
     def loop(self) -> None:
-        """Dispatch queued work until stopping, and process queued events."""
+        """Handle queued events and post the answers that came, until stopping."""
+        self.start()
         while not self.stopping.is_set():
             self.handle_queued()
-            while self.work_once():
-                pass
-            self.wake.wait(0.5)
+            self.answered()
+            self.wake.wait(POLL)
             self.wake.clear()
 
-    def drain(self, timeout: float = 300.0) -> None:
-        """Handle every queued event and run until no task is queued or running (replay, tests)."""
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            self.handle_queued()
-            started = self.work_once()
-            c = self.store.counts()
-            if not started and not self.active and not c.get("queued") and not c.get("running"):
-                return
-            time.sleep(0.05)
+    def drain(self) -> None:
+        """Handle every queued event and post the answers already here (replay, tests); the
+        questions it asks are answered later, by agentd, and posted by the next run of the bridge."""
+        self.start()
+        self.handle_queued()
+        self.answered()

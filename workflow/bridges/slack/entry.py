@@ -1,5 +1,5 @@
-"""Slack's ``Bridge`` (``bridges.base``): its section, and the inbox agent until told to stop; it
-sends no mail out. Light to import (the registry, ``bridges.sections``, is read at every command's
+"""Slack's ``Bridge`` (``bridges.base``): its section, and the inbox agent until told to stop (its
+loop also posts the answers in its mailbox); it sends no mail out of the domain. Light to import (the registry, ``bridges.sections``, is read at every command's
 start): the bridge itself is imported when it runs."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ if TYPE_CHECKING:  # light to import: the registry is read at every command's st
 
 class Slack:
     name = "slack"
-    about = "Slack events in as classified tasks, run through run-role, results back to the thread"
+    about = "Slack requests in as workflow mail to a role (agentd runs it), its answers back to the thread"
     section: Plugin = slack_settings.SECTION
 
     def configured(self, app: App) -> bool:

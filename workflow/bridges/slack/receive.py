@@ -10,7 +10,8 @@ signature header that is not ``v0=`` + hex, or a timestamp that is not a number,
 window), answers ``url_verification`` and acknowledges each event at once; the listener hands
 the event to the bridge (``Bridge.receive``), which ignores retries already received, the bot's
 own messages and channels other than the configured one. A listener's error is one log line;
-the bridge goes on. ``replay`` feeds recorded payloads through ``Bridge.receive``.
+the bridge goes on. ``replay`` feeds recorded payloads through ``Bridge.receive`` and posts the
+answers already in the bridge's mailbox; the questions it asks are answered by agentd.
 """
 
 from __future__ import annotations
@@ -89,9 +90,6 @@ def bolt_app(bridge: Bridge, http: bool) -> BoltApp:
 
 def serve(bridge: Bridge, ready: Callable[[str], None]) -> None:
     """Receive until the bridge stops: Socket Mode or HTTP, then the bridge's loop."""
-    recovered = bridge.store.recover()
-    if recovered:
-        bridge.say(f"{recovered} task(s) left running by a crash are queued again")
     if mode(bridge) == "socket":
         _socket(bridge, ready)
     else:
@@ -216,7 +214,6 @@ def replay(bridge: Bridge, path: str) -> int:
     with open(path, encoding="utf-8") as f:
         text = f.read().strip()
     payloads = json.loads(text) if text.startswith("[") else [json.loads(x) for x in text.splitlines() if x.strip()]
-    bridge.store.recover()
     n = sum(1 for p in payloads if isinstance(p, dict) and bridge.receive(p))
     bridge.drain()
     return n

@@ -1,9 +1,9 @@
 """Slack settings: ``[bridges.slack]``, declared once as its record.
 
 Every field is ``Annotated[type, Spec] = default`` (``core.schema``); ``SECTION`` is what the
-composition root registers (``bridges.sections``), so core names no bridge. There is no
-``escalate_to`` here: a Slack task's run is on agentd's books (``agentd.bridged``), where
-escalation is ``[agentd]``'s, so the key is refused at load like any other unknown key.
+composition root registers (``bridges.sections``), so core names no bridge. The bridge schedules
+no run: how long a role may take, which backend runs it, how often a failure is retried and who
+hears of it are ``[agentd]``'s, so the keys it once had for them are refused with that hint.
 """
 
 import re
@@ -11,11 +11,16 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Annotated, NamedTuple
 
-from workflow.core.backendkinds import BACKENDS
-from workflow.core.schema import NAME_RE, Int, NameTable, Num, NumTable, Plugin, Section, Str
+from workflow.core.schema import NAME_RE, Int, NameTable, Num, Plugin, Section, Str
 
-DAY = 86400.0
 CHANNEL = re.compile(r"^(#?[a-z0-9][a-z0-9._-]{0,79}|[CGD][A-Z0-9]{2,})?$")
+AGENTD = "agentd runs the roles the bridge asks"
+MOVED = {
+    "timeout": f"{AGENTD}: set [agentd] timeout, or role_timeouts = {{ ROLE = SECONDS }}",
+    "timeouts": f"{AGENTD}: set [agentd] role_timeouts = {{ ROLE = SECONDS }} for the intents' roles",
+    "max_concurrent": f"{AGENTD}: set [agentd] max_concurrent",
+    "backend": f"{AGENTD}: set the role's backend (roles/ROLE.md), or [agentd] backend",
+}
 
 
 class SlackConfig(NamedTuple):
@@ -35,16 +40,11 @@ class SlackConfig(NamedTuple):
     max_per_peer: Annotated[int, Int(1, 10000)] = 16  # HTTP mode: connections one peer address may hold at once
     # watch only this channel ("#argus-inbox" or an id); empty: every channel
     channel: Annotated[str, Str(CHANNEL)] = ""
-    # a task's run, unless its intent has one in timeouts (0: the role's run timeout)
-    timeout: Annotated[float, Num(0, DAY)] = 0.0
-    timeouts: Annotated[Mapping[str, float], NumTable()] = MappingProxyType({})  # intent → seconds
     bot_user_id: Annotated[str, Str()] = ""
     default_role: Annotated[str, Str(NAME_RE)] = "coordinator"
     roles: Annotated[Mapping[str, str], NameTable()] = MappingProxyType({})  # intent → role
     artifact: Annotated[str, Str()] = "specs/*/slack-inbox.md"
-    max_concurrent: Annotated[int, Int(1, 100)] = 3
-    backend: Annotated[str, Str(choices=("", *BACKENDS))] = ""
     model: Annotated[str, Str()] = "claude-haiku-4-5-20251001"
 
 
-SECTION = Plugin("bridges", "slack", Section(SlackConfig))
+SECTION = Plugin("bridges", "slack", Section(SlackConfig, moved=MOVED))

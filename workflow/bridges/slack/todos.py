@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import re
 
-from workflow.bridges.slack.queue import TaskQueue
+from workflow.bridges.slack.store import SlackStore
 
 TODO_PREFIXES = ("todo:", "add todo", "add to my todo", "todo追加", "todoに追加")
 TODO_INTENTS = ("todo", "todo_check", "todo_complete")
 
 
-def handle(store: TaskQueue, intent: str, text: str) -> tuple[str, str]:
+def handle(store: SlackStore, intent: str, text: str) -> tuple[str, str]:
     """(answer, reaction) for one todo-intent request."""
     if intent == "todo":
         item = text

@@ -1,25 +1,36 @@
-"""Queue: the Slack bridge's durable state in SQLite — events seen, tasks, the local todo list.
+"""Store: the Slack bridge's durable state in SQLite — events seen, requests, their steps, the todo list.
 
-A task is one Slack request: pending (asked a clarifying question) → queued → running →
-completed | failed | waiting | rejected (``TaskStatus``, the same life as agentd's tasks).
-``claim`` starts the oldest due queued task atomically while fewer than ``max_concurrent`` run,
-one task per role at a time (a busy role's tasks wait their turn, sending nothing meanwhile);
-``recover`` queues again what a crash left running. Each task's side effects are recorded as
-they happen — the question mail it sent, the reactions it put (``step``) — so a retry or a
-restart never sends or reacts twice. Rows come back as typed ``SlackTask``s.
+A task is one Slack request: ``pending`` (a clarifying question was asked in the thread) →
+``queued`` (its question mail went to its role; agentd runs it) → ``completed`` | ``failed`` |
+``waiting`` (the answer asks something back) | ``rejected`` (a thumbs-down). The bridge
+schedules nothing: agentd runs the role, and the answer comes back by mail. Each task's side
+effects are recorded before they are done — the question mail it sends (its bytes, so a restart
+sends the same message again, stored once), each reaction and post (``step``) — so a retry or a
+restart never sends, reacts or posts twice. Rows come back as typed ``SlackTask``s.
 """
 
 from __future__ import annotations
 
+import enum
 import threading
 import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from workflow.agentd.tasks import TaskStatus
 from workflow.bridges.slack.intents import Intent
 from workflow.core.db import open_db
 
+
+class Status(enum.StrEnum):
+    PENDING = "pending"
+    QUEUED = "queued"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    WAITING = "waiting"
+    REJECTED = "rejected"
+
+
+OPEN = (Status.PENDING, Status.QUEUED, Status.WAITING)
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS event(id TEXT PRIMARY KEY, at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS task(id INTEGER PRIMARY KEY AUTOINCREMENT, channel TEXT NOT NULL, ts TEXT NOT NULL,
@@ -34,14 +45,14 @@ CREATE TABLE IF NOT EXISTS todo(id INTEGER PRIMARY KEY AUTOINCREMENT, text TEXT 
 """
 COLS = (
     "id, channel, ts, thread_ts, user, text, intent, summary, prompt, clarify, status, result, created, updated, "
-    "autonomy, role, due, session, resume"
+    "autonomy, role, session, resume, asked"
 )
-SETTABLE = ("prompt", "status", "result", "due", "session", "resume")
+SETTABLE = ("prompt", "status", "result", "session", "resume", "asked")
 ADDED = (  # columns newer than the table
     ("role", "TEXT NOT NULL DEFAULT ''"),
-    ("due", "REAL NOT NULL DEFAULT 0"),
     ("session", "TEXT NOT NULL DEFAULT ''"),
     ("resume", "TEXT NOT NULL DEFAULT ''"),
+    ("asked", "TEXT NOT NULL DEFAULT ''"),
 )
 
 
@@ -64,15 +75,15 @@ class SlackTask(NamedTuple):
     summary: str
     prompt: str
     clarify: str | None
-    status: TaskStatus
+    status: Status
     result: str
     created: float
     updated: float
     autonomy: int
-    role: str  # the role that runs it ("" for the todo intents, which need none)
-    due: float  # not claimed before then (a busy role's task waits)
-    session: str  # the agent session its run reported (a follow-up in the thread resumes it)
-    resume: str  # a follow-up: the earlier task's session to resume ("" for a new run)
+    role: str  # the role asked ("" for the todo intents, which ask none)
+    session: str  # the agent session its answer was given in
+    resume: str  # the earlier session that answer went on with ("" for a new one)
+    asked: str  # the Message-ID of its question mail ("" before it is sent)
 
     @property
     def where(self) -> Where:
@@ -81,12 +92,12 @@ class SlackTask(NamedTuple):
 
 def _task(row: tuple[Any, ...]) -> SlackTask:
     values = list(row)
-    values[10] = TaskStatus(values[10])
+    values[10] = Status(values[10])
     return SlackTask(*values)
 
 
-class TaskQueue:
-    """The bridge's store; one connection shared by the receiver and the workers (writes locked)."""
+class SlackStore:
+    """The bridge's store; one connection shared by the receiver and the loop (writes locked)."""
 
     def __init__(self, path: Path) -> None:
         self.db = open_db(path, what="Slack task store", schema=SCHEMA)
@@ -94,6 +105,7 @@ class TaskQueue:
         for name, decl in ADDED:
             if name not in have:
                 self.db.execute(f"ALTER TABLE task ADD COLUMN {name} {decl}")
+        self.db.execute("CREATE INDEX IF NOT EXISTS task_asked ON task(asked)")
         self.lock = threading.Lock()
 
     def seen(self, event_id: str) -> bool:
@@ -102,29 +114,14 @@ class TaskQueue:
             cur = self.db.execute("INSERT OR IGNORE INTO event(id, at) VALUES (?, ?)", (event_id, time.time()))
         return cur.rowcount == 0
 
-    def add(
-        self, where: Where, user: str, text: str, it: Intent, status: TaskStatus, role: str, resume: str = ""
-    ) -> int:
+    def add(self, where: Where, user: str, text: str, it: Intent, status: Status, role: str) -> int:
         now = time.time()
-        row = (
-            *where,
-            user,
-            text,
-            it.intent,
-            it.summary,
-            it.execution_prompt,
-            it.clarify_question,
-            str(status),
-            now,
-            now,
-            role,
-            resume,
-        )
+        row = (*where, user, text, it.intent, it.summary, it.execution_prompt, it.clarify_question, str(status))
         with self.lock:
             cur = self.db.execute(
                 "INSERT INTO task(channel, ts, thread_ts, user, text, intent, summary, prompt, clarify, status, created, "
-                "updated, role, resume) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                row,
+                "updated, role) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (*row, now, now, role),
             )
         return int(cur.lastrowid or 0)
 
@@ -136,15 +133,24 @@ class TaskQueue:
         rows = self.db.execute(f"SELECT {COLS} FROM task WHERE thread_ts=? ORDER BY id", (thread_ts,))
         return [_task(r) for r in rows]
 
-    def set(self, task_id: int, **fields: str | float) -> None:
-        """Update a task's prompt, status, result, due time, session or resume."""
+    def by_question(self, message_id: str) -> SlackTask | None:
+        """The task whose question mail has this Message-ID."""
+        row = self.db.execute(f"SELECT {COLS} FROM task WHERE asked=? AND asked!=''", (message_id,)).fetchone()
+        return _task(row) if row else None
+
+    def in_status(self, status: Status) -> list[SlackTask]:
+        return [_task(r) for r in self.db.execute(f"SELECT {COLS} FROM task WHERE status=? ORDER BY id", (status,))]
+
+    def set(self, task_id: int, **fields: str) -> None:
+        """Update a task's prompt, status, result, session, resume or question."""
         bad = set(fields) - set(SETTABLE)
         if bad:
             raise ValueError(f"a Slack task has no settable {', '.join(sorted(bad))}")
         cols = ", ".join(f"{k}=?" for k in fields)
-        values = [str(v) if not isinstance(v, float) else v for v in fields.values()]
         with self.lock:
-            self.db.execute(f"UPDATE task SET {cols}, updated=? WHERE id=?", (*values, time.time(), task_id))
+            self.db.execute(
+                f"UPDATE task SET {cols}, updated=? WHERE id=?", (*map(str, fields.values()), time.time(), task_id)
+            )
 
     # -- steps: what a task has done already (idempotent by task and step)
 
@@ -159,41 +165,6 @@ class TaskQueue:
                 "INSERT OR IGNORE INTO step(task, kind, value) VALUES (?,?,?)", (task_id, kind, value)
             )
         return cur.rowcount == 1
-
-    def claim(self, max_concurrent: int, now: float | None = None) -> int | None:
-        """Start the oldest due queued task whose role has no task running, while fewer than
-        ``max_concurrent`` run; its id, or None."""
-        now = time.time() if now is None else now
-        running_, queued = TaskStatus.RUNNING.value, TaskStatus.QUEUED.value
-        with self.lock:
-            self.db.execute("BEGIN IMMEDIATE")
-            try:
-                running = self.db.execute("SELECT count(*) FROM task WHERE status=?", (running_,)).fetchone()[0]
-                row = None
-                if running < max_concurrent:
-                    row = self.db.execute(
-                        "SELECT id FROM task WHERE status=? AND due<=? AND (role='' OR role NOT IN "
-                        "(SELECT role FROM task WHERE status=?)) ORDER BY id LIMIT 1",
-                        (queued, now, running_),
-                    ).fetchone()
-                if row is not None:
-                    self.db.execute(
-                        "UPDATE task SET status=?, updated=? WHERE id=? AND status=?", (running_, now, row[0], queued)
-                    )
-                self.db.execute("COMMIT")
-            except BaseException:
-                self.db.execute("ROLLBACK")
-                raise
-        return int(row[0]) if row else None
-
-    def recover(self) -> int:
-        """Queue again the tasks a crash left running; how many."""
-        with self.lock:
-            cur = self.db.execute(
-                "UPDATE task SET status=?, updated=? WHERE status=?",
-                (TaskStatus.QUEUED.value, time.time(), TaskStatus.RUNNING.value),
-            )
-        return cur.rowcount
 
     def counts(self) -> dict[str, int]:
         return {str(s): int(n) for s, n in self.db.execute("SELECT status, count(*) FROM task GROUP BY status")}
