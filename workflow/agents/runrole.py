@@ -285,7 +285,7 @@ def _session(app: App, role: Role, transport: Transport, echo: Callable[[str], N
     with app.index() as index:
         ctx = build(app, role, index, rows, o.artifact, how=agent.acts if agent else "tools")
     if o.asker:
-        ctx = ctx._replace(prompt=f"{ctx.prompt.rstrip()}\n\n{asked.section(app, o.asker)}")
+        ctx = ctx._replace(prompt=f"{ctx.prompt.rstrip()}\n\n{asked.section(app, o.asker, rows)}")
     if o.dry_run or agent is None:
         chose = f"as {name} gets it" if agent else "no backend chosen: as a backend with tools gets it"
         echo(f"\n--- context (dry run, {chose}; nothing run, marked or sent) ---\n")

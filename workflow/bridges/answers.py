@@ -17,8 +17,8 @@ from typing import NamedTuple
 from workflow.agents.asked import RESUMED_HEADER, SESSION_HEADER
 from workflow.app import App
 from workflow.mail.body import body_text
-from workflow.mail.maildir import Entry
 from workflow.mail.ids import given_msgid
+from workflow.mail.maildir import Entry
 from workflow.mail.message import parse
 from workflow.policy.roster import bridge_mailbox
 

@@ -1,4 +1,4 @@
-"""CLI bridges: ``workflow bridge gmail|respond|rebuild-thread|slack|list`` — the outside world's mail and chat."""
+"""CLI bridges: ``workflow bridge gmail|rebuild-thread|slack|list`` — the outside world's mail and chat."""
 
 from __future__ import annotations
 
@@ -11,11 +11,10 @@ import click
 
 from workflow.bridges.gmail.bridge import cycle, run, settings
 from workflow.bridges.gmail.conversation import rebuild_thread
-from workflow.bridges.gmail.replyloop import respond
 from workflow.bridges.sections import BRIDGES
 from workflow.bridges.slack.bridge import Bridge, configured
 from workflow.bridges.slack.receive import replay, serve
-from workflow.cli.base import Command, Group, app, backend_option
+from workflow.cli.base import Command, Group, app
 from workflow.policy.roster import outbound_bridge
 
 
@@ -42,7 +41,8 @@ def _say(name: str) -> Callable[[str], None]:
 @click.pass_context
 def bridge_gmail(ctx: click.Context, once: bool, dry_run: bool) -> None:
     """Import INBOX into the mapped role, label it (reply_needed, review, todo, summarize), run the
-    agents (todo forwarder…), and submit workflow mail addressed outside the domain.
+    agents (todo forwarder…), ask a conversation's role about its correspondent's new replies
+    (agentd runs it) and send its answers, and submit workflow mail addressed outside the domain.
 
     Configured under [bridges.gmail] (imap_host, user, password_env or xoauth2_command, role…).
 
@@ -65,21 +65,6 @@ def bridge_gmail(ctx: click.Context, once: bool, dry_run: bool) -> None:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     run(a, s, say, lambda: stopping["now"], dry_run)
-
-
-@bridge.command("respond", cls=Command)
-@click.argument("conversation", type=click.Path(path_type=Path, exists=True, file_okay=False))
-@backend_option
-@click.pass_context
-def bridge_respond(ctx: click.Context, conversation: Path, backend: str | None) -> None:
-    """One reply-loop session for CONVERSATION (the bridge spawns this for new replies).
-
-    \b
-    Example:
-        workflow bridge respond ~/.maildir/workflow/.workflow/conversations/20261126.abc.user_workflow.local
-    """
-    out = respond(app(ctx), conversation, lambda s: click.echo(s, err=True), backend)
-    click.echo(str(out) if out else "nothing answered")
 
 
 @bridge.command("rebuild-thread", cls=Command)

@@ -179,9 +179,8 @@ def cycle(app: App, s: GmailConfig, say: Callable[[str], None], dry_run: bool = 
 
 
 def replies(app: App, fresh: list[Fetched], say: Callable[[str], None], dry: bool = False) -> None:
-    """Record replies to conversations (the reply loop), then trigger every conversation with unprocessed
-    replies: the poll is the retry, a stale lock is cleared by the trigger, a failing one backs off."""
-    replyloop.reap()
+    """Record replies to conversations, then the reply loop's pass: the roles' answers sent back,
+    each conversation with replies not yet answered asked of its role (agentd runs it)."""
     for f in fresh:
         p = parse(f.raw)
         d = conversation.find(app, [*p.references, *p.in_reply_to_ids])
@@ -192,18 +191,7 @@ def replies(app: App, fresh: list[Fetched], say: Callable[[str], None], dry: boo
                 d, p.sender or "?", body_text(f.raw, p), p.message_id or "", p.get("Date") or ""
             )
             say(f"reply #{n} to conversation {d.name} from {p.sender}")
-    base = app.config.state.conversations
-    if not base.is_dir():
-        return
-    for d in sorted(base.iterdir()):
-        if (d / ".sent").exists() and conversation.unprocessed(d / "responses"):
-            note = replyloop.report(d)
-            if note:
-                say(note)
-            if dry:
-                say(f"dry-run: would answer conversation {d.name}")
-            elif replyloop.trigger(app, d):
-                say(f"conversation {d.name}: one session spawned for its new replies")
+    replyloop.loop(app, say, dry)
 
 
 def submit_outbound(app: App, s: GmailConfig, say: Callable[[str], None], dry: bool = False) -> int:
