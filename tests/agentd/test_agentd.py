@@ -279,8 +279,8 @@ def test_workflow_up_runs_server_and_agentd_together(tmp_path: Path) -> None:
 
 
 def test_task_stores_opened_at_once_on_a_new_file_all_open(tmp_path: Path) -> None:
-    """Bridges open agentd's task store from several threads at once (each run's books): the
-    columns a newer version adds are added once, and no opener fails."""
+    """agentd, its status, the cockpit and run-role open the task store at once: the columns a
+    newer version adds are added once, and no opener fails."""
     import threading
 
     from workflow.agentd.tasks import Tasks
@@ -294,8 +294,8 @@ def test_task_stores_opened_at_once_on_a_new_file_all_open(tmp_path: Path) -> No
             go.wait()
             try:
                 with Tasks(path) as t:
-                    t.begin_run("r", "slack", "1")
-            except Exception as e:  # what a bridge's worker thread would die of
+                    t.enqueue("r", ["<m@x>"], kind="bridge", ref="slack+a@x")
+            except Exception as e:  # what a second opener would die of
                 errors.append(e)
 
         threads = [threading.Thread(target=open_it) for _ in range(6)]

@@ -318,10 +318,7 @@ class Agentd:
 
     def finish_crashed(self) -> None:
         """A run killed late in its commit leaves its directory (and a dead lock) with its mail already
-        read, so nothing would wake its role again: queue the role, and its next run-role finishes it.
-        A bridge's run whose bridge died is recorded failed (its bridge runs it again)."""
-        for t in self.tasks.bridged_left(locks.pid_alive):
-            self.log("failed", role=t.role, task=t.id, kind=t.kind, ref=t.ref, error="its bridge stopped while it ran")
+        read, so nothing would wake its role again: queue the role, and its next run-role finishes it."""
         taken = self.tasks.taken()
         for name in self.roles:
             run = Run(run_dir(self.app.config.state, name))

@@ -125,7 +125,7 @@ def _artifact(app: App, index: Reader, person: str, named: Sequence[str], ancest
         hits = locate(ref, app.config)
         if len(hits) == 1:
             return hits[0].glob
-    return refs[0] if refs else f"{app.config.artifact_roots[0]}/*/*"
+    return refs[0] if refs else app.config.any_artifact
 
 
 def _send(

@@ -1,22 +1,23 @@
 """Ledger: what every ended run does to its role's account — whoever scheduled it.
 
-A run agentd spawned and a run a bridge started (a Slack task, a reply-loop session) end the
-same way here: ``ended`` counts its tokens and cost against the role's daily budget (a spent
-budget pauses the role and is escalated) and resets the role's consecutive failures; ``failed``
-counts a failure, retries agentd's own tasks with backoff or dead-letters them (escalated), and
-pauses a role after ``pause_after`` failures in a row. ``escalate`` sends a blocker-report about a
-failing role or a stopped thread to someone who can act on it — never to the failing role itself.
+Every run is agentd's — a bridge's question is mail like any other — and ends here: ``ended``
+counts its tokens and cost against the role's daily budget (a spent budget pauses the role and
+is escalated) and resets the role's consecutive failures; ``failed`` counts a failure, retries
+the task with backoff or dead-letters it (escalated; a bridge's question is also answered with
+the failure, so its person hears), and pauses a role after ``pause_after`` failures in a row.
+``escalate`` sends a blocker-report about a failing role or a stopped thread to someone who can
+act on it — never to the failing role itself; ``tell`` sends one to the bridge address that asked.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from workflow.agentd.tasks import BRIDGE, MAIL, RUN, Task, Tasks, TaskStatus
+from workflow.agentd.tasks import BRIDGE, MAIL, Task, Tasks, TaskStatus
 from workflow.agents.report import RunReport
 from workflow.app import App
 from workflow.core.config import AgentdConfig
@@ -24,6 +25,7 @@ from workflow.core.errors import WorkflowError
 from workflow.core.locate import locate
 from workflow.delivery.notify import NotifyRequest
 from workflow.delivery.transport import make_transport
+from workflow.mail.rows import Row
 
 Log = Callable[..., None]  # log(event, **fields)
 LOG_MIDS = 50  # Message-IDs listed per log line (the rest are counted)
@@ -73,15 +75,12 @@ class Ledger:
             self.escalate(t, f"{t.role} is paused, {why}; `agentd resume {t.role}` after raising [agentd] budgets")
 
     def failed(self, t: Task, error: str, report: RunReport | None = None) -> None:
-        """A run that failed. agentd's own tasks are retried with backoff, then dead-lettered and
-        escalated; a bridge's run is recorded failed (its bridge tells its people and retries)."""
+        """A run that failed: retried with backoff, then dead-lettered and escalated (and, for a
+        bridge's question, told to the bridge)."""
         n = self.tasks.failures(t.role, failed=True)
         if report is not None:
             self.budget(t, report)
-        if t.kind not in RUN:  # dead to agentd: its mail never wakes the role; the bridge retries its work
-            self.tasks.finish(t.id, TaskStatus.FAILED, error, dead=True)
-            self.log("failed", role=t.role, task=t.id, error=error[:300], **_kind(t))
-        elif t.attempts < self.opts.max_attempts:
+        if t.attempts < self.opts.max_attempts:
             delay = self.opts.retry_backoff * (2 ** (t.attempts - 1))
             self.tasks.finish(t.id, TaskStatus.FAILED, error, retry_at=time.time() + delay)
             self.log("retry", role=t.role, task=t.id, attempt=t.attempts, delay=delay, error=error[:300])
@@ -97,27 +96,14 @@ class Ledger:
             self.log("paused", role=t.role, why=why)
 
     def tell(self, t: Task, details: str) -> None:
-        """A bridge's task given up on: a blocker-report from the role to the bridge address that
-        asked (``t.ref``), in reply to its last mail, so the bridge answers its person."""
-        app = self.app
-        with app.index() as index:
-            rows = index.query(message_ids=list(t.mids)) if t.mids else []
+        """A bridge's question given up on: a blocker-report from the role to the bridge address
+        that asked (``t.ref``), in reply to its last mail, so the bridge answers its person."""
+        rows = self._rows(t)
         last = max(rows, key=lambda r: r.id) if rows else None
-        artifacts = next((r.artifacts for r in rows if r.artifacts), ()) or (f"{app.config.artifact_roots[0]}/*/*",)
-        req = NotifyRequest(
-            "blocker-report",
-            artifacts[:1],
-            (t.ref,),
-            t.role,
-            last.message_id if last is not None else None,
-            {"BLOCKING_DETAILS": details, "CONTEXT": "sent by agentd: the run failed"},
+        artifacts = next((r.artifacts for r in rows if r.artifacts), ())
+        self._report(
+            t.role, t.ref, details, "sent by agentd: the run failed", artifacts, last.message_id if last else None, t
         )
-        try:
-            c = app.compose(req)
-            c.send(make_transport(app.config, app.deliverer))
-            self.log("told", role=t.role, task=t.id, to=t.ref, message_id=c.message_id)
-        except WorkflowError as e:
-            self.log("tell-failed", role=t.role, task=t.id, to=t.ref, error=str(e)[:300])
 
     def escalation(self, failing: str | None) -> tuple[str, str]:
         """(sender, recipient) of a report about ``failing`` (None: about a thread, not a role).
@@ -136,30 +122,45 @@ class Ledger:
 
     def escalate(self, t: Task | None, details: str, artifacts: tuple[str, ...] = ()) -> None:
         """A blocker-report about a failing role or a stopped thread, to someone who can act on it."""
-        app = self.app
         if t is not None and not artifacts:
-            with app.index() as index:
-                rows = index.query(message_ids=list(t.mids)) if t.mids else []
-            artifacts = next((r.artifacts for r in rows if r.artifacts), ())
-        artifact = artifacts[0] if artifacts else f"{app.config.artifact_roots[0]}/*/*"
+            artifacts = next((r.artifacts for r in self._rows(t) if r.artifacts), ())
+        sender, to = self.escalation(t.role if t is not None else None)
+        self._report(sender, to, details, "sent by agentd", artifacts)
+
+    def _rows(self, t: Task) -> list[Row]:
+        """The task's mail, as the index has it."""
+        if not t.mids:
+            return []
+        with self.app.index() as index:
+            return index.query(message_ids=list(t.mids))
+
+    def _report(
+        self,
+        sender: str,
+        to: str,
+        details: str,
+        context: str,
+        artifacts: Sequence[str] = (),
+        in_reply_to: str | None = None,
+        t: Task | None = None,
+    ) -> None:
+        """Send one blocker-report (about the artifact the mail named, wherever it is now; else
+        about every artifact) and log it: ``told`` when it answers a bridge's task ``t``."""
+        app = self.app
+        artifact = artifacts[0] if artifacts else app.config.any_artifact
         found = locate(artifact, app.config)
         if len(found) == 1:
             artifact = found[0].glob  # wherever it is now: the report claims no stale state
-        sender, to = self.escalation(t.role if t is not None else None)
         req = NotifyRequest(
-            "blocker-report",
-            (artifact,),
-            (to,),
-            sender,
-            None,
-            {"BLOCKING_DETAILS": details, "CONTEXT": "sent by agentd"},
+            "blocker-report", (artifact,), (to,), sender, in_reply_to, {"BLOCKING_DETAILS": details, "CONTEXT": context}
         )
+        what, extra = ("told", {"task": t.id}) if t is not None else ("escalated", {"why": details[:200]})
         try:
             c = app.compose(req)
             c.send(make_transport(app.config, app.deliverer))
-            self.log("escalated", role=sender, to=to, message_id=c.message_id, why=details[:200])
+            self.log(what, role=sender, to=to, message_id=c.message_id, **extra)
         except WorkflowError as e:
-            self.log("escalation-failed", role=sender, error=str(e))
+            self.log(f"{'tell' if t is not None else 'escalation'}-failed", role=sender, to=to, error=str(e)[:300])
 
 
 def _kind(t: Task) -> dict[str, Any]:

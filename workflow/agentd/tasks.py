@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -26,7 +26,7 @@ from workflow.core.errors import WorkflowError
 
 
 class TaskStatus(StrEnum):
-    """Where a task is in its life; the Slack bridge's tasks live the same life."""
+    """Where a task is in its life."""
 
     PENDING = "pending"  # waits for an answer (a clarifying question) before it may run
     QUEUED = "queued"
@@ -63,7 +63,7 @@ ADDED = (  # columns newer than the table
     ("kind", "TEXT NOT NULL DEFAULT 'mail'"),
     ("ref", "TEXT NOT NULL DEFAULT ''"),
 )
-MAIL = "mail"  # a role's trigger mail, run by agentd itself; other kinds are runs a bridge asked for
+MAIL = "mail"  # a role's trigger mail
 BRIDGE = "bridge"  # a bridge's mail for one outside conversation (``ref``: its address), run on that mail alone
 RUN = (MAIL, BRIDGE)  # the kinds agentd starts runs for
 
@@ -81,7 +81,7 @@ class Task(NamedTuple):
     started: float | None
     error: str
     dead: bool
-    kind: str = MAIL  # mail | bridge | slack | reply: what asked for the run
+    kind: str = MAIL  # mail | bridge (a bridge's question: ref is its address); older rows: slack | reply
     ref: str = ""  # which of its things (a Slack task, a conversation)
 
 
@@ -242,45 +242,6 @@ class Tasks:
         """Tasks a crash of agentd left running (their runs may still be at work: adopt or requeue them)."""
         sql = f"SELECT {COLS} FROM task WHERE status=? AND kind IN (?, ?)"
         return [_task(r) for r in self.db.execute(sql, (TaskStatus.RUNNING.value, *RUN))]
-
-    # -- runs a bridge asked for (they run in the bridge's process, through run-role's transaction)
-
-    def begin_run(self, role: str, kind: str, ref: str, mids: Sequence[str] = (), pid: int = 0) -> Task | None:
-        """Record a run a bridge starts now, as running — counted in ``max_concurrent``, one per role
-        like agentd's own; None when the role is paused or already running (the bridge waits)."""
-        now = time.time()
-        db = self._tx()
-        try:
-            busy = db.execute(
-                "SELECT 1 FROM task WHERE status='running' AND role=? UNION ALL "
-                "SELECT 1 FROM role_state WHERE role=? AND paused!=''",
-                (role, role),
-            ).fetchone()
-            if busy is not None:
-                db.execute("COMMIT")
-                return None
-            cur = db.execute(
-                "INSERT INTO task(role, status, mids, created, updated, due, attempts, pid, started, kind, ref) "
-                "VALUES (?, 'running', ?, ?, ?, ?, 1, ?, ?, ?, ?)",
-                (role, json.dumps(list(mids)), now, now, now, pid or None, now, kind, ref),
-            )
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        return self.get(int(cur.lastrowid or 0))
-
-    def forget(self, task_id: int) -> None:
-        """Remove a bridge's run that never ran (the role's lock was held by a run from a shell)."""
-        self.db.execute("DELETE FROM task WHERE id=? AND kind NOT IN (?, ?)", (task_id, *RUN))
-
-    def bridged_left(self, alive: Callable[[int], bool]) -> list[Task]:
-        """Bridge runs left running by a bridge process that is gone: recorded failed; returned."""
-        sql = f"SELECT {COLS} FROM task WHERE status='running' AND kind NOT IN (?, ?)"
-        gone = [t for t in map(_task, self.db.execute(sql, RUN)) if not (t.pid and alive(t.pid))]
-        for t in gone:
-            self.finish(t.id, TaskStatus.FAILED, f"its {t.kind} bridge stopped while it ran")
-        return gone
 
     def requeue(self, task_id: int) -> Task:
         t = self.get(task_id)

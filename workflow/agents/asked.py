@@ -128,9 +128,7 @@ def answer(
 ) -> str:
     """Stage the answer in the run (sent when it commits); its Message-ID."""
     last = max(rows, key=lambda r: (r.date, r.id))
-    artifacts = next((r.artifacts for r in reversed(rows) if r.artifacts), ()) or (
-        f"{app.config.artifact_roots[0]}/*/*",
-    )
+    artifacts = next((r.artifacts for r in reversed(rows) if r.artifacts), ()) or (app.config.any_artifact,)
     headers = tuple((k, v) for k, v in ((SESSION_HEADER, session), (RESUMED_HEADER, resumed)) if v)
     c = app.compose(
         NotifyRequest("answer", artifacts[:1], (address,), role, last.message_id, {"ANSWER": said}, headers)

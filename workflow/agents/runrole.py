@@ -46,18 +46,6 @@ class Outcome(NamedTuple):
     busy: str = ""  # another run of this role holds its lock (who and since when)
 
 
-class Ask(NamedTuple):
-    """A run on a prompt of its caller's (a bridge's) instead of the role's mail. Its answer is the
-    agent's output (no finish call needed; an empty one fails the run). ``stage`` runs once the
-    agent succeeded, before the commit: it may stage mail through the run's transport (sent only
-    by the commit) or fail the run by returning a failed result. ``committing`` runs once the run
-    is committing: from then on its staged mail goes out, even after a crash."""
-
-    prompt: str
-    stage: Callable[[RunResult, Transport], RunResult] = lambda result, transport: result
-    committing: Callable[[], None] = lambda: None
-
-
 class Poller:
     """Watches the role's mailboxes during a run; new unread mail is echoed and kept for the agent."""
 
@@ -163,7 +151,7 @@ def settled(result: RunResult, tools: RoleTools) -> RunResult:
 
 
 def answered(result: RunResult) -> RunResult:
-    """A bridge's run (``Ask``) succeeds only with an answer to send."""
+    """A bridge's run (``agents.asked``) succeeds only with an answer to send."""
     if result.ok and not result.summary.strip():
         return result._replace(ok=False, error="the agent gave no answer")
     return result
@@ -195,13 +183,11 @@ def run_role(
     only: Sequence[str] = (),
     timeout: float | None = None,
     session: str = "",
-    ask: Ask | None = None,
 ) -> Outcome:
     """One session; raises only for bad input (unknown role, bad config) or an interrupt, never for
     the agent's failures. With ``only``, the run is handed just those Message-IDs' mail; with
     ``timeout``, the run may take that long instead of the role's run timeout; with ``session``,
-    a backend that can resumes that agent session; with ``ask``, the run answers that prompt with
-    read-only tools instead of the role's mail."""
+    a backend that can resumes that agent session."""
     if role_name not in app.roster.roles:
         app.roster.identity(role_name)  # raises with a suggestion
     role = app.roster.roles[role_name]
@@ -221,7 +207,7 @@ def run_role(
             role,
             transport,
             echo,
-            Opts(backend, artifact, True, poll_interval, script, only, timeout, session, ask),
+            Opts(backend, artifact, True, poll_interval, script, only, timeout, session),
         )
     lock = app.config.state.lock(role.name)
     held = locks.acquire(lock, app.config.agentd.lock_ttl)
@@ -241,7 +227,7 @@ def run_role(
             role,
             transport,
             echo,
-            Opts(backend, artifact, False, poll_interval, script, only, timeout, session, ask),
+            Opts(backend, artifact, False, poll_interval, script, only, timeout, session),
         )
     finally:
         locks.release(held)
@@ -258,7 +244,6 @@ class Opts(NamedTuple):
     only: Sequence[str]
     timeout: float | None
     session: str
-    ask: Ask | None
     asker: str = ""  # the bridge address whose conversation this run answers (``agents.asked``)
 
 
@@ -268,8 +253,6 @@ def _session(app: App, role: Role, transport: Transport, echo: Callable[[str], N
     previewing = o.dry_run and not (o.backend or role.backend or app.config.backend)
     name = "" if previewing else chosen(app.config, role.name, role.backend, o.backend)
     agent = None if previewing else make_backend(app.config, name, o.script)
-    if o.ask is not None and agent is not None:  # a bridge's prompt: no mail handed, no context built
-        return _transact(app, role, transport, echo, o, (), o.ask.prompt, name, agent)
     rows = tuple(new_mail(app, role, o.artifact))
     if o.only:
         rows = tuple(r for r in rows if r.message_id in o.only)
@@ -293,9 +276,8 @@ def _session(app: App, role: Role, transport: Transport, echo: Callable[[str], N
         return Outcome(None, rows, (), ctx.prompt)
     outcome = _transact(app, role, transport, echo, o, rows, ctx.prompt, name, agent)
     res = outcome.result
-    if o.asker and o.session and (res is None or not res.ok):  # the session is gone: a new one, same mail
-        why = res.error if res is not None else "nothing ran"
-        echo(f"{role.name}: resuming session {o.session} failed ({why[:300]}); a new run with the whole exchange")
+    if o.asker and o.session and res is not None and res.session_gone:  # its CLI lost it: a new one, same mail
+        echo(f"{role.name}: resuming session {o.session} failed ({res.error[:300]}); a new run with the whole exchange")
         o = o._replace(session="")
         outcome = _transact(app, role, transport, echo, o, rows, ctx.prompt, name, agent)
     known = {r.message_id or r.key for r in rows}
@@ -329,9 +311,7 @@ def _transact(
         if not sandbox.enforced:
             echo(f"{role.name}: {sandbox.line}")
     run = Run.begin(app.config.state, role.name, rows, app.config, shell=process)
-    tools = RoleTools(
-        app, role, RunTransport(app, run), journal=run.intend_move, wrote=run.wrote, read_only=o.ask is not None
-    )
+    tools = RoleTools(app, role, RunTransport(app, run), journal=run.intend_move, wrote=run.wrote)
     tools.handed = tuple(r.message_id for r in rows if r.message_id)
     known = {r.message_id or r.key for r in rows}
     mail_file = run.agent / "new-mail.md"
@@ -358,7 +338,7 @@ def _transact(
         token=run.token,
         session=o.session,
     )
-    what = f"{len(rows)} message(s)" if o.ask is None else "its bridge's prompt"
+    what = f"{len(rows)} message(s)"
     if o.session:
         what += f", resuming session {o.session}"
     echo(f"\n{role.name}: running the {name} backend on {what}" + (f" and {o.artifact}" if o.artifact else ""))
@@ -372,7 +352,7 @@ def _transact(
             else:
                 result = agent.run(job)
         took = time.monotonic() - t0
-        result = settled(result, tools) if o.ask is None else answered(result)
+        result = settled(result, tools)
         if o.asker:
             result = answered(result)
         if tools.cut_short:  # whatever the agent said: what that call did is half done
@@ -381,8 +361,6 @@ def _transact(
             result = result._replace(
                 ok=False, error=f"timed out after {limit:.0f}s ({result.error or 'it finished late'})"
             )
-        if result.ok and o.ask is not None:
-            result = o.ask.stage(result, RunTransport(app, run))
         if result.ok and o.asker:  # the answer goes back to the bridge when, and only if, the run commits
             mid = asked.answer(
                 app, role.name, o.asker, rows, result.summary.strip(), result.session, o.session, RunTransport(app, run)
@@ -401,7 +379,7 @@ def _transact(
         except GitError as e:
             result = result._replace(ok=False, error=f"its artifact edits could not be committed: {e}")
     if result.ok:
-        sent += run.commit(app, transport, committing=o.ask.committing if o.ask is not None else None)
+        sent += run.commit(app, transport)
         if o.asker and result.session:
             asked.Sessions(app, role.name).put(o.asker, result.session)
         echo(f"{role.name}: run succeeded in {took:.1f}s")

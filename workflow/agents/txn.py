@@ -307,13 +307,10 @@ class Run(RunBox):
 
     # -- how it ends
 
-    def commit(self, app: App, transport: Transport, committing: Callable[[], None] | None = None) -> list[str]:
-        """The run succeeded: send what it staged, mark what it was handed read, end it.
-        ``committing`` is called once the run is marked committing (a crash after it is finished
-        forward by the next run of the role), before anything is sent."""
+    def commit(self, app: App, transport: Transport) -> list[str]:
+        """The run succeeded: send what it staged, mark what it was handed read, end it (a crash
+        after it is marked committing is finished forward by the next run of the role)."""
         info = self.leave_open(COMMITTING)  # the run's token dies; nothing more can be staged
-        if committing is not None:
-            committing()
         lines = []
         for s in self.staged():
             lines.append(_send(app, transport, s))

@@ -206,7 +206,7 @@ def _tell(app: App, d: Decision, why: str, transport: Transport) -> str | None:
         sender, parent = app.config.agentd.escalate_to, None
         if sender == d.role or sender not in app.roster.roles:
             sender = app.config.default_sender
-    artifact = d.artifacts[0] if d.artifacts else f"{app.config.artifact_roots[0]}/*/*"
+    artifact = d.artifacts[0] if d.artifacts else app.config.any_artifact
     found = locate(artifact, app.config)
     if len(found) == 1:
         artifact = found[0].glob

@@ -9,7 +9,7 @@ from types import MappingProxyType
 from typing import Annotated, Any, NamedTuple
 
 from workflow.core.backendkinds import CLIS
-from workflow.core.schema import Int, Num, Owned, Section, Str, Strs, Tables
+from workflow.core.schema import Int, Num, Owned, Regex, Section, Str, Strs, Tables
 
 DAY = 86400.0
 CONTAIN = Str(choices=("auto", "bwrap", "cgroup", "none"))
@@ -32,6 +32,8 @@ class CommandConfig(NamedTuple):
     resume: Annotated[
         tuple[str, ...], Strs(empty=True)
     ] = ()  # arguments that resume a session, e.g. ["--resume", "{session}"]
+    # what the CLI says (a regular expression, case-insensitive) when the session is unknown: a new one takes the run
+    resume_gone: Annotated[str, Regex()] = r"no such session|session not found|unknown session"
 
 
 class CliConfig(NamedTuple):

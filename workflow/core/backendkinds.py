@@ -22,6 +22,7 @@ class Cli:
     in ``state``, named to the CLI by the variable ``state_env``; its agents are logged in when one
     of ``credentials`` reaches them (``login_hint``: how to get one); ``env``: the other variables
     its agents get by default (``[runs] env``); ``sessions``: the folder its transcripts are in;
+    ``gone``: what it says (a regular expression) when asked to resume a session it does not know;
     ``folders``: its settings, skills and plugins, which
     an agent must never plant in the tree (``artifacts.agentfiles``) — forget one, and one role's
     agent steers every later run."""
@@ -33,6 +34,7 @@ class Cli:
     login_hint: str
     folders: tuple[str, ...]
     sessions: str  # the folder (anywhere in its state) of its sessions' transcripts
+    gone: str  # its error for a session it does not know (then a new session may take the run)
     env: tuple[str, ...] = ()
 
 
@@ -77,6 +79,7 @@ CLAUDE_CODE = Kind(
         login_hint="an API key, or `claude setup-token` for a subscription's CLAUDE_CODE_OAUTH_TOKEN",
         folders=(".claude", ".claude-plugin"),
         sessions="projects",
+        gone=r"No conversation found with session ID",
         env=("ANTHROPIC_BASE_URL", "ANTHROPIC_MODEL"),
     ),
 )
@@ -93,6 +96,7 @@ CODEX = Kind(
         login_hint="an OpenAI API key",
         folders=(".codex", ".codex-plugin"),
         sessions="sessions",
+        gone=r"no rollout found for thread id",
         env=("OPENAI_BASE_URL",),
     ),
 )
@@ -109,6 +113,7 @@ GEMINI = Kind(
         login_hint="a Gemini API key from AI Studio",
         folders=(".gemini",),  # .gemini/.env too: loaded before .env in a trusted folder
         sessions="chats",
+        gone=r"Error resuming session|No previous sessions found",
         env=("GOOGLE_API_KEY", "GOOGLE_GEMINI_BASE_URL"),
     ),
 )

@@ -126,6 +126,12 @@ class Config(NamedTuple):
         return StateDir.of(self.mail_root)
 
     @property
+    def any_artifact(self) -> str:
+        """The glob that names every artifact: what mail about no artifact in particular names
+        (a bridge's question, an answer to it, a report about a thread)."""
+        return f"{self.artifact_roots[0]}/*/*"
+
+    @property
     def index_path(self) -> Path:
         return self.state.index
 

@@ -60,6 +60,21 @@ class Str:
         return value
 
 
+class Regex:
+    """A regular expression Python's ``re`` compiles."""
+
+    __slots__ = ()
+
+    def read(self, value: object) -> object:
+        if not isinstance(value, str):
+            raise BadValueError("a regular expression (a string)")
+        try:
+            re.compile(value)
+        except re.error as e:
+            raise BadValueError(f"a regular expression ({e})") from None
+        return value
+
+
 class Bool:
     """true or false."""
 

@@ -198,7 +198,7 @@ def answer_discussion(
         )
         req = NotifyRequest(
             "answer",
-            (r.artifacts[0] if r.artifacts else f"{app.config.artifact_roots[0]}/*/*",),
+            (r.artifacts[0] if r.artifacts else app.config.any_artifact,),
             (discussion_address(panel.artifact_kind),),
             box,
             r.message_id,

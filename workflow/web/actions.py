@@ -174,7 +174,7 @@ def answer(app: App, role: str, message_id: str, text: str, unblock: bool = Fals
         return Done(False, "the answer is empty: write what the asker needs to go on")
     try:
         row = _received(app, role, message_id, events.WAITING)
-        refs = row.artifacts or (f"{app.config.artifact_roots[0]}/*/*",)
+        refs = row.artifacts or (app.config.any_artifact,)
         asker = _asker(app, row)
         reply = events.get(row.event).answer or "answer"
         composed = app.compose(NotifyRequest(reply, refs, (asker,), role, message_id, {"ANSWER": text}))

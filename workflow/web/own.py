@@ -155,7 +155,7 @@ def reply(app: App, role: str, message_id: str, text: str) -> Done:
         return Done(False, f"{message_id} is from {row.sender}: no role to reply to")
     received = row.mailbox in boxes and sender not in boxes
     event, var = ("answer", "ANSWER") if received and row.event in events.WAITING else ("question", "QUESTION")
-    refs = tuple(_now(app, r) for r in row.artifacts) or (f"{app.config.artifact_roots[0]}/*/*",)
+    refs = tuple(_now(app, r) for r in row.artifacts) or (app.config.any_artifact,)
     try:
         composed = app.compose(NotifyRequest(event, refs, to, role, message_id, {var: text}))
         composed.send(make_transport(app.config, app.deliverer))

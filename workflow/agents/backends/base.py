@@ -42,6 +42,7 @@ class RunResult(NamedTuple):
     session: str = ""  # the agent session this run was, when the backend can resume it later
     calls: tuple[str, ...] = ()  # the tool calls its agent CLI reported, in order ("" backends: none)
     transcript: str = ""  # the agent CLI's own transcript of the session (a file in the role's CLI state)
+    session_gone: bool = False  # it failed because the session it was to resume is unknown to its CLI
 
 
 class Backend(Protocol):

@@ -24,6 +24,7 @@ session it was; a run asked to resume one gets ``resume`` appended to argv (``["
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sysconfig
@@ -36,7 +37,7 @@ from typing import IO, Any
 
 from workflow.agents.backends.base import RunInput, RunResult
 from workflow.agents.backends.login import logged_out
-from workflow.agents.backends.profiles import PROFILES, Launch, Plan, real_dir
+from workflow.agents.backends.profiles import PROFILES, Launch, Plan, data, real_dir
 from workflow.agents.backends.reports import SESSION_ID, Report, plain
 from workflow.agents.contain import Contained, choose
 from workflow.agents.sandbox import status, view
@@ -137,6 +138,7 @@ class CommandBackend:
         self.model = opts.model
         self.contain = opts.contain
         self.resume = list(opts.resume)
+        self.gone = re.compile(opts.resume_gone, re.IGNORECASE)
 
     def command(self, job: RunInput, plan: Plan) -> Launch:
         """The argv and the environment (beyond the run's) of the agent: ``argv`` as configured,
@@ -289,7 +291,8 @@ class CommandBackend:
             why = said or (err or out).strip()[-TAIL:]
             if self.logged_out(why):  # its advice (/login) and its JSON help nobody: how to give a credential
                 return RunResult(False, "", self.logged_out(why))
-            return RunResult(False, out[-TAIL:], f"{argv[0]} exited with status {code}: {why}")
+            gone = bool(job.session) and self.gone.search(f"{why}\n{err[-TAIL:]}") is not None
+            return RunResult(False, out[-TAIL:], f"{argv[0]} exited with status {code}: {why}", session_gone=gone)
         report = self.read(out)
         usage = {**report.usage, **({"cost_microusd": round(report.cost_usd * 1e6)} if report.cost_usd else {})}
         path = transcript(self.config, job.role.name, report.session)
@@ -314,6 +317,7 @@ class CliBackend(CommandBackend):
         )
         self.profile = PROFILES[name]
         self.opts = opts
+        self.gone = re.compile(data(self.profile).gone)
 
     def command(self, job: RunInput, plan: Plan) -> Launch:
         return self.profile.launch(self.opts, plan)

@@ -98,12 +98,12 @@ def ask(app: App, d: Path, transport: Transport, say: Say) -> bool:
     which = f"#{n}" if first == n else f"#{first}–#{n}"
     req = NotifyRequest(
         "question",
-        (f"{app.config.artifact_roots[0]}/*/*",),
+        (app.config.any_artifact,),
         (role,),
         address(d),
         None,
         {
-            "QUESTION": f"{sent['to']} replied ({which}) to your mail \"{sent['subject']}\": answer them",
+            "QUESTION": f'{sent["to"]} replied ({which}) to your mail "{sent["subject"]}": answer them',
             "CONTEXT": f"the Gmail bridge's conversation {d.name}; its thread and what you know follow",
         },
         ((CONVERSATION_HEADER, d.name), (REPLIES_HEADER, str(n))),

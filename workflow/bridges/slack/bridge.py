@@ -253,7 +253,9 @@ class Bridge:
             return False
         history = "\n".join(f"Request: {t.text}\nResult: {t.result[-1500:]}" for t in earlier)
         it = self.classify(text)
-        it = it._replace(execution_prompt=f"Earlier in this thread:\n{history}\n\nFollow-up: {text}", clarify_question=None)
+        it = it._replace(
+            execution_prompt=f"Earlier in this thread:\n{history}\n\nFollow-up: {text}", clarify_question=None
+        )
         role = next((t.role for t in reversed(earlier) if t.role), "") or self.role_for(it.intent)
         if it.intent in TODO_INTENTS:
             role = ""
@@ -322,7 +324,9 @@ class Bridge:
         for a in answers.waiting(self.app, NAME):
             t = self.store.by_question(a.in_reply_to) if a.in_reply_to else None
             if t is None:
-                self.say(f"{a.event or 'mail'} from {a.sender} answers no task ({a.in_reply_to or 'no In-Reply-To'}); read")
+                self.say(
+                    f"{a.event or 'mail'} from {a.sender} answers no task ({a.in_reply_to or 'no In-Reply-To'}); read"
+                )
             elif t.status != Status.QUEUED:
                 self.say(f"task {t.id} is {t.status}: the {a.event} from {a.sender} is not posted")
             else:
