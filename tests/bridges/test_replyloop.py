@@ -379,7 +379,7 @@ def test_an_answer_is_sent_and_recorded_once_even_after_a_crash_part_way(gp: Pro
     answer = {
         "n": 1,
         "mid": "<a1@workflow.local>",
-        "answer": "3pm works.",
+        "text": "3pm works.",
         "notes": ["Sam likes afternoons"],
         "raw": base64.b64encode(raw).decode(),
     }

@@ -180,7 +180,7 @@ def reply(app: App, d: Path, a: answers.Answer, transport: Transport, say: Say) 
     info = json.loads((d / ".sent").read_text())
     mid = make_message_id(info["role"], app.config.domain)
     raw = _reply_bytes(app, info, conv.reply_chain(d), text, mid)
-    answer = {"n": int(q.get("n", conv.max_reply(d / "responses"))), "mid": mid, "answer": text, "notes": notes}
+    answer = {"n": int(q.get("n", conv.max_reply(d / "responses"))), "mid": mid, "text": text, "notes": notes}
     conv.add_id(d, mid)  # from here the reply goes out: a reply to it belongs here
     write_atomic(_answer_file(d), json.dumps({**answer, "raw": base64.b64encode(raw).decode()}))
     finish_answer(app, d, transport)
@@ -194,7 +194,7 @@ def finish_answer(app: App, d: Path, transport: Transport | None = None) -> Path
     f = _answer_file(d)
     try:
         a = json.loads(f.read_text(encoding="utf-8"))
-        n, answer, notes = int(a["n"]), str(a["answer"]), [str(x) for x in a["notes"]]
+        n, answer, notes = int(a["n"]), str(a["text"]), [str(x) for x in a["notes"]]
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError, TypeError):
