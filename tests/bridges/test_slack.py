@@ -273,9 +273,10 @@ def test_signatures_retries_and_the_whole_task_path(tmp_path: Path, slack: FakeS
         assert "retry 1" in ep.text() and "already received" in ep.text()
         # Each task was one ordinary run of the coordinator by agentd, asked from the thread's address.
         st = json.loads(p.run("agentd", "status", "--json").stdout)
-        assert sorted((r["role"], r["kind"], r["ref"]) for r in st["recent"]) == [
-            ("coordinator", "bridge", "slack+c1-100-1@workflow.local")
-        ] * 2, st
+        assert (
+            sorted((r["role"], r["kind"], r["ref"]) for r in st["recent"])
+            == [("coordinator", "bridge", "slack+c1-100-1@workflow.local")] * 2
+        ), st
         assert b"From: slack+c1-100-1@workflow.local" in qs[0].read_bytes()
     finally:
         ep.stop()

@@ -1,4 +1,4 @@
-"""Locks: one lock file per running role (or reply-loop session); a lock is judged by its holder's life.
+"""Locks: one lock file per running role; a lock is judged by its holder's life.
 
 A lock records who holds it: pid, host, the boot it was taken in, the holder's start time (from
 /proc, so a reused pid is not mistaken for the holder) and when it was taken. It is published

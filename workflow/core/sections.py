@@ -267,7 +267,7 @@ class AgentdConfig(NamedTuple):
     lock_ttl: Annotated[float, Num(1.0, 7 * DAY)] = 600.0
     roles: Annotated[tuple[str, ...], Names(empty=True)] = ()  # empty: every async role with triggers
     backend: Annotated[str, Str(choices=("", *BACKENDS))] = ""  # force one backend for every run (demo, tests)
-    # who hears of failures, loops and spent budgets (a Slack task's run too) …
+    # who hears of failures, loops and spent budgets (a bridge's question's run too) …
     escalate_to: Annotated[str, Str(NAME_RE)] = "coordinator"
     # … and, when that role itself fails, this human role ("": default_sender)
     escalate_human: Annotated[str, Str(re.compile(r"^([a-z0-9][a-z0-9_-]{0,62})?$"))] = ""
