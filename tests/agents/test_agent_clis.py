@@ -9,7 +9,17 @@ import subprocess
 import sys
 from pathlib import Path
 
-from helpers.agent_clis import agentd_until_approval, approve_turns, cli_bin, fresh_project, needs_claude
+import pytest
+
+from helpers.agent_clis import (
+    agentd_until_approval,
+    approve_turns,
+    cli_bin,
+    fresh_project,
+    needs_claude,
+    needs_codex,
+    needs_gemini,
+)
 from helpers.fake_anthropic import FakeAnthropic, text, tool_results, tool_use
 from helpers.git import git_project, mail
 from helpers.runs import run_command_role, unread
@@ -257,3 +267,40 @@ def test_claude_code_stream_json_gives_every_tool_call_and_the_result() -> None:
     r = claude_report("\n".join(json.dumps(x) for x in lines))
     assert (r.summary, r.session, r.failed, r.turns) == ("Moved.", "s-1", "", 2)
     assert r.calls == ("Bash(command=workflow move x todo --as r)",)
+
+
+GONE_ARGV = {  # each CLI asked, headless, to resume a session it never had
+    "claude-code": ["claude", "-p", "--resume", "0f6d2b7e-1111-4222-8333-944455556666"],
+    "codex": ["codex", "exec", "--skip-git-repo-check", "resume", "0f6d2b7e-1111-4222-8333-944455556666"],
+    "gemini": ["gemini", "-p", "hi", "--resume", "0f6d2b7e-1111-4222-8333-944455556666"],
+}
+
+
+@pytest.mark.parametrize(
+    "cli",
+    [
+        pytest.param("claude-code", marks=needs_claude),
+        pytest.param("codex", marks=needs_codex),
+        pytest.param("gemini", marks=needs_gemini),
+    ],
+)
+def test_each_profile_knows_what_its_cli_says_of_a_session_it_does_not_have(tmp_path: Path, cli: str) -> None:
+    """A bridge's follow-up resumes the thread's session; only when the CLI says it does not know
+    it (the profile's ``gone``) does a new session take the run — any other failure is agentd's
+    to retry. The pattern is held to what the real CLI prints."""
+    import re
+
+    from workflow.agents.backends.profiles import PROFILES, data
+
+    env = {
+        "PATH": f"{cli_bin()}:{os.environ['PATH']}",
+        "HOME": str(tmp_path),
+        "OPENAI_API_KEY": "sk-x",
+        "OPENAI_BASE_URL": "http://127.0.0.1:9",  # never reached: the session is looked up first
+        "GEMINI_API_KEY": "x",
+        "ANTHROPIC_API_KEY": "sk-x",
+        "ANTHROPIC_BASE_URL": "http://127.0.0.1:9",
+    }
+    r = subprocess.run(GONE_ARGV[cli], cwd=tmp_path, env=env, input="hi", capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0, (r.stdout, r.stderr)
+    assert re.search(data(PROFILES[cli]).gone, r.stdout + r.stderr), (r.stdout[-500:], r.stderr[-500:])

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.agentd import Daemon, wait_until
+from helpers.agentd import Daemon
 from helpers.gmail import PASSWORD, bridge_project, needs_dovecot, run_bridge, spool
 from helpers.project import Project
 from workflow.agents import asked

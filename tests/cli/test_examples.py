@@ -108,6 +108,8 @@ def test_the_examples_are_many() -> None:
 def test_every_example_parses_as_written(line: str) -> None:
     try:
         parse(line)
+    except click.exceptions.Exit as e:  # --help: parsed, shown, done
+        assert e.exit_code == 0 and "--help" in line.split(), line
     except click.BadParameter as e:
         if "does not exist" not in str(e):  # a placeholder path (a conversation's ID) is fine to name
             raise AssertionError(f"{line}: {e.format_message()}") from None
