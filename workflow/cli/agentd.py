@@ -237,13 +237,32 @@ def up(ctx: click.Context, port: int | None, with_web: bool, backend: str | None
         for name in names:
             command = argv if name == "smtpd" else [*argv[: argv.index("smtpd")], "web"]
             children.append((name, subprocess.Popen(command, cwd=cfg.project_dir, env=env)))
-        time.sleep(0.3)
-        for name, child in children:
-            if child.poll() is not None:
-                raise click.ClickException(f"workflow {name} exited with status {child.returncode}")
+        smtp = (cfg.smtp.host, cfg.smtp.port if port is None else port)
+        for (name, child), where in zip(children, [smtp, (cfg.web.host, cfg.web.port)], strict=False):
+            listening(name, child, *where)
+        click.echo(f"workflow up: {' and '.join(names)} listening; agentd starting (Ctrl-C stops them all)", err=True)
         run_daemon(a, backend, None)
     finally:
         stop_children(children)
+
+
+def listening(name: str, child: subprocess.Popen[bytes], host: str, port: int, within: float = 30.0) -> None:
+    """Wait until ``child`` accepts connections on ``host:port`` (agentd's first run may mail at
+    once); refuse, naming it, a child that exited or never listened. Port 0 (the system picks one)
+    cannot be asked: a short grace then."""
+    end = time.monotonic() + (0.3 if port == 0 else within)
+    while time.monotonic() < end:
+        if child.poll() is not None:
+            raise click.ClickException(f"workflow {name} exited with status {child.returncode}")
+        if port:
+            try:
+                socket.create_connection((host, port), timeout=1).close()
+                return
+            except OSError:
+                pass
+        time.sleep(0.05)
+    if port:
+        raise click.ClickException(f"workflow {name} did not listen on {host}:{port} within {within:.0f} s")
 
 
 def stop_children(children: list[tuple[str, subprocess.Popen[bytes]]], grace: float = STOP_WAIT) -> None:
