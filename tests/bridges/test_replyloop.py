@@ -395,3 +395,33 @@ def test_an_answer_is_sent_and_recorded_once_even_after_a_crash_part_way(gp: Pro
     assert len(spool(gp)) == 1
     (d / "responses" / ".answer.json").write_text("{not json")  # half-written: nothing it names was sent
     assert rl.finish_answer(gp.app, d, transport) is None and not (d / "responses" / ".answer.json").exists()
+
+
+def test_agentd_killed_mid_run_the_restarted_one_sees_it_through_and_sam_is_answered_once(gp: Project) -> None:
+    """SIGKILL of agentd while the conversation's run is under way: the restarted agentd sees the
+    question through, and the bridge sends one answer, whatever the killed run left behind."""
+    import signal
+
+    (gp.dir / "scripted").mkdir()
+    (gp.dir / "scripted" / "spec-writer.toml").write_text('[[step]]\nsleep = 2.5\n[[step]]\nsay = "3pm works."\n')
+    d = conv(gp)
+    cv.record_reply(d, "sam@test.com", "Can we do 3pm?", "<r1@test.com>")
+    said: list[str] = []
+    rl.loop(gp.app, said.append)
+    assert len(questions(gp)) == 1, said
+    agentd = Daemon(gp)
+    try:
+        agentd.wait_for(lambda: any("task" in e for e in agentd.events("started")), "the run to start")
+        agentd.stop(signal.SIGKILL)
+        assert _answers(gp) == 0  # killed before the run could answer
+        agentd = Daemon(gp)
+        agentd.wait_for(lambda: _answers(gp) >= 1 and agentd.idle(), "the answer after agentd's crash", timeout=60)
+    finally:
+        agentd.stop()
+    assert [e["event"] for e in agentd.events() if e["event"] in ("adopted", "completed")] == ["adopted", "completed"]
+    for _ in range(2):  # a second pass finds nothing more to send
+        rl.loop(gp.app, said.append)
+    (out,) = spool(gp)
+    assert b"3pm works." in out and parse(out).in_reply_to == "<r1@test.com>"
+    assert (d / "responses" / "01-response.md").read_text() == "3pm works.\n"
+    assert sum("answered replies up to #1" in s for s in said) == 1, said
