@@ -425,3 +425,33 @@ def test_agentd_killed_mid_run_the_restarted_one_sees_it_through_and_sam_is_answ
     assert b"3pm works." in out and parse(out).in_reply_to == "<r1@test.com>"
     assert (d / "responses" / "01-response.md").read_text() == "3pm works.\n"
     assert sum("answered replies up to #1" in s for s in said) == 1, said
+
+
+def test_two_answers_to_one_question_send_one_reply(gp: Project) -> None:
+    """A role that answers twice (a retried run that had sent already): the first answer is sent, the
+    second answers a question no longer open and is only read."""
+    from workflow.mail.message import Draft, build
+
+    d = conv(gp)
+    cv.record_reply(d, "sam@test.com", "Can we do 3pm?", "<r1@test.com>")
+    said: list[str] = []
+    rl.loop(gp.app, said.append)
+    q = rl.asked(d)["mid"]
+    transport = make_transport(gp.app.config, gp.app.deliverer)
+    for i, text in enumerate(["3pm works.", "3pm works, again."]):
+        raw = build(
+            Draft(
+                sender=gp.app.roster.address("spec-writer"),
+                to=[f"{rl.address(d)}@workflow.local"],
+                subject="Re: Briefing",
+                body=text + "\n",
+                message_id=f"<answer-{i}@workflow.local>",
+                in_reply_to=q,
+                references=[q],
+            )
+        )
+        transport.send(raw, gp.app.roster.address("spec-writer"), [f"{rl.address(d)}@workflow.local"])
+    rl.loop(gp.app, said.append)
+    (out,) = spool(gp)
+    assert b"3pm works." in out and b"again" not in out
+    assert sum("answers no open question" in s for s in said) == 1, said

@@ -128,15 +128,14 @@ def _send(d: Path, q: dict[str, Any], transport: Transport) -> None:
     write_atomic(_asked_file(d), json.dumps({**q, "sent": True}))
 
 
-def of_question(app: App, message_id: str) -> Path | None:
-    """The conversation whose outstanding question has this Message-ID."""
+def open_questions(app: App) -> dict[str, Path]:
+    """Each outstanding question's Message-ID, and its conversation (read once per pass)."""
     base = app.config.state.conversations
-    if not message_id or not base.is_dir():
-        return None
-    for d in sorted(base.iterdir()):
-        if (d / ".sent").exists() and asked(d).get("mid") == message_id:
-            return d
-    return None
+    if not base.is_dir():
+        return {}
+    found = {str(asked(d).get("mid") or ""): d for d in sorted(base.iterdir()) if (d / ".sent").exists()}
+    found.pop("", None)
+    return found
 
 
 def split_memory(answer: str) -> tuple[str, list[str]]:
@@ -156,8 +155,12 @@ def answered(app: App, transport: Transport, say: Say) -> int:
     """Take every answer in the bridge's mailbox: send each to its correspondent and record it;
     how many were sent."""
     sent = 0
-    for a in answers.waiting(app, NAME):
-        d = of_question(app, a.in_reply_to)
+    waiting = list(answers.waiting(app, NAME))
+    questions = open_questions(app) if waiting else {}
+    for a in waiting:
+        d = questions.get(a.in_reply_to)
+        if d is not None and asked(d).get("mid") != a.in_reply_to:
+            d = None  # answered earlier in this pass: a second answer to one question sends nothing
         if d is None:
             say(f"{a.event or 'mail'} from {a.sender} answers no open question ({a.in_reply_to or 'none named'}); read")
         elif a.failed:
@@ -200,14 +203,13 @@ def finish_answer(app: App, d: Path, transport: Transport | None = None) -> Path
     except (OSError, ValueError, KeyError, TypeError):
         f.unlink(missing_ok=True)  # not one we wrote whole: nothing it names was sent
         return None
+    info = json.loads((d / ".sent").read_text())
     if a.get("raw"):
-        info = json.loads((d / ".sent").read_text())
         (transport or make_transport(app.config, app.deliverer)).send(
             base64.b64decode(a["raw"]), app.roster.address(info["role"]), [info["to"]]
         )
     out = d / "responses" / f"{n:02d}-response.md"
     if notes and not out.exists():
-        info = json.loads((d / ".sent").read_text())
         with open(conv.memory_file(app), "a", encoding="utf-8") as m:
             m.writelines(f"{info['to']}: {note}\n" for note in notes)
     write_atomic(out, answer + "\n")
