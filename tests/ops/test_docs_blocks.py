@@ -40,6 +40,7 @@ RUN = {  # page → the test file that runs its blocks
     "running-roles.md": "tests/ops/test_docs_blocks.py",
     "performance.md": "tests/ops/test_docs_blocks.py",  # each line at a small size: SMALL
     "bridges.md": "tests/ops/test_docs_blocks.py",
+    "hosts.md": "tests/ops/test_docs_blocks.py",
 }
 NOT_YET: set[str] = set()  # pages whose blocks are not run yet (each named with why)
 
@@ -413,3 +414,23 @@ def test_the_bridges_page_runs_as_pasted_a_slack_request_asked_by_mail_answered_
         "workflow bridge rebuild-thread --help",
     ):
         assert "Example" in said(page), page
+
+
+def test_the_hosts_page_runs_as_pasted_a_role_placed_and_this_machine_named(tmp_path: Path) -> None:
+    sections = blocks(DOCS / "hosts.md")
+    lines = [line for body in sections.values() for line in body]
+    out = dict(zip(lines, run(lines, tmp_path, _env(tmp_path), timeout=120), strict=True))
+
+    def said(pattern: str) -> str:
+        (line,) = [line for line in lines if re.match(pattern, line)]
+        return out[line]
+
+    assert "implementer lives on build" in said(r"workflow host build --place implementer ")
+    assert "this machine is host build: its listeners bind 127.0.0.3" in said(r"workflow host build +#")
+    roster = said(r"workflow roster ")
+    assert "Hosts (2; this is build):" in roster and re.search(r"^  implementer +async +on build ", roster, re.M)
+    assert re.search(r"^  spec-writer +async +on hub ", roster, re.M), roster
+    assert re.search(
+        r"^this is build\n  hub .*\n  build .* its agentd runs 1 role\(s\)$", said(r"workflow host +#"), re.M
+    )
+    assert (tmp_path / "home/.maildir/workflow/.workflow/host").read_text() == "build\n"

@@ -42,7 +42,7 @@ from workflow.agents.report import EXIT_BUSY, RESULT_ENV
 from workflow.agents.report import read as read_report
 from workflow.agents.txn import Run, run_dir
 from workflow.app import App
-from workflow.core import diskfull
+from workflow.core import diskfull, hosts
 from workflow.core.backendkinds import kind
 from workflow.core.config import AgentdConfig
 from workflow.core.errors import ConfigError, WorkflowError
@@ -146,8 +146,13 @@ class Agentd:
     def _roles(self) -> list[str]:
         """Async roles with triggers, and panels (a review panel wakes on review-requests, a
         writing panel's primary on clarification-requests and questions)."""
-        roster = self.app.roster
-        wanted = self.opts.roles or (*roster.roles, *(p.name for p in self.app.config.panels))
+        roster, cfg = self.app.roster, self.app.config
+        here = hosts.chosen(cfg.file, cfg.hosts, cfg.this_host)  # each host's agentd runs the roles that live on it
+        wanted = [
+            name
+            for name in self.opts.roles or (*roster.roles, *(p.name for p in cfg.panels))
+            if not here or roster.host_of(name) == here
+        ]
         out = []
         self.watch_of: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
         for name in wanted:

@@ -43,6 +43,7 @@ COMMANDS = {
     "users": "workflow.cli.users:users",
     "demo": "workflow.cli.demo:demo",
     "hooks": "workflow.cli.hooks:hooks",
+    "host": "workflow.cli.hosts:host",
     "panel": "workflow.cli.panels:panel",
     "bridge": "workflow.cli.bridges:bridge",
 }

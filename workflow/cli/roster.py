@@ -31,16 +31,27 @@ def roster(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(ros.to_dict(), indent=2))
         return
+    cfg = app(ctx).config
+    if ros.hosts:
+        here = cfg.this_host or "not chosen yet: `workflow host NAME`"
+        click.echo(f"Hosts ({len(ros.hosts)}; this is {here}):")
+        for h in cfg.hosts:
+            click.echo(f"  {h.name:<30} {h.address}")
+        click.echo("")
     click.echo(f"Roles ({len(ros.roles)}):")
     for r in ros.roles.values():
         handoff = ros.hands_off(r.name)  # checked against the roster: an unknown name is refused here
         after = f"; hands off to {', '.join(handoff)}" if handoff else ""
-        click.echo(f"  {r.name:<30} {r.mode:<6} triggers: {', '.join(r.triggers) or '-'}{after}")
+        on = f"on {ros.host_of(r.name):<{max(map(len, ros.hosts))}}  " if ros.hosts else ""
+        click.echo(f"  {r.name:<30} {r.mode:<6} {on}triggers: {', '.join(r.triggers) or '-'}{after}")
     click.echo(f"\nPanels ({len(ros.panels)}):")
     for p in ros.panels.values():
         handoff = ros.hands_off(p.name)
         after = f"; hands off to {', '.join(handoff)}" if handoff else ""
-        click.echo(f"  {p.name:<30} {p.kind:<8} members: {', '.join(m.name for m in p.members)}{after}")
+        members = ", ".join(
+            m.name + (f" (on {ros.host_of(p.mailbox(m.name))})" if ros.hosts else "") for m in p.members
+        )
+        click.echo(f"  {p.name:<30} {p.kind:<8} members: {members}{after}")
     click.echo(f"\nAddresses (@{ros.domain}):")
     for route in map(ros.route, ros.known_locals()):
         click.echo(f"  {route.address:<48} {route.kind:<10} → {', '.join(route.mailboxes) or '-'}")

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from workflow.cli.base import Command, app
+from workflow.core.hosts import chosen
 from workflow.delivery.credentials import hash_password
 from workflow.delivery.server.listeners import check_bind
 from workflow.delivery.server.smtpd import serve
@@ -79,6 +80,7 @@ def smtpd(
     logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
     logging._srcfile = None  # documented in the "Optimization" section of the logging HOWTO
     a = app(ctx)
+    chosen(a.config.file, a.config.hosts, a.config.this_host)  # which address is ours: this host's
     host = host or a.config.smtp.host
     check_bind(host, allow_remote, a.config)
 

@@ -28,6 +28,7 @@ from workflow.core.backendconfig import (
 )
 from workflow.core.backendkinds import BACKENDS, CLIS
 from workflow.core.errors import ConfigError
+from workflow.core.hosts import HostConfig, identity, read_hosts
 from workflow.core.schema import NAME_RE, Plugin, Tables, absolute, read, suggest, where
 from workflow.core.sections import (
     AGENTD,
@@ -65,6 +66,7 @@ KNOWN_SECTIONS = (
     "bridges",
     "guardrails",
     "artifacts",
+    "hosts",
 )
 __all__ = [
     "BACKENDS",
@@ -119,6 +121,8 @@ class Config(NamedTuple):
     backends: BackendsConfig = BackendsConfig()
     bridges: Mapping[str, NamedTuple] = MappingProxyType({})  # [bridges.NAME] as its plugin's record
     plugins: tuple[Plugin, ...] = ()  # the plugin sections this was read with (a reload reads with them too)
+    hosts: tuple[HostConfig, ...] = ()  # [hosts.NAME], in the file's order (core.hosts)
+    this_host: str = ""  # which of them this machine is (its state directory says; "" for none)
 
     @property
     def state(self) -> StateDir:
@@ -147,6 +151,9 @@ class Config(NamedTuple):
             if type(value) is record:
                 return value
         return None
+
+    def host(self, name: str) -> HostConfig | None:
+        return next((h for h in self.hosts if h.name == name), None)
 
     def panel(self, name: str) -> PanelConfig | None:
         for p in self.panels:
@@ -221,9 +228,11 @@ def load_config(
     mail_root: Path | None = None,
     env: Mapping[str, str] | None = None,
     plugins: tuple[Plugin, ...] = (),
+    host: str | None = None,
 ) -> Config:
     """Load ``path`` (or the nearest workflow.toml above ``cwd``; defaults when there is none);
-    ``plugins`` are the sections the composition root registers (``bridges.sections.SECTIONS``)."""
+    ``plugins`` are the sections the composition root registers (``bridges.sections.SECTIONS``);
+    ``host``: which of ``[hosts]`` this machine is, instead of what its state directory says."""
     env = os.environ if env is None else env
     cwd = (cwd or Path.cwd()).resolve()
     found = configfile.lookup(str(path) if path is not None else None, env, str(cwd))  # as the fast path does
@@ -256,10 +265,27 @@ def load_config(
             f"{where(file, 'artifacts', 'commit_event')}: expected one of the event types "
             f"({', '.join(wf.event_types)}), got {art.commit_event!r}"
         )
+    mail_root_path = root.resolve() if root.is_absolute() else (cwd / root).resolve()
+    hosts = read_hosts(file, data.get("hosts", {}))
+    this = identity(file, hosts, StateDir.of(mail_root_path).host, host)
+    smtp = read(file, "smtp", data.get("smtp", {}), SMTP)
+    web = read(file, "web", data.get("web", {}), WEB)
+    names = [h.name for h in hosts]
+    panels = tuple(read_panel(file, name, t) for name, t in data.get("panels", {}).items())
+    for panel in panels:
+        for m in panel.members:
+            if m.host and m.host not in names:
+                raise ConfigError(
+                    f"{where(file, f'panels.{panel.name}', 'members')}: member {m.name}'s host {m.host!r} names no "
+                    f"host; expected one of [hosts] ({', '.join(names) or 'none is listed'}){suggest(m.host, names)}"
+                )
+    here = next((h for h in hosts if h.name == this), None)
+    if here is not None:  # one file for every host: each host's listeners bind its own address
+        smtp, web = smtp._replace(host=here.address), web._replace(host=here.address)
     config = Config(
         path=path,
         project_dir=project_dir,
-        mail_root=root.resolve() if root.is_absolute() else (cwd / root).resolve(),
+        mail_root=mail_root_path,
         domain=wf.domain,
         roles_dir=project_dir / wf.roles_dir,
         templates_dir=project_dir / wf.templates_dir,
@@ -268,10 +294,10 @@ def load_config(
         artifact_roots=wf.artifact_roots,
         default_sender=wf.default_sender,
         backend=wf.backend,
-        smtp=read(file, "smtp", data.get("smtp", {}), SMTP),
-        web=read(file, "web", data.get("web", {}), WEB),
+        smtp=smtp,
+        web=web,
         runs=read(file, "runs", data.get("runs", {}), RUNS),
-        panels=tuple(read_panel(file, name, t) for name, t in data.get("panels", {}).items()),
+        panels=panels,
         guardrails=read_guardrails(file, data.get("guardrails", {})),
         transitions=_transitions(file, art.transitions, wf.states),
         commit_event=art.commit_event,
@@ -280,5 +306,7 @@ def load_config(
         backends=BACKENDS_TABLE.read_in(file, "backends", data.get("backends", {})),
         bridges=_plugins(plugins, "bridges", "bridge").read_in(file, "bridges", data.get("bridges", {})),
         plugins=plugins,
+        hosts=hosts,
+        this_host=this,
     )
     return _absolute(config)

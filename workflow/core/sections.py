@@ -164,10 +164,11 @@ class PanelMember(NamedTuple):
     name: str
     backend: str = "scripted"
     model: str = ""
+    host: str = ""  # the [hosts.NAME] its runs happen on; "": its panel's (the first host)
 
 
 def _members(value: object) -> object:
-    expected = "a non-empty list of names or {name, backend, model} tables"
+    expected = "a non-empty list of names or {name, backend, model, host} tables"
     if not isinstance(value, list) or not value:
         raise BadValueError(expected)
     out: list[PanelMember] = []
@@ -175,14 +176,16 @@ def _members(value: object) -> object:
         if isinstance(item, str):
             item = {"name": item}
         if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not NAME_RE.match(item["name"]):
-            raise BadValueError("names matching [a-z0-9][a-z0-9_-]* or {name, backend, model} tables")
-        extra = set(item) - {"name", "backend", "model"}
+            raise BadValueError("names matching [a-z0-9][a-z0-9_-]* or {name, backend, model, host} tables")
+        extra = set(item) - {"name", "backend", "model", "host"}
         if extra:
-            raise BadValueError(f"member keys name, backend, model (not {', '.join(sorted(extra))})")
+            raise BadValueError(f"member keys name, backend, model, host (not {', '.join(sorted(extra))})")
+        if not isinstance(item.get("host", ""), str) or not (NAME_RE.match(item["host"]) if item.get("host") else True):
+            raise BadValueError("a member host naming a [hosts.NAME] table")
         backend = item.get("backend", "scripted")
         if backend not in BACKENDS or not isinstance(item.get("model", ""), str):
             raise BadValueError(f"a member backend among {', '.join(BACKENDS)} and a string model")
-        out.append(PanelMember(item["name"], backend, str(item.get("model", ""))))
+        out.append(PanelMember(item["name"], backend, str(item.get("model", "")), str(item.get("host", ""))))
     if len({m.name for m in out}) != len(out):
         raise BadValueError("distinct member names")
     return tuple(out)

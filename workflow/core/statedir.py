@@ -45,6 +45,11 @@ class StateDir:
         return self.root / "project"
 
     @property
+    def host(self) -> Path:
+        """Which of ``[hosts]`` this machine is, one line (``core.hosts``; ``workflow host NAME``)."""
+        return self.root / "host"
+
+    @property
     def smtpd(self) -> Path:
         """Where the running SMTP server says it listens (host, port, pid): ``delivery.address``."""
         return self.root / "smtpd.json"

@@ -34,7 +34,7 @@ ROLES_README = """\
 
 A role here overrides the built-in role of the same name, file by file; a new file adds a role.
 Format: TOML front matter between `+++` lines (mode, triggers, artifacts, backend, model, panel,
-description, max_turns, moves, hands_off), then the role's prompt. `workflow roster` lists the roles in effect.
+description, max_turns, moves, hands_off, host), then the role's prompt. `workflow roster` lists the roles in effect.
 """
 
 

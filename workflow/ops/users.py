@@ -19,40 +19,16 @@ from pathlib import Path
 from workflow.artifacts import trust
 from workflow.core.config import CONFIG_NAME, Config
 from workflow.core.errors import WorkflowError
-from workflow.core.resources import builtin_dir
-from workflow.delivery.credentials import LOGIN_RE, ROLE_RE, hash_password, load_users
+from workflow.delivery.credentials import LOGIN_RE, hash_password, load_users
+from workflow.ops.rolefile import with_key
 
 DEFAULT_USERS = "~/.config/workflow/users"
-MODE_RE = re.compile(r'^mode\s*=\s*"[^"]*"\s*$', re.M)
 
 
 def make_human(config: Config, role: str, description: str = "") -> Path | None:
     """Make ``role`` a person's: its ``roles/`` file says ``mode = "human"`` (copied from the
     built-in role when the project has none). Returns the file written, None when it already was."""
-    if not ROLE_RE.match(role):
-        raise WorkflowError(f"{role!r} is not a role name (lower-case letters, digits, . _ -)")
-    mine = config.roles_dir / f"{role}.md"
-    builtin = builtin_dir("roles") / f"{role}.md"
-    if mine.exists():
-        text = mine.read_text(encoding="utf-8")
-    elif builtin.exists():
-        text = builtin.read_text(encoding="utf-8")
-    else:
-        about = description or f"{role}: a person's role."
-        text = f'+++\nmode = "human"\ndescription = "{about}"\n+++\n\n# {role}\n'
-    head, sep, rest = text.partition("\n+++")
-    if not text.startswith("+++") or not sep:
-        raise WorkflowError(f'{mine}: expected TOML front matter between +++ lines; add mode = "human" by hand')
-    if MODE_RE.search(head):
-        head = MODE_RE.sub('mode = "human"', head, count=1)
-    else:
-        head = head.replace("+++", '+++\nmode = "human"', 1)
-    new = head + sep + rest
-    if mine.exists() and new == text:
-        return None
-    config.roles_dir.mkdir(parents=True, exist_ok=True)
-    mine.write_text(new, encoding="utf-8")
-    return mine
+    return with_key(config, role, "mode", "human", description)
 
 
 def _toml(config: Config) -> Path:

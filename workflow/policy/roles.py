@@ -27,6 +27,7 @@ KEYS = (
     "max_turns",
     "moves",
     "hands_off",
+    "host",
 )
 
 
@@ -45,6 +46,7 @@ class Role(NamedTuple):
     max_turns: int = 0  # 0: the backend's default
     hands_off: tuple[str, ...] = ()  # the roles its approval goes on to when it names no NEXT_ROLES
     keys: frozenset[str] = frozenset()  # the front matter keys its file sets
+    host: str = ""  # the [hosts.NAME] it lives on; "": the first host (core.hosts.home)
 
     @property
     def takes_mail(self) -> bool:
@@ -101,7 +103,7 @@ def _list(path: Path, key: str, value: object) -> tuple[str, ...]:
     return tuple(value)
 
 
-def parse_role(path: Path, text: str, event_types: Iterable[str]) -> Role:
+def parse_role(path: Path, text: str, event_types: Iterable[str], hosts: tuple[str, ...] = ()) -> Role:
     """Parse one role file; every error names the file and the key."""
     name = path.stem
     if not NAME_RE.match(name):
@@ -130,13 +132,17 @@ def parse_role(path: Path, text: str, event_types: Iterable[str]) -> Role:
             raise RosterError(
                 f"{path}: front matter key triggers: unknown event type {t!r}; expected one of {', '.join(known)}"
             )
-    for key in ("backend", "model", "panel", "description"):
+    for key in ("backend", "model", "panel", "description", "host"):
         if key in meta and not isinstance(meta[key], str):
             raise RosterError(f"{path}: front matter key {key}: expected a string, got {meta[key]!r}")
     if meta.get("backend", "") not in ("", *BACKENDS):
         raise RosterError(
             f"{path}: front matter key backend: expected one of {', '.join(BACKENDS)}, got {meta['backend']!r}"
         )
+    host = str(meta.get("host", ""))
+    if host and host not in hosts:
+        expected = f"one of [hosts] ({', '.join(hosts)})" if hosts else "a [hosts.NAME] table, and there is none"
+        raise RosterError(f"{path}: front matter key host: {host!r} names no host; expected {expected}")
     moves: list[tuple[str, str]] = []
     for item in _list(path, "moves", meta.get("moves", [])):
         m = TRANSITION_RE.match(item)
@@ -165,6 +171,7 @@ def parse_role(path: Path, text: str, event_types: Iterable[str]) -> Role:
         max_turns=max_turns,
         hands_off=hands_off,
         keys=frozenset(meta),
+        host=host,
     )
 
 
@@ -175,9 +182,10 @@ class Roles(Mapping[str, Role]):
     ``workflow inbox ROLE`` does) parses one file, not all of them; iterating parses them all.
     """
 
-    def __init__(self, files: dict[str, Path], event_types: tuple[str, ...]) -> None:
+    def __init__(self, files: dict[str, Path], event_types: tuple[str, ...], hosts: tuple[str, ...] = ()) -> None:
         self._files = files
         self._events = event_types
+        self._hosts = hosts
         self._parsed: dict[str, Role] = {}
 
     def __getitem__(self, name: str) -> Role:
@@ -188,7 +196,7 @@ class Roles(Mapping[str, Role]):
                 text = path.read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError) as e:
                 raise RosterError(f"{path}: cannot read role file: {e}") from None
-            role = parse_role(path, text, self._events)
+            role = parse_role(path, text, self._events, self._hosts)
             builtin = builtin_dir("roles") / path.name
             if "hands_off" not in role.keys and path != builtin and builtin.is_file():
                 # a project's copy of a built-in role (made human, say) that says nothing of its
@@ -227,4 +235,4 @@ def role_sources(config: Config) -> list[Path]:
 
 def load_roles(config: Config) -> Roles:
     """Built-in roles overlaid by the project's roles dir, by file name."""
-    return Roles(role_files(config), tuple(config.event_types))
+    return Roles(role_files(config), tuple(config.event_types), tuple(h.name for h in config.hosts))

@@ -83,8 +83,10 @@ class Roster:
         panels: tuple[PanelConfig, ...],
         outbound: str | None = None,
         bridges: tuple[str, ...] = (),
+        hosts: tuple[str, ...] = (),
     ) -> None:
         self.domain = domain
+        self.hosts = hosts  # [hosts.NAME] in the file's order: a role naming none lives on the first
         self.bridges = bridges  # the configured bridges: each has its addresses and its mailbox
         self.outbound = outbound  # a spool mailbox for mail leaving the domain (an outbound bridge's)
         self.roles = roles
@@ -101,7 +103,22 @@ class Roster:
     @classmethod
     def load(cls, config: Config) -> Roster:
         outbound = OUTBOUND_SPOOL if outbound_bridge(config) else None
-        return cls(config.domain, load_roles(config), config.panels, outbound, tuple(config.bridges))
+        hosts = tuple(h.name for h in config.hosts)
+        return cls(config.domain, load_roles(config), config.panels, outbound, tuple(config.bridges), hosts)
+
+    def host_of(self, name: str) -> str:
+        """The host a role, panel or panel member's mailbox lives on ("" when there are no hosts):
+        its own ``host``, else its panel's, else the first host."""
+        if not self.hosts:
+            return ""
+        home = self.hosts[0]
+        if name in self.members:
+            panel = self.members[name]
+            member = next(m for m in panel.members if panel.mailbox(m.name) == name)
+            return member.host or home
+        if name in self.roles:
+            return self.roles[name].host or home
+        return home
 
     # ------------------------------------------------------------------ names
 
@@ -160,11 +177,18 @@ class Roster:
                     "triggers": list(r.triggers),
                     "hands_off": list(r.hands_off),
                     "description": r.description,
+                    **({"host": self.host_of(r.name)} if self.hosts else {}),
                 }
                 for r in self.roles.values()
             ],
             "panels": [
-                {"name": p.name, "kind": p.kind, "members": [m.name for m in p.members], "mailboxes": list(p.mailboxes)}
+                {
+                    "name": p.name,
+                    "kind": p.kind,
+                    "members": [m.name for m in p.members],
+                    "mailboxes": list(p.mailboxes),
+                    **({"hosts": {m.name: self.host_of(p.mailbox(m.name)) for m in p.members}} if self.hosts else {}),
+                }
                 for p in self.panels.values()
             ],
             "addresses": [
