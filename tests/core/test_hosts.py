@@ -9,28 +9,12 @@ import pytest
 
 from helpers.agentd import Daemon
 from helpers.agentd import project as agentd_project
+from helpers.hosts import HOSTS, on_host
 from helpers.project import Project, make_project
 from workflow.app import App
 from workflow.bridges.sections import SECTIONS
 from workflow.core.config import load_config
 from workflow.core.errors import ConfigError, RosterError
-from workflow.core.resources import builtin_dir
-
-HOSTS = """
-[hosts.hub]
-address = "127.0.0.2"
-
-[hosts.build]
-address = "127.0.0.3"
-relay_port = 10026
-"""
-
-
-def on_host(p: Project, role: str, host: str) -> None:
-    """The project's copy of a built-in role, living on ``host``."""
-    text = (builtin_dir("roles") / f"{role}.md").read_text()
-    (p.dir / "roles").mkdir(exist_ok=True)
-    (p.dir / "roles" / f"{role}.md").write_text(text.replace("+++\n", f'+++\nhost = "{host}"\n', 1))
 
 
 def reload(p: Project) -> App:

@@ -434,3 +434,7 @@ def test_the_hosts_page_runs_as_pasted_a_role_placed_and_this_machine_named(tmp_
         r"^this is build\n  hub .*\n  build .* its agentd runs 1 role\(s\)$", said(r"workflow host +#"), re.M
     )
     assert (tmp_path / "home/.maildir/workflow/.workflow/host").read_text() == "build\n"
+    assert re.search(
+        r"^secret \(shown once; for host hub's relay to this host\): \S{20,}$", said(r"workflow users peer"), re.M
+    )
+    assert ":@hub\n" in (tmp_path / "home/.config/workflow/users").read_text()

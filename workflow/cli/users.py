@@ -8,6 +8,7 @@ import click
 
 from workflow.cli.base import Command, app
 from workflow.ops.users import add as add_user
+from workflow.ops.users import add_peer
 
 
 @click.group()
@@ -41,3 +42,21 @@ def add(ctx: click.Context, login: str, role: str, password_stdin: bool) -> None
         password = click.prompt(f"password for {login}", hide_input=True, confirmation_prompt=True)
     for line in add_user(a.config, login, role, password):
         click.echo(line)
+
+
+@users.command("peer", cls=Command)
+@click.argument("host")
+@click.pass_context
+def peer(ctx: click.Context, host: str) -> None:
+    """Let host HOST's Postfix relay its roles' mail to this host: a login peer-HOST whose secret
+    is printed once (kept here only hashed). It may send as the roles that live on HOST, to the
+    roles that live here, and nothing else; every guardrail is checked here again.
+
+    \b
+    Example:
+        workflow users peer build     # on hub: the login build's Postfix uses
+    """
+    done, secret = add_peer(app(ctx).config, host)
+    for line in done:
+        click.echo(line)
+    click.echo(f"secret (shown once; for host {host}'s relay to this host): {secret}")

@@ -15,7 +15,8 @@ with PLAIN or LOGIN on TCP:
   and hands the token to its agent in ``$WORKFLOW_TOKEN``. It may send as ROLE only; what it sends
   is checked and staged in the run, delivered only if the run succeeds. It dies with the run.
 * a login of ``[smtp] auth_users_file``: ``login:SECRET[:role,role…]`` (the roles it may send as;
-  default the role named like the login). ``workflow smtpd --hash-password`` makes the SECRET, in
+  default the role named like the login), or ``login:SECRET:@HOST``: another host's Postfix (a
+  peer), which relays the mail of the roles that live on HOST only, to this host's roles only. ``workflow smtpd --hash-password`` makes the SECRET, in
   Dovecot's ``{PBKDF2}`` scheme, so ``workflow imap`` serves the same logins over IMAP. The
   server reads the file again whenever it changes (``UsersFile``): a new login or password needs
   no restart, a removed login is refused at once.
@@ -45,6 +46,8 @@ log = logging.getLogger("workflow.delivery.server.smtpd")  # the server's log
 OWNER = "~owner"
 LOGIN_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}$")
 ROLE_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,127}$")
+PEER = "@"  # a users-file line whose roles are ``@HOST``: that host's Postfix, a peer (``Identity.peer``)
+PEER_RE = re.compile(r"^@[a-z0-9][a-z0-9_-]*$")
 
 
 def root_id(mail_root: Path) -> str:
@@ -69,9 +72,21 @@ class Identity(NamedTuple):
     def may_send_as(self, role: str) -> bool:
         return self.roles is None or role in self.roles
 
+    @property
+    def peer(self) -> str:
+        """The host whose Postfix this login is (``login:SECRET:@HOST`` in the users file): it
+        relays mail of the roles that live on that host only ("" for any other login)."""
+        if self.roles is not None and len(self.roles) == 1:
+            (only,) = self.roles
+            if only.startswith(PEER):
+                return only[len(PEER) :]
+        return ""
+
     def describe(self) -> str:
         if self.roles is None:
             return f"login {self.login}"
+        if self.peer:
+            return f"login {self.login} is host {self.peer}'s: it relays the mail of {self.peer}'s roles only"
         return f"login {self.login} may send as {', '.join(sorted(self.roles))} only"
 
 
@@ -195,6 +210,8 @@ def load_users(path: str) -> dict[str, User]:
             raise WorkflowError(f"{path}:{n}: {login!r} is not a login (letters, digits, . _ @ + -)")
         roles = tuple(r.strip() for r in parts[2].split(",") if r.strip()) if len(parts) == 3 else (login,)
         bad = [r for r in roles if not ROLE_RE.match(r)]
+        if len(roles) == 1 and PEER_RE.match(roles[0]):
+            bad = []  # a peer host's login
         if not roles or bad:
             raise WorkflowError(f"{path}:{n}: {login}: expected the roles it may send as, got {parts[2]!r}")
         if login in where:  # Dovecot would take the first line and this server the last: neither may guess
@@ -214,6 +231,12 @@ def load_people(path: str, roster: Roster) -> dict[str, User]:
     serves and ``workflow doctor`` checks (one message for one problem)."""
     users = load_users(path)
     for login, user in users.items():
+        if user.roles[0].startswith(PEER):
+            host = user.roles[0][len(PEER) :]
+            if host not in roster.hosts:
+                hosts = ", ".join(roster.hosts) or "none: the project lists no [hosts.NAME]"
+                raise WorkflowError(f"{path}: login {login}: @{host} names no host; expected one of {hosts}")
+            continue
         for role in user.roles:
             try:
                 roster.sender(f"{role}@{roster.domain}")

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 from pathlib import Path
 
 from workflow.artifacts import trust
 from workflow.core.config import CONFIG_NAME, Config
 from workflow.core.errors import WorkflowError
-from workflow.delivery.credentials import LOGIN_RE, hash_password, load_users
+from workflow.delivery.credentials import LOGIN_RE, PEER, hash_password, load_users
 from workflow.ops.rolefile import with_key
 
 DEFAULT_USERS = "~/.config/workflow/users"
@@ -85,3 +86,32 @@ def add(config: Config, login: str, role: str, password: str) -> list[str]:
     if changed and trust.approve(config, changed):  # only what this wrote: another change stays for you to read
         done.append(f"approved {', '.join(changed)} as changed here (as `workflow trust` does)")
     return done
+
+
+def add_peer(config: Config, host: str) -> tuple[list[str], str]:
+    """Add the login another host's Postfix relays its roles' mail here with (``peer-HOST``,
+    roles ``@HOST``); what was done, a line each, and the secret — shown once, kept only hashed."""
+    if not config.hosts:
+        raise WorkflowError(f"{_toml(config)} lists no [hosts.NAME]: a peer is one of the project's hosts")
+    if config.host(host) is None:
+        raise WorkflowError(
+            f"{host!r} is not a host of {_toml(config)}: expected one of {', '.join(h.name for h in config.hosts)}"
+        )
+    if host == config.this_host:
+        raise WorkflowError(f"{host} is this host: its own mail needs no peer login")
+    login = f"peer-{host}"
+    done: list[str] = []
+    path, told = users_file(config)
+    if told:
+        done.append(f"set [smtp] auth_users_file = {DEFAULT_USERS} in {_toml(config)}")
+    if path.exists() and path.stat().st_size and login in load_users(str(path)):
+        raise WorkflowError(f"{path}: login {login} is there already; to give it a new secret, remove its line first")
+    secret = secrets.token_urlsafe(24)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, f"{login}:{hash_password(secret)}:{PEER}{host}\n".encode())
+    finally:
+        os.close(fd)
+    done.append(f"added login {login} to {path}: host {host}'s Postfix relays the mail of {host}'s roles with it")
+    return done, secret

@@ -135,7 +135,12 @@ class Handler:
         except RosterError as e:
             return refuse("MAIL", session, f"550 5.7.1 {_one_line(e)}")
         identity = identity_of(session)
-        if identity is not None and not identity.may_send_as(role):
+        if identity is not None and identity.peer:  # another host's Postfix: the mail of its own roles
+            home = self.roster.host_of(role)
+            if home != identity.peer:
+                reply = f"550 5.7.1 {SENDER_IDENTITY}: {identity.describe()}; {role} lives on {home or 'no host'}"
+                return refuse("MAIL", session, reply, SENDER_IDENTITY)
+        elif identity is not None and not identity.may_send_as(role):
             reply = f"550 5.7.1 {SENDER_IDENTITY}: {identity.describe()}, not {role}"
             return refuse("MAIL", session, reply, SENDER_IDENTITY)
         envelope.mail_from = address
@@ -155,6 +160,14 @@ class Handler:
                 session,
                 f"550 5.7.1 relaying denied: {route.address} is outside {self.roster.domain} and no outbound bridge is configured",
             )
+        identity = identity_of(session)
+        if identity is not None and identity.peer:  # a peer delivers here, never through here
+            here = self.deliverer.config.this_host
+            elsewhere = sorted({self.roster.host_of(mb) for mb in route.mailboxes} - {here})
+            if elsewhere or not route.mailboxes:
+                where = f"lives on {', '.join(elsewhere)}" if elsewhere else "is no mailbox"
+                reply = f"550 5.7.1 relaying denied: {route.address} {where}, not on {here}; a peer delivers to this host's roles only"
+                return refuse("RCPT", session, reply)
         sender = self.roster.sender(envelope.mail_from or "")
         decision = self.roster.may_send(sender, route)
         if not decision.allowed:
@@ -173,7 +186,9 @@ class Handler:
             if raw.count(b"\n") != crlf or raw.count(b"\r") != crlf:  # a bare LF or CR somewhere
                 raise MessageError("message contains a bare CR or LF; SMTP lines must end in CRLF")
             identity = identity_of(session)
-            person = identity is not None and identity.run is None and bool(identity.secret)  # a users-file login
+            person = (  # a person's users-file login (a peer's relays roles' mail)
+                identity is not None and identity.run is None and bool(identity.secret) and not identity.peer
+            )
             plan = await self._prepare(raw, envelope, person)
             mid = plan.message_id
             from_header = self.roster.sender(envelope.mail_from or "")
