@@ -438,3 +438,5 @@ def test_the_hosts_page_runs_as_pasted_a_role_placed_and_this_machine_named(tmp_
         r"^secret \(shown once; for host hub's relay to this host\): \S{20,}$", said(r"workflow users peer"), re.M
     )
     assert ":@hub\n" in (tmp_path / "home/.config/workflow/users").read_text()
+    transport = said(r"workflow postfix ")
+    assert re.search(r"^\S+@workflow\.local smtp:\[127\.0\.0\.[23]\]:\d+$", transport, re.M), transport

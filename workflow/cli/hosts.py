@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from workflow.bridges.sections import SECTIONS
@@ -75,3 +77,41 @@ def place(ctx: click.Context, name: str | None, roles: tuple[str, ...]) -> None:
         made = with_key(a.config, role, "host", name)
         click.echo(f"{role} lives on {name}: {made or 'already said so'}")
     click.echo("commit roles/ so every host reads it alike")
+
+
+@click.command(cls=Command)
+@click.option("--write", "directory", type=click.Path(path_type=Path), help="Write the instance into DIR.")
+@click.option("--queue-lifetime", default="5d", show_default=True, help="How long mail for a host that is down waits.")
+@click.option("--retry", default="300s", show_default=True, help="How often Postfix tries a host that is down.")
+@click.pass_context
+def postfix(ctx: click.Context, directory: Path | None, queue_lifetime: str, retry: str) -> None:
+    """Print (or --write) this host's own Postfix instance: it carries the mail of this host's
+    roles to the other hosts' workflow smtpd, and keeps it while a host is down.
+
+    Its own main.cf and master.cf, queue, data and log (/etc/postfix untouched), listening on
+    loopback for this host's smtpd; transport maps from the roster, a login per peer (the secrets
+    other hosts' `workflow users peer THIS` printed, kept in ~/.config/workflow/relay-secrets),
+    TLS toward any host off loopback. Postfix runs as root only: it prints the sudo lines that
+    hand its files to root and start it, and the one that shows what waits for which host.
+
+    \b
+    Example:
+        workflow postfix --write ~/.config/workflow/postfix
+        workflow postfix             # print it
+    """
+    from workflow.ops.postfix import SECRETS, plan, read_secrets, write  # lazy: start-up time of the other commands
+
+    a = app(ctx)
+    target = (directory or Path("DIR")).expanduser().absolute()
+    setup = plan(a.config, a.roster, target, read_secrets(Path(SECRETS).expanduser()), queue_lifetime, retry)
+    if directory is None:
+        for name, text in setup.files.items():
+            shown = text if not name.endswith("sasl_passwd") else "(the logins; written 0600 with --write)\n"
+            click.echo(f"# ---- {name}\n{shown}")
+        return
+    write(setup, target)
+    write_atomic(a.config.state.relay, f"{target}\n", mode=0o600)  # where `workflow doctor` looks
+    click.echo(f"wrote host {a.config.this_host}'s relay instance in {target}")
+    click.echo(f"start: {setup.start}")
+    click.echo(f"stop: {setup.stop}")
+    click.echo(f"queue: {setup.queue}")

@@ -44,6 +44,7 @@ COMMANDS = {
     "demo": "workflow.cli.demo:demo",
     "hooks": "workflow.cli.hooks:hooks",
     "host": "workflow.cli.hosts:host",
+    "postfix": "workflow.cli.hosts:postfix",
     "panel": "workflow.cli.panels:panel",
     "bridge": "workflow.cli.bridges:bridge",
 }

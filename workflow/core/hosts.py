@@ -40,6 +40,12 @@ class HostConfig(NamedTuple):
         except ValueError:
             return self.address == "localhost"
 
+    @property
+    def relay_address(self) -> str:
+        """Where its Postfix instance listens for its smtpd: loopback only (its own address when
+        that is a loopback one, so hosts sharing a machine each have theirs)."""
+        return self.address if self.loopback else "127.0.0.1"
+
 
 HOST = Section(HostConfig)
 

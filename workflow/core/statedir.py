@@ -50,6 +50,11 @@ class StateDir:
         return self.root / "host"
 
     @property
+    def relay(self) -> Path:
+        """Where this host's Postfix instance is (``workflow postfix --write DIR``), one line."""
+        return self.root / "relay"
+
+    @property
     def smtpd(self) -> Path:
         """Where the running SMTP server says it listens (host, port, pid): ``delivery.address``."""
         return self.root / "smtpd.json"

@@ -21,8 +21,8 @@ from datetime import UTC, datetime
 from typing import NamedTuple
 
 from workflow.core.config import Config
-from workflow.core.errors import GuardrailError, MailIndexError, MessageError, RosterError
-from workflow.delivery import plain
+from workflow.core.errors import GuardrailError, MailIndexError, MessageError, RosterError, TransportError
+from workflow.delivery import plain, relay
 from workflow.mail import imported
 from workflow.mail.index import Index
 from workflow.mail.maildir import Entry, Maildirs
@@ -254,6 +254,12 @@ class Deliverer:
         """prepare → store → record, for callers that may block."""
         with self.open_index() as index:
             plan = self.prepare(raw, recipients, index, sender_hint)
+            _, away = relay.elsewhere(self.config, self.roster, plan.mailboxes)
+            if away:  # nothing stored here for another host's roles: only the server hands them on
+                raise TransportError(
+                    f"{', '.join(away)} live on another host: mail for them goes through this host's running "
+                    "workflow smtpd (`workflow up`), which hands it to its Postfix; nothing was delivered"
+                )
             if plan.mailboxes and plan.message_id and index.refresh(plan.mailboxes):
                 # a copy stored by a process killed before it indexed it is a copy all the same
                 plan = self.prepare(raw, recipients, index, sender_hint)

@@ -35,6 +35,7 @@ from workflow.mail.inbox import unique
 from workflow.mail.index import reset
 from workflow.mail.rows import Row
 from workflow.mail.templates import template_path
+from workflow.ops import postfix
 from workflow.policy.roles import disagreements
 
 CHECKS = (
@@ -54,6 +55,7 @@ CHECKS = (
     "templates",
     "modes",
     "trust",
+    "relay",
 )
 
 
@@ -230,6 +232,7 @@ def _the_rest(app: App, repo: Repo | None, refused: str = "") -> list[Problem]:
                 "make them the owner's only",
             )
         )
+    out.extend(Problem("relay", line) for line in postfix.problems(config))
     return out
 
 

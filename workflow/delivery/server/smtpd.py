@@ -48,9 +48,10 @@ from workflow.core.errors import (
     RosterError,
     RuleError,
     ToolError,
+    TransportError,
     WorkflowError,
 )
-from workflow.delivery import address, handshake, local, xnotify
+from workflow.delivery import address, handshake, local, relay, xnotify
 from workflow.delivery.credentials import Authenticator, Identity, Users, UsersFile, root_id
 from workflow.delivery.deliverer import Deliverer, IndexLagError, Plan
 from workflow.delivery.notify import compose, parent_in, request
@@ -136,10 +137,9 @@ class Handler:
             return refuse("MAIL", session, f"550 5.7.1 {_one_line(e)}")
         identity = identity_of(session)
         if identity is not None and identity.peer:  # another host's Postfix: the mail of its own roles
-            home = self.roster.host_of(role)
-            if home != identity.peer:
-                reply = f"550 5.7.1 {SENDER_IDENTITY}: {identity.describe()}; {role} lives on {home or 'no host'}"
-                return refuse("MAIL", session, reply, SENDER_IDENTITY)
+            why = relay.not_from(self.roster, identity, role)
+            if why:
+                return refuse("MAIL", session, f"550 5.7.1 {SENDER_IDENTITY}: {why}", SENDER_IDENTITY)
         elif identity is not None and not identity.may_send_as(role):
             reply = f"550 5.7.1 {SENDER_IDENTITY}: {identity.describe()}, not {role}"
             return refuse("MAIL", session, reply, SENDER_IDENTITY)
@@ -162,12 +162,9 @@ class Handler:
             )
         identity = identity_of(session)
         if identity is not None and identity.peer:  # a peer delivers here, never through here
-            here = self.deliverer.config.this_host
-            elsewhere = sorted({self.roster.host_of(mb) for mb in route.mailboxes} - {here})
-            if elsewhere or not route.mailboxes:
-                where = f"lives on {', '.join(elsewhere)}" if elsewhere else "is no mailbox"
-                reply = f"550 5.7.1 relaying denied: {route.address} {where}, not on {here}; a peer delivers to this host's roles only"
-                return refuse("RCPT", session, reply)
+            why = relay.not_to(self.deliverer.config, self.roster, route)
+            if why:
+                return refuse("RCPT", session, f"550 5.7.1 relaying denied: {why}")
         sender = self.roster.sender(envelope.mail_from or "")
         decision = self.roster.may_send(sender, route)
         if not decision.allowed:
@@ -199,8 +196,17 @@ class Handler:
                 )
             if identity is not None and identity.run is not None:
                 return self._stage(identity.run, plan, session, envelope, from_header)
+            here, away = relay.elsewhere(self.deliverer.config, self.roster, plan.mailboxes)
+            if away:  # the other hosts' copies: in this host's Postfix queue before the 250
+                await asyncio.get_running_loop().run_in_executor(
+                    None, relay.hand, self.deliverer.config, self.roster, plan.raw, envelope.mail_from or "", away
+                )
+                plan = plan._replace(mailboxes=here)
             if plan.mailboxes:
                 await self.committer.submit(plan)
+        except TransportError as e:
+            log.warning("%s from %s: %s; answered 451", mid, sanitize(envelope.mail_from), _one_line(e))
+            return f"451 4.4.1 {_one_line(e)[:400]}; nothing was delivered, try again later"
         except MessageError as e:
             return self._refuse(mid, raw, session, envelope, f"550 5.6.0 {_one_line(e)}")
         except RuleError as e:  # visibility and guardrails: the rule that refused is named

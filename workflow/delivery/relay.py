@@ -1,0 +1,61 @@
+"""Relay: the copies of a message for roles on other hosts, handed to this host's Postfix.
+
+A message accepted here (every guardrail checked) goes to each recipient's host. The copies for
+this host's roles are stored here; the others are handed over SMTP to this host's own Postfix
+instance (``ops.postfix``: loopback, ``[hosts.NAME] relay_port``), one RCPT per mailbox, before
+the server answers ``250``: the message is in Postfix's queue or the client is told to try again.
+Postfix carries it to the roles' hosts, and retries while one is down; the receiving host checks
+it all again (a peer's login, ``delivery.credentials``). A retried message is stored once there:
+delivery is idempotent by Message-ID and content.
+"""
+
+from __future__ import annotations
+
+import smtplib
+from collections.abc import Sequence
+
+from workflow.core.config import Config
+from workflow.core.errors import TransportError
+from workflow.delivery.credentials import Identity
+from workflow.policy.roster import Roster, Route
+
+
+def elsewhere(config: Config, roster: Roster, mailboxes: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``mailboxes`` split into this host's and the other hosts' (all here without hosts)."""
+    if not config.hosts or not config.this_host:
+        return tuple(mailboxes), ()
+    here = tuple(mb for mb in mailboxes if roster.host_of(mb) == config.this_host)
+    return here, tuple(mb for mb in mailboxes if mb not in here)
+
+
+def hand(config: Config, roster: Roster, raw: bytes, mail_from: str, mailboxes: Sequence[str]) -> None:
+    """Queue ``raw`` in this host's Postfix for ``mailboxes`` (of other hosts); TransportError
+    when it is not taken — nothing was queued then, or the client's retry is stored once."""
+    host = config.host(config.this_host)
+    assert host is not None
+    where = f"this host's relay (Postfix at {host.relay_address}:{host.relay_port})"
+    try:
+        with smtplib.SMTP(host.relay_address, host.relay_port, timeout=config.smtp.timeout) as s:
+            refused = s.sendmail(mail_from, [roster.address(mb) for mb in mailboxes], raw)
+    except (OSError, smtplib.SMTPException) as e:
+        raise TransportError(f"{where} did not take the copies for {', '.join(mailboxes)}: {e}") from None
+    if refused:
+        raise TransportError(f"{where} refused {', '.join(refused)}")
+
+
+def not_from(roster: Roster, peer: Identity, role: str) -> str:
+    """Why a peer's login may not relay mail from ``role`` ("" when it may): a peer relays the
+    mail of the roles that live on its host, and poses as no other."""
+    home = roster.host_of(role)
+    return "" if home == peer.peer else f"{peer.describe()}; {role} lives on {home or 'no host'}"
+
+
+def not_to(config: Config, roster: Roster, route: Route) -> str:
+    """Why a peer may not deliver to ``route`` ("" when it may): a peer delivers to this host's
+    mailboxes only, never through this host to another (nor out of the domain)."""
+    here = config.this_host
+    away = sorted({roster.host_of(mb) for mb in route.mailboxes} - {here})
+    if not away and route.mailboxes:
+        return ""
+    where = f"lives on {', '.join(away)}" if away else "is no mailbox"
+    return f"{route.address} {where}, not on {here}; a peer delivers to this host's roles only"
