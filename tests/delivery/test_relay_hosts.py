@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import smtplib
 import subprocess
 import sys
 import tempfile
@@ -32,6 +33,7 @@ ADDRESS = {"hub": "127.0.0.2", "build": "127.0.0.3"}
 class Host:
     def __init__(self, base: Path, name: str, port: int, relay: int) -> None:
         self.name, self.dir, self.home = name, base / name / "project", base / name / "home"
+        self.port = port
         self.dir.mkdir(parents=True)
         self.home.mkdir()
         hosts = "".join(
@@ -175,3 +177,33 @@ def test_doctor_flags_a_relay_whose_files_root_runs_someone_else_could_change(ho
     os.chown(main, 0, 0)
     (hub.dir / "mail" / ".workflow" / "relay").unlink()
     assert "relay: host hub has no relay for its mail to the other hosts" in hub.run("doctor").stdout
+
+
+def test_a_host_that_never_comes_back_gives_its_sender_a_bounce_it_can_read(hosts: dict[str, Host]) -> None:
+    hub, build = hosts["hub"], hosts["build"]
+    r = hub.run("postfix", "--write", str(hub.postfix), "--retry", "1s", "--queue-lifetime", "5s")
+    assert r.returncode == 0, r.stderr
+    assert hub.run("-c", str(hub.postfix / "etc"), "reload", tool="postfix").returncode == 0
+    build.stop()
+    r = notify(hub, "Hello?")
+    assert r.returncode == 0, r.stderr
+    mid = r.stdout.strip()
+    wait_until(lambda: len(hub.box("spec-writer")) == 1, "the bounce, as workflow mail to spec-writer", timeout=60)
+    report = hub.box("spec-writer")[0].read_bytes().decode()
+    assert "X-Event-Type: blocker-report" in report and "From: implementer@workflow.local" in report, report
+    assert f"your mail {mid} never reached implementer on host build" in report, report
+    assert "is host build running?" in report
+    assert hub.box("implementer") == [] and build.box("implementer") == []
+    # a null sender from anyone but this host's own relay is refused: a bounce is the relay's word only
+    with smtplib.SMTP(ADDRESS["hub"], hub.port, timeout=10) as s:
+        users = (hub.dir / "users").read_text()
+        assert "peer-hub:" in users and ":@hub\n" in users  # the relay's own login, made by --write
+        s.ehlo()
+        code, said = s.mail("")
+        assert code == 530, said
+    line = (build.home / ".config/workflow/relay-secrets").read_text().splitlines()
+    (secret,) = [x.split()[1] for x in line if x.startswith("hub ")]
+    with smtplib.SMTP(ADDRESS["hub"], hub.port, timeout=10) as s:  # build's relay: a peer, not hub's own
+        s.login("peer-build", secret)
+        code, said = s.mail("")
+        assert code == 550 and b"taken from this host's own relay only" in said, said

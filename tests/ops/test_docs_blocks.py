@@ -348,6 +348,7 @@ SMALL = {"--messages": "300", "--rounds": "1", "--runs": "2"}
 SMALL_DEFAULTS = {  # the sizes a line leaves at their (large) defaults
     "wake": {"--messages": "5", "--copies": "3", "--burst": "20", "--big": "0"},
     "chaos": {"--schedules": "1"},
+    "ingest": {"--runs": "1"},  # one run of each client: two Postfix instances started, not ten
 }
 BENCHES = blocks(DOCS / "performance.md")["Benchmarks"]
 # a line the suite leaves to the bench itself, and why

@@ -99,11 +99,20 @@ def postfix(ctx: click.Context, directory: Path | None, queue_lifetime: str, ret
         workflow postfix --write ~/.config/workflow/postfix
         workflow postfix             # print it
     """
-    from workflow.ops.postfix import SECRETS, plan, read_secrets, write  # lazy: start-up time of the other commands
+    from workflow.ops.postfix import SECRETS, keep_secret, plan, read_secrets, write  # lazy: start-up time
+    from workflow.ops.users import add_own_relay  # lazy: start-up time
 
     a = app(ctx)
     target = (directory or Path("DIR")).expanduser().absolute()
-    setup = plan(a.config, a.roster, target, read_secrets(Path(SECRETS).expanduser()), queue_lifetime, retry)
+    kept = Path(SECRETS).expanduser()
+    secrets = read_secrets(kept)
+    if directory is not None and a.config.this_host and a.config.this_host not in secrets:
+        done, secret = add_own_relay(a.config)  # the login its bounces come back here with
+        keep_secret(kept, a.config.this_host, secret)
+        secrets[a.config.this_host] = secret
+        for line in done:
+            click.echo(line)
+    setup = plan(a.config, a.roster, target, secrets, queue_lifetime, retry)
     if directory is None:
         for name, text in setup.files.items():
             shown = text if not name.endswith("sasl_passwd") else "(the logins; written 0600 with --write)\n"

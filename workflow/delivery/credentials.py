@@ -82,6 +82,11 @@ class Identity(NamedTuple):
                 return only[len(PEER) :]
         return ""
 
+    @property
+    def person(self) -> bool:
+        """A person's users-file login (not the owner's, a run's or a peer's)."""
+        return self.run is None and bool(self.secret) and not self.peer
+
     def describe(self) -> str:
         if self.roles is None:
             return f"login {self.login}"

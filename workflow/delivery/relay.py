@@ -11,6 +11,7 @@ delivery is idempotent by Message-ID and content.
 
 from __future__ import annotations
 
+import asyncio
 import smtplib
 from collections.abc import Sequence
 
@@ -59,3 +60,22 @@ def not_to(config: Config, roster: Roster, route: Route) -> str:
         return ""
     where = f"lives on {', '.join(away)}" if away else "is no mailbox"
     return f"{route.address} {where}, not on {here}; a peer delivers to this host's roles only"
+
+
+def not_bounce(config: Config, identity: Identity | None) -> str:
+    """Why a null sender (a bounce) is refused on this connection ("" when it is taken): only
+    this host's own relay sends one, to the roles of this host (``delivery.server.bounces``)."""
+    if identity is not None and config.this_host and identity.peer == config.this_host:
+        return ""
+    return "a null sender (a bounce) is taken from this host's own relay only; a role's mail names its role"
+
+
+async def onward(
+    config: Config, roster: Roster, raw: bytes, mail_from: str, mailboxes: Sequence[str]
+) -> tuple[str, ...]:
+    """Hand the other hosts' copies of a message to this host's Postfix; the mailboxes left to
+    store here."""
+    here, away = elsewhere(config, roster, mailboxes)
+    if away:  # in this host's Postfix queue before the 250
+        await asyncio.get_running_loop().run_in_executor(None, hand, config, roster, raw, mail_from, away)
+    return here

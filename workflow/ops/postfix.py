@@ -12,7 +12,8 @@ hand ``DIR/etc`` to root and start the instance (run as root, ``--write`` does t
 * ``transport`` sends each role's and panel member's address to its host's ``workflow smtpd``
   (``[smtp] port`` on that host's address); ``sasl_passwd`` logs in there as ``peer-THIS`` with
   the secret that host's ``workflow users peer THIS`` printed, which this host's owner keeps in
-  ``~/.config/workflow/relay-secrets`` (``HOST SECRET`` lines, mode 0600).
+  ``~/.config/workflow/relay-secrets`` (``HOST SECRET`` lines, mode 0600). Its bounces go back
+  to this host's own smtpd, under a login of its own that ``--write`` makes (the line for THIS).
 * TLS is required toward a host whose address is not loopback.
 * While a host is down its mail waits in the queue and is retried; after ``--queue-lifetime``
   Postfix gives up and bounces.
@@ -113,6 +114,7 @@ def plan(
             f"no login for this host's mail on {', '.join(missing)}: on each, run `workflow users peer {this}`, "
             f"then add its line `HOST SECRET` to {SECRETS} here (mode 0600)"
         )
+    own = secrets.get(this, "SECRET-MADE-BY---write")  # the login this host's smtpd takes its bounces with
     d, etc = directory, directory / "etc"
     port = config.smtp.port
     transport, passwd, tls = [], [], []
@@ -121,6 +123,7 @@ def plan(
         host = config.host(roster.host_of(name))
         assert host is not None
         transport.append(f"{roster.address(name)} smtp:[{host.address}]:{port}")
+    passwd.append(f"[{here.address}]:{port} peer-{this}:{own}")
     for host in config.hosts:
         if host.name != this:
             passwd.append(f"[{host.address}]:{port} peer-{this}:{secrets[host.name]}")
@@ -191,10 +194,10 @@ def write(setup: Setup, directory: Path) -> None:
         path.write_text(text, encoding="utf-8")
         path.chmod(0o600 if name.endswith("sasl_passwd") else 0o644)
     if os.geteuid() == 0:
-        for top in ("etc", "queue"):
-            for root, dirs, files in os.walk(directory / top):
-                for name in [*dirs, *files, "."]:
-                    os.chown(os.path.join(root, name), 0, 0)
+        for root, dirs, files in os.walk(directory / "etc"):
+            for name in [*dirs, *files, "."]:
+                os.chown(os.path.join(root, name), 0, 0)
+        os.chown(directory / "queue", 0, 0)  # the top only: Postfix owns what it made inside
         os.chown(directory / "data", pwd.getpwnam("postfix").pw_uid, -1)
 
 
@@ -243,3 +246,13 @@ def problems(config: Config) -> list[str]:
         for h, n in waiting.items()
     )
     return out
+
+
+def keep_secret(path: Path, host: str, secret: str) -> None:
+    """Add ``HOST SECRET`` to the relay secrets file (0600 in a 0700 directory)."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, f"{host} {secret}\n".encode())
+    finally:
+        os.close(fd)

@@ -94,11 +94,20 @@ def add_peer(config: Config, host: str) -> tuple[list[str], str]:
     if not config.hosts:
         raise WorkflowError(f"{_toml(config)} lists no [hosts.NAME]: a peer is one of the project's hosts")
     if config.host(host) is None:
-        raise WorkflowError(
-            f"{host!r} is not a host of {_toml(config)}: expected one of {', '.join(h.name for h in config.hosts)}"
-        )
+        names = ", ".join(h.name for h in config.hosts)
+        raise WorkflowError(f"{host!r} is not a host of {_toml(config)}: expected one of {names}")
     if host == config.this_host:
         raise WorkflowError(f"{host} is this host: its own mail needs no peer login")
+    return _peer_login(config, host, f"host {host}'s Postfix relays the mail of {host}'s roles with it")
+
+
+def add_own_relay(config: Config) -> tuple[list[str], str]:
+    """Add the login this host's own Postfix hands it bounces with (``peer-THIS``): a null
+    sender is taken from it alone (``delivery.relay.not_bounce``)."""
+    return _peer_login(config, config.this_host, "this host's own Postfix hands it bounces with it")
+
+
+def _peer_login(config: Config, host: str, what: str) -> tuple[list[str], str]:
     login = f"peer-{host}"
     done: list[str] = []
     path, told = users_file(config)
@@ -113,5 +122,5 @@ def add_peer(config: Config, host: str) -> tuple[list[str], str]:
         os.write(fd, f"{login}:{hash_password(secret)}:{PEER}{host}\n".encode())
     finally:
         os.close(fd)
-    done.append(f"added login {login} to {path}: host {host}'s Postfix relays the mail of {host}'s roles with it")
+    done.append(f"added login {login} to {path}: {what}")
     return done, secret

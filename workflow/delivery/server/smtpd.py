@@ -10,16 +10,15 @@ delivery) and answers ``250`` only after every copy and its directory are fsynce
   (``550 5.7.1 sender-identity: …``). Mail submitted with a run's credential is checked like any
   other and then *staged* in that run (``delivery.staging``), delivered only if the run succeeds.
   A non-loopback listener needs STARTTLS (``tls_cert``, ``tls_key``) and AUTH only after it.
-* MAIL FROM must be a workflow identity, and the message's From: must be that same identity.
+* MAIL FROM is a workflow identity, From: the same (``<>`` from this host's relay only: ``bounces``);
+  other hosts' copies go to its Postfix before ``250``, a peer relays its roles' mail only (``relay``).
 * DATA: invalid workflow headers ``550 5.6.0``; visibility or guardrail refusals ``550 5.7.1``;
   over ``max_message_size`` ``552 5.3.4``; bare CR or LF ``550 5.6.0`` (one message per DATA — no
   SMTP smuggling through ``\\n.\\r\\n``). A full disk is ``452 4.3.1`` (one log line naming the
   file system); any other failure inside the handler (EACCES, a bug) is ``451 4.3.0`` with no
   exception text, so clients retry instead of bouncing; nothing is left in any new/.
-* Long lines: body lines longer than 998 octets are accepted and stored as received, as Postfix
-  does (aiosmtpd's default refuses the whole message with ``500``); header lines longer than 998
-  octets are refused with ``550 5.6.0`` because header parsers break on them. The only hard cap
-  is the message size.
+* Long lines: body lines over 998 octets are stored as received, as Postfix does (aiosmtpd's
+  default refuses the message with ``500``); header lines over 998 octets are ``550 5.6.0``.
 * A connection cap (``421 4.7.0``), an idle timeout per command that also bounds a whole DATA phase.
 * A retried message (same Message-ID and bytes) after a lost ``250`` is recognised, not stored twice.
 """
@@ -55,6 +54,7 @@ from workflow.delivery import address, handshake, local, relay, xnotify
 from workflow.delivery.credentials import Authenticator, Identity, Users, UsersFile, root_id
 from workflow.delivery.deliverer import Deliverer, IndexLagError, Plan
 from workflow.delivery.notify import compose, parent_in, request
+from workflow.delivery.server import bounces
 from workflow.delivery.server.commit import Committer, Peers
 from workflow.delivery.server.current import Current
 from workflow.delivery.server.gossip import Either, NoOthers, Others
@@ -131,6 +131,10 @@ class Handler:
     ) -> str:
         if self.current is not None:
             self.current.refresh()  # every transaction meets the roster its files hold now
+        if address in ("", "<>"):  # a bounce (MAIL FROM:<>): this host's own relay's only
+            why = relay.not_bounce(self.deliverer.config, identity_of(session))
+            envelope.mail_from = "<>"  # aiosmtpd takes an empty one for no MAIL at all
+            return refuse("MAIL", session, f"550 5.7.1 {why}") if why else "250 2.1.0 OK"
         try:
             role = self.roster.sender(address)
         except RosterError as e:
@@ -165,6 +169,9 @@ class Handler:
             why = relay.not_to(self.deliverer.config, self.roster, route)
             if why:
                 return refuse("RCPT", session, f"550 5.7.1 relaying denied: {why}")
+        if envelope.mail_from == "<>":  # a bounce, to this host's roles (checked above): the report is checked at DATA
+            envelope.rcpt_tos.append(address)
+            return "250 2.1.5 OK"
         sender = self.roster.sender(envelope.mail_from or "")
         decision = self.roster.may_send(sender, route)
         if not decision.allowed:
@@ -182,10 +189,10 @@ class Handler:
             crlf = raw.count(b"\r\n")
             if raw.count(b"\n") != crlf or raw.count(b"\r") != crlf:  # a bare LF or CR somewhere
                 raise MessageError("message contains a bare CR or LF; SMTP lines must end in CRLF")
+            if envelope.mail_from == "<>":
+                return await bounces.take(self, raw)
             identity = identity_of(session)
-            person = (  # a person's users-file login (a peer's relays roles' mail)
-                identity is not None and identity.run is None and bool(identity.secret) and not identity.peer
-            )
+            person = identity is not None and identity.person
             plan = await self._prepare(raw, envelope, person)
             mid = plan.message_id
             from_header = self.roster.sender(envelope.mail_from or "")
@@ -196,12 +203,8 @@ class Handler:
                 )
             if identity is not None and identity.run is not None:
                 return self._stage(identity.run, plan, session, envelope, from_header)
-            here, away = relay.elsewhere(self.deliverer.config, self.roster, plan.mailboxes)
-            if away:  # the other hosts' copies: in this host's Postfix queue before the 250
-                await asyncio.get_running_loop().run_in_executor(
-                    None, relay.hand, self.deliverer.config, self.roster, plan.raw, envelope.mail_from or "", away
-                )
-                plan = plan._replace(mailboxes=here)
+            left = relay.onward(self.deliverer.config, self.roster, plan.raw, envelope.mail_from or "", plan.mailboxes)
+            plan = plan._replace(mailboxes=await left)
             if plan.mailboxes:
                 await self.committer.submit(plan)
         except TransportError as e:
