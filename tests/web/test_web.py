@@ -335,3 +335,23 @@ def test_a_decided_request_is_read_and_shows_its_outcome_not_the_buttons(project
     page = bob.get(thread)[1]
     assert 'value="reject"' not in page and "Decided: rejection by spec-reviewer" in page, page
     assert 'value="reject"' not in bob.get("/board")[1]
+
+
+def test_the_runs_page_shows_where_each_role_lives_and_the_cockpit_binds_this_hosts_address(tmp_path: Path) -> None:
+    from helpers.hosts import HOSTS, on_host
+    from helpers.project import make_project
+    from helpers.web import web_server
+
+    p = make_project(tmp_path / "p", HOSTS)
+    on_host(p, "implementer", "build")
+    assert p.run("host", "build").returncode == 0
+    with web_server(p) as server:
+        assert server.url.startswith("http://127.0.0.3:"), server.url  # build's address, not [web] host
+        owner = Client(server.url)
+        owner.follow(owner_link(p))
+        page = owner.get("/runs")[1]
+    hosts = re.findall(r'<tr data-host="(\w+)"><td>[^<]*</td><td>([\d.]+)</td><td>([^<]*)</td>', page)
+    assert [(h, a) for h, a, _ in hosts] == [("hub", "127.0.0.2"), ("build", "127.0.0.3")], page
+    lives = {h: r for h, _, r in hosts}
+    assert lives["build"] == "implementer" and "spec-writer" in lives["hub"], lives
+    assert "build (this one)" in page

@@ -1,6 +1,6 @@
 """Runs: what the runs page shows a viewer — agentd's runs with their duration and age, tokens and
 cost, and for the runs of a role the viewer reads (``Sight.reads_role``: the owner reads all) the
-log's tail, the error, and a link to the run's transcript.
+log's tail, the error, and a link to the run's transcript; with several hosts, where each role lives.
 
 A run of another role is listed (that it ran is the team's, as the board's cards are) with its
 status and numbers only: no log, no error, no reference — they quote that role's mail. A run's
@@ -53,10 +53,28 @@ class Budget(NamedTuple):
     paused: str  # why, when paused ("paused" alone for a role the viewer does not read)
 
 
+class HostView(NamedTuple):
+    name: str
+    address: str
+    here: bool  # the host this cockpit runs on
+    roles: tuple[str, ...]  # the roles (and panel members) that live on it
+
+
 class Runs(NamedTuple):
     daemon: str  # "agentd pid N since …", or that none runs
     runs: tuple[RunView, ...]
     budgets: tuple[Budget, ...]
+    hosts: tuple[HostView, ...] = ()  # where each role lives, when the team has several hosts
+
+
+def hosts(app: App) -> tuple[HostView, ...]:
+    """Each of ``[hosts]`` and the roles that live on it (what ``workflow roster`` says too)."""
+    ros, cfg = app.roster, app.config
+    names = sorted({*(r for r in ros.roles if ros.roles[r].takes_mail), *ros.members})
+    return tuple(
+        HostView(h.name, h.address, h.name == cfg.this_host, tuple(n for n in names if ros.host_of(n) == h.name))
+        for h in cfg.hosts
+    )
 
 
 def runs(app: App, sight: Sight) -> Runs:
@@ -90,7 +108,7 @@ def runs(app: App, sight: Sight) -> Runs:
         if s.daemon
         else "no agentd runs for this mail root (`workflow up` or `agentd run` starts one)"
     )
-    return Runs(daemon, tuple(out), budgets)
+    return Runs(daemon, tuple(out), budgets, hosts(app))
 
 
 def _run(
