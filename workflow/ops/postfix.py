@@ -33,6 +33,7 @@ from typing import NamedTuple
 from workflow.core.config import Config
 from workflow.core.errors import WorkflowError
 from workflow.core.hosts import chosen
+from workflow.ops.users import append_private
 from workflow.policy.roster import Roster
 
 SECRETS = "~/.config/workflow/relay-secrets"
@@ -250,9 +251,4 @@ def problems(config: Config) -> list[str]:
 
 def keep_secret(path: Path, host: str, secret: str) -> None:
     """Add ``HOST SECRET`` to the relay secrets file (0600 in a 0700 directory)."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    try:
-        os.write(fd, f"{host} {secret}\n".encode())
-    finally:
-        os.close(fd)
+    append_private(path, f"{host} {secret}\n")

@@ -60,21 +60,10 @@ def add(config: Config, login: str, role: str, password: str) -> list[str]:
         raise WorkflowError("the password is shorter than 8 characters: choose a longer one")
     if "\n" in password or "\r" in password:
         raise WorkflowError("the password has a line break: give it on one line")
-    done: list[str] = []
-    path, told = users_file(config)
-    if told:
-        done.append(f"set [smtp] auth_users_file = {DEFAULT_USERS} in {_toml(config)}")
-    if path.exists() and path.stat().st_size:
-        if login in load_users(str(path)):
-            raise WorkflowError(
-                f"{path}: login {login} is there already; to change its password or role, remove its line and add it again"
-            )
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    try:
-        os.write(fd, f"{login}:{hash_password(password)}:{role}\n".encode())
-    finally:
-        os.close(fd)
+    done, path = _add_login(
+        config, login, password, role, "to change its password or role, remove its line and add it again"
+    )
+    told = bool(done)  # the users file was named in workflow.toml just now
     done.append(f"added login {login} (sends and reads as {role}) to {path}")
     made = make_human(config, role, f"{login} takes {role} from a mail client or the cockpit.")
     if made:
@@ -108,19 +97,30 @@ def add_own_relay(config: Config) -> tuple[list[str], str]:
 
 
 def _peer_login(config: Config, host: str, what: str) -> tuple[list[str], str]:
-    login = f"peer-{host}"
+    login, secret = f"peer-{host}", secrets.token_urlsafe(24)
+    done, path = _add_login(config, login, secret, PEER + host, "to give it a new secret, remove its line first")
+    done.append(f"added login {login} to {path}: {what}")
+    return done, secret
+
+
+def _add_login(config: Config, login: str, password: str, roles: str, again: str) -> tuple[list[str], Path]:
+    """Append ``login:HASH:roles`` to the users file (named in workflow.toml first if it was not);
+    what was done, and the file. A login already there is refused, saying how to change it."""
     done: list[str] = []
     path, told = users_file(config)
     if told:
         done.append(f"set [smtp] auth_users_file = {DEFAULT_USERS} in {_toml(config)}")
     if path.exists() and path.stat().st_size and login in load_users(str(path)):
-        raise WorkflowError(f"{path}: login {login} is there already; to give it a new secret, remove its line first")
-    secret = secrets.token_urlsafe(24)
+        raise WorkflowError(f"{path}: login {login} is there already; {again}")
+    append_private(path, f"{login}:{hash_password(password)}:{roles}\n")
+    return done, path
+
+
+def append_private(path: Path, line: str) -> None:
+    """Append ``line`` to a file of the owner's alone (0600, in a 0700 directory)."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
-        os.write(fd, f"{login}:{hash_password(secret)}:{PEER}{host}\n".encode())
+        os.write(fd, line.encode())
     finally:
         os.close(fd)
-    done.append(f"added login {login} to {path}: {what}")
-    return done, secret
