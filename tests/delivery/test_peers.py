@@ -121,3 +121,19 @@ def test_a_peer_line_naming_no_host_stops_the_server_naming_it(tmp_path: Path) -
     assert r.returncode != 0 and "login peer-x: @nowhere names no host; expected one of hub, build" in r.stderr, (
         r.stderr
     )
+
+
+def test_only_a_roles_or_members_copy_is_handed_to_another_host(tmp_path: Path) -> None:
+    """A bridge's mailbox (and the outbound spool) is where that bridge runs: never handed on."""
+    from workflow.app import App
+    from workflow.bridges.sections import SECTIONS
+    from workflow.core.config import load_config
+    from workflow.delivery import relay
+
+    p = make_project(tmp_path / "hub", HOSTS)
+    on_host(p, "implementer", "build")
+    assert p.run("host", "hub").returncode == 0
+    app = App(load_config(p.dir / "workflow.toml", env={}, plugins=SECTIONS))
+    boxes = ["implementer", "spec-writer", "bridge-outbound", "bridge-slack", "spec-reviewer-panel.claude"]
+    here, away = relay.elsewhere(app.config, app.roster, boxes)
+    assert away == ("implementer",) and "bridge-outbound" in here and "bridge-slack" in here

@@ -25,8 +25,14 @@ def elsewhere(config: Config, roster: Roster, mailboxes: Sequence[str]) -> tuple
     """``mailboxes`` split into this host's and the other hosts' (all here without hosts)."""
     if not config.hosts or not config.this_host:
         return tuple(mailboxes), ()
-    here = tuple(mb for mb in mailboxes if roster.host_of(mb) == config.this_host)
-    return here, tuple(mb for mb in mailboxes if mb not in here)
+    away = tuple(mb for mb in mailboxes if _placed(roster, mb) and roster.host_of(mb) != config.this_host)
+    return tuple(mb for mb in mailboxes if mb not in away), away
+
+
+def _placed(roster: Roster, mailbox: str) -> bool:
+    """Whether a mailbox lives on one host: a role's or a panel member's. A bridge's mailbox (and
+    the outbound spool) is where that bridge runs: each host keeps its own."""
+    return mailbox in roster.roles or mailbox in roster.members
 
 
 def hand(config: Config, roster: Roster, raw: bytes, mail_from: str, mailboxes: Sequence[str]) -> None:
@@ -56,9 +62,9 @@ def not_to(config: Config, roster: Roster, route: Route) -> str:
     mailboxes only, never through this host to another (nor out of the domain)."""
     here = config.this_host
     away = sorted({roster.host_of(mb) for mb in route.mailboxes} - {here})
-    if not away and route.mailboxes:
+    if not away and route.mailboxes and all(_placed(roster, mb) for mb in route.mailboxes):
         return ""
-    where = f"lives on {', '.join(away)}" if away else "is no mailbox"
+    where = f"lives on {', '.join(away)}" if away else "is no role's mailbox"
     return f"{route.address} {where}, not on {here}; a peer delivers to this host's roles only"
 
 
