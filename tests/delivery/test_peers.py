@@ -137,3 +137,17 @@ def test_only_a_roles_or_members_copy_is_handed_to_another_host(tmp_path: Path) 
     boxes = ["implementer", "spec-writer", "bridge-outbound", "bridge-slack", "spec-reviewer-panel.claude"]
     here, away = relay.elsewhere(app.config, app.roster, boxes)
     assert away == ("implementer",) and "bridge-outbound" in here and "bridge-slack" in here
+
+
+def test_a_refused_null_sender_opens_no_transaction_for_a_forged_bounce(hub: Hub) -> None:
+    """Reproduction (hostile round): a peer's refused MAIL FROM:<> left the envelope's sender set,
+    so its RCPT and a crafted DSN were taken, as a blocker-report from any role it named."""
+    for login, secret in (("peer-build", None), (TESTER, TESTER_PASSWORD)):
+        with hub.peer(login, secret) as s:
+            code, said = s.mail("")
+            assert code == 550 and b"own relay only" in said, said
+            code, said = s.rcpt("coordinator@workflow.local")
+            assert code == 503, said  # no transaction: the refused MAIL opened none
+            code, said = s.docmd("DATA")
+            assert code == 503, said
+    assert hub.p.new_files() == []

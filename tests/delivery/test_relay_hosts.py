@@ -142,6 +142,15 @@ def test_mail_to_a_role_of_another_host_goes_through_postfix_and_waits_while_tha
     assert r.returncode == 0, r.stderr
     wait_until(lambda: len(build.box("implementer")) == 1, "the question on build")
     assert hub.box("implementer") == []  # never stored on the host the role does not live on
+    # any other local process (a run's agent shares the network) is refused by the relay: no certificate
+    relay = int(re.search(r"relay_port = (\d+)", (hub.dir / "workflow.toml").read_text()).group(1))  # type: ignore[union-attr]
+    with smtplib.SMTP(ADDRESS["hub"], relay, timeout=10) as s:
+        s.starttls()
+        with pytest.raises(smtplib.SMTPRecipientsRefused, match="Recipient address rejected: Access denied"):
+            s.sendmail("spec-writer@workflow.local", ["implementer@workflow.local"], b"Subject: forged\r\n\r\nx\r\n")
+    with smtplib.SMTP(ADDRESS["hub"], relay, timeout=10) as s:
+        code, said = s.mail("spec-writer@workflow.local")
+        assert code == 530 and b"STARTTLS" in said, said
     copy = build.box("implementer")[0].read_bytes()
     assert b"Which store?" in copy and b"by hub.relay.workflow.local (Postfix)" in copy  # carried by hub's Postfix
     # build is down: the mail waits in hub's queue, nothing is lost; back, it arrives once

@@ -99,7 +99,7 @@ def postfix(ctx: click.Context, directory: Path | None, queue_lifetime: str, ret
         workflow postfix --write ~/.config/workflow/postfix
         workflow postfix             # print it
     """
-    from workflow.ops.postfix import SECRETS, keep_secret, plan, read_secrets, write  # lazy: start-up time
+    from workflow.ops.postfix import SECRETS, certificates, keep_secret, plan, read_secrets, write  # lazy: start-up
     from workflow.ops.users import add_own_relay  # lazy: start-up time
 
     a = app(ctx)
@@ -112,7 +112,8 @@ def postfix(ctx: click.Context, directory: Path | None, queue_lifetime: str, ret
         secrets[a.config.this_host] = secret
         for line in done:
             click.echo(line)
-    setup = plan(a.config, a.roster, target, secrets, queue_lifetime, retry)
+    client = certificates(a.config, target) if directory is not None else "CLIENT-CERTIFICATE-FINGERPRINT"
+    setup = plan(a.config, a.roster, target, secrets, queue_lifetime, retry, client)
     if directory is None:
         for name, text in setup.files.items():
             shown = text if not name.endswith("sasl_passwd") else "(the logins; written 0600 with --write)\n"

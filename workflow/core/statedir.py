@@ -55,6 +55,12 @@ class StateDir:
         return self.root / "relay"
 
     @property
+    def relay_client(self) -> tuple[Path, Path]:
+        """The certificate and key this host's smtpd proves itself to its Postfix with (no agent
+        sees the state directory: a run's agent cannot hand that Postfix mail)."""
+        return self.root / "relay-client.pem", self.root / "relay-client.key"
+
+    @property
     def smtpd(self) -> Path:
         """Where the running SMTP server says it listens (host, port, pid): ``delivery.address``."""
         return self.root / "smtpd.json"

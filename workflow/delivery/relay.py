@@ -2,7 +2,8 @@
 
 A message accepted here (every guardrail checked) goes to each recipient's host. The copies for
 this host's roles are stored here; the others are handed over SMTP to this host's own Postfix
-instance (``ops.postfix``: loopback, ``[hosts.NAME] relay_port``), one RCPT per mailbox, before
+instance (``ops.postfix``: loopback, ``[hosts.NAME] relay_port``; it relays for the holder of
+this host's client certificate alone, kept in the state directory), one RCPT per mailbox, before
 the server answers ``250``: the message is in Postfix's queue or the client is told to try again.
 Postfix carries it to the roles' hosts, and retries while one is down; the receiving host checks
 it all again (a peer's login, ``delivery.credentials``). A retried message is stored once there:
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import smtplib
+import ssl
 from collections.abc import Sequence
 
 from workflow.core.config import Config
@@ -41,8 +43,13 @@ def hand(config: Config, roster: Roster, raw: bytes, mail_from: str, mailboxes: 
     host = config.host(config.this_host)
     assert host is not None
     where = f"this host's relay (Postfix at {host.relay_address}:{host.relay_port})"
+    cert, key = config.state.relay_client
     try:
+        tls = ssl.create_default_context()
+        tls.check_hostname, tls.verify_mode = False, ssl.CERT_NONE  # ours, on loopback: the proof is the client's
+        tls.load_cert_chain(cert, key)
         with smtplib.SMTP(host.relay_address, host.relay_port, timeout=config.smtp.timeout) as s:
+            s.starttls(context=tls)
             refused = s.sendmail(mail_from, [roster.address(mb) for mb in mailboxes], raw)
     except (OSError, smtplib.SMTPException) as e:
         raise TransportError(f"{where} did not take the copies for {', '.join(mailboxes)}: {e}") from None

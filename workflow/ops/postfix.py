@@ -102,8 +102,10 @@ def plan(
     secrets: Mapping[str, str],
     lifetime: str = "5d",
     retry: str = "300s",
+    client: str = "CLIENT-CERTIFICATE-FINGERPRINT",
 ) -> Setup:
-    """The instance of this host, in ``directory`` (absolute)."""
+    """The instance of this host, in ``directory`` (absolute); ``client``: the SHA-256 fingerprint
+    of this host's smtpd's certificate (``certificates``), the only client it relays for."""
     this = chosen(config.file, config.hosts, config.this_host)
     if not this:
         raise WorkflowError(f"{config.file} lists no [hosts.NAME]: one host needs no relay (docs/hosts.md)")
@@ -144,9 +146,15 @@ local_recipient_maps =
 relay_domains = {config.domain}
 inet_interfaces = {here.address if not here.loopback else "127.0.0.1"}
 inet_protocols = ipv4
-mynetworks = 127.0.0.0/8
-smtpd_relay_restrictions = permit_mynetworks, reject
-smtpd_recipient_restrictions = permit_mynetworks, reject
+mynetworks =
+smtpd_tls_cert_file = {etc / "relay.pem"}
+smtpd_tls_key_file = {etc / "relay.key"}
+smtpd_tls_security_level = encrypt
+smtpd_tls_ask_ccert = yes
+smtpd_tls_fingerprint_digest = sha256
+relay_clientcerts = texthash:{etc / "clientcerts"}
+smtpd_relay_restrictions = permit_tls_clientcerts, reject
+smtpd_recipient_restrictions = permit_tls_clientcerts, reject
 transport_maps = texthash:{etc / "transport"}
 default_transport = error:not an address of a role of {config.domain}
 smtp_bind_address = {here.address}
@@ -176,6 +184,7 @@ queue_run_delay = {retry}
             "etc/transport": "\n".join(transport) + "\n",
             "etc/sasl_passwd": "\n".join(passwd) + "\n",
             "etc/tls_policy": "\n".join(tls) + "\n",
+            "etc/clientcerts": f"{client} {this}-smtpd\n",
         },
         start=f"sudo chown -R root:root {c} && sudo chown postfix {shlex.quote(str(d / 'data'))} && sudo postfix -c {c} start",
         stop=f"sudo postfix -c {c} stop",
@@ -252,3 +261,44 @@ def problems(config: Config) -> list[str]:
 def keep_secret(path: Path, host: str, secret: str) -> None:
     """Add ``HOST SECRET`` to the relay secrets file (0600 in a 0700 directory)."""
     append_private(path, f"{host} {secret}\n")
+
+
+def certificates(config: Config, directory: Path) -> str:
+    """Make what is missing of the instance's certificate (``DIR/etc/relay.pem``) and of the
+    client certificate this host's smtpd hands it mail with (in the state directory, which no
+    agent sees): any other local process, a run's agent among them, is refused a relay. The
+    client certificate's SHA-256 fingerprint, as Postfix's ``relay_clientcerts`` reads it."""
+    etc = directory / "etc"
+    etc.mkdir(parents=True, exist_ok=True)
+    cert, key = config.state.relay_client
+    for pem, secret, name in ((etc / "relay.pem", etc / "relay.key", "relay"), (cert, key, "smtpd")):
+        if not pem.exists() or not secret.exists():
+            secret.parent.mkdir(parents=True, exist_ok=True)
+            _openssl(
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-days",
+                "3650",
+                "-subj",
+                f"/CN={config.this_host}-{name}",
+                "-keyout",
+                str(secret),
+                "-out",
+                str(pem),
+            )
+            secret.chmod(0o600)
+    said = _openssl("x509", "-in", str(cert), "-noout", "-fingerprint", "-sha256")
+    return said.strip().partition("=")[2]
+
+
+def _openssl(*args: str) -> str:
+    try:
+        r = subprocess.run(["openssl", *args], capture_output=True, text=True, timeout=60)
+    except OSError as e:
+        raise WorkflowError(f"openssl: {e.strerror} (apt-get install openssl)") from None
+    if r.returncode != 0:
+        raise WorkflowError(f"openssl {args[0]}: {r.stderr.strip()[-300:]}")
+    return r.stdout

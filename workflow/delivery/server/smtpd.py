@@ -17,10 +17,9 @@ delivery) and answers ``250`` only after every copy and its directory are fsynce
   SMTP smuggling through ``\\n.\\r\\n``). A full disk is ``452 4.3.1`` (one log line naming the
   file system); any other failure inside the handler (EACCES, a bug) is ``451 4.3.0`` with no
   exception text, so clients retry instead of bouncing; nothing is left in any new/.
-* Long lines: body lines over 998 octets are stored as received, as Postfix does (aiosmtpd's
-  default refuses the message with ``500``); header lines over 998 octets are ``550 5.6.0``.
-* A connection cap (``421 4.7.0``), an idle timeout per command that also bounds a whole DATA phase.
-* A retried message (same Message-ID and bytes) after a lost ``250`` is recognised, not stored twice.
+* Body lines over 998 octets are stored as received, as Postfix does; header lines are ``550 5.6.0``.
+* A connection cap (``421 4.7.0``), an idle timeout per command that also bounds a whole DATA phase;
+  a retried message (same Message-ID and bytes) after a lost ``250`` is recognised, not stored twice.
 """
 
 from __future__ import annotations
@@ -132,9 +131,10 @@ class Handler:
         if self.current is not None:
             self.current.refresh()  # every transaction meets the roster its files hold now
         if address in ("", "<>"):  # a bounce (MAIL FROM:<>): this host's own relay's only
-            why = relay.not_bounce(self.deliverer.config, identity_of(session))
+            if why := relay.not_bounce(self.deliverer.config, identity_of(session)):
+                return refuse("MAIL", session, f"550 5.7.1 {why}")  # no transaction: no sender set
             envelope.mail_from = "<>"  # aiosmtpd takes an empty one for no MAIL at all
-            return refuse("MAIL", session, f"550 5.7.1 {why}") if why else "250 2.1.0 OK"
+            return "250 2.1.0 OK"
         try:
             role = self.roster.sender(address)
         except RosterError as e:
@@ -189,7 +189,7 @@ class Handler:
             crlf = raw.count(b"\r\n")
             if raw.count(b"\n") != crlf or raw.count(b"\r") != crlf:  # a bare LF or CR somewhere
                 raise MessageError("message contains a bare CR or LF; SMTP lines must end in CRLF")
-            if envelope.mail_from == "<>":
+            if envelope.mail_from == "<>" and not relay.not_bounce(self.deliverer.config, identity_of(session)):
                 return await bounces.take(self, raw)
             identity = identity_of(session)
             person = identity is not None and identity.person
