@@ -12,9 +12,7 @@ on ``[smtp] port``) and its cockpit (``[web] port``), so several hosts can share
 
 from __future__ import annotations
 
-import ipaddress
 import re
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, NamedTuple
 
@@ -35,6 +33,8 @@ class HostConfig(NamedTuple):
     @property
     def loopback(self) -> bool:
         """Whether its address is a loopback one (hosts sharing one machine, as tests make them)."""
+        import ipaddress  # lazy: start-up time; only a configured host asks
+
         try:
             return ipaddress.ip_address(self.address).is_loopback
         except ValueError:
@@ -75,6 +75,8 @@ def identity(file: str, hosts: tuple[HostConfig, ...], path: Path, given: str | 
     """Which of ``hosts`` this machine is: ``given``, else what its state directory says (""
     when there are no hosts, or when none was chosen yet: ``chosen`` refuses that where it matters)."""
     said = f"{path}: this machine is host" if given is None else "host"
+    if given is None and not hosts:
+        return ""  # one host: nothing to read
     if given is not None:
         name = given
     else:
@@ -84,7 +86,7 @@ def identity(file: str, hosts: tuple[HostConfig, ...], path: Path, given: str | 
             return ""
         except (OSError, UnicodeDecodeError) as e:
             raise ConfigError(f"{path}: cannot read which host this is: {e}") from None
-    if not name or (not hosts and given is None):
+    if not name:
         return ""
     names = [h.name for h in hosts]
     if name not in names:
@@ -104,12 +106,3 @@ def chosen(file: str, hosts: tuple[HostConfig, ...], this: str) -> str:
             "it is: run `workflow host NAME` here"
         )
     return this
-
-
-def home(hosts: tuple[HostConfig, ...]) -> str:
-    """Where a role that names no host lives: the first host ("" without hosts)."""
-    return hosts[0].name if hosts else ""
-
-
-def by_name(hosts: tuple[HostConfig, ...]) -> Mapping[str, HostConfig]:
-    return {h.name: h for h in hosts}

@@ -46,7 +46,7 @@ class Role(NamedTuple):
     max_turns: int = 0  # 0: the backend's default
     hands_off: tuple[str, ...] = ()  # the roles its approval goes on to when it names no NEXT_ROLES
     keys: frozenset[str] = frozenset()  # the front matter keys its file sets
-    host: str = ""  # the [hosts.NAME] it lives on; "": the first host (core.hosts.home)
+    host: str = ""  # the [hosts.NAME] it lives on; "": the first host (Roster.host_of)
 
     @property
     def takes_mail(self) -> bool:
